@@ -1,0 +1,50 @@
+# kube-envoy-controller
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+.DEFAULT_GOAL := help
+
+ROOT      := $(abspath .)
+BIN       := $(ROOT)/bin
+TOOLS_MOD := $(ROOT)/hack/tools
+TOOLS_DEPS := $(TOOLS_MOD)/go.mod $(TOOLS_MOD)/go.sum
+
+# The Kubernetes release the tools module pins; kube binaries are stamped with it.
+KUBE_VERSION := $(shell cd $(TOOLS_MOD) && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+KUBE_MAJOR   := $(word 1,$(subst ., ,$(patsubst v%,%,$(KUBE_VERSION))))
+KUBE_MINOR   := $(word 2,$(subst ., ,$(patsubst v%,%,$(KUBE_VERSION))))
+KUBE_LDFLAGS := -s -w \
+	-X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=$(KUBE_MAJOR) \
+	-X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR) \
+	-X k8s.io/component-base/version.gitTreeState=clean \
+	-X k8s.io/client-go/pkg/version.gitVersion=$(KUBE_VERSION) \
+	-X k8s.io/client-go/pkg/version.gitMajor=$(KUBE_MAJOR) \
+	-X k8s.io/client-go/pkg/version.gitMinor=$(KUBE_MINOR)
+
+KUBE_TOOLS  := kube-apiserver kube-controller-manager kube-scheduler kubectl
+OTHER_TOOLS := kwok kwokctl controller-gen etcd
+TOOLS       := $(addprefix $(BIN)/,$(KUBE_TOOLS) $(OTHER_TOOLS))
+
+##@ Tools
+
+.PHONY: tools
+tools: $(TOOLS) ## Build etcd, the kube binaries, kwok, kwokctl and controller-gen into bin/ (skips what is up to date).
+
+$(addprefix $(BIN)/,$(KUBE_TOOLS)): $(BIN)/%: $(TOOLS_DEPS)
+	cd $(TOOLS_MOD) && CGO_ENABLED=0 go build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$*
+
+$(BIN)/kwok $(BIN)/kwokctl: $(BIN)/%: $(TOOLS_DEPS)
+	cd $(TOOLS_MOD) && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $@ sigs.k8s.io/kwok/cmd/$*
+
+$(BIN)/controller-gen: $(TOOLS_DEPS)
+	cd $(TOOLS_MOD) && go build -trimpath -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+
+$(BIN)/etcd: $(TOOLS_DEPS) $(TOOLS_MOD)/etcd/main.go
+	cd $(TOOLS_MOD) && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $@ ./etcd
+
+##@ Help
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)

@@ -1,0 +1,92 @@
+// Package controller lists the operator's controllers by name and decides,
+// from the --controllers flag, which of them run.
+package controller
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/foo"
+)
+
+// Options carries the settings that controllers take from the command line.
+type Options struct{}
+
+// Entry is one controller: its name in --controllers, and how to start it.
+type Entry struct {
+	Name  string
+	Setup func(mgr ctrl.Manager, opts Options) error
+}
+
+// All is every controller the operator has, in the order they are started.
+var All = []Entry{
+	{Name: foo.ControllerName, Setup: func(mgr ctrl.Manager, _ Options) error {
+		return foo.NewReconciler(mgr).SetupWithManager(mgr)
+	}},
+}
+
+// Names returns the names of all controllers.
+func Names() []string {
+	names := make([]string, 0, len(All))
+	for _, e := range All {
+		names = append(names, e.Name)
+	}
+	return names
+}
+
+// ParseSelection checks a --controllers value: a comma-separated list in
+// kube-controller-manager's style, where "*" means every controller, "name"
+// enables one and "-name" disables one.
+func ParseSelection(value string) ([]string, error) {
+	known := Names()
+	var sel []string
+	for _, item := range strings.Split(value, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if item != "*" && !slices.Contains(known, strings.TrimPrefix(item, "-")) {
+			return nil, fmt.Errorf("--controllers: unknown controller %q (known: %s)", item, strings.Join(known, ", "))
+		}
+		sel = append(sel, item)
+	}
+	if len(sel) == 0 {
+		return nil, fmt.Errorf("--controllers: empty; use \"*\" for all controllers")
+	}
+	return sel, nil
+}
+
+// Enabled reports whether the selection runs the named controller. An explicit
+// "name" or "-name" wins, whatever its position; otherwise "*" enables it.
+func Enabled(selection []string, name string) bool {
+	star := false
+	for _, s := range selection {
+		switch s {
+		case name:
+			return true
+		case "-" + name:
+			return false
+		case "*":
+			star = true
+		}
+	}
+	return star
+}
+
+// Setup starts every enabled controller on mgr and returns their names.
+func Setup(mgr ctrl.Manager, selection []string, opts Options) ([]string, error) {
+	var started []string
+	for _, e := range All {
+		if !Enabled(selection, e.Name) {
+			continue
+		}
+		if err := e.Setup(mgr, opts); err != nil {
+			return started, fmt.Errorf("setting up controller %q: %w", e.Name, err)
+		}
+		started = append(started, e.Name)
+	}
+	return started, nil
+}

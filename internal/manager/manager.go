@@ -1,0 +1,66 @@
+// Package manager builds the operator's controller-runtime manager: its
+// scheme, its trimmed cache and its servers. The binary and every integration
+// test build their manager here, so that tests run what production runs.
+package manager
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+)
+
+// Options are the manager settings that come from the command line.
+type Options struct {
+	MetricsAddr             string // "0" disables the metrics server
+	ProbeAddr               string // "" or "0" disables the health probes
+	LeaderElect             bool
+	LeaderElectionNamespace string
+}
+
+// LeaderElectionID names the Lease that replicas of the operator compete for.
+const LeaderElectionID = "kube-envoy-controller.kube-envoy-controller.io"
+
+// New returns a manager for cfg. It does not start it.
+func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
+	probe := o.ProbeAddr
+	if probe == "" {
+		probe = "0"
+	}
+	return ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  NewScheme(),
+		Cache:                   CacheOptions(),
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  probe,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        LeaderElectionID,
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		// Step down at once on SIGTERM, so that the next leader need not wait for the lease to expire.
+		LeaderElectionReleaseOnCancel: true,
+	})
+}
+
+// CacheOptions trims the manager's cache: managedFields are dropped from every
+// object, and of the kinds the operator creates, only the objects it labelled
+// as its own are cached. A clash with a foreign object of the same name is
+// found by its create failing, not by caching every object in the cluster.
+func CacheOptions() cache.Options {
+	owned := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{objects.ManagedByLabel: objects.ManagedByValue})}
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&appsv1.Deployment{}: owned,
+			&corev1.Service{}:    owned,
+			&corev1.ConfigMap{}:  owned,
+			&corev1.Pod{}:        owned,
+			&batchv1.Job{}:       owned,
+		},
+	}
+}

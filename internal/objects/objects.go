@@ -1,0 +1,140 @@
+// Package objects holds the pure helpers every controller uses to compare the
+// objects it wants with the objects it finds, and to decide what it owns.
+package objects
+
+import (
+	"fmt"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// ManagedByLabel marks every object the operator creates. The manager's cache
+// keeps only objects that carry it (see internal/controller.CacheOptions).
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "kube-envoy-controller"
+)
+
+// FieldOwner is the field manager name of the operator's writes.
+const FieldOwner = "kube-envoy-controller"
+
+// Contains reports whether every field set in desired has the same value in
+// actual. Fields that desired leaves at their zero value (nil, "", 0, false, an
+// empty map or list) are not compared, so values the API server defaults and
+// fields other actors add do not count as differences; a field we set that
+// someone changed does. Lists must have the same length and match element by
+// element, so an added or removed container is a difference.
+//
+// desired and actual are typed API objects or parts of them (a PodSpec, a map).
+func Contains(actual, desired any) (bool, error) {
+	a, err := toUnstructured(actual)
+	if err != nil {
+		return false, fmt.Errorf("converting actual: %w", err)
+	}
+	d, err := toUnstructured(desired)
+	if err != nil {
+		return false, fmt.Errorf("converting desired: %w", err)
+	}
+	return containsValue(a, d), nil
+}
+
+// toUnstructured turns a typed value into the JSON-like form the API server
+// stores (maps, slices, strings, int64, float64, bool), so that both sides are
+// compared the way they serialise.
+func toUnstructured(v any) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return nil, nil
+	}
+	// The converter handles structs; wrap everything else in one.
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
+		V any `json:"v"`
+	}{V: v})
+	if err != nil {
+		return nil, err
+	}
+	return u["v"], nil
+}
+
+func containsValue(actual, desired any) bool {
+	if isZero(desired) {
+		return true
+	}
+	switch d := desired.(type) {
+	case map[string]any:
+		a, _ := actual.(map[string]any)
+		for k, dv := range d {
+			if !containsValue(a[k], dv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		a, _ := actual.([]any)
+		if len(a) != len(d) {
+			return false
+		}
+		for i := range d {
+			if !containsValue(a[i], d[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return reflect.DeepEqual(normalizeNumber(actual), normalizeNumber(desired))
+	}
+}
+
+func isZero(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return true
+	case string:
+		return t == ""
+	case bool:
+		return !t
+	case int64:
+		return t == 0
+	case float64:
+		return t == 0
+	case map[string]any:
+		return len(t) == 0
+	case []any:
+		return len(t) == 0
+	}
+	return false
+}
+
+// normalizeNumber makes 3 and 3.0 equal: the converter keeps the Go type of the
+// field, and a value read back from JSON may differ only in that.
+func normalizeNumber(v any) any {
+	switch t := v.(type) {
+	case int64:
+		return float64(t)
+	case int:
+		return float64(t)
+	case int32:
+		return float64(t)
+	}
+	return v
+}
+
+// MergeMaps returns base with every key of overlay set to overlay's value. It
+// never modifies base. It returns nil only when both are empty.
+func MergeMaps(base, overlay map[string]string) map[string]string {
+	if len(base) == 0 && len(overlay) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(base)+len(overlay))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range overlay {
+		out[k] = v
+	}
+	return out
+}
