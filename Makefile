@@ -26,6 +26,61 @@ KUBE_TOOLS  := kube-apiserver kube-controller-manager kube-scheduler kubectl
 OTHER_TOOLS := kwok kwokctl controller-gen etcd
 TOOLS       := $(addprefix $(BIN)/,$(KUBE_TOOLS) $(OTHER_TOOLS))
 
+CLUSTER ?= kec-dev
+KUBECONFIG_DEV = $(ROOT)/tmp/$(CLUSTER)/kubeconfig
+GO_PACKAGES := ./...
+
+##@ Development
+
+.PHONY: run
+run: tools generate build ## Start the local cluster kec-dev, install the CRDs, apply the samples and run the operator in the foreground.
+	hack/run.sh $(CLUSTER)
+
+.PHONY: build
+build: ## Build the operator into bin/kube-envoy-controller.
+	go build -o $(BIN)/kube-envoy-controller ./cmd/kube-envoy-controller
+
+.PHONY: generate
+generate: $(BIN)/controller-gen ## Generate deepcopy code, CRDs and RBAC from the API types' markers.
+	$(BIN)/controller-gen object paths=./api/...
+	$(BIN)/controller-gen rbac:roleName=kube-envoy-controller crd paths=./... \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: verify
+verify: $(BIN)/controller-gen ## Fail when generated files are stale, code is not gofmt'ed or go vet complains.
+	hack/verify-generated.sh
+	@unformatted=$$(gofmt -l api cmd internal test hack/tools); \
+	if [ -n "$$unformatted" ]; then echo "Not gofmt'ed:"; echo "$$unformatted"; exit 1; fi
+	go vet $(GO_PACKAGES)
+	go vet -tags e2e ./test/e2e/...
+
+##@ Local cluster
+
+.PHONY: cluster
+cluster: tools ## Start the local cluster kec-dev, or reuse it. Its kubeconfig: bin/kwokctl --name kec-dev get kubeconfig
+	hack/cluster.sh up $(CLUSTER)
+
+.PHONY: cluster-down
+cluster-down: ## Remove the local cluster kec-dev and stop its processes.
+	hack/cluster.sh down $(CLUSTER)
+
+.PHONY: install
+install: ## Install the CRDs into the local cluster.
+	$(BIN)/kubectl --kubeconfig $(KUBECONFIG_DEV) apply --server-side -f config/crd/bases
+
+##@ Test
+
+.PHONY: test
+test: tools verify unit e2e ## Run every test: stale-file checks, unit and envtest integration tests, end-to-end tests.
+
+.PHONY: unit
+unit: tools ## Unit tests and envtest integration tests (a real kube-apiserver and etcd from bin/).
+	go test -count=1 -race $(GO_PACKAGES)
+
+.PHONY: e2e
+e2e: tools ## End-to-end tests on a fresh local cluster, with the operator binary.
+	hack/e2e.sh
+
 ##@ Tools
 
 .PHONY: tools

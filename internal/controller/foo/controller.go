@@ -8,8 +8,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -155,7 +155,7 @@ func (r *Reconciler) ensureDeployment(ctx context.Context, foo *samplev1alpha1.F
 	if err := r.Client.Update(ctx, updated); err != nil {
 		return nil, false, fmt.Errorf("updating Deployment %q: %w", desired.Name, err)
 	}
-	logf.FromContext(ctx).Info("restored Deployment to spec", "deployment", desired.Name)
+	logf.FromContext(ctx).Info("updated Deployment to match the Foo", "deployment", desired.Name)
 	r.Recorder.Eventf(foo, updated, corev1.EventTypeNormal, "Updated", "Update", "Updated Deployment %q to match the Foo", desired.Name)
 	return updated, false, nil
 }

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Local Kubernetes clusters from the project's own binaries, with kwokctl's
+# binary runtime: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+# and kwok from bin/ (`make tools`), and KWOK nodes that run no containers but
+# take pods through their life cycle.
+#
+#   hack/cluster.sh up NAME [kwokctl create flags...]   start NAME, or reuse it if it is healthy
+#   hack/cluster.sh down NAME                           remove NAME and stop its processes
+#   hack/cluster.sh kubeconfig NAME                     print the path of NAME's kubeconfig
+#
+# NODES sets the number of KWOK nodes (default 3). Logs go to tmp/NAME/.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN=$ROOT/bin
+cmd=${1:?usage: hack/cluster.sh up|down|kubeconfig NAME}
+name=${2:?usage: hack/cluster.sh up|down|kubeconfig NAME}
+shift 2
+dir=$ROOT/tmp/$name
+kubeconfig=$dir/kubeconfig
+mkdir -p "$dir"
+
+kwokctl() { "$BIN/kwokctl" "$@" >>"$dir/kwokctl.log" 2>&1; }
+
+exists() { "$BIN/kwokctl" get clusters 2>/dev/null | grep -qx "$name"; }
+
+healthy() {
+  "$BIN/kwokctl" --name "$name" get kubeconfig >"$kubeconfig" 2>/dev/null &&
+    "$BIN/kubectl" --kubeconfig "$kubeconfig" get --raw /readyz >/dev/null 2>&1
+}
+
+fail() {
+  echo "cluster $name: $1 (kwokctl log: tmp/$name/kwokctl.log)" >&2
+  tail -n 20 "$dir/kwokctl.log" >&2 || true
+  exit 1
+}
+
+case $cmd in
+up)
+  if exists; then
+    if ! healthy; then
+      # The processes are gone (a reboot, say): start them again, or start afresh.
+      kwokctl start cluster --name "$name" --wait 2m || true
+      if ! healthy; then
+        kwokctl delete cluster --name "$name" || true
+      fi
+    fi
+  fi
+  if ! exists; then
+    kwokctl create cluster --name "$name" --runtime binary \
+      --etcd-binary "$BIN/etcd" \
+      --kube-apiserver-binary "$BIN/kube-apiserver" \
+      --kube-controller-manager-binary "$BIN/kube-controller-manager" \
+      --kube-scheduler-binary "$BIN/kube-scheduler" \
+      --kwok-controller-binary "$BIN/kwok" \
+      --kubeconfig "" \
+      --wait 2m "$@" || fail "create failed"
+  fi
+  healthy || fail "not ready"
+  kwokctl --name "$name" scale node --replicas "${NODES:-3}" || fail "scaling nodes failed"
+  echo "cluster $name is ready; KUBECONFIG=$kubeconfig" >&2
+  ;;
+down)
+  if exists; then
+    kwokctl delete cluster --name "$name" || fail "delete failed"
+  fi
+  rm -f "$kubeconfig"
+  ;;
+kubeconfig)
+  echo "$kubeconfig"
+  ;;
+*)
+  echo "usage: hack/cluster.sh up|down|kubeconfig NAME" >&2
+  exit 2
+  ;;
+esac

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# End-to-end tests: a fresh local cluster (hack/cluster.sh), the CRDs, the
+# operator binary running against it, then `go test -tags e2e ./test/e2e/...`.
+# Everything it starts is stopped again when it exits, on failure too.
+# Arguments are passed to go test (for example -run Foo).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+NAME=${E2E_CLUSTER:-kec-e2e}
+DIR=$ROOT/tmp/$NAME
+op_pid=""
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [[ -n $op_pid ]]; then
+    kill "$op_pid" 2>/dev/null || true
+    wait "$op_pid" 2>/dev/null || true
+  fi
+  if [[ $rc -ne 0 && -f $DIR/operator.log ]]; then
+    echo "--- last lines of the operator's log (tmp/$NAME/operator.log):" >&2
+    tail -n 40 "$DIR/operator.log" >&2 || true
+  fi
+  hack/cluster.sh down "$NAME" || true
+  exit "$rc"
+}
+trap cleanup EXIT INT TERM
+
+hack/cluster.sh down "$NAME" # whatever an earlier run left
+hack/cluster.sh up "$NAME" --kube-apiserver-port 0
+export KUBECONFIG=$DIR/kubeconfig
+
+bin/kubectl apply --server-side -f config/crd/bases >/dev/null
+bin/kubectl wait --for condition=Established --timeout 60s crd --all >/dev/null
+
+go build -o bin/kube-envoy-controller ./cmd/kube-envoy-controller
+bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" \
+  --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
+  >"$DIR/operator.log" 2>&1 &
+op_pid=$!
+
+E2E_ROOT=$ROOT go test -tags e2e -count=1 -timeout 20m ./test/e2e/... "$@"

@@ -1,0 +1,114 @@
+//go:build e2e
+
+// Package e2e tests the operator as a user meets it: the binary running
+// against a local cluster whose Deployment controller, scheduler, garbage
+// collector and KWOK nodes are real. hack/e2e.sh starts all of it; the tests
+// use kubectl for what a user would type.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+)
+
+var k8s client.Client
+
+func TestMain(m *testing.M) {
+	if os.Getenv("KUBECONFIG") == "" || os.Getenv("E2E_ROOT") == "" {
+		fmt.Fprintln(os.Stderr, "the e2e tests run through hack/e2e.sh (make e2e), which sets KUBECONFIG and E2E_ROOT")
+		os.Exit(1)
+	}
+	cfg, err := config.GetConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if k8s, err = client.New(cfg, client.Options{Scheme: manager.NewScheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// kubectl runs bin/kubectl with args and returns its output.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"), args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// sample returns the path of a file in config/samples.
+func sample(name string) string {
+	return filepath.Join(os.Getenv("E2E_ROOT"), "config", "samples", name)
+}
+
+// eventually polls cond every half second until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true,
+		func(context.Context) (bool, error) {
+			ok, err := cond()
+			last = err
+			return ok, nil
+		})
+	if err != nil {
+		t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
+	}
+}
+
+// jsonpath waits until `kubectl get <resource> -o jsonpath=<path>` prints want.
+func waitJSONPath(t *testing.T, timeout time.Duration, ns, resource, path, want string) {
+	t.Helper()
+	got := ""
+	eventually(t, timeout, fmt.Sprintf("%s %s = %q (last %q)", resource, path, want, got), func() (bool, error) {
+		out, err := exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"),
+			"-n", ns, "get", resource, "-o", "jsonpath="+path).CombinedOutput()
+		got = strings.TrimSpace(string(out))
+		if err != nil {
+			return false, fmt.Errorf("%v: %s", err, out)
+		}
+		return got == want, nil
+	})
+}
+
+// waitGone waits until `kubectl get <what...>` finds nothing.
+func waitGone(t *testing.T, timeout time.Duration, ns string, what ...string) {
+	t.Helper()
+	args := append([]string{"-n", ns, "get"}, what...)
+	args = append(args, "--ignore-not-found", "-o", "name")
+	eventually(t, timeout, strings.Join(what, " ")+" to be deleted", func() (bool, error) {
+		out, err := exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"), args...).CombinedOutput()
+		if err != nil {
+			return false, fmt.Errorf("%v: %s", err, out)
+		}
+		return strings.TrimSpace(string(out)) == "", nil
+	})
+}
+
+// namespace creates a namespace for one test and deletes it afterwards.
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	kubectl(t, "create", "namespace", name)
+	t.Cleanup(func() {
+		_ = exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"),
+			"delete", "namespace", name, "--wait=false").Run()
+	})
+	return name
+}
