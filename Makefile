@@ -49,6 +49,7 @@ generate: $(BIN)/controller-gen ## Generate deepcopy code, CRDs and RBAC from th
 .PHONY: verify
 verify: $(BIN)/controller-gen ## Fail when generated files are stale, code is not gofmt'ed or go vet complains.
 	hack/verify-generated.sh
+	$(BIN)/kubectl kustomize config/default >/dev/null
 	@unformatted=$$(gofmt -l api cmd internal test hack/tools); \
 	if [ -n "$$unformatted" ]; then echo "Not gofmt'ed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(GO_PACKAGES)

@@ -9,6 +9,8 @@ import (
 
 // The seed's sample Foo, applied unchanged, runs nginx pods on the cluster.
 func TestFooSample(t *testing.T) {
+	start := time.Now()
+	step := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
 	ns := namespace(t, "e2e-foo")
 	kubectl(t, "-n", ns, "apply", "-f", sample("samplecontroller_v1alpha1_foo.yaml"))
 
@@ -20,12 +22,16 @@ func TestFooSample(t *testing.T) {
 		t.Errorf("pod phases = %q, want one Running pod", got)
 	}
 
+	step("available: 1")
 	kubectl(t, "-n", ns, "scale", "foo/example-foo", "--replicas=3")
 	waitJSONPath(t, 2*time.Minute, ns, "foo/example-foo", "{.status.availableReplicas}", "3")
 	waitJSONPath(t, time.Minute, ns, "deployment/example-foo", "{.status.availableReplicas}", "3")
 
+	step("available: 3")
 	// Deleting the Foo lets the garbage collector remove its Deployment and pods.
 	kubectl(t, "-n", ns, "delete", "foo/example-foo")
 	waitGone(t, 2*time.Minute, ns, "deployment/example-foo")
+	step("Deployment deleted")
 	waitGone(t, 2*time.Minute, ns, "pods", "-l", "app=nginx,controller=example-foo")
+	step("pods deleted")
 }
