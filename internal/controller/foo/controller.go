@@ -101,63 +101,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // deleteRenamed deletes the Deployments this Foo controls under a name other
 // than keep: what is left after spec.deploymentName changed.
 func (r *Reconciler) deleteRenamed(ctx context.Context, foo *samplev1alpha1.Foo, keep string) error {
-	var owned appsv1.DeploymentList
-	if err := r.Client.List(ctx, &owned, client.InNamespace(foo.Namespace),
-		client.MatchingFields{objects.ControllerUIDIndex: string(foo.UID)}); err != nil {
-		return fmt.Errorf("listing owned Deployments: %w", err)
+	deleted, err := objects.DeleteRenamed(ctx, r.Client, foo, &appsv1.DeploymentList{}, keep)
+	for _, name := range deleted {
+		logf.FromContext(ctx).Info("deleted renamed Deployment", "deployment", name, "now", keep)
+		r.Recorder.Eventf(foo, nil, corev1.EventTypeNormal, "Deleted", "Delete", "Deleted Deployment %q: spec.deploymentName is now %q", name, keep)
 	}
-	for i := range owned.Items {
-		old := &owned.Items[i]
-		if old.Name == keep || !metav1.IsControlledBy(old, foo) {
-			continue
-		}
-		err := r.Client.Delete(ctx, old, client.Preconditions{UID: &old.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		if client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting renamed Deployment %q: %w", old.Name, err)
-		}
-		logf.FromContext(ctx).Info("deleted renamed Deployment", "deployment", old.Name, "now", keep)
-		r.Recorder.Eventf(foo, old, corev1.EventTypeNormal, "Deleted", "Delete", "Deleted Deployment %q: spec.deploymentName is now %q", old.Name, keep)
-	}
-	return nil
+	return err
 }
+
+// deployments reconciles a Foo's Deployment: the fields the Foo sets are
+// compared, and put back when they drift.
+var deployments = objects.Child[*appsv1.Deployment]{Matches: matches, Merge: merge}
 
 // ensureDeployment creates the Deployment or restores the fields the Foo sets
 // on it. It returns the Deployment as last seen, or clash=true when a
 // Deployment of that name exists and is not controlled by this Foo.
 func (r *Reconciler) ensureDeployment(ctx context.Context, foo *samplev1alpha1.Foo, desired *appsv1.Deployment) (*appsv1.Deployment, bool, error) {
-	existing := &appsv1.Deployment{}
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), existing)
-	if apierrors.IsNotFound(err) {
-		err = r.Client.Create(ctx, desired)
-		if err == nil {
-			r.Recorder.Eventf(foo, desired, corev1.EventTypeNormal, "Created", "Create", "Created Deployment %q", desired.Name)
-			return desired, false, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return nil, false, fmt.Errorf("creating Deployment %q: %w", desired.Name, err)
-		}
-		// It exists but is not in our cache: someone else's, or ours with its label removed.
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), existing); err != nil {
-			return nil, false, fmt.Errorf("reading Deployment %q: %w", desired.Name, err)
-		}
-	} else if err != nil {
-		return nil, false, fmt.Errorf("reading Deployment %q: %w", desired.Name, err)
+	dep, outcome, err := deployments.Ensure(ctx, r.Client, r.APIReader, foo, desired)
+	switch outcome {
+	case objects.Created:
+		r.Recorder.Eventf(foo, dep, corev1.EventTypeNormal, "Created", "Create", "Created Deployment %q", desired.Name)
+	case objects.Updated:
+		logf.FromContext(ctx).Info("updated Deployment to match the Foo", "deployment", desired.Name)
+		r.Recorder.Eventf(foo, dep, corev1.EventTypeNormal, "Updated", "Update", "Updated Deployment %q to match the Foo", desired.Name)
 	}
-
-	if !metav1.IsControlledBy(existing, foo) {
-		return nil, true, nil
-	}
-	same, err := matches(existing, desired)
-	if err != nil || same {
-		return existing, false, err
-	}
-	updated := merge(existing, desired)
-	if err := r.Client.Update(ctx, updated); err != nil {
-		return nil, false, fmt.Errorf("updating Deployment %q: %w", desired.Name, err)
-	}
-	logf.FromContext(ctx).Info("updated Deployment to match the Foo", "deployment", desired.Name)
-	r.Recorder.Eventf(foo, updated, corev1.EventTypeNormal, "Updated", "Update", "Updated Deployment %q to match the Foo", desired.Name)
-	return updated, false, nil
+	return dep, outcome == objects.Clash, err
 }
 
 // matches reports whether existing has every field that desired sets.
