@@ -1,0 +1,230 @@
+// Package envoy renders what an Envoy proxy of a fleet runs with: its v3
+// bootstrap and its container. Everything here is pure. The Envoy controller
+// uses it for fleets, and sidecar injection for Envoy sidecars.
+package envoy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"sigs.k8s.io/yaml"
+)
+
+// Ports every proxy uses besides its listeners.
+const (
+	// AdminPort is Envoy's admin interface. It is bound to 127.0.0.1 only.
+	AdminPort = 19000
+	// ReadyPort is the static listener that exposes only /ready and
+	// /stats/prometheus from admin, for probes and Prometheus.
+	ReadyPort = 19001
+)
+
+// Names inside the bootstrap.
+const (
+	adminClusterName  = "envoy_admin"
+	readyListenerName = "envoy_ready_stats"
+)
+
+// BootstrapKey is the ConfigMap key of the bootstrap, and the file name Envoy reads.
+const BootstrapKey = "envoy.yaml"
+
+// XDSServer is the management server a fleet takes its configuration from.
+type XDSServer struct {
+	// ClusterName is the bootstrap's static cluster that reaches the server.
+	ClusterName string
+	Host        string
+	Port        uint32
+}
+
+// String returns host:port.
+func (s XDSServer) String() string { return fmt.Sprintf("%s:%d", s.Host, s.Port) }
+
+// Bootstrap returns the v3 bootstrap of a proxy that takes its listeners and
+// clusters over ADS from xds. The node's id and cluster are not in it: Envoy
+// takes them from --service-node and --service-cluster.
+func Bootstrap(xds XDSServer) *bootstrapv3.Bootstrap {
+	ads := &corev3.ConfigSource{
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+	}
+	return &bootstrapv3.Bootstrap{
+		Admin: &bootstrapv3.Admin{Address: socketAddress("127.0.0.1", AdminPort)},
+		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
+			AdsConfig: &corev3.ApiConfigSource{
+				ApiType:                   corev3.ApiConfigSource_GRPC,
+				TransportApiVersion:       corev3.ApiVersion_V3,
+				SetNodeOnFirstMessageOnly: true,
+				GrpcServices: []*corev3.GrpcService{{
+					TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
+						EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xds.ClusterName},
+					},
+				}},
+			},
+			LdsConfig: ads,
+			CdsConfig: ads,
+		},
+		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
+			Clusters: []*clusterv3.Cluster{
+				xdsCluster(xds),
+				staticCluster(adminClusterName, "127.0.0.1", AdminPort),
+			},
+			Listeners: []*listenerv3.Listener{readyListener()},
+		},
+	}
+}
+
+// xdsCluster reaches the xDS server over HTTP/2, with keepalives so that a
+// dead server connection is noticed.
+func xdsCluster(xds XDSServer) *clusterv3.Cluster {
+	c := staticCluster(xds.ClusterName, xds.Host, xds.Port)
+	c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
+	c.DnsLookupFamily = clusterv3.Cluster_V4_PREFERRED
+	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{
+		"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": mustAny(&upstreamhttpv3.HttpProtocolOptions{
+			UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+				ExplicitHttpConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{
+					ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+						Http2ProtocolOptions: &corev3.Http2ProtocolOptions{
+							ConnectionKeepalive: &corev3.KeepaliveSettings{
+								Interval: durationpb.New(30 * time.Second),
+								Timeout:  durationpb.New(5 * time.Second),
+							},
+						},
+					},
+				},
+			},
+		}),
+	}
+	return c
+}
+
+func staticCluster(name, host string, port uint32) *clusterv3.Cluster {
+	return &clusterv3.Cluster{
+		Name:                 name,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		ConnectTimeout:       durationpb.New(5 * time.Second),
+		LoadAssignment: &endpointv3.ClusterLoadAssignment{
+			ClusterName: name,
+			Endpoints: []*endpointv3.LocalityLbEndpoints{{
+				LbEndpoints: []*endpointv3.LbEndpoint{{
+					HostIdentifier: &endpointv3.LbEndpoint_Endpoint{
+						Endpoint: &endpointv3.Endpoint{Address: socketAddress(host, port)},
+					},
+				}},
+			}},
+		},
+	}
+}
+
+// readyListener serves /ready and /stats/prometheus from admin on ReadyPort,
+// and nothing else of admin.
+func readyListener() *listenerv3.Listener {
+	toAdmin := &routev3.Route_Route{Route: &routev3.RouteAction{
+		ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: adminClusterName},
+	}}
+	hcm := &hcmv3.HttpConnectionManager{
+		StatPrefix: readyListenerName,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
+			Name: readyListenerName,
+			VirtualHosts: []*routev3.VirtualHost{{
+				Name:    readyListenerName,
+				Domains: []string{"*"},
+				Routes: []*routev3.Route{
+					{
+						Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: "/ready"}},
+						Action: toAdmin,
+					},
+					{
+						Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/stats/prometheus"}},
+						Action: toAdmin,
+					},
+				},
+			}},
+		}},
+		HttpFilters: []*hcmv3.HttpFilter{{
+			Name:       "envoy.filters.http.router",
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerv3.Router{})},
+		}},
+	}
+	return &listenerv3.Listener{
+		Name:    readyListenerName,
+		Address: socketAddress("0.0.0.0", ReadyPort),
+		FilterChains: []*listenerv3.FilterChain{{
+			Filters: []*listenerv3.Filter{{
+				Name:       "envoy.filters.network.http_connection_manager",
+				ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(hcm)},
+			}},
+		}},
+	}
+}
+
+func socketAddress(host string, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Address:       host,
+		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}
+}
+
+// mustAny packs m. It fails only for a message that is not registered, which
+// the imports of this file rule out.
+func mustAny(m proto.Message) *anypb.Any {
+	a, err := anypb.New(m)
+	if err != nil {
+		panic(fmt.Sprintf("packing %T: %v", m, err))
+	}
+	return a
+}
+
+// RenderBootstrap returns the bootstrap for xds as YAML, after checking it
+// against Envoy's own validation rules.
+func RenderBootstrap(xds XDSServer) ([]byte, error) {
+	b := Bootstrap(xds)
+	if err := b.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("invalid bootstrap: %w", err)
+	}
+	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("encoding bootstrap: %w", err)
+	}
+	// protojson's output varies in its spacing on purpose; YAML with sorted
+	// keys is stable, so an unchanged bootstrap never causes a write.
+	return yaml.JSONToYAML(js)
+}
+
+// ParseBootstrap decodes a YAML or JSON bootstrap strictly: a field Envoy's v3
+// API does not have is an error. It then applies Envoy's validation rules.
+func ParseBootstrap(data []byte) (*bootstrapv3.Bootstrap, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, err
+	}
+	b := &bootstrapv3.Bootstrap{}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(js, b); err != nil {
+		return nil, err
+	}
+	if err := b.ValidateAll(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Hash returns a short, stable hash of a bootstrap.
+func Hash(bootstrap []byte) string {
+	sum := sha256.Sum256(bootstrap)
+	return hex.EncodeToString(sum[:8])
+}

@@ -1,0 +1,184 @@
+package envoy
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+var bootstrapCases = []struct {
+	name string
+	xds  XDSServer
+}{
+	{"seed-sample", XDSServer{ClusterName: "xds_cluster", Host: "xds-service.default", Port: 19000}},
+	{"built-in-server", XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000}},
+	{"ip-address", XDSServer{ClusterName: "my.xds:cluster-1", Host: "10.96.0.10", Port: 1}},
+	{"max-port", XDSServer{ClusterName: "x", Host: "a", Port: 65535}},
+}
+
+func TestRenderBootstrapGolden(t *testing.T) {
+	for _, tc := range bootstrapCases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := RenderBootstrap(tc.xds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", "bootstrap-"+tc.name+".yaml")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./internal/envoy -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("bootstrap differs from %s; run go test ./internal/envoy -update and review the diff.\ngot:\n%s", golden, got)
+			}
+			// Rendering is deterministic: an unchanged spec never rewrites the ConfigMap.
+			again, _ := RenderBootstrap(tc.xds)
+			if !bytes.Equal(got, again) {
+				t.Error("two renders of the same input differ")
+			}
+		})
+	}
+}
+
+// The rendered bootstrap passes Envoy's schema: a strict decode into
+// envoy.config.bootstrap.v3.Bootstrap and ValidateAll, and it says what the
+// fleet needs.
+func TestRenderBootstrapIsValidEnvoyV3(t *testing.T) {
+	for _, tc := range bootstrapCases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := RenderBootstrap(tc.xds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := ParseBootstrap(out)
+			if err != nil {
+				t.Fatalf("rendered bootstrap does not pass Envoy's schema: %v\n%s", err, out)
+			}
+			if a := b.GetAdmin().GetAddress().GetSocketAddress(); a.GetAddress() != "127.0.0.1" || a.GetPortValue() != AdminPort {
+				t.Errorf("admin bound to %s:%d, want 127.0.0.1:%d", a.GetAddress(), a.GetPortValue(), AdminPort)
+			}
+			ads := b.GetDynamicResources().GetAdsConfig()
+			if ads.GetTransportApiVersion().String() != "V3" || len(ads.GetGrpcServices()) != 1 ||
+				ads.GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName() != tc.xds.ClusterName {
+				t.Errorf("ads_config = %v", ads)
+			}
+			if b.GetDynamicResources().GetLdsConfig().GetAds() == nil || b.GetDynamicResources().GetCdsConfig().GetAds() == nil {
+				t.Error("LDS and CDS must come from ADS")
+			}
+			var xds *clusterv3.Cluster
+			for _, c := range b.GetStaticResources().GetClusters() {
+				if c.GetName() == tc.xds.ClusterName {
+					xds = c
+				}
+			}
+			if xds == nil {
+				t.Fatalf("no static cluster %q", tc.xds.ClusterName)
+			}
+			sa := xds.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
+			if sa.GetAddress() != tc.xds.Host || sa.GetPortValue() != tc.xds.Port {
+				t.Errorf("xds cluster reaches %s:%d, want %s", sa.GetAddress(), sa.GetPortValue(), tc.xds)
+			}
+			opts := &upstreamhttpv3.HttpProtocolOptions{}
+			if err := xds.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].UnmarshalTo(opts); err != nil {
+				t.Fatalf("xds cluster protocol options: %v", err)
+			}
+			if opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions() == nil {
+				t.Error("xds cluster does not use HTTP/2")
+			}
+			if ls := b.GetStaticResources().GetListeners(); len(ls) != 1 || ls[0].GetAddress().GetSocketAddress().GetPortValue() != ReadyPort {
+				t.Errorf("static listeners = %v, want one on %d", ls, ReadyPort)
+			}
+		})
+	}
+}
+
+// ParseBootstrap is strict: what Envoy would reject, it rejects.
+func TestParseBootstrapRejects(t *testing.T) {
+	valid, err := RenderBootstrap(bootstrapCases[0].xds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown field", "admin:\n  no_such_field: 1\n", "no_such_field"},
+		// v2's Cluster.hosts was removed from v3 (load_assignment replaced it).
+		{"v2-era field", strings.Replace(string(valid), "typed_extension_protocol_options:", "hosts: []\n    typed_extension_protocol_options:", 1), "hosts"},
+		{"port out of range", strings.Replace(string(valid), "port_value: 19000\n    name: xds_cluster", "port_value: 70000\n    name: xds_cluster", 1), "PortValue"},
+		{"empty cluster name", strings.Replace(string(valid), "cluster_name: xds_cluster\n    set_node", "cluster_name: \"\"\n    set_node", 1), "ClusterName"},
+		{"not yaml", "{", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.yaml == string(valid) {
+				t.Fatal("the test's edit did not apply")
+			}
+			_, err := ParseBootstrap([]byte(tt.yaml))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not mention %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// Any valid spec renders a bootstrap that passes Envoy's schema.
+func FuzzRenderBootstrap(f *testing.F) {
+	for _, tc := range bootstrapCases {
+		f.Add(tc.xds.ClusterName, tc.xds.Host, tc.xds.Port)
+	}
+	f.Fuzz(func(t *testing.T, cluster, host string, port uint32) {
+		// The API admits: a cluster name of [A-Za-z0-9_.:-]{1,128}, a DNS name
+		// or IP address, a port in 1..65535.
+		if !validClusterName(cluster) || !validHost(host) || port < 1 || port > 65535 {
+			t.Skip()
+		}
+		xds := XDSServer{ClusterName: cluster, Host: host, Port: port}
+		out, err := RenderBootstrap(xds)
+		if err != nil {
+			t.Fatalf("RenderBootstrap(%+v): %v", xds, err)
+		}
+		if _, err := ParseBootstrap(out); err != nil {
+			t.Fatalf("bootstrap for %+v does not pass Envoy's schema: %v\n%s", xds, err, out)
+		}
+	})
+}
+
+func validClusterName(s string) bool {
+	if len(s) < 1 || len(s) > 128 || s == adminClusterName {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_.:-", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+func validHost(s string) bool {
+	if len(s) < 1 || len(s) > 253 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}

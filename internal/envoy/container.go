@@ -1,0 +1,107 @@
+package envoy
+
+import (
+	"path"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// Names and paths of what the Envoy container mounts.
+const (
+	ContainerName       = "envoy"
+	BootstrapVolumeName = "envoy-bootstrap"
+	BootstrapDir        = "/etc/envoy"
+	tmpVolumeName       = "envoy-tmp"
+	// UID is the envoy user of the official images.
+	UID = 101
+)
+
+// BootstrapPath is where Envoy reads its bootstrap.
+var BootstrapPath = path.Join(BootstrapDir, BootstrapKey)
+
+// FleetID is the identity that every proxy of a fleet shares: its
+// --service-cluster, which is node.cluster in xDS requests. The built-in xDS
+// server groups proxies by it.
+func FleetID(namespace, name string) string { return namespace + "/" + name }
+
+// ContainerOptions are what varies between fleets.
+type ContainerOptions struct {
+	Image     string
+	LogLevel  string
+	FleetID   string
+	Resources corev1.ResourceRequirements
+	// ListenerPorts are the ports the proxy's listeners bind, by name.
+	ListenerPorts []corev1.ContainerPort
+}
+
+// Container returns the Envoy container: it reads the bootstrap from the
+// mounted ConfigMap, takes its node id from the pod's name and its cluster
+// from the fleet, runs as a non-root user on a read-only root file system,
+// and is ready when /ready on ReadyPort says so.
+func Container(o ContainerOptions) corev1.Container {
+	ports := append([]corev1.ContainerPort(nil), o.ListenerPorts...)
+	ports = append(ports, corev1.ContainerPort{Name: "ready-stats", ContainerPort: ReadyPort, Protocol: corev1.ProtocolTCP})
+	return corev1.Container{
+		Name:  ContainerName,
+		Image: o.Image,
+		Args: []string{
+			"-c", BootstrapPath,
+			"--service-node", "$(POD_NAME)",
+			"--service-cluster", o.FleetID,
+			"--log-level", o.LogLevel,
+			// Hot restart needs shared memory and a second process; Kubernetes
+			// rolls pods instead.
+			"--disable-hot-restart",
+		},
+		Env: []corev1.EnvVar{
+			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+		},
+		Ports:     ports,
+		Resources: o.Resources,
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: BootstrapVolumeName, MountPath: BootstrapDir, ReadOnly: true},
+			{Name: tmpVolumeName, MountPath: "/tmp"},
+		},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/ready", Port: intstr.FromInt32(ReadyPort),
+			}},
+			PeriodSeconds:    5,
+			FailureThreshold: 3,
+		},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             ptr.To(true),
+			RunAsUser:                ptr.To[int64](UID),
+			RunAsGroup:               ptr.To[int64](UID),
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+}
+
+// Volumes returns the volumes Container mounts: the bootstrap ConfigMap and
+// a writable /tmp.
+func Volumes(configMapName string) []corev1.Volume {
+	return []corev1.Volume{
+		{Name: BootstrapVolumeName, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: configMapName},
+			Items:                []corev1.KeyToPath{{Key: BootstrapKey, Path: BootstrapKey}},
+		}}},
+		{Name: tmpVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+}
+
+// PrometheusAnnotations point Prometheus at the proxy's stats on ReadyPort.
+func PrometheusAnnotations() map[string]string {
+	return map[string]string{
+		"prometheus.io/scrape": "true",
+		"prometheus.io/port":   strconv.Itoa(ReadyPort),
+		"prometheus.io/path":   "/stats/prometheus",
+	}
+}

@@ -1,0 +1,158 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+)
+
+// Suite is one test package's integration environment: a real API server,
+// and the operator's manager running the controllers under test.
+type Suite struct {
+	// Client is the tests' own client. Its writes are not counted.
+	Client client.Client
+	// Counter counts the manager's write requests, events included.
+	Counter RequestCounter
+	// Manager runs the controllers under test, with the production manager
+	// configuration (internal/manager).
+	Manager ctrl.Manager
+}
+
+// Main starts envtest and a manager, lets setup register controllers on it,
+// runs the package's tests, stops everything and exits. Call it from TestMain.
+func (s *Suite) Main(m *testing.M, setup func(ctrl.Manager) error) {
+	level := zapcore.ErrorLevel
+	if os.Getenv("TEST_VERBOSE") != "" {
+		level = zapcore.DebugLevel
+	}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
+	env, err := New()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		os.Exit(1)
+	}
+	code := s.run(m, cfg, setup)
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+	}
+	os.Exit(code)
+}
+
+func (s *Suite) run(m *testing.M, cfg *rest.Config, setup func(ctrl.Manager) error) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var err error
+	if s.Client, err = client.New(cfg, client.Options{Scheme: manager.NewScheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if s.Manager, err = manager.New(s.Counter.Wrap(cfg), manager.Options{MetricsAddr: "0"}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := setup(s.Manager); err != nil {
+		fmt.Fprintln(os.Stderr, "setting up controllers:", err)
+		return 1
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Manager.Start(ctx) }()
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		return 1
+	}
+	return code
+}
+
+// Timeout bounds every wait of the integration tests.
+const Timeout = 30 * time.Second
+
+// Eventually polls cond until it holds, failing the test after Timeout.
+func Eventually(t testing.TB, what string, cond func() (bool, error)) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, Timeout, true,
+		func(context.Context) (bool, error) {
+			ok, err := cond()
+			last = err
+			return ok, nil
+		})
+	if err != nil {
+		t.Fatalf("timed out waiting for %s (last error: %v)", what, last)
+	}
+}
+
+// Namespace creates a namespace for one test.
+func (s *Suite) Namespace(t testing.TB) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}
+	if err := s.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// Events returns the events about the named object in ns, as "Type Reason Note".
+func (s *Suite) Events(ns, name string) ([]string, error) {
+	var list eventsv1.EventList
+	if err := s.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == name {
+			out = append(out, e.Type+" "+e.Reason+" "+e.Note)
+		}
+	}
+	return out, nil
+}
+
+// WaitEvent waits for an event about the named object that starts with want.
+func (s *Suite) WaitEvent(t testing.TB, ns, name, want string) {
+	t.Helper()
+	Eventually(t, "event "+want, func() (bool, error) {
+		evs, err := s.Events(ns, name)
+		for _, e := range evs {
+			if strings.HasPrefix(e, want) {
+				return true, nil
+			}
+		}
+		return false, err
+	})
+}
+
+// Quiet waits until the manager has sent no write request for a second.
+func (s *Suite) Quiet(t testing.TB) {
+	t.Helper()
+	last := -1
+	Eventually(t, "the manager to go quiet", func() (bool, error) {
+		n := len(s.Counter.Writes())
+		if n == last {
+			return true, nil
+		}
+		last = n
+		time.Sleep(time.Second)
+		return false, nil
+	})
+}
