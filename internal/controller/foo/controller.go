@@ -109,15 +109,11 @@ func (r *Reconciler) deleteRenamed(ctx context.Context, foo *samplev1alpha1.Foo,
 	return err
 }
 
-// deployments reconciles a Foo's Deployment: the fields the Foo sets are
-// compared, and put back when they drift.
-var deployments = objects.Child[*appsv1.Deployment]{Matches: matches, Merge: merge}
-
 // ensureDeployment creates the Deployment or restores the fields the Foo sets
 // on it. It returns the Deployment as last seen, or clash=true when a
 // Deployment of that name exists and is not controlled by this Foo.
 func (r *Reconciler) ensureDeployment(ctx context.Context, foo *samplev1alpha1.Foo, desired *appsv1.Deployment) (*appsv1.Deployment, bool, error) {
-	dep, outcome, err := deployments.Ensure(ctx, r.Client, r.APIReader, foo, desired)
+	dep, outcome, err := objects.Deployments.Ensure(ctx, r.Client, r.APIReader, foo, desired)
 	switch outcome {
 	case objects.Created:
 		r.Recorder.Eventf(foo, dep, corev1.EventTypeNormal, "Created", "Create", "Created Deployment %q", desired.Name)
@@ -126,28 +122,6 @@ func (r *Reconciler) ensureDeployment(ctx context.Context, foo *samplev1alpha1.F
 		r.Recorder.Eventf(foo, dep, corev1.EventTypeNormal, "Updated", "Update", "Updated Deployment %q to match the Foo", desired.Name)
 	}
 	return dep, outcome == objects.Clash, err
-}
-
-// matches reports whether existing has every field that desired sets.
-func matches(existing, desired *appsv1.Deployment) (bool, error) {
-	labelsOK, err := objects.Contains(existing.Labels, desired.Labels)
-	if err != nil || !labelsOK {
-		return false, err
-	}
-	return objects.Contains(existing.Spec, desired.Spec)
-}
-
-// merge returns existing with the fields desired sets put back, keeping what
-// others added to its labels and its pod template's labels and annotations.
-func merge(existing, desired *appsv1.Deployment) *appsv1.Deployment {
-	out := existing.DeepCopy()
-	out.Labels = objects.MergeMaps(existing.Labels, desired.Labels)
-	out.Spec.Replicas = desired.Spec.Replicas
-	tmpl := desired.Spec.Template.DeepCopy()
-	tmpl.Labels = objects.MergeMaps(existing.Spec.Template.Labels, tmpl.Labels)
-	tmpl.Annotations = objects.MergeMaps(existing.Spec.Template.Annotations, tmpl.Annotations)
-	out.Spec.Template = *tmpl
-	return out
 }
 
 // writeStatus writes status through the status subresource when it differs

@@ -1,0 +1,200 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DefaultImage is the Envoy image of a fleet whose spec names none: a pinned
+// release, the one whose v3 API the operator validates bootstraps against.
+const DefaultImage = "envoyproxy/envoy:v1.40.0"
+
+// EnvoySpec is the desired state of a fleet of Envoy proxies.
+// +kubebuilder:validation:XValidation:rule="!has(self.ports) || !self.ports.exists(p, p.targetPort == 19001 || p.targetPort == 19000)",message="spec.ports: targetPort 19000 and 19001 are reserved for Envoy's admin and its ready/stats listener"
+type EnvoySpec struct {
+	// Name is the name of the fleet's Deployment and Service. Defaults to the
+	// Envoy's metadata.name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="!format.dns1035Label().validate(self).hasValue()",message="must be a DNS-1035 label (it names a Service): lower case alphanumeric characters or '-', starting with a letter and ending with an alphanumeric character"
+	Name string `json:"name,omitempty"`
+
+	// ConfigMapName is the name of the ConfigMap that holds the bootstrap.
+	// Defaults to <name>-bootstrap.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="must be a DNS-1123 subdomain"
+	ConfigMapName string `json:"configMapName,omitempty"`
+
+	// Replicas is the number of Envoy pods.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// XDS is the xDS management server the fleet takes its listeners and
+	// clusters from. When it is omitted, the fleet uses the operator's
+	// built-in xDS server.
+	// +optional
+	XDS *XDS `json:"xds,omitempty"`
+
+	// Image is the Envoy container image.
+	// +optional
+	// +kubebuilder:default="envoyproxy/envoy:v1.40.0"
+	// +kubebuilder:validation:MinLength=1
+	Image string `json:"image,omitempty"`
+
+	// Resources are the Envoy container's compute resources.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// LogLevel is Envoy's --log-level.
+	// +optional
+	// +kubebuilder:default=info
+	// +kubebuilder:validation:Enum=trace;debug;info;warning;error;critical;off
+	LogLevel string `json:"logLevel,omitempty"`
+
+	// Ports are the listener ports the Service exposes.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:default={{name: http, port: 80, targetPort: 8080}}
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(p, self.exists_one(q, q.port == p.port))",message="port numbers must be unique"
+	// +kubebuilder:validation:XValidation:rule="self.all(p, self.exists_one(q, q.targetPort == p.targetPort))",message="targetPort numbers must be unique"
+	Ports []EnvoyPort `json:"ports,omitempty"`
+
+	// ServiceType is the type of the fleet's Service.
+	// +optional
+	// +kubebuilder:default=ClusterIP
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	ServiceType corev1.ServiceType `json:"serviceType,omitempty"`
+
+	// PodLabels are added to the labels of the fleet's pods. The labels the
+	// operator selects pods by cannot be set here.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k in ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/managed-by'])",message="app.kubernetes.io/name, app.kubernetes.io/instance and app.kubernetes.io/managed-by are set by the operator"
+	PodLabels map[string]string `json:"podLabels,omitempty"`
+
+	// PodAnnotations are added to the annotations of the fleet's pods.
+	// +optional
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+}
+
+// XDS names an xDS management server.
+type XDS struct {
+	// Name is the name of the bootstrap's static cluster that reaches the server.
+	// +optional
+	// +kubebuilder:default=xds_cluster
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.:-]+$`
+	Name string `json:"name,omitempty"`
+
+	// Host is the server's DNS name or IP address.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue() || isIP(self)",message="must be a DNS name or an IP address"
+	Host string `json:"host"`
+
+	// Port is the server's gRPC port.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+}
+
+// EnvoyPort is one listener port of the fleet.
+type EnvoyPort struct {
+	// Name of the Service port.
+	// +required
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:XValidation:rule="!format.dns1035Label().validate(self).hasValue()",message="must be a DNS-1035 label"
+	Name string `json:"name"`
+
+	// Port is the Service's port.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+
+	// TargetPort is the port Envoy listens on in the pod. Defaults to Port.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	TargetPort int32 `json:"targetPort,omitempty"`
+}
+
+// TargetPortOrPort returns the port Envoy listens on for p.
+func (p EnvoyPort) TargetPortOrPort() int32 {
+	if p.TargetPort != 0 {
+		return p.TargetPort
+	}
+	return p.Port
+}
+
+// EnvoyStatus is the observed state of a fleet.
+type EnvoyStatus struct {
+	// Replicas is the number of the fleet's pods.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// ReadyReplicas is the number of ready pods.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// AvailableReplicas is the number of pods ready for at least minReadySeconds.
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas"`
+	// ObservedGeneration is the generation of the spec that this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Selector is the label selector of the fleet's pods, for the scale subresource.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+	// BootstrapHash is the hash of the bootstrap in the ConfigMap; pods carry
+	// it as an annotation, so a bootstrap change rolls them.
+	// +optional
+	BootstrapHash string `json:"bootstrapHash,omitempty"`
+	// XDSServer is the host:port of the xDS server the fleet uses.
+	// +optional
+	XDSServer string `json:"xdsServer,omitempty"`
+	// Conditions: Available, Progressing and Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Envoy is a fleet of Envoy proxies: a Deployment whose pods run Envoy with a
+// generated bootstrap, a Service in front of them, and an xDS server that
+// configures them.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:scope=Namespaced
+// +kubebuilder:validation:XValidation:rule="has(self.spec.name) || !format.dns1035Label().validate(self.metadata.name).hasValue()",message="metadata.name must be a DNS-1035 label when spec.name is not set: it names the fleet's Service"
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be no more than 63 characters: it is used as a label value"
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`
+// +kubebuilder:printcolumn:name="xDS",type=string,JSONPath=`.status.xdsServer`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Envoy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   EnvoySpec   `json:"spec,omitempty"`
+	Status EnvoyStatus `json:"status,omitempty"`
+}
+
+// EnvoyList is a list of Envoys.
+// +kubebuilder:object:root=true
+type EnvoyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Envoy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Envoy{}, &EnvoyList{})
+}

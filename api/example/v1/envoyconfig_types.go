@@ -1,0 +1,143 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// EnvoyConfigSpec is configuration for one Envoy fleet, served to its proxies
+// by the operator's xDS server.
+type EnvoyConfigSpec struct {
+	// EnvoyRef is the name of the Envoy, in this namespace, whose proxies get
+	// this configuration.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	EnvoyRef string `json:"envoyRef"`
+
+	// Resources are raw Envoy v3 resources, written as YAML or JSON objects
+	// in Envoy's own field names (for example a listener's "name",
+	// "address" and "filter_chains").
+	// +optional
+	Resources EnvoyResources `json:"resources,omitempty"`
+
+	// ServiceEndpoints fill EDS clusters from the ready endpoints of Services.
+	// +optional
+	// +listType=map
+	// +listMapKey=cluster
+	// +kubebuilder:validation:MaxItems=256
+	ServiceEndpoints []ServiceEndpoints `json:"serviceEndpoints,omitempty"`
+}
+
+// EnvoyResources are lists of raw Envoy v3 resources, by type.
+type EnvoyResources struct {
+	// Listeners are envoy.config.listener.v3.Listener resources.
+	// +optional
+	// +kubebuilder:validation:MaxItems=1024
+	Listeners []runtime.RawExtension `json:"listeners,omitempty"`
+	// Clusters are envoy.config.cluster.v3.Cluster resources.
+	// +optional
+	// +kubebuilder:validation:MaxItems=4096
+	Clusters []runtime.RawExtension `json:"clusters,omitempty"`
+	// Routes are envoy.config.route.v3.RouteConfiguration resources.
+	// +optional
+	// +kubebuilder:validation:MaxItems=1024
+	Routes []runtime.RawExtension `json:"routes,omitempty"`
+	// Endpoints are envoy.config.endpoint.v3.ClusterLoadAssignment resources.
+	// +optional
+	// +kubebuilder:validation:MaxItems=4096
+	Endpoints []runtime.RawExtension `json:"endpoints,omitempty"`
+	// Secrets are envoy.extensions.transport_sockets.tls.v3.Secret resources.
+	// Anyone who may read this EnvoyConfig can read them.
+	// +optional
+	// +kubebuilder:validation:MaxItems=1024
+	Secrets []runtime.RawExtension `json:"secrets,omitempty"`
+}
+
+// ServiceEndpoints names the Service whose ready endpoints make up an EDS
+// cluster's ClusterLoadAssignment.
+type ServiceEndpoints struct {
+	// Cluster is the name of the EDS cluster.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Cluster string `json:"cluster"`
+	// Service is the name of a Service in this namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Service string `json:"service"`
+	// Port is the endpoint port: the name of the Service's port, or the
+	// number the pods listen on.
+	// +required
+	// +kubebuilder:validation:XIntOrString
+	Port intstr.IntOrString `json:"port"`
+}
+
+// ProxyStatus counts the fleet's proxies for the published version.
+type ProxyStatus struct {
+	// Connected is the number of proxies of the fleet with an open stream.
+	Connected int32 `json:"connected"`
+	// Acked is the number that accepted the published version.
+	Acked int32 `json:"acked"`
+	// Nacked is the number that rejected it.
+	Nacked int32 `json:"nacked"`
+	// LastNACK is the error_detail of the last rejection.
+	// +optional
+	LastNACK string `json:"lastNACK,omitempty"`
+}
+
+// EnvoyConfigStatus is what the operator made of an EnvoyConfig.
+type EnvoyConfigStatus struct {
+	// PublishedVersion is the version of the fleet's configuration that the
+	// xDS server serves, a hash of its content.
+	// +optional
+	PublishedVersion string `json:"publishedVersion,omitempty"`
+	// ContentHash is a hash of this EnvoyConfig's spec.
+	// +optional
+	ContentHash string `json:"contentHash,omitempty"`
+	// ObservedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Proxies counts the fleet's proxies and their answers to the published version.
+	// +optional
+	Proxies ProxyStatus `json:"proxies,omitempty"`
+	// Conditions: Accepted, Published and Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// EnvoyConfig declares listeners, routes, clusters, endpoints and secrets for
+// the proxies of one Envoy fleet. The operator validates them and serves them
+// over xDS; several EnvoyConfigs for one fleet are merged.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced
+// +kubebuilder:printcolumn:name="Envoy",type=string,JSONPath=`.spec.envoyRef`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.publishedVersion`
+// +kubebuilder:printcolumn:name="Published",type=string,JSONPath=`.status.conditions[?(@.type=="Published")].status`
+// +kubebuilder:printcolumn:name="Acked",type=integer,JSONPath=`.status.proxies.acked`
+// +kubebuilder:printcolumn:name="Nacked",type=integer,JSONPath=`.status.proxies.nacked`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EnvoyConfig struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   EnvoyConfigSpec   `json:"spec"`
+	Status EnvoyConfigStatus `json:"status,omitempty"`
+}
+
+// EnvoyConfigList is a list of EnvoyConfigs.
+// +kubebuilder:object:root=true
+type EnvoyConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EnvoyConfig `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EnvoyConfig{}, &EnvoyConfigList{})
+}

@@ -1,0 +1,82 @@
+package objects
+
+import (
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Deployments compares a Deployment's labels and spec with the desired ones.
+// An update puts back the replicas and pod template, keeping the labels and
+// template labels and annotations others added.
+var Deployments = Child[*appsv1.Deployment]{
+	Matches: func(existing, desired *appsv1.Deployment) (bool, error) {
+		return containsAll(existing.Labels, desired.Labels, existing.Spec, desired.Spec)
+	},
+	Merge: func(existing, desired *appsv1.Deployment) *appsv1.Deployment {
+		out := existing.DeepCopy()
+		out.Labels = MergeMaps(existing.Labels, desired.Labels)
+		out.Spec.Replicas = desired.Spec.Replicas
+		tmpl := desired.Spec.Template.DeepCopy()
+		tmpl.Labels = MergeMaps(existing.Spec.Template.Labels, tmpl.Labels)
+		tmpl.Annotations = MergeMaps(existing.Spec.Template.Annotations, tmpl.Annotations)
+		out.Spec.Template = *tmpl
+		return out
+	},
+}
+
+// Services compares a Service's labels, type, selector and ports. An update
+// keeps the node ports the API server allocated, where the type still has them.
+var Services = Child[*corev1.Service]{
+	Matches: func(existing, desired *corev1.Service) (bool, error) {
+		return containsAll(existing.Labels, desired.Labels, existing.Spec, desired.Spec)
+	},
+	Merge: func(existing, desired *corev1.Service) *corev1.Service {
+		out := existing.DeepCopy()
+		out.Labels = MergeMaps(existing.Labels, desired.Labels)
+		out.Spec.Type = desired.Spec.Type
+		out.Spec.Selector = desired.Spec.Selector
+		nodePorts := map[string]int32{}
+		for _, p := range existing.Spec.Ports {
+			nodePorts[p.Name] = p.NodePort
+		}
+		out.Spec.Ports = append([]corev1.ServicePort(nil), desired.Spec.Ports...)
+		for i := range out.Spec.Ports {
+			if desired.Spec.Type != corev1.ServiceTypeClusterIP && out.Spec.Ports[i].NodePort == 0 {
+				out.Spec.Ports[i].NodePort = nodePorts[out.Spec.Ports[i].Name]
+			}
+		}
+		return out
+	},
+}
+
+// ConfigMaps compares a ConfigMap's labels, and its data exactly: a key
+// someone added is removed.
+var ConfigMaps = Child[*corev1.ConfigMap]{
+	Matches: func(existing, desired *corev1.ConfigMap) (bool, error) {
+		ok, err := Contains(existing.Labels, desired.Labels)
+		return ok && maps.Equal(existing.Data, desired.Data) &&
+			maps.EqualFunc(existing.BinaryData, desired.BinaryData, bytesEqual), err
+	},
+	Merge: func(existing, desired *corev1.ConfigMap) *corev1.ConfigMap {
+		out := existing.DeepCopy()
+		out.Labels = MergeMaps(existing.Labels, desired.Labels)
+		out.Data = desired.Data
+		out.BinaryData = desired.BinaryData
+		return out
+	},
+}
+
+func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
+
+// containsAll checks Contains for pairs of (actual, desired).
+func containsAll(pairs ...any) (bool, error) {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		ok, err := Contains(pairs[i], pairs[i+1])
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}

@@ -1,0 +1,66 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// The seed's sample Envoy, applied unchanged, becomes a running fleet that
+// scales, rolls on a bootstrap change, and is removed with its Envoy.
+func TestEnvoySample(t *testing.T) {
+	start := time.Now()
+	step := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
+	ns := namespace(t, "e2e-envoy")
+	kubectl(t, "-n", ns, "apply", "-f", sample("example_v1_envoy.yaml"))
+
+	waitJSONPath(t, time.Minute, ns, "configmap/envoy-cfg-1", "{.metadata.ownerReferences[0].name}", "edge-envoy")
+	waitJSONPath(t, time.Minute, ns, "deployment/webserver-beta", "{.metadata.ownerReferences[0].name}", "edge-envoy")
+	waitJSONPath(t, time.Minute, ns, "service/webserver-beta", "{.metadata.ownerReferences[0].name}", "edge-envoy")
+	waitJSONPath(t, 2*time.Minute, ns, "envoy/edge-envoy", "{.status.availableReplicas}", "3")
+	selector := "app.kubernetes.io/instance=edge-envoy"
+	waitJSONPath(t, time.Minute, ns, "pods -l "+selector, "{.items[*].status.phase}", "Running Running Running")
+	step("3 proxies running")
+
+	kubectl(t, "-n", ns, "scale", "envoy/edge-envoy", "--replicas=5")
+	waitJSONPath(t, 2*time.Minute, ns, "envoy/edge-envoy", "{.status.availableReplicas}", "5")
+	step("scaled to 5")
+
+	oldHash := kubectl(t, "-n", ns, "get", "envoy/edge-envoy", "-o", "jsonpath={.status.bootstrapHash}")
+	kubectl(t, "-n", ns, "patch", "envoy/edge-envoy", "--type=merge", "-p", `{"spec":{"xds":{"port":19500}}}`)
+	eventually(t, time.Minute, "the bootstrap to change", func() (bool, error) {
+		boot := kubectl(t, "-n", ns, "get", "configmap/envoy-cfg-1", "-o", `jsonpath={.data.envoy\.yaml}`)
+		return strings.Contains(boot, "port_value: 19500"), nil
+	})
+	newHash := ""
+	eventually(t, time.Minute, "a new bootstrap hash", func() (bool, error) {
+		newHash = kubectl(t, "-n", ns, "get", "envoy/edge-envoy", "-o", "jsonpath={.status.bootstrapHash}")
+		return newHash != oldHash, nil
+	})
+	// Every pod now runs the new bootstrap: the rollout replaced them all.
+	eventually(t, 2*time.Minute, "the pods to roll", func() (bool, error) {
+		hashes := kubectl(t, "-n", ns, "get", "pods", "-l", selector, "--field-selector=status.phase=Running",
+			"-o", `jsonpath={range .items[*]}{.metadata.annotations.kube-envoy-controller\.io/bootstrap-hash}{" "}{end}`)
+		f := strings.Fields(hashes)
+		if len(f) != 5 {
+			return false, nil
+		}
+		for _, h := range f {
+			if h != newHash {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	waitJSONPath(t, 2*time.Minute, ns, "envoy/edge-envoy", `{.status.conditions[?(@.type=="Progressing")].reason}`, "RolledOut")
+	step("rolled to the new bootstrap")
+
+	kubectl(t, "-n", ns, "delete", "envoy/edge-envoy")
+	waitGone(t, 2*time.Minute, ns, "deployment/webserver-beta")
+	waitGone(t, time.Minute, ns, "service/webserver-beta")
+	waitGone(t, time.Minute, ns, "configmap/envoy-cfg-1")
+	waitGone(t, 2*time.Minute, ns, "pods", "-l", selector)
+	step("children deleted")
+}
