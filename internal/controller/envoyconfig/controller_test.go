@@ -1,0 +1,284 @@
+package envoyconfig
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/go-logr/logr"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
+)
+
+var (
+	suite  testenv.Suite
+	server *xds.Server
+)
+
+func TestMain(m *testing.M) {
+	suite.Main(m, func(mgr ctrl.Manager) error {
+		notify, events := ProxyEvents()
+		server = xds.NewServer("127.0.0.1:0", logr.Discard(), notify)
+		if err := mgr.Add(server); err != nil {
+			return err
+		}
+		return NewReconciler(mgr, server).SetupWithManager(mgr, events)
+	})
+}
+
+func raw(s string) runtime.RawExtension { return runtime.RawExtension{Raw: []byte(s)} }
+
+func cluster(name, timeout string) runtime.RawExtension {
+	return raw(`{"name": "` + name + `", "type": "EDS", "connect_timeout": "` + timeout + `", "eds_cluster_config": {"eds_config": {"ads": {}, "resource_api_version": "V3"}}}`)
+}
+
+// fleet creates an Envoy (the fleet) in a new namespace.
+func fleet(t *testing.T) (ns, fleetID string) {
+	t.Helper()
+	ns = suite.Namespace(t)
+	e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns}}
+	if err := suite.Client.Create(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	return ns, ns + "/edge"
+}
+
+func newConfig(ns, name string, clusters ...runtime.RawExtension) *examplev1.EnvoyConfig {
+	return &examplev1.EnvoyConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: examplev1.EnvoyResources{Clusters: clusters}},
+	}
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := suite.Client.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitStatus waits until the EnvoyConfig's status satisfies cond.
+func waitStatus(t *testing.T, c *examplev1.EnvoyConfig, what string, cond func(*examplev1.EnvoyConfig) bool) *examplev1.EnvoyConfig {
+	t.Helper()
+	got := &examplev1.EnvoyConfig{}
+	testenv.Eventually(t, what, func() (bool, error) {
+		err := suite.Client.Get(context.Background(), client.ObjectKeyFromObject(c), got)
+		return err == nil && got.Status.ObservedGeneration == got.Generation && cond(got), err
+	})
+	return got
+}
+
+func condition(c *examplev1.EnvoyConfig, typ string) metav1.Condition {
+	if got := meta.FindStatusCondition(c.Status.Conditions, typ); got != nil {
+		return *got
+	}
+	return metav1.Condition{}
+}
+
+func clusterNames(t *testing.T, p *xdstest.Proxy, nack string) (string, []string) {
+	t.Helper()
+	resp, err := p.Next(nack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, a := range resp.GetResources() {
+		c := &clusterv3.Cluster{}
+		if err := a.UnmarshalTo(c); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, c.GetName())
+	}
+	return resp.GetVersionInfo(), names
+}
+
+// xdsClient returns the xDS server's address, once it listens.
+func xdsClient(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
+	defer cancel()
+	addr, err := server.Addr(ctx)
+	if err != nil {
+		t.Fatalf("the xDS server does not listen: %v", err)
+	}
+	return addr.String()
+}
+
+func TestPublishesToTheFleetsProxies(t *testing.T) {
+	ns, fleetID := fleet(t)
+	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
+	create(t, cfg)
+
+	p := xdstest.Connect(t, xdstest.Dial(t, xdsClient(t)), fleetID, "pod-1", resourcev3.ClusterType)
+	version, names := clusterNames(t, p, "")
+	if len(names) != 1 || names[0] != "backend" {
+		t.Fatalf("proxy got clusters %v", names)
+	}
+	got := waitStatus(t, cfg, "one proxy to ACK", func(c *examplev1.EnvoyConfig) bool { return c.Status.Proxies.Acked == 1 })
+	if got.Status.PublishedVersion != version || got.Status.Proxies.Connected != 1 || got.Status.ContentHash == "" {
+		t.Errorf("status = %+v, proxy got version %s", got.Status, version)
+	}
+	for typ, want := range map[string]metav1.ConditionStatus{ConditionAccepted: "True", ConditionPublished: "True", ConditionDegraded: "False"} {
+		if c := condition(got, typ); c.Status != want {
+			t.Errorf("%s = %+v", typ, c)
+		}
+	}
+
+	// A proxy of another fleet gets nothing of this one.
+	if v := server.Version(ns + "/other"); v != "" {
+		t.Errorf("fleet %s/other has version %q", ns, v)
+	}
+}
+
+// An invalid change is refused with a message naming the resource and field;
+// the fleet keeps being served the last accepted version.
+func TestInvalidChangeKeepsLastGood(t *testing.T) {
+	ctx := context.Background()
+	ns, fleetID := fleet(t)
+	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
+	create(t, cfg)
+	good := waitStatus(t, cfg, "accepted", func(c *examplev1.EnvoyConfig) bool { return condition(c, ConditionAccepted).Status == "True" })
+
+	patch := client.MergeFrom(cfg.DeepCopy())
+	cfg.Spec.Resources.Clusters = []runtime.RawExtension{cluster("backend", "-5s")}
+	if err := suite.Client.Patch(ctx, cfg, patch); err != nil {
+		t.Fatal(err)
+	}
+	bad := waitStatus(t, cfg, "rejected", func(c *examplev1.EnvoyConfig) bool { return condition(c, ConditionAccepted).Status == "False" })
+	msg := condition(bad, ConditionAccepted).Message
+	if condition(bad, ConditionAccepted).Reason != ReasonInvalidResources || !strings.Contains(msg, `spec.resources.clusters[0] ("backend")`) || !strings.Contains(msg, "ConnectTimeout") {
+		t.Errorf("Accepted = %+v", condition(bad, ConditionAccepted))
+	}
+	if bad.Status.PublishedVersion != good.Status.PublishedVersion || server.Version(fleetID) != good.Status.PublishedVersion {
+		t.Errorf("version moved from %s to %s on an invalid change", good.Status.PublishedVersion, server.Version(fleetID))
+	}
+}
+
+// Service endpoints become the EDS cluster's ClusterLoadAssignment and follow
+// the EndpointSlices.
+func TestServiceEndpoints(t *testing.T) {
+	ctx := context.Background()
+	ns, fleetID := fleet(t)
+	cfg := newConfig(ns, "eds", cluster("backend", "1s"))
+	cfg.Spec.ServiceEndpoints = []examplev1.ServiceEndpoints{{Cluster: "backend", Service: "web", Port: intstr.FromString("http")}}
+	create(t, cfg)
+
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-abc", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.0.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+			{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+			{Addresses: []string{"10.0.0.9"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}},
+		},
+	}
+	create(t, slice)
+	endpoints := func() []string {
+		var out []string
+		for _, r := range server.Resources(fleetID)[resourcev3.EndpointType] {
+			for _, loc := range r.(*endpointv3.ClusterLoadAssignment).GetEndpoints() {
+				for _, e := range loc.GetLbEndpoints() {
+					sa := e.GetEndpoint().GetAddress().GetSocketAddress()
+					out = append(out, sa.GetAddress()+":"+strconv.FormatUint(uint64(sa.GetPortValue()), 10))
+				}
+			}
+		}
+		return out
+	}
+	testenv.Eventually(t, "two ready endpoints", func() (bool, error) {
+		return strings.Join(endpoints(), ",") == "10.0.0.1:8080,10.0.0.2:8080", nil
+	})
+
+	slice.Endpoints[2].Conditions.Ready = ptr.To(true)
+	if err := suite.Client.Update(ctx, slice); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the third endpoint", func() (bool, error) {
+		return strings.Join(endpoints(), ",") == "10.0.0.1:8080,10.0.0.2:8080,10.0.0.9:8080", nil
+	})
+}
+
+// When every connected proxy rejects a new version, the last version they
+// accepted is published again and the EnvoyConfig says so.
+func TestRollbackWhenEveryProxyRejects(t *testing.T) {
+	ctx := context.Background()
+	ns, fleetID := fleet(t)
+	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
+	create(t, cfg)
+	addr := xdsClient(t)
+	proxies := []*xdstest.Proxy{
+		xdstest.Connect(t, xdstest.Dial(t, addr), fleetID, "pod-1", resourcev3.ClusterType),
+		xdstest.Connect(t, xdstest.Dial(t, addr), fleetID, "pod-2", resourcev3.ClusterType),
+	}
+	var v1 string
+	for _, p := range proxies {
+		v1, _ = clusterNames(t, p, "")
+	}
+	waitStatus(t, cfg, "both proxies to ACK", func(c *examplev1.EnvoyConfig) bool { return c.Status.Proxies.Acked == 2 })
+
+	patch := client.MergeFrom(cfg.DeepCopy())
+	cfg.Spec.Resources.Clusters = append(cfg.Spec.Resources.Clusters, cluster("extra", "2s"))
+	if err := suite.Client.Patch(ctx, cfg, patch); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range proxies {
+		v2, names := clusterNames(t, p, "cluster extra: unsupported here")
+		if v2 == v1 || len(names) != 2 {
+			t.Fatalf("expected the new version with 2 clusters, got %s %v", v2, names)
+		}
+	}
+	got := waitStatus(t, cfg, "a rollback", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, ConditionDegraded).Reason == ReasonRolledBack
+	})
+	if got.Status.PublishedVersion != v1 || server.Version(fleetID) != v1 {
+		t.Errorf("published %s, want the rolled-back-to %s", server.Version(fleetID), v1)
+	}
+	if c := condition(got, ConditionPublished); c.Status != "False" || c.Reason != ReasonRolledBack {
+		t.Errorf("Published = %+v", c)
+	}
+	if !strings.Contains(condition(got, ConditionDegraded).Message, "cluster extra: unsupported here") {
+		t.Errorf("Degraded = %+v", condition(got, ConditionDegraded))
+	}
+	// The proxies are sent the version they accepted again.
+	for _, p := range proxies {
+		if v, names := clusterNames(t, p, ""); v != v1 || len(names) != 1 {
+			t.Errorf("after the rollback a proxy got %s %v", v, names)
+		}
+	}
+	suite.WaitEvent(t, ns, cfg.Name, "Warning RolledBack")
+}
+
+// Two EnvoyConfigs that define the same cluster: both are told, the older one's is served.
+func TestNameClash(t *testing.T) {
+	ns, fleetID := fleet(t)
+	older := newConfig(ns, "older", cluster("shared", "1s"))
+	create(t, older)
+	waitStatus(t, older, "accepted", func(c *examplev1.EnvoyConfig) bool { return condition(c, ConditionAccepted).Status == "True" })
+	time.Sleep(1100 * time.Millisecond) // creation timestamps have one-second precision
+	newer := newConfig(ns, "newer", cluster("shared", "7s"))
+	create(t, newer)
+	for _, c := range []*examplev1.EnvoyConfig{older, newer} {
+		waitStatus(t, c, "a clash", func(c *examplev1.EnvoyConfig) bool { return condition(c, ConditionDegraded).Reason == ReasonNameClash })
+	}
+	cs := server.Resources(fleetID)[resourcev3.ClusterType]
+	if len(cs) != 1 || cs[0].(*clusterv3.Cluster).GetConnectTimeout().AsDuration() != time.Second {
+		t.Errorf("served %v, want the older config's cluster", cs)
+	}
+}

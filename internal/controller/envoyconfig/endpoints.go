@@ -1,0 +1,134 @@
+// Package envoyconfig is the EnvoyConfig controller: it turns the
+// EnvoyConfigs of each Envoy fleet into one validated configuration, publishes
+// it on the built-in xDS server, and reports what the fleet's proxies made of it.
+//
+// endpoints.go and status.go are pure; controller.go reads, publishes and reports.
+package envoyconfig
+
+import (
+	"cmp"
+	"fmt"
+	"sort"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+)
+
+// UnknownZone is the locality zone of endpoints whose EndpointSlice gives none.
+const UnknownZone = "unknown"
+
+// LoadAssignment builds an EDS cluster's ClusterLoadAssignment from the
+// EndpointSlices of the Service it names: every ready endpoint address, at
+// the port se.Port names, grouped by zone (UnknownZone when the slice gives none). The result is sorted, so that the
+// same endpoints always make the same resource (and the same version).
+func LoadAssignment(se examplev1.ServiceEndpoints, slices []discoveryv1.EndpointSlice) *endpointv3.ClusterLoadAssignment {
+	type hostPort struct {
+		host string
+		port int32
+	}
+	byZone := map[string]map[hostPort]bool{}
+	for _, s := range slices {
+		port, ok := matchPort(s.Ports, se.Port)
+		if !ok {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			zone := ""
+			if ep.Zone != nil {
+				zone = *ep.Zone
+			}
+			if byZone[zone] == nil {
+				byZone[zone] = map[hostPort]bool{}
+			}
+			for _, a := range ep.Addresses {
+				byZone[zone][hostPort{a, port}] = true
+			}
+		}
+	}
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: se.Cluster}
+	zones := make([]string, 0, len(byZone))
+	for z := range byZone {
+		zones = append(zones, z)
+	}
+	sort.Strings(zones)
+	for _, z := range zones {
+		eps := make([]hostPort, 0, len(byZone[z]))
+		for hp := range byZone[z] {
+			eps = append(eps, hp)
+		}
+		sort.Slice(eps, func(i, j int) bool {
+			if eps[i].host != eps[j].host {
+				return eps[i].host < eps[j].host
+			}
+			return eps[i].port < eps[j].port
+		})
+		// Every group has a locality and a weight: proxyless gRPC clients reject
+		// a locality without an ID and ignore one without a weight.
+		loc := &endpointv3.LocalityLbEndpoints{
+			Locality:            &corev3.Locality{Zone: cmp.Or(z, UnknownZone)},
+			LoadBalancingWeight: wrapperspb.UInt32(1),
+		}
+		for _, hp := range eps {
+			loc.LbEndpoints = append(loc.LbEndpoints, &endpointv3.LbEndpoint{
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+					Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+						Address: hp.host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(hp.port)},
+					}}},
+				}},
+			})
+		}
+		cla.Endpoints = append(cla.Endpoints, loc)
+	}
+	return cla
+}
+
+// matchPort finds the slice port that want names: by name, or by number.
+func matchPort(ports []discoveryv1.EndpointPort, want intstr.IntOrString) (int32, bool) {
+	for _, p := range ports {
+		if p.Port == nil {
+			continue
+		}
+		if want.Type == intstr.String && p.Name != nil && *p.Name == want.StrVal {
+			return *p.Port, true
+		}
+		if want.Type == intstr.Int && *p.Port == want.IntVal {
+			return *p.Port, true
+		}
+	}
+	return 0, false
+}
+
+// endpointResources returns se as resources of the fleet, named for messages
+// by their place in the spec.
+func endpointResources(source string, ses []examplev1.ServiceEndpoints, slicesFor func(service string) []discoveryv1.EndpointSlice) []xds.Resource {
+	var out []xds.Resource
+	for i, se := range ses {
+		out = append(out, xds.Resource{
+			Kind:    endpointKind,
+			Name:    se.Cluster,
+			Message: LoadAssignment(se, slicesFor(se.Service)),
+			Path:    fmt.Sprintf("spec.serviceEndpoints[%d]", i),
+			Source:  source,
+		})
+	}
+	return out
+}
+
+var endpointKind = func() xds.Kind {
+	for _, k := range xds.Kinds {
+		if k.TypeURL == resourcev3.EndpointType {
+			return k
+		}
+	}
+	panic("no endpoint kind")
+}()

@@ -1,0 +1,35 @@
+package xds
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// The xDS server's metrics, on the manager's /metrics.
+var (
+	metricConnected = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kube_envoy_controller_xds_connected_proxies",
+		Help: "Proxies connected to this replica's xDS server, by fleet (namespace/envoy).",
+	}, []string{"fleet"})
+	metricPushes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kube_envoy_controller_xds_pushes_total",
+		Help: "New configuration versions published, by fleet.",
+	}, []string{"fleet"})
+	metricAcks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kube_envoy_controller_xds_acks_total",
+		Help: "Responses accepted by proxies (ACK), by fleet.",
+	}, []string{"fleet"})
+	metricNacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kube_envoy_controller_xds_nacks_total",
+		Help: "Responses rejected by proxies (NACK), by fleet.",
+	}, []string{"fleet"})
+	metricPublishToAck = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "kube_envoy_controller_xds_publish_to_ack_seconds",
+		Help:    "Time from publishing a fleet's new configuration to its acceptance by every connected proxy of the fleet.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(metricConnected, metricPushes, metricAcks, metricNacks, metricPublishToAck)
+}

@@ -1,0 +1,158 @@
+// Package xds is the operator's built-in xDS control plane. It turns
+// EnvoyConfigs into validated Envoy v3 resources (this file and merge.go,
+// pure), and serves them to fleets over ADS, state of the world and delta
+// (server.go), tracking what each proxy accepted (tracker.go).
+package xds
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+)
+
+// Kind is one type of xDS resource that an EnvoyConfig may hold.
+type Kind struct {
+	// Field is the list's name in spec.resources.
+	Field string
+	// TypeURL is the xDS type of the resource.
+	TypeURL string
+	newMsg  func() types.Resource
+	name    func(types.Resource) string
+}
+
+// Kinds lists the kinds of spec.resources, in the order they are read.
+var Kinds = []Kind{
+	{"listeners", resourcev3.ListenerType, func() types.Resource { return &listenerv3.Listener{} },
+		func(r types.Resource) string { return r.(*listenerv3.Listener).GetName() }},
+	{"routes", resourcev3.RouteType, func() types.Resource { return &routev3.RouteConfiguration{} },
+		func(r types.Resource) string { return r.(*routev3.RouteConfiguration).GetName() }},
+	{"clusters", resourcev3.ClusterType, func() types.Resource { return &clusterv3.Cluster{} },
+		func(r types.Resource) string { return r.(*clusterv3.Cluster).GetName() }},
+	{"endpoints", resourcev3.EndpointType, func() types.Resource { return &endpointv3.ClusterLoadAssignment{} },
+		func(r types.Resource) string { return r.(*endpointv3.ClusterLoadAssignment).GetClusterName() }},
+	{"secrets", resourcev3.SecretType, func() types.Resource { return &tlsv3.Secret{} },
+		func(r types.Resource) string { return r.(*tlsv3.Secret).GetName() }},
+}
+
+func kindOf(typeURL string) Kind {
+	for _, k := range Kinds {
+		if k.TypeURL == typeURL {
+			return k
+		}
+	}
+	return Kind{}
+}
+
+// validator is what every generated Envoy message has: protoc-gen-validate's checks.
+type validator interface{ ValidateAll() error }
+
+// Decode reads one raw resource of kind k, in YAML or JSON with Envoy's field
+// names, strictly (a field the v3 API does not have is an error), and checks
+// it with Envoy's own validation rules. It returns the resource and its name.
+func Decode(k Kind, raw []byte) (types.Resource, string, error) {
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return nil, "", err
+	}
+	msg := k.newMsg()
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(js, msg); err != nil {
+		return nil, "", explainDecodeError(err, js)
+	}
+	if err := msg.(validator).ValidateAll(); err != nil {
+		return nil, k.name(msg), err
+	}
+	if err := validateNested(msg.ProtoReflect(), strings.TrimSuffix(k.Field, "s")); err != nil {
+		return nil, k.name(msg), err
+	}
+	name := k.name(msg)
+	if name == "" {
+		return nil, "", fmt.Errorf("a name is required")
+	}
+	return msg, name, nil
+}
+
+// Resource is one decoded resource and where it came from.
+type Resource struct {
+	Kind     Kind
+	Name     string
+	Message  types.Resource
+	Path     string // e.g. spec.resources.listeners[0], for messages
+	Source   string // namespace/name of the EnvoyConfig
+	position int
+}
+
+// Parse decodes every resource of an EnvoyConfig's spec. It returns the
+// resources that are valid, and one error for each that is not, naming the
+// resource and the field.
+func Parse(source string, res examplev1.EnvoyResources) ([]Resource, []error) {
+	lists := map[string][]runtime.RawExtension{
+		"listeners": res.Listeners, "routes": res.Routes, "clusters": res.Clusters,
+		"endpoints": res.Endpoints, "secrets": res.Secrets,
+	}
+	var (
+		out  []Resource
+		errs []error
+		seen = map[string]string{}
+	)
+	for _, k := range Kinds {
+		for i, raw := range lists[k.Field] {
+			path := fmt.Sprintf("spec.resources.%s[%d]", k.Field, i)
+			msg, name, err := Decode(k, raw.Raw)
+			if err != nil {
+				if name != "" {
+					path += fmt.Sprintf(" (%q)", name)
+				}
+				errs = append(errs, fmt.Errorf("%s: %w", path, err))
+				continue
+			}
+			key := k.TypeURL + "/" + name
+			if first, dup := seen[key]; dup {
+				errs = append(errs, fmt.Errorf("%s: %s %q is already defined at %s", path, singular(k), name, first))
+				continue
+			}
+			seen[key] = path
+			out = append(out, Resource{Kind: k, Name: name, Message: msg, Path: path, Source: source, position: len(out)})
+		}
+	}
+	return out, errs
+}
+
+func singular(k Kind) string {
+	return map[string]string{"listeners": "listener", "routes": "route configuration", "clusters": "cluster",
+		"endpoints": "cluster load assignment", "secrets": "secret"}[k.Field]
+}
+
+// Version is a hash of resources' content: unchanged content, unchanged
+// version, and so no push.
+func Version(resources map[string][]types.Resource) string {
+	typeURLs := make([]string, 0, len(resources))
+	for t := range resources {
+		typeURLs = append(typeURLs, t)
+	}
+	sort.Strings(typeURLs)
+	h := newHash()
+	for _, t := range typeURLs {
+		k := kindOf(t)
+		rs := append([]types.Resource(nil), resources[t]...)
+		sort.Slice(rs, func(i, j int) bool { return k.name(rs[i]) < k.name(rs[j]) })
+		for _, r := range rs {
+			b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(r)
+			h.add(t, k.name(r), b)
+		}
+	}
+	return h.sum()
+}

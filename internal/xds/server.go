@@ -1,0 +1,165 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+)
+
+// Server is the operator's ADS server. It serves every fleet's current
+// configuration to its proxies, over state-of-the-world and delta ADS on
+// one port. Every replica of the operator runs one: it needs no leader.
+type Server struct {
+	addr    string
+	cache   cachev3.SnapshotCache
+	tracker *Tracker
+	log     logr.Logger
+	// ready is closed once the server listens; Addr is then set.
+	ready chan struct{}
+	bound net.Addr
+}
+
+// fleetHash makes the snapshot cache key proxies by fleet, so that every
+// proxy of a fleet, sidecars included, gets the fleet's configuration.
+type fleetHash struct{}
+
+func (fleetHash) ID(node *corev3.Node) string { return FleetID(node) }
+
+// NewServer returns a server for addr (host:port; port 0 picks one). notify
+// is called when a fleet's proxies connect, disconnect, ACK or NACK.
+func NewServer(addr string, log logr.Logger, notify func(fleet string)) *Server {
+	return &Server{
+		addr:    addr,
+		cache:   cachev3.NewSnapshotCache(true, fleetHash{}, nil),
+		tracker: NewTracker(notify),
+		log:     log,
+		ready:   make(chan struct{}),
+	}
+}
+
+// Tracker returns the server's record of its proxies.
+func (s *Server) Tracker() *Tracker { return s.tracker }
+
+// Addr waits until the server listens and returns its address.
+func (s *Server) Addr(ctx context.Context) (net.Addr, error) {
+	select {
+	case <-s.ready:
+		return s.bound, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// SetFleet publishes a fleet's configuration. The snapshot cache pushes it to
+// the fleet's proxies; content that did not change (same version) is not sent.
+func (s *Server) SetFleet(ctx context.Context, fleet, version string, resources map[string][]types.Resource) error {
+	if cur, err := s.cache.GetSnapshot(fleet); err == nil && cur != nil && snapshotVersion(cur) == version {
+		return nil
+	}
+	snap, err := cachev3.NewSnapshot(version, resources)
+	if err != nil {
+		return fmt.Errorf("building snapshot: %w", err)
+	}
+	if err := snap.Consistent(); err != nil {
+		// EDS and RDS names must match what clusters and listeners ask for;
+		// a missing ClusterLoadAssignment is allowed (the cluster has no endpoints yet).
+		s.log.V(1).Info("snapshot is not consistent", "fleet", fleet, "reason", err.Error())
+	}
+	if err := s.cache.SetSnapshot(ctx, fleet, snap); err != nil {
+		return err
+	}
+	s.tracker.Published(fleet, version)
+	return nil
+}
+
+// Version returns the version of the fleet's published configuration, or "".
+func (s *Server) Version(fleet string) string {
+	snap, err := s.cache.GetSnapshot(fleet)
+	if err != nil || snap == nil {
+		return ""
+	}
+	return snapshotVersion(snap)
+}
+
+// Resources returns the fleet's published resources by type URL.
+func (s *Server) Resources(fleet string) map[string][]types.Resource {
+	snap, err := s.cache.GetSnapshot(fleet)
+	if err != nil || snap == nil {
+		return nil
+	}
+	out := map[string][]types.Resource{}
+	for _, k := range Kinds {
+		for _, r := range snap.GetResources(k.TypeURL) {
+			out[k.TypeURL] = append(out[k.TypeURL], r)
+		}
+	}
+	return out
+}
+
+// ClearFleet stops serving a fleet: its proxies keep what they have until
+// a new configuration is published.
+func (s *Server) ClearFleet(fleet string) {
+	s.cache.ClearSnapshot(fleet)
+	s.tracker.Forget(fleet)
+}
+
+func snapshotVersion(snap cachev3.ResourceSnapshot) string {
+	for _, k := range Kinds {
+		if v := snap.GetVersion(k.TypeURL); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// NeedLeaderElection is false: every replica serves xDS.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// Start serves until ctx ends, then stops gracefully: streams get a few
+// seconds to finish before they are closed.
+func (s *Server) Start(ctx context.Context) error {
+	lis, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("xds: listening on %s: %w", s.addr, err)
+	}
+	s.bound = lis.Addr()
+	close(s.ready)
+	g := grpc.NewServer(
+		grpc.MaxConcurrentStreams(1<<20),
+		// Find dead proxies and let them find a dead server; allow their keepalives.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 5 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	)
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, s.cache, s.tracker))
+	s.log.Info("serving xDS", "address", s.bound.String())
+
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(lis) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		g.Stop()
+	}
+	if err := <-done; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,235 @@
+package xds
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/go-logr/logr"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+const fleet = "ns/edge"
+
+// startServer runs a Server on a loopback port for the test's duration.
+func startServer(t *testing.T) (*Server, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := NewServer("127.0.0.1:0", logr.Discard(), nil)
+	done := make(chan error, 1)
+	go func() { done <- s.Start(ctx) }()
+	addr, err := s.Addr(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server stopped with %v", err)
+		}
+	})
+	return s, addr.String()
+}
+
+func clusters(names ...string) map[string][]types.Resource {
+	var rs []types.Resource
+	for _, n := range names {
+		rs = append(rs, &clusterv3.Cluster{Name: n, ConnectTimeout: durationpb.New(time.Second)})
+	}
+	return map[string][]types.Resource{resourcev3.ClusterType: rs}
+}
+
+func waitCounts(t *testing.T, s *Server, version string, want ProxyCounts) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := s.Tracker().Counts(fleet, version)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counts for %s = %+v, want %+v", version, got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestSotwAckAndNack(t *testing.T) {
+	ctx := context.Background()
+	s, addr := startServer(t)
+	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
+		t.Fatal(err)
+	}
+	p := xdstest.Connect(t, xdstest.Dial(t, addr), fleet, "pod-1", resourcev3.ClusterType)
+	resp, err := p.Next("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetVersionInfo() != "v1" || len(resp.GetResources()) != 1 {
+		t.Fatalf("response = version %s, %d resources", resp.GetVersionInfo(), len(resp.GetResources()))
+	}
+	waitCounts(t, s, "v1", ProxyCounts{Connected: 1, Acked: 1})
+
+	// Unchanged content is not pushed again.
+	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetFleet(ctx, fleet, "v2", clusters("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = p.Next("cluster b: bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetVersionInfo() != "v2" {
+		t.Fatalf("got version %s after v1, want v2 (v1 was pushed twice?)", resp.GetVersionInfo())
+	}
+	waitCounts(t, s, "v2", ProxyCounts{Connected: 1, Nacked: 1, LastNACK: "cluster b: bad"})
+	// The proxy still runs v1.
+	waitCounts(t, s, "v1", ProxyCounts{Connected: 1, Acked: 1})
+}
+
+func TestDeltaAckAndNack(t *testing.T) {
+	ctx := context.Background()
+	s, addr := startServer(t)
+	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := xdstest.Dial(t, addr).DeltaAggregatedResources(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "pod-1", Cluster: fleet}, TypeUrl: resourcev3.ClusterType}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetResources()) != 1 || resp.GetResources()[0].GetName() != "a" {
+		t.Fatalf("first delta response = %v", resp.GetResources())
+	}
+	if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, s, "v1", ProxyCounts{Connected: 1, Acked: 1})
+
+	// Delta sends only what changed: the new cluster b, not a again.
+	if err := s.SetFleet(ctx, fleet, "v2", clusters("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetResources()) != 1 || resp.GetResources()[0].GetName() != "b" {
+		t.Fatalf("second delta response = %v, want only cluster b", resp.GetResources())
+	}
+	if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce(),
+		ErrorDetail: &statuspb.Status{Code: 3, Message: "no"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, s, "v2", ProxyCounts{Connected: 1, Nacked: 1, LastNACK: "no"})
+}
+
+// 500 concurrent ADS streams of one fleet all receive and ACK a new version.
+func TestManyProxies(t *testing.T) {
+	const n = 500
+	ctx := context.Background()
+	s, addr := startServer(t)
+	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
+		t.Fatal(err)
+	}
+	// A few connections carry the streams, as many proxies behind few nodes would.
+	var conns []discoveryv3.AggregatedDiscoveryServiceClient
+	for range 10 {
+		conns = append(conns, xdstest.Dial(t, addr))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		p := xdstest.Connect(t, conns[i%len(conns)], fleet, fmt.Sprintf("pod-%d", i), resourcev3.ClusterType)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 2 { // v1, then v2
+				if _, err := p.Next(""); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	waitCounts(t, s, "v1", ProxyCounts{Connected: n, Acked: n})
+	if err := s.SetFleet(ctx, fleet, "v2", clusters("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, s, "v2", ProxyCounts{Connected: n, Acked: n})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// A closed stream is no longer counted.
+func TestDisconnect(t *testing.T) {
+	ctx := context.Background()
+	s, addr := startServer(t)
+	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
+		t.Fatal(err)
+	}
+	p := xdstest.Connect(t, xdstest.Dial(t, addr), fleet, "pod-1", resourcev3.ClusterType)
+	if _, err := p.Next(""); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, s, "v1", ProxyCounts{Connected: 1, Acked: 1})
+	if err := p.Stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, s, "v1", ProxyCounts{})
+}
+
+// A rejected version is not sent straight back to the proxy that rejected
+// it (which would reject it again, in a loop): its next response is the
+// next version.
+func TestNoResendAfterNack(t *testing.T) {
+	ctx := context.Background()
+	s, addr := startServer(t)
+	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
+		t.Fatal(err)
+	}
+	p := xdstest.Connect(t, xdstest.Dial(t, addr), fleet, "pod-1", resourcev3.ClusterType)
+	if _, err := p.Next(""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetFleet(ctx, fleet, "v2", clusters("a", "bad")); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := p.Next("bad cluster"); err != nil || resp.GetVersionInfo() != "v2" {
+		t.Fatalf("got %v, %v; want v2", resp.GetVersionInfo(), err)
+	}
+	waitCounts(t, s, "v2", ProxyCounts{Connected: 1, Nacked: 1, LastNACK: "bad cluster"})
+	if err := s.SetFleet(ctx, fleet, "v3", clusters("a", "good")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := p.Next("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetVersionInfo() != "v3" {
+		t.Errorf("after a NACK of v2 the proxy was sent %s, want v3", resp.GetVersionInfo())
+	}
+}

@@ -1,0 +1,266 @@
+package xds
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+)
+
+// Tracker follows every proxy's streams: which fleet it belongs to, what
+// was sent to it, and what it accepted (ACK) or rejected (NACK), for state of
+// the world and delta streams alike. It implements go-control-plane's
+// server callbacks. notify is called, outside the lock, whenever a fleet's
+// proxies change state.
+type Tracker struct {
+	mu        sync.Mutex
+	streams   map[int64]*proxyStream
+	published map[string]publication // by fleet
+	notify    func(fleet string)
+	now       func() time.Time
+}
+
+type publication struct {
+	version string
+	at      time.Time
+	allAck  bool // the publish-to-ACK time has been observed
+}
+
+type proxyStream struct {
+	fleet, node string
+	sent        map[string]string // nonce -> version
+	acked       map[string]string // type URL -> version
+	nacked      map[string]nack   // type URL -> the rejection
+	requested   map[string]bool   // type URLs the proxy asked for
+}
+
+type nack struct{ version, detail string }
+
+// NewTracker returns a Tracker that calls notify when a fleet's proxies change.
+func NewTracker(notify func(fleet string)) *Tracker {
+	if notify == nil {
+		notify = func(string) {}
+	}
+	return &Tracker{streams: map[int64]*proxyStream{}, published: map[string]publication{}, notify: notify, now: time.Now}
+}
+
+var _ serverv3.Callbacks = (*Tracker)(nil)
+
+// FleetID is the fleet a proxy belongs to: its node.cluster, which the Envoy
+// controller sets with --service-cluster.
+func FleetID(node *corev3.Node) string { return node.GetCluster() }
+
+// ProxyCounts describes a fleet's proxies with respect to one version.
+type ProxyCounts struct {
+	Connected, Acked, Nacked int
+	// LastNACK is the error_detail of a rejection of that version.
+	LastNACK string
+}
+
+// Counts returns how the fleet's connected proxies stand with version: a
+// proxy acked it when every type it asked for was accepted at that version.
+func (t *Tracker) Counts(fleet, version string) ProxyCounts {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.countsLocked(fleet, version)
+}
+
+func (t *Tracker) countsLocked(fleet, version string) ProxyCounts {
+	var c ProxyCounts
+	ids := make([]int64, 0, len(t.streams))
+	for id := range t.streams {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		s := t.streams[id]
+		if s.fleet != fleet || s.node == "" {
+			continue
+		}
+		c.Connected++
+		rejected, accepted := false, len(s.requested) > 0
+		for typ := range s.requested {
+			if n, ok := s.nacked[typ]; ok && n.version == version {
+				rejected = true
+				c.LastNACK = n.detail
+			}
+			if s.acked[typ] != version {
+				accepted = false
+			}
+		}
+		switch {
+		case rejected:
+			c.Nacked++
+		case accepted:
+			c.Acked++
+		}
+	}
+	return c
+}
+
+// Published records that fleet's configuration is now version, so that the
+// time until every proxy accepts it can be measured.
+func (t *Tracker) Published(fleet, version string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p, ok := t.published[fleet]; ok && p.version == version {
+		return
+	}
+	t.published[fleet] = publication{version: version, at: t.now()}
+	metricPushes.WithLabelValues(fleet).Inc()
+}
+
+// Forget drops what the tracker knows of a fleet's publications.
+func (t *Tracker) Forget(fleet string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.published, fleet)
+}
+
+// changedLocked updates the fleet's metrics after its proxies changed, and
+// observes the publish-to-ACK time once every connected proxy accepted the
+// published version.
+func (t *Tracker) changedLocked(fleet string) {
+	connected := 0
+	for _, s := range t.streams {
+		if s.fleet == fleet && s.node != "" {
+			connected++
+		}
+	}
+	metricConnected.WithLabelValues(fleet).Set(float64(connected))
+	p, ok := t.published[fleet]
+	if !ok || p.allAck {
+		return
+	}
+	if c := t.countsLocked(fleet, p.version); c.Connected > 0 && c.Acked == c.Connected {
+		metricPublishToAck.Observe(t.now().Sub(p.at).Seconds())
+		p.allAck = true
+		t.published[fleet] = p
+	}
+}
+
+func (t *Tracker) open(id int64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.streams[id] = &proxyStream{sent: map[string]string{}, acked: map[string]string{}, nacked: map[string]nack{}, requested: map[string]bool{}}
+	return nil
+}
+
+func (t *Tracker) closed(id int64) {
+	t.mu.Lock()
+	s, ok := t.streams[id]
+	delete(t.streams, id)
+	fleet := ""
+	if ok {
+		fleet = s.fleet
+		t.changedLocked(fleet)
+	}
+	t.mu.Unlock()
+	if fleet != "" {
+		t.notify(fleet)
+	}
+}
+
+// request records a request: the node (only the first request of a stream
+// may carry it), and an ACK or NACK of the response named by nonce. For a
+// NACK it returns the version that was rejected.
+func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version string, errorDetail string, isNack bool) (rejected string) {
+	t.mu.Lock()
+	s, ok := t.streams[id]
+	if !ok {
+		t.mu.Unlock()
+		return ""
+	}
+	if s.node == "" && node != nil {
+		s.node, s.fleet = node.GetId(), FleetID(node)
+	}
+	s.requested[typeURL] = true
+	changed := false
+	if nonce != "" {
+		if version == "" {
+			version = s.sent[nonce] // delta: the version is the one sent with that nonce
+		}
+		if isNack {
+			rejected = s.sent[nonce]
+			s.nacked[typeURL] = nack{version: rejected, detail: errorDetail}
+			metricNacks.WithLabelValues(s.fleet).Inc()
+		} else {
+			s.acked[typeURL] = version
+			delete(s.nacked, typeURL)
+			metricAcks.WithLabelValues(s.fleet).Inc()
+		}
+		delete(s.sent, nonce)
+		changed = true
+	}
+	fleet := s.fleet
+	if changed || node != nil {
+		t.changedLocked(fleet)
+	}
+	t.mu.Unlock()
+	if (changed || node != nil) && fleet != "" {
+		t.notify(fleet)
+	}
+	return rejected
+}
+
+func (t *Tracker) response(id int64, nonce, version string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.streams[id]; ok {
+		s.sent[nonce] = version
+	}
+}
+
+// OnStreamOpen implements sotw.Callbacks.
+func (t *Tracker) OnStreamOpen(_ context.Context, id int64, _ string) error { return t.open(id) }
+
+// OnStreamClosed implements sotw.Callbacks.
+func (t *Tracker) OnStreamClosed(id int64, _ *corev3.Node) { t.closed(id) }
+
+// OnStreamRequest implements sotw.Callbacks. It runs before the server reads
+// the request. A NACK carries the last version the proxy accepted, and the
+// snapshot cache answers a request whose version differs from the current one
+// at once: it would send the rejected version straight back, and a proxy would
+// reject it again, in a loop. So a NACK is recorded as being at the rejected
+// version: the proxy's next response is the next version.
+func (t *Tracker) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) error {
+	rejected := t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetVersionInfo(),
+		r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
+	if rejected != "" {
+		r.VersionInfo = rejected
+	}
+	return nil
+}
+
+// OnStreamResponse implements sotw.Callbacks.
+func (t *Tracker) OnStreamResponse(_ context.Context, id int64, _ *discoveryv3.DiscoveryRequest, r *discoveryv3.DiscoveryResponse) {
+	t.response(id, r.GetNonce(), r.GetVersionInfo())
+}
+
+// OnDeltaStreamOpen implements delta.Callbacks.
+func (t *Tracker) OnDeltaStreamOpen(_ context.Context, id int64, _ string) error { return t.open(id) }
+
+// OnDeltaStreamClosed implements delta.Callbacks.
+func (t *Tracker) OnDeltaStreamClosed(id int64, _ *corev3.Node) { t.closed(id) }
+
+// OnStreamDeltaRequest implements delta.Callbacks.
+func (t *Tracker) OnStreamDeltaRequest(id int64, r *discoveryv3.DeltaDiscoveryRequest) error {
+	t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), "",
+		r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
+	return nil
+}
+
+// OnStreamDeltaResponse implements delta.Callbacks.
+func (t *Tracker) OnStreamDeltaResponse(id int64, _ *discoveryv3.DeltaDiscoveryRequest, r *discoveryv3.DeltaDiscoveryResponse) {
+	t.response(id, r.GetNonce(), r.GetSystemVersionInfo())
+}
+
+// OnFetchRequest implements rest.Callbacks; REST fetches are not tracked.
+func (t *Tracker) OnFetchRequest(context.Context, *discoveryv3.DiscoveryRequest) error { return nil }
+
+// OnFetchResponse implements rest.Callbacks.
+func (t *Tracker) OnFetchResponse(*discoveryv3.DiscoveryRequest, *discoveryv3.DiscoveryResponse) {}

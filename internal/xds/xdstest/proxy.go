@@ -1,0 +1,76 @@
+// Package xdstest is a minimal ADS client for tests: it speaks the state of
+// the world protocol the way an Envoy proxy does, and lets a test decide
+// whether each response is accepted (ACK) or rejected (NACK).
+package xdstest
+
+import (
+	"context"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Dial connects to an xDS server for the test's duration.
+func Dial(t testing.TB, addr string) discoveryv3.AggregatedDiscoveryServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
+}
+
+// Proxy is one proxy's ADS stream for one resource type.
+type Proxy struct {
+	Stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
+	Node   *corev3.Node
+	// Accepted is the last version the proxy accepted.
+	Accepted string
+	names    []string
+}
+
+// Connect opens a stream as proxy id of fleet and asks for typeURL: the
+// named resources, or all of them (a wildcard) when names is empty.
+func Connect(t testing.TB, c discoveryv3.AggregatedDiscoveryServiceClient, fleet, id, typeURL string, names ...string) *Proxy {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st, err := c.StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{Stream: st, Node: &corev3.Node{Id: id, Cluster: fleet}, names: names}
+	if err := st.Send(&discoveryv3.DiscoveryRequest{Node: p.Node, TypeUrl: typeURL, ResourceNames: names}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Next receives the next response and answers it: an ACK when nackDetail is
+// empty, otherwise a NACK carrying it.
+func (p *Proxy) Next(nackDetail string) (*discoveryv3.DiscoveryResponse, error) {
+	resp, err := p.Stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	return resp, p.Answer(resp, nackDetail)
+}
+
+// Answer ACKs resp, or NACKs it when nackDetail is not empty.
+func (p *Proxy) Answer(resp *discoveryv3.DiscoveryResponse, nackDetail string) error {
+	req := &discoveryv3.DiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce(), ResourceNames: p.names}
+	if nackDetail != "" {
+		// As Envoy does, a NACK repeats the last version the proxy accepted.
+		req.VersionInfo = p.Accepted
+		req.ErrorDetail = &statuspb.Status{Code: 3, Message: nackDetail}
+	} else {
+		p.Accepted = resp.GetVersionInfo()
+		req.VersionInfo = p.Accepted
+	}
+	return p.Stream.Send(req)
+}
