@@ -1,0 +1,101 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// FooBarSpec is the command a FooBar runs, and its environment.
+type FooBarSpec struct {
+	// Foo is passed to the command as the environment variable FOO.
+	// +optional
+	Foo string `json:"foo,omitempty"`
+
+	// Barz is passed to the command as the environment variable BARZ.
+	// +optional
+	Barz string `json:"barz,omitempty"`
+
+	// Command is a shell command, run once as `sh -c <command>`.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Command string `json:"command"`
+
+	// Image is the container image the command runs in; it must have sh.
+	// +optional
+	// +kubebuilder:default=busybox
+	// +kubebuilder:validation:MinLength=1
+	Image string `json:"image,omitempty"`
+}
+
+// FooBarPhase is where a FooBar's run is.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed
+type FooBarPhase string
+
+// The phases of a FooBar's run.
+const (
+	PhasePending   FooBarPhase = "Pending"
+	PhaseRunning   FooBarPhase = "Running"
+	PhaseSucceeded FooBarPhase = "Succeeded"
+	PhaseFailed    FooBarPhase = "Failed"
+)
+
+// FooBarStatus is the observed state of a FooBar's run.
+type FooBarStatus struct {
+	// JobName is the Job that runs the command of the current generation.
+	// +optional
+	JobName string `json:"jobName,omitempty"`
+
+	// Phase is Pending until the Job has a pod, then Running, then Succeeded or Failed.
+	// +optional
+	Phase FooBarPhase `json:"phase,omitempty"`
+
+	// StartTime is when the Job started.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// CompletionTime is when the Job succeeded or failed.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// ObservedGeneration is the generation of the spec that this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Complete (True once the run ended, its reason the phase) and
+	// Degraded (True when the Job cannot be created).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// FooBar runs spec.command once, as a Job, with FOO and BARZ from its spec. A
+// new generation of the spec runs the command again in a new Job.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced
+// +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, experimental-only"
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="metadata.name must be no more than 52 characters: the Job's name adds the generation to it"
+// +kubebuilder:printcolumn:name="Command",type=string,JSONPath=`.spec.command`
+// +kubebuilder:printcolumn:name="Job",type=string,JSONPath=`.status.jobName`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type FooBar struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   FooBarSpec   `json:"spec"`
+	Status FooBarStatus `json:"status,omitempty"`
+}
+
+// FooBarList is a list of FooBars.
+// +kubebuilder:object:root=true
+type FooBarList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []FooBar `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&FooBar{}, &FooBarList{})
+}

@@ -1,0 +1,335 @@
+package foobar
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+)
+
+var (
+	suite      testenv.Suite
+	reconciler *Reconciler // uses the manager's counted client
+)
+
+func TestMain(m *testing.M) {
+	suite.Main(m, func(mgr ctrl.Manager) error {
+		reconciler = NewReconciler(mgr)
+		return reconciler.SetupWithManager(mgr)
+	})
+}
+
+// eventually and namespace are the suite's, under the names the tests use.
+func eventually(t *testing.T, what string, cond func() (bool, error)) {
+	testenv.Eventually(t, what, cond)
+}
+func namespace(t *testing.T) string { return suite.Namespace(t) }
+
+func newFooBar(ns, name, command string) *k8sv1.FooBar {
+	return &k8sv1.FooBar{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       k8sv1.FooBarSpec{Foo: "bar", Barz: "false", Command: command},
+	}
+}
+
+func getJob(ns, name string) (*batchv1.Job, error) {
+	j := &batchv1.Job{}
+	return j, suite.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, j)
+}
+
+func waitJob(t *testing.T, ns, name string) *batchv1.Job {
+	t.Helper()
+	var j *batchv1.Job
+	eventually(t, "Job "+name, func() (bool, error) {
+		var err error
+		j, err = getJob(ns, name)
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	return j
+}
+
+// waitGone waits until the Job is gone or being deleted: envtest has no
+// garbage collector to finish a background deletion.
+func waitGone(t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, "Job "+name+" deleted", func() (bool, error) {
+		j, err := getJob(ns, name)
+		return apierrors.IsNotFound(err) || (err == nil && j.DeletionTimestamp != nil), client.IgnoreNotFound(err)
+	})
+}
+
+func waitPhase(t *testing.T, fb *k8sv1.FooBar, phase k8sv1.FooBarPhase) *k8sv1.FooBar {
+	t.Helper()
+	got := &k8sv1.FooBar{}
+	eventually(t, "phase "+string(phase), func() (bool, error) {
+		err := suite.Client.Get(context.Background(), client.ObjectKeyFromObject(fb), got)
+		return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.Phase == phase, err
+	})
+	return got
+}
+
+// Envtest runs no Job controller: these play its part.
+func jobRunning(t *testing.T, j *batchv1.Job) {
+	t.Helper()
+	now := metav1.Now()
+	j.Status.StartTime = &now
+	j.Status.Active = 1
+	j.Status.Ready = ptr.To[int32](1)
+	if err := suite.Client.Status().Update(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func jobEnded(t *testing.T, j *batchv1.Job, succeeded bool) {
+	t.Helper()
+	now := metav1.Now()
+	j.Status.Active = 0
+	j.Status.Ready = ptr.To[int32](0)
+	if succeeded {
+		j.Status.Succeeded = 1
+		j.Status.CompletionTime = &now
+		j.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
+		}
+	} else {
+		j.Status.Failed = 1
+		j.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"},
+		}
+	}
+	if err := suite.Client.Status().Update(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRunsTheCommandAsAJob(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	fb := newFooBar(ns, "foobar-sample", "echo foobar")
+	if err := suite.Client.Create(ctx, fb); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, ns, "foobar-sample-1")
+	if !metav1.IsControlledBy(j, fb) {
+		t.Errorf("Job not controlled by the FooBar: %+v", j.OwnerReferences)
+	}
+	c := j.Spec.Template.Spec.Containers[0]
+	if strings.Join(c.Command, " ") != "sh -c echo foobar" || c.Image != "busybox" {
+		t.Errorf("command %q image %q", c.Command, c.Image)
+	}
+	if len(c.Env) != 2 || c.Env[0] != (corev1.EnvVar{Name: "FOO", Value: "bar"}) || c.Env[1] != (corev1.EnvVar{Name: "BARZ", Value: "false"}) {
+		t.Errorf("env = %+v", c.Env)
+	}
+	got := waitPhase(t, fb, k8sv1.PhasePending)
+	if got.Status.JobName != "foobar-sample-1" {
+		t.Errorf("jobName = %q", got.Status.JobName)
+	}
+	suite.WaitEvent(t, ns, "foobar-sample", `Normal Started Created Job "foobar-sample-1"`)
+
+	jobRunning(t, j)
+	got = waitPhase(t, fb, k8sv1.PhaseRunning)
+	if got.Status.StartTime == nil {
+		t.Error("no startTime while running")
+	}
+	jobEnded(t, j, true)
+	got = waitPhase(t, fb, k8sv1.PhaseSucceeded)
+	if got.Status.CompletionTime == nil || !meta.IsStatusConditionTrue(got.Status.Conditions, ConditionComplete) {
+		t.Errorf("succeeded: completionTime %v conditions %+v", got.Status.CompletionTime, got.Status.Conditions)
+	}
+	suite.WaitEvent(t, ns, "foobar-sample", `Normal Succeeded Job "foobar-sample-1" succeeded`)
+
+	// The run is over: deleting its Job does not run the command again.
+	if err := suite.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Job gone", func() (bool, error) {
+		_, err := getJob(ns, "foobar-sample-1")
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	touch(t, fb)
+	time.Sleep(time.Second)
+	if _, err := getJob(ns, "foobar-sample-1"); !apierrors.IsNotFound(err) {
+		t.Errorf("the finished generation's Job was created again (err %v)", err)
+	}
+	if got := waitPhase(t, fb, k8sv1.PhaseSucceeded); got.Status.JobName != "foobar-sample-1" {
+		t.Errorf("status lost after the Job was deleted: %+v", got.Status)
+	}
+}
+
+func TestFailedRun(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	fb := newFooBar(ns, "failing", "exit 1")
+	if err := suite.Client.Create(ctx, fb); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, ns, "failing-1")
+	jobRunning(t, j)
+	jobEnded(t, j, false)
+	got := waitPhase(t, fb, k8sv1.PhaseFailed)
+	c := meta.FindStatusCondition(got.Status.Conditions, ConditionComplete)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Failed" || !strings.Contains(c.Message, "backoff limit") {
+		t.Errorf("Complete = %+v", c)
+	}
+	if got.Status.CompletionTime == nil {
+		t.Error("no completionTime for a failed run")
+	}
+	suite.WaitEvent(t, ns, "failing", `Warning Failed Job "failing-1" failed`)
+}
+
+func TestNewGenerationReplacesTheJob(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	fb := newFooBar(ns, "regen", "echo one")
+	if err := suite.Client.Create(ctx, fb); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, ns, "regen-1")
+	jobRunning(t, j)
+	waitPhase(t, fb, k8sv1.PhaseRunning)
+
+	patch := client.MergeFrom(fb.DeepCopy())
+	fb.Spec.Command = "echo two"
+	if err := suite.Client.Patch(ctx, fb, patch); err != nil {
+		t.Fatal(err)
+	}
+	j2 := waitJob(t, ns, "regen-2")
+	if got := j2.Spec.Template.Spec.Containers[0].Command[2]; got != "echo two" {
+		t.Errorf("new Job runs %q", got)
+	}
+	waitGone(t, ns, "regen-1")
+	got := waitPhase(t, fb, k8sv1.PhasePending)
+	if got.Status.JobName != "regen-2" || got.Status.StartTime != nil {
+		t.Errorf("status of the new generation: %+v", got.Status)
+	}
+	suite.WaitEvent(t, ns, "regen", `Normal Deleted Deleted Job "regen-1"`)
+
+	// A change that is not to the spec is not a new generation.
+	touch(t, fb)
+	time.Sleep(time.Second)
+	if _, err := getJob(ns, "regen-3"); !apierrors.IsNotFound(err) {
+		t.Errorf("an annotation change started a new Job (err %v)", err)
+	}
+}
+
+func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	theirs := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "clash-1", Namespace: ns},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "x", Image: "theirs"}},
+		}}},
+	}
+	if err := suite.Client.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	fb := newFooBar(ns, "clash", "true")
+	if err := suite.Client.Create(ctx, fb); err != nil {
+		t.Fatal(err)
+	}
+	suite.WaitEvent(t, ns, "clash", `Warning ErrResourceExists Resource "clash-1" already exists and is not managed by FooBar`)
+	got := waitPhase(t, fb, k8sv1.PhasePending)
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, ConditionDegraded) {
+		t.Errorf("Degraded not True: %+v", got.Status.Conditions)
+	}
+	after, err := getJob(ns, "clash-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != theirs.ResourceVersion || len(after.OwnerReferences) != 0 {
+		t.Errorf("the foreign Job was modified")
+	}
+}
+
+// touch changes an annotation of the FooBar, which makes the controller
+// reconcile it at once.
+func touch(t *testing.T, fb *k8sv1.FooBar) {
+	t.Helper()
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"test/touched":%q}}}`, time.Now().String()))
+	if err := suite.Client.Patch(context.Background(), fb, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A reconcile that finds everything as desired sends no write request, both
+// while the Job runs and after it succeeded.
+func TestSettledReconcileWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	fb := newFooBar(ns, "settled", "sleep 1")
+	if err := suite.Client.Create(ctx, fb); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, ns, "settled-1")
+	jobRunning(t, j)
+	for _, phase := range []k8sv1.FooBarPhase{k8sv1.PhaseRunning, k8sv1.PhaseSucceeded} {
+		if phase == k8sv1.PhaseSucceeded {
+			jobEnded(t, j, true)
+		}
+		waitPhase(t, fb, phase)
+		suite.Quiet(t)
+
+		suite.Counter.Reset()
+		before := testenv.ReconcileTotal(ControllerName)
+		touch(t, fb)
+		eventually(t, "the controller to reconcile the touched FooBar", func() (bool, error) {
+			return testenv.ReconcileTotal(ControllerName) > before, nil
+		})
+		for range 3 {
+			if _, err := reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(fb)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(500 * time.Millisecond) // events are sent asynchronously
+		if w := suite.Counter.WritesTo("/namespaces/" + ns + "/"); len(w) != 0 {
+			t.Errorf("%s: a settled reconcile sent %d write requests: %v", phase, len(w), w)
+		}
+	}
+}
+
+func TestValidation(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	tests := []struct {
+		fb    *k8sv1.FooBar
+		field string
+	}{
+		{newFooBar(ns, "no-command", ""), "spec.command"},
+		{newFooBar(ns, strings.Repeat("x", 53), "true"), "metadata.name"},
+	}
+	for _, tt := range tests {
+		err := suite.Client.Create(ctx, tt.fb)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("FooBar %s: got %v, want an Invalid error naming %s", tt.fb.Name, err, tt.field)
+		}
+	}
+
+	// The seed's fields, as the seed's sample writes them, and spec.image's default.
+	raw := []byte(`{"apiVersion":"k8s.io/v1","kind":"FooBar","metadata":{"name":"foobar-sample"},` +
+		`"spec":{"foo":"bar","barz":"false","command":"echo foobar"}}`)
+	fb := &k8sv1.FooBar{ObjectMeta: metav1.ObjectMeta{Name: "foobar-sample", Namespace: ns}}
+	if err := suite.Client.Patch(ctx, fb, client.RawPatch(types.ApplyPatchType, raw), client.FieldOwner("test"), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	if fb.Spec.Image != "busybox" || fb.Spec.Foo != "bar" || fb.Spec.Barz != "false" {
+		t.Errorf("spec = %+v, want image defaulted to busybox", fb.Spec)
+	}
+}

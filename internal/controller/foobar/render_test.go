@@ -1,0 +1,131 @@
+package foobar
+
+import (
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
+)
+
+func sampleFooBar() *k8sv1.FooBar {
+	return &k8sv1.FooBar{
+		ObjectMeta: metav1.ObjectMeta{Name: "foobar-sample", Namespace: "default", UID: "uid-1", Generation: 1},
+		Spec:       k8sv1.FooBarSpec{Foo: "bar", Barz: "false", Command: "echo foobar", Image: "busybox"},
+	}
+}
+
+func TestJob(t *testing.T) {
+	fb := sampleFooBar()
+	j := Job(fb)
+	if j.Name != "foobar-sample-1" || j.Namespace != "default" {
+		t.Errorf("name = %s/%s", j.Namespace, j.Name)
+	}
+	ref := metav1.GetControllerOf(j)
+	if ref == nil || ref.UID != "uid-1" || ref.Kind != "FooBar" || ref.APIVersion != "k8s.io/v1" {
+		t.Errorf("controller ref = %+v", ref)
+	}
+	if j.Labels["app.kubernetes.io/managed-by"] != "kube-envoy-controller" || j.Labels[FooBarLabel] != "foobar-sample" {
+		t.Errorf("labels = %v", j.Labels)
+	}
+	if *j.Spec.BackoffLimit != 0 || j.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("backoffLimit %d restartPolicy %s: the command must run once", *j.Spec.BackoffLimit, j.Spec.Template.Spec.RestartPolicy)
+	}
+	cs := j.Spec.Template.Spec.Containers
+	if len(cs) != 1 {
+		t.Fatalf("containers = %+v", cs)
+	}
+	c := cs[0]
+	if c.Image != "busybox" || len(c.Command) != 3 || c.Command[0] != "sh" || c.Command[1] != "-c" || c.Command[2] != "echo foobar" {
+		t.Errorf("image %q command %q", c.Image, c.Command)
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	if len(env) != 2 || env["FOO"] != "bar" || env["BARZ"] != "false" {
+		t.Errorf("env = %v", c.Env)
+	}
+
+	fb.Generation = 7
+	fb.Spec.Image = ""
+	if j := Job(fb); j.Name != "foobar-sample-7" || j.Spec.Template.Spec.Containers[0].Image != "busybox" {
+		t.Errorf("generation 7, no image: %s %s", j.Name, j.Spec.Template.Spec.Containers[0].Image)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	start := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	end := metav1.NewTime(start.Add(time.Minute))
+	job := func(active int32, cond batchv1.JobConditionType) *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "foobar-sample-1"}}
+		j.Status.Active = active
+		if active > 0 || cond != "" {
+			j.Status.StartTime = &start
+		}
+		if cond != "" {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: cond, Status: corev1.ConditionTrue, LastTransitionTime: end, Message: "BackoffLimitExceeded"}}
+			if cond == batchv1.JobComplete {
+				j.Status.CompletionTime = &end
+			}
+		}
+		return j
+	}
+	tests := []struct {
+		name                 string
+		obs                  Observed
+		phase                k8sv1.FooBarPhase
+		complete, degraded   metav1.ConditionStatus
+		wantStart, wantEnded bool
+	}{
+		{"no Job yet", Observed{}, k8sv1.PhasePending, "False", "False", false, false},
+		{"Job without pods", Observed{Job: job(0, "")}, k8sv1.PhasePending, "False", "False", false, false},
+		{"running", Observed{Job: job(1, "")}, k8sv1.PhaseRunning, "False", "False", true, false},
+		{"succeeded", Observed{Job: job(0, batchv1.JobComplete)}, k8sv1.PhaseSucceeded, "True", "False", true, true},
+		{"failed", Observed{Job: job(0, batchv1.JobFailed)}, k8sv1.PhaseFailed, "True", "False", true, true},
+		{"name taken", Observed{Clash: true}, k8sv1.PhasePending, "False", "True", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fb := sampleFooBar()
+			st := Status(fb, tt.obs)
+			if st.Phase != tt.phase || st.JobName != "foobar-sample-1" || st.ObservedGeneration != 1 {
+				t.Errorf("phase %s job %s generation %d", st.Phase, st.JobName, st.ObservedGeneration)
+			}
+			if (st.StartTime != nil) != tt.wantStart || (st.CompletionTime != nil) != tt.wantEnded {
+				t.Errorf("startTime %v completionTime %v", st.StartTime, st.CompletionTime)
+			}
+			if tt.wantEnded && !st.CompletionTime.Equal(&end) {
+				t.Errorf("completionTime = %v, want %v", st.CompletionTime, end)
+			}
+			if c := meta.FindStatusCondition(st.Conditions, ConditionComplete); c == nil || c.Status != tt.complete || c.Reason != string(tt.phase) {
+				t.Errorf("Complete = %+v", c)
+			}
+			if c := meta.FindStatusCondition(st.Conditions, ConditionDegraded); c == nil || c.Status != tt.degraded {
+				t.Errorf("Degraded = %+v", c)
+			}
+		})
+	}
+
+	// A generation that finished keeps its status when its Job is gone...
+	fb := sampleFooBar()
+	fb.Status = Status(fb, Observed{Job: job(0, batchv1.JobComplete)})
+	if st := Status(fb, Observed{}); st.Phase != k8sv1.PhaseSucceeded || !st.CompletionTime.Equal(&end) {
+		t.Errorf("finished generation after its Job was deleted: %+v", st)
+	}
+	if !Finished(fb) {
+		t.Error("Finished = false for a generation that succeeded")
+	}
+	// ...but a new generation starts over.
+	fb.Generation = 2
+	if Finished(fb) {
+		t.Error("Finished = true for a generation that has not run")
+	}
+	if st := Status(fb, Observed{}); st.Phase != k8sv1.PhasePending || st.JobName != "foobar-sample-2" || st.CompletionTime != nil {
+		t.Errorf("new generation: %+v", st)
+	}
+}
