@@ -1,0 +1,97 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// WatcherSpec is the sidecar a Watcher injects: a container, optionally a
+// volume and an image pull secret, and the data of a ConfigMap that the
+// container takes its environment from.
+// +kubebuilder:validation:XValidation:rule="size(self.container.name) > 0",message="spec.container.name is required"
+// +kubebuilder:validation:XValidation:rule="has(self.container.image) && size(self.container.image) > 0",message="spec.container.image is required"
+// +kubebuilder:validation:XValidation:rule="!has(self.configData) || !has(self.configBinaryData) || !self.configData.exists(k, k in self.configBinaryData)",message="spec.configData and spec.configBinaryData must not share a key"
+type WatcherSpec struct {
+	// Container is the sidecar container added to every pod the Watcher
+	// is injected into. Its environment also comes from the Watcher's
+	// ConfigMap (status.configMapName).
+	// +required
+	Container corev1.Container `json:"container"`
+
+	// Volume is added to the pod along with the container.
+	// +optional
+	Volume corev1.Volume `json:"volume,omitzero"`
+
+	// ConfigData is the string data of the Watcher's ConfigMap.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253 && k.matches('^[-._a-zA-Z0-9]+$'))",message="spec.configData keys must consist of alphanumeric characters, '-', '_' or '.'"
+	ConfigData map[string]string `json:"configData,omitempty"`
+
+	// ConfigBinaryData is the binary data of the Watcher's ConfigMap.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253 && k.matches('^[-._a-zA-Z0-9]+$'))",message="spec.configBinaryData keys must consist of alphanumeric characters, '-', '_' or '.'"
+	ConfigBinaryData map[string][]byte `json:"configBinaryData,omitempty"`
+
+	// ImagePullSecrets names a Secret, in the pod's namespace, added to the
+	// pod's imagePullSecrets.
+	// +optional
+	ImagePullSecrets corev1.LocalObjectReference `json:"imagePullSecrets,omitzero"`
+
+	// Selector injects the Watcher into every pod of its namespace whose
+	// labels match, besides the pods that name it in their
+	// watch.my.domain/inject annotation. When it is omitted, only the
+	// annotation injects the Watcher; an empty selector matches every pod.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// WatcherStatus is the observed state of a Watcher.
+type WatcherStatus struct {
+	// ConfigMapName is the name of the ConfigMap that holds configData and
+	// configBinaryData, once the Watcher owns it.
+	// +optional
+	ConfigMapName string `json:"configMapName,omitempty"`
+
+	// ObservedGeneration is the generation of the spec that this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready and Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Watcher is a sidecar that the operator's mutating admission webhook adds
+// to the pods that ask for it with the annotation watch.my.domain/inject, or
+// that match spec.selector, in namespaces labelled
+// kube-envoy-controller.io/injection=enabled.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 246",message="metadata.name must be no more than 246 characters: the ConfigMap <name>-config must be a valid name"
+// +kubebuilder:printcolumn:name="Container",type=string,JSONPath=`.spec.container.name`
+// +kubebuilder:printcolumn:name="ConfigMap",type=string,JSONPath=`.status.configMapName`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Watcher struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   WatcherSpec   `json:"spec"`
+	Status WatcherStatus `json:"status,omitempty"`
+}
+
+// WatcherList is a list of Watchers.
+// +kubebuilder:object:root=true
+type WatcherList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Watcher `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Watcher{}, &WatcherList{})
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the sidecar-injection webhook for an operator that runs on the host
+# (make run, hack/e2e.sh): the operator's namespace, which holds the Secret with
+# the webhook's generated certificate, and config/webhook/manifests.yaml with a
+# url clientConfig, https://localhost:PORT/mutate-v1-pod, instead of the
+# Service. The operator puts its CA into the caBundle once it runs with
+#   --webhook-bind-address 127.0.0.1:PORT --webhook-cert-dns-name localhost
+#   --webhook-cert-write-files --webhook-cert-dir DIR
+#
+#   hack/webhook-local.sh PORT          (KUBECONFIG names the cluster)
+#   hack/webhook-local.sh free-port     prints a free local port
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+port=${1:?usage: hack/webhook-local.sh PORT|free-port}
+
+if [[ $port == free-port ]]; then
+  for _ in $(seq 100); do
+    p=$((20000 + RANDOM % 20000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"
+      exit 0
+    fi
+  done
+  echo "no free port found" >&2
+  exit 1
+fi
+
+"$ROOT/bin/kubectl" create namespace kube-envoy-controller --dry-run=client -o yaml |
+  "$ROOT/bin/kubectl" apply -f - >/dev/null
+"$ROOT/bin/kubectl" patch --local -f "$ROOT/config/webhook/manifests.yaml" --type json -o yaml \
+  -p "[{\"op\":\"replace\",\"path\":\"/webhooks/0/clientConfig\",\"value\":{\"url\":\"https://localhost:$port/mutate-v1-pod\"}}]" |
+  "$ROOT/bin/kubectl" apply --server-side --force-conflicts -f - >/dev/null

@@ -1,0 +1,191 @@
+package watcher
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+)
+
+var (
+	suite      testenv.Suite
+	reconciler *Reconciler
+)
+
+func TestMain(m *testing.M) {
+	suite.Main(m, func(mgr ctrl.Manager) error {
+		reconciler = NewReconciler(mgr)
+		return reconciler.SetupWithManager(mgr)
+	})
+}
+
+func newWatcher(ns, name string) *watchv1alpha1.Watcher {
+	return &watchv1alpha1.Watcher{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: watchv1alpha1.WatcherSpec{
+			Container:  corev1.Container{Name: "tail", Image: "busybox"},
+			ConfigData: map[string]string{"LEVEL": "debug"},
+		},
+	}
+}
+
+func get[T client.Object](t *testing.T, ns, name string, obj T, cond func(T) bool) T {
+	t.Helper()
+	testenv.Eventually(t, fmt.Sprintf("%T %s", obj, name), func() (bool, error) {
+		err := suite.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, obj)
+		return err == nil && cond(obj), client.IgnoreNotFound(err)
+	})
+	return obj
+}
+
+func readyWatcher(w *watchv1alpha1.Watcher) bool {
+	c := meta.FindStatusCondition(w.Status.Conditions, ConditionReady)
+	return w.Status.ObservedGeneration == w.Generation && c != nil && c.Status == metav1.ConditionTrue
+}
+
+func TestConfigMapFollowsTheWatcher(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	w := newWatcher(ns, "logs")
+	w.Spec.ConfigBinaryData = map[string][]byte{"blob": {1, 2, 3}}
+	if err := suite.Client.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	cm := get(t, ns, "logs-config", &corev1.ConfigMap{}, func(*corev1.ConfigMap) bool { return true })
+	if !metav1.IsControlledBy(cm, w) || cm.Labels[objects.ManagedByLabel] != objects.ManagedByValue {
+		t.Errorf("ConfigMap not controlled or not labelled: %v %v", cm.OwnerReferences, cm.Labels)
+	}
+	if cm.Data["LEVEL"] != "debug" || string(cm.BinaryData["blob"]) != "\x01\x02\x03" {
+		t.Errorf("data %v, binaryData %v", cm.Data, cm.BinaryData)
+	}
+	got := get(t, ns, "logs", &watchv1alpha1.Watcher{}, readyWatcher)
+	if got.Status.ConfigMapName != "logs-config" {
+		t.Errorf("status.configMapName = %q", got.Status.ConfigMapName)
+	}
+	suite.WaitEvent(t, ns, "logs", `Normal Created Created ConfigMap "logs-config"`)
+
+	// A spec change reaches the ConfigMap.
+	got.Spec.ConfigData = map[string]string{"LEVEL": "info", "NEW": "1"}
+	if err := suite.Client.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	get(t, ns, "logs-config", &corev1.ConfigMap{}, func(cm *corev1.ConfigMap) bool {
+		return cm.Data["LEVEL"] == "info" && cm.Data["NEW"] == "1"
+	})
+
+	// A hand edit is put back; a label someone added stays.
+	cm = get(t, ns, "logs-config", &corev1.ConfigMap{}, func(*corev1.ConfigMap) bool { return true })
+	cm.Data["LEVEL"] = "hacked"
+	cm.Labels["team"] = "x"
+	if err := suite.Client.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	get(t, ns, "logs-config", &corev1.ConfigMap{}, func(cm *corev1.ConfigMap) bool {
+		return cm.Data["LEVEL"] == "info" && cm.Labels["team"] == "x"
+	})
+}
+
+func TestForeignConfigMapIsNotTakenOver(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	foreign := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "taken-config", Namespace: ns},
+		Data:       map[string]string{"mine": "yes"},
+	}
+	if err := suite.Client.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	if err := suite.Client.Create(ctx, newWatcher(ns, "taken")); err != nil {
+		t.Fatal(err)
+	}
+	got := get(t, ns, "taken", &watchv1alpha1.Watcher{}, func(w *watchv1alpha1.Watcher) bool {
+		c := meta.FindStatusCondition(w.Status.Conditions, ConditionDegraded)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+	if c := meta.FindStatusCondition(got.Status.Conditions, ConditionDegraded); c.Reason != ReasonResourceExists ||
+		!strings.Contains(c.Message, `"taken-config"`) || got.Status.ConfigMapName != "" {
+		t.Errorf("status %+v", got.Status)
+	}
+	suite.WaitEvent(t, ns, "taken", `Warning ResourceExists ConfigMap "taken-config" already exists`)
+	cm := &corev1.ConfigMap{}
+	if err := suite.Client.Get(ctx, client.ObjectKeyFromObject(foreign), cm); err != nil {
+		t.Fatal(err)
+	}
+	if len(cm.OwnerReferences) != 0 || cm.Data["mine"] != "yes" || len(cm.Data) != 1 {
+		t.Errorf("the foreign ConfigMap was changed: %v %v", cm.OwnerReferences, cm.Data)
+	}
+}
+
+func TestSettledReconcileWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	w := newWatcher(ns, "settled")
+	if err := suite.Client.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	get(t, ns, "settled", &watchv1alpha1.Watcher{}, readyWatcher)
+	suite.Quiet(t)
+
+	suite.Counter.Reset()
+	before := testenv.ReconcileTotal(ControllerName)
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"test/touched":%q}}}`, time.Now()))
+	if err := suite.Client.Patch(ctx, w, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "a reconcile of the touched Watcher", func() (bool, error) {
+		return testenv.ReconcileTotal(ControllerName) > before, nil
+	})
+	for range 3 {
+		if _, err := reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(w)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // events are sent asynchronously
+	if writes := suite.Counter.WritesTo("/namespaces/" + ns + "/"); len(writes) != 0 {
+		t.Errorf("a settled reconcile sent %d write requests: %v", len(writes), writes)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	tests := []struct {
+		name   string
+		mutate func(*watchv1alpha1.Watcher)
+		field  string
+	}{
+		{"no-image", func(w *watchv1alpha1.Watcher) { w.Spec.Container.Image = "" }, "spec.container.image"},
+		{"no-container-name", func(w *watchv1alpha1.Watcher) { w.Spec.Container.Name = "" }, "spec.container.name"},
+		{"bad-key", func(w *watchv1alpha1.Watcher) { w.Spec.ConfigData = map[string]string{"a b": "x"} }, "spec.configData"},
+		{"bad-binary-key", func(w *watchv1alpha1.Watcher) { w.Spec.ConfigBinaryData = map[string][]byte{"a/b": {1}} }, "spec.configBinaryData"},
+		{"shared-key", func(w *watchv1alpha1.Watcher) {
+			w.Spec.ConfigData = map[string]string{"k": "x"}
+			w.Spec.ConfigBinaryData = map[string][]byte{"k": {1}}
+		}, "spec.configData and spec.configBinaryData"},
+		{strings.Repeat("n", 247), func(*watchv1alpha1.Watcher) {}, "metadata.name"},
+	}
+	for _, tt := range tests {
+		w := newWatcher(ns, tt.name)
+		tt.mutate(w)
+		err := suite.Client.Create(ctx, w)
+		if err == nil || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("%.20s: create = %v, want an error naming %s", tt.name, err, tt.field)
+		}
+	}
+	// Without volume and imagePullSecrets, a Watcher is valid.
+	if err := suite.Client.Create(ctx, newWatcher(ns, "minimal")); err != nil {
+		t.Errorf("a minimal Watcher was refused: %v", err)
+	}
+}

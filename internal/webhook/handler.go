@@ -1,0 +1,156 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/watcher"
+)
+
+// Path is where the webhook server serves the injector.
+const Path = "/mutate-v1-pod"
+
+// The in-cluster webhook configuration (config/webhook) is generated from
+// these markers. Only pods of namespaces labelled
+// kube-envoy-controller.io/injection=enabled are sent, never those of
+// kube-system or of the operator's own namespace.
+//
+// +kubebuilder:webhookconfiguration:mutating=true,name=kube-envoy-controller-injector
+// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups="",resources=pods,verbs=create,versions=v1,name=inject.watch.my.domain,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=5,serviceName=kube-envoy-controller-webhook,serviceNamespace=kube-envoy-controller,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kube-envoy-controller.io/injection","operator":"In","values":["enabled"]},{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","kube-envoy-controller"]}]}}`
+
+// +kubebuilder:rbac:groups=watch.my.domain,resources=watchers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=example.com,resources=envoys,verbs=get;list;watch
+
+// Injector answers the API server's admission requests for new pods.
+type Injector struct {
+	// Client reads Watchers and Envoys from the manager's cache.
+	Client client.Reader
+	// APIReader reads from the API server directly: a Watcher or Envoy that a
+	// pod names and the cache does not hold yet may have just been created.
+	APIReader client.Reader
+	Decoder   admission.Decoder
+	// Excluded are the namespaces whose pods are never changed, whatever the
+	// webhook configuration sends: kube-system and the operator's own.
+	Excluded []string
+}
+
+var _ admission.Handler = &Injector{}
+
+// Handle injects the sidecars a new pod asks for, or denies it when it names
+// a Watcher or Envoy that does not exist or when a sidecar clashes with what
+// the pod has.
+func (i *Injector) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create || req.Kind.Kind != "Pod" || req.SubResource != "" {
+		return admission.Allowed("not a pod creation")
+	}
+	if slices.Contains(i.Excluded, req.Namespace) {
+		return admission.Allowed("namespace " + req.Namespace + " is never injected")
+	}
+	pod := &corev1.Pod{}
+	if err := i.Decoder.DecodeRaw(req.Object, pod); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	sidecars, err := i.sidecars(ctx, req.Namespace, pod)
+	if err != nil {
+		var denied *deny
+		if errors.As(err, &denied) {
+			return admission.Denied(denied.msg)
+		}
+		logf.FromContext(ctx).Error(err, "reading the sidecars of a pod", "namespace", req.Namespace)
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if sidecars.Empty() {
+		return admission.Allowed("no sidecar requested")
+	}
+	injected, err := Inject(pod, sidecars)
+	if err != nil {
+		return admission.Denied(err.Error())
+	}
+	raw, err := json.Marshal(injected)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+}
+
+// deny is a reason to refuse the pod, as opposed to a failure to decide.
+type deny struct{ msg string }
+
+func (d *deny) Error() string { return d.msg }
+
+// sidecars finds the Watchers and the Envoy that pod asks for in ns.
+func (i *Injector) sidecars(ctx context.Context, ns string, pod *corev1.Pod) (Sidecars, error) {
+	var s Sidecars
+	envoyName := strings.TrimSpace(pod.Annotations[EnvoySidecarAnnotation])
+	var list watchv1alpha1.WatcherList
+	if err := i.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return s, fmt.Errorf("listing Watchers: %w", err)
+	}
+	selected, missing := Select(pod, list.Items)
+	var notFound []string
+	for _, name := range missing {
+		// The cache may not have seen a Watcher created a moment ago.
+		w := &watchv1alpha1.Watcher{}
+		err := i.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, w)
+		switch {
+		case apierrors.IsNotFound(err):
+			notFound = append(notFound, name)
+		case err != nil:
+			return s, fmt.Errorf("reading Watcher %s: %w", name, err)
+		default:
+			selected = append(selected, w)
+		}
+	}
+	if len(notFound) > 0 {
+		return s, &deny{fmt.Sprintf("annotation %s names Watcher %s, which does not exist in namespace %q",
+			InjectAnnotation, quoteAll(notFound), ns)}
+	}
+	for _, w := range selected {
+		if watcher.Clashing(w) {
+			return s, &deny{fmt.Sprintf("Watcher %q cannot be injected: its ConfigMap %q is not managed by it (see the Watcher's Degraded condition)",
+				w.Name, watcher.ConfigMapName(w))}
+		}
+	}
+	s.Watchers = selected
+
+	if envoyName != "" {
+		e := &examplev1.Envoy{}
+		key := types.NamespacedName{Namespace: ns, Name: envoyName}
+		err := i.Client.Get(ctx, key, e)
+		if apierrors.IsNotFound(err) {
+			err = i.APIReader.Get(ctx, key, e)
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+			return s, &deny{fmt.Sprintf("annotation %s names Envoy %q, which does not exist in namespace %q",
+				EnvoySidecarAnnotation, envoyName, ns)}
+		case err != nil:
+			return s, fmt.Errorf("reading Envoy %s: %w", envoyName, err)
+		}
+		s.Envoy = e
+	}
+	return s, nil
+}
+
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}

@@ -1,0 +1,238 @@
+// Package webhook is the operator's mutating admission webhook: it injects
+// the sidecars of Watchers, and Envoy sidecars that join a fleet, into pods
+// as they are created.
+//
+// inject.go holds the pure part: which Watchers a pod asks for, and the pod
+// with their sidecars added. handler.go reads the Watchers and Envoys and
+// answers the API server; server.go wires the handler and its certificates
+// into the manager.
+package webhook
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
+	envoyctrl "github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/watcher"
+	proxy "github.com/kube-envoy-controller/kube-envoy-controller/internal/envoy"
+)
+
+// Labels and annotations the webhook reads and writes.
+const (
+	// NamespaceLabel, set to NamespaceEnabled on a namespace, puts its pods in
+	// the webhook's scope.
+	NamespaceLabel   = "kube-envoy-controller.io/injection"
+	NamespaceEnabled = "enabled"
+
+	// InjectAnnotation on a pod lists the Watchers it asks for, comma-separated.
+	InjectAnnotation = "watch.my.domain/inject"
+	// InjectedAnnotation records the Watchers whose sidecars the pod got.
+	InjectedAnnotation = "watch.my.domain/injected"
+	// EnvoySidecarAnnotation on a pod names the Envoy fleet whose sidecar it asks for.
+	EnvoySidecarAnnotation = "example.com/envoy-sidecar"
+	// EnvoySidecarInjectedAnnotation records the Envoy fleet whose sidecar the pod got.
+	EnvoySidecarInjectedAnnotation = "example.com/envoy-sidecar-injected"
+)
+
+// Sidecars are what one pod gets.
+type Sidecars struct {
+	// Watchers whose sidecars the pod gets, in this order.
+	Watchers []*watchv1alpha1.Watcher
+	// Envoy is the fleet whose sidecar the pod gets, or nil.
+	Envoy *examplev1.Envoy
+}
+
+// Empty reports whether there is nothing to inject.
+func (s Sidecars) Empty() bool { return len(s.Watchers) == 0 && s.Envoy == nil }
+
+// SplitList parses a comma-separated annotation value: names in order,
+// trimmed, without empties and repeats.
+func SplitList(value string) []string {
+	var out []string
+	for _, item := range strings.Split(value, ",") {
+		item = strings.TrimSpace(item)
+		if item != "" && !slices.Contains(out, item) {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// Select returns the Watchers, among those of the pod's namespace, that the
+// pod gets: first those its InjectAnnotation names, in that order, then those
+// whose spec.selector matches its labels, by name. missing are the names the
+// annotation lists that are not among watchers. A Watcher without a selector
+// is injected by the annotation only; one whose selector does not parse
+// matches no pod.
+func Select(pod *corev1.Pod, watchers []watchv1alpha1.Watcher) (selected []*watchv1alpha1.Watcher, missing []string) {
+	byName := make(map[string]*watchv1alpha1.Watcher, len(watchers))
+	for i := range watchers {
+		byName[watchers[i].Name] = &watchers[i]
+	}
+	taken := map[string]bool{}
+	for _, name := range SplitList(pod.Annotations[InjectAnnotation]) {
+		w, ok := byName[name]
+		if !ok {
+			missing = append(missing, name)
+			continue
+		}
+		selected = append(selected, w)
+		taken[name] = true
+	}
+	var matched []*watchv1alpha1.Watcher
+	for name, w := range byName {
+		if taken[name] || w.Spec.Selector == nil {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(w.Spec.Selector)
+		if err != nil || !sel.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		matched = append(matched, w)
+	}
+	slices.SortFunc(matched, func(a, b *watchv1alpha1.Watcher) int { return cmp.Compare(a.Name, b.Name) })
+	return append(selected, matched...), missing
+}
+
+// Conflict is why a pod cannot get its sidecars: it already has a container
+// or volume of the same name as one that would be added.
+type Conflict struct{ Message string }
+
+func (c *Conflict) Error() string { return c.Message }
+
+// WatcherContainer is the container a Watcher adds: its spec.container, with
+// its environment also taken from the Watcher's ConfigMap.
+func WatcherContainer(w *watchv1alpha1.Watcher) corev1.Container {
+	c := *w.Spec.Container.DeepCopy()
+	c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{
+		ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: watcher.ConfigMapName(w)}},
+	})
+	return c
+}
+
+// EnvoyContainer is the sidecar that makes the pod a member of fleet e: the
+// same container as the fleet's own pods, reading the fleet's bootstrap, with
+// the pod's name as node id and the fleet's identity as cluster, so that the
+// xDS server sends it the fleet's configuration. It declares no listener
+// ports: they would collide with the application's.
+func EnvoyContainer(e *examplev1.Envoy) corev1.Container {
+	return proxy.Container(proxy.ContainerOptions{
+		Image:     cmp.Or(e.Spec.Image, examplev1.DefaultImage),
+		LogLevel:  cmp.Or(e.Spec.LogLevel, "info"),
+		FleetID:   proxy.FleetID(e.Namespace, e.Name),
+		Resources: e.Spec.Resources,
+	})
+}
+
+// EnvoyVolumes are the volumes EnvoyContainer mounts: the fleet's bootstrap
+// ConfigMap and a scratch /tmp.
+func EnvoyVolumes(e *examplev1.Envoy) []corev1.Volume {
+	return proxy.Volumes(envoyctrl.ConfigMapName(e))
+}
+
+// Inject returns a copy of pod with the sidecars added: for each Watcher its
+// container, volume and image pull secret, then the Envoy sidecar and its
+// volumes, and the annotations that record them. A sidecar the annotations
+// already record is not added again, so a second call with the result adds
+// nothing. It never replaces a container or volume the pod has: such a
+// clash is a *Conflict. pod is not modified.
+func Inject(pod *corev1.Pod, s Sidecars) (*corev1.Pod, error) {
+	out := pod.DeepCopy()
+	p := &injection{pod: out, added: map[string]bool{}}
+	injected := SplitList(out.Annotations[InjectedAnnotation])
+
+	for _, w := range s.Watchers {
+		if slices.Contains(injected, w.Name) {
+			continue
+		}
+		what := fmt.Sprintf("Watcher %q", w.Name)
+		if err := p.addContainer(WatcherContainer(w), what); err != nil {
+			return nil, err
+		}
+		if w.Spec.Volume.Name != "" {
+			if err := p.addVolume(w.Spec.Volume, what); err != nil {
+				return nil, err
+			}
+		}
+		if ref := w.Spec.ImagePullSecrets; ref.Name != "" && !slices.Contains(out.Spec.ImagePullSecrets, ref) {
+			out.Spec.ImagePullSecrets = append(out.Spec.ImagePullSecrets, ref)
+		}
+		injected = append(injected, w.Name)
+		setAnnotation(out, InjectedAnnotation, strings.Join(injected, ","))
+	}
+
+	if e := s.Envoy; e != nil && out.Annotations[EnvoySidecarInjectedAnnotation] == "" {
+		what := fmt.Sprintf("the sidecar of Envoy %q", e.Name)
+		if err := p.addContainer(EnvoyContainer(e), what); err != nil {
+			return nil, err
+		}
+		for _, v := range EnvoyVolumes(e) {
+			if err := p.addVolume(v, what); err != nil {
+				return nil, err
+			}
+		}
+		setAnnotation(out, EnvoySidecarInjectedAnnotation, e.Name)
+	}
+	return out, nil
+}
+
+// injection is one Inject call's work on its pod.
+type injection struct {
+	pod *corev1.Pod
+	// added are the volumes this call added, by name.
+	added map[string]bool
+}
+
+func (p *injection) addContainer(c corev1.Container, what string) error {
+	spec := &p.pod.Spec
+	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for _, have := range list {
+			if have.Name == c.Name {
+				return &Conflict{Message: fmt.Sprintf(
+					"cannot inject %s: the pod already has a container named %q; rename one of them", what, c.Name)}
+			}
+		}
+	}
+	for _, have := range spec.EphemeralContainers {
+		if have.Name == c.Name {
+			return &Conflict{Message: fmt.Sprintf(
+				"cannot inject %s: the pod already has an ephemeral container named %q", what, c.Name)}
+		}
+	}
+	spec.Containers = append(spec.Containers, c)
+	return nil
+}
+
+// addVolume adds v unless the pod has a volume of that name. A volume that an
+// earlier sidecar of the same call added, identically, is shared.
+func (p *injection) addVolume(v corev1.Volume, what string) error {
+	for _, have := range p.pod.Spec.Volumes {
+		if have.Name != v.Name {
+			continue
+		}
+		if p.added[v.Name] && equality.Semantic.DeepEqual(have, v) {
+			return nil
+		}
+		return &Conflict{Message: fmt.Sprintf(
+			"cannot inject %s: the pod already has a different volume named %q; rename one of them", what, v.Name)}
+	}
+	p.pod.Spec.Volumes = append(p.pod.Spec.Volumes, *v.DeepCopy())
+	p.added[v.Name] = true
+	return nil
+}
+
+func setAnnotation(pod *corev1.Pod, key, value string) {
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[key] = value
+}

@@ -1,0 +1,340 @@
+package webhook
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
+	proxy "github.com/kube-envoy-controller/kube-envoy-controller/internal/envoy"
+)
+
+func newWatcher(name, container string, mutate ...func(*watchv1alpha1.Watcher)) *watchv1alpha1.Watcher {
+	w := &watchv1alpha1.Watcher{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+		Spec:       watchv1alpha1.WatcherSpec{Container: corev1.Container{Name: container, Image: "busybox"}},
+	}
+	for _, m := range mutate {
+		m(w)
+	}
+	return w
+}
+
+func withVolume(name string) func(*watchv1alpha1.Watcher) {
+	return func(w *watchv1alpha1.Watcher) {
+		w.Spec.Volume = corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	}
+}
+
+func withSecret(name string) func(*watchv1alpha1.Watcher) {
+	return func(w *watchv1alpha1.Watcher) { w.Spec.ImagePullSecrets = corev1.LocalObjectReference{Name: name} }
+}
+
+func newPod(mutate ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "ns", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: "nginx"}},
+			Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
+	}
+	for _, m := range mutate {
+		m(p)
+	}
+	return p
+}
+
+var fleet = &examplev1.Envoy{
+	ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: "ns"},
+	Spec:       examplev1.EnvoySpec{Name: "edge-proxy", Image: "envoyproxy/envoy:test", LogLevel: "debug"},
+}
+
+func containerNames(p *corev1.Pod) string {
+	var n []string
+	for _, c := range p.Spec.Containers {
+		n = append(n, c.Name)
+	}
+	return strings.Join(n, ",")
+}
+
+func volumeNames(p *corev1.Pod) string {
+	var n []string
+	for _, v := range p.Spec.Volumes {
+		n = append(n, v.Name)
+	}
+	return strings.Join(n, ",")
+}
+
+func TestInject(t *testing.T) {
+	tests := []struct {
+		name       string
+		pod        *corev1.Pod
+		sidecars   Sidecars
+		containers string
+		volumes    string
+		secrets    []string
+		injected   string
+		envoy      string
+		conflict   string // part of the Conflict message; "" for none
+	}{{
+		name:       "nothing",
+		pod:        newPod(),
+		containers: "app", volumes: "data",
+	}, {
+		name:       "one Watcher: container, volume, secret",
+		pod:        newPod(),
+		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("logs", "tail", withVolume("logs"), withSecret("regcred"))}},
+		containers: "app,tail", volumes: "data,logs", secrets: []string{"regcred"}, injected: "logs",
+	}, {
+		name: "two Watchers in order, a shared identical volume and secret once",
+		pod:  newPod(),
+		sidecars: Sidecars{Watchers: []*watchv1alpha1.Watcher{
+			newWatcher("b", "b-side", withVolume("shared"), withSecret("regcred")),
+			newWatcher("a", "a-side", withVolume("shared"), withSecret("regcred")),
+		}},
+		containers: "app,b-side,a-side", volumes: "data,shared", secrets: []string{"regcred"}, injected: "b,a",
+	}, {
+		name: "a pull secret the pod has is not repeated",
+		pod: newPod(func(p *corev1.Pod) {
+			p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+		}),
+		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side", withSecret("regcred"))}},
+		containers: "app,side", volumes: "data", secrets: []string{"regcred"}, injected: "w",
+	}, {
+		name:       "Envoy sidecar",
+		pod:        newPod(),
+		sidecars:   Sidecars{Envoy: fleet},
+		containers: "app,envoy", volumes: "data,envoy-bootstrap,envoy-tmp", envoy: "edge",
+	}, {
+		name:       "Watcher and Envoy",
+		pod:        newPod(),
+		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side")}, Envoy: fleet},
+		containers: "app,side,envoy", volumes: "data,envoy-bootstrap,envoy-tmp", injected: "w", envoy: "edge",
+	}, {
+		name:     "container name taken by the pod",
+		pod:      newPod(),
+		sidecars: Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "app")}},
+		conflict: `cannot inject Watcher "w": the pod already has a container named "app"`,
+	}, {
+		name: "container name taken by an init container",
+		pod: newPod(func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "side", Image: "x"}}
+		}),
+		sidecars: Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side")}},
+		conflict: `container named "side"`,
+	}, {
+		name:     "volume name taken by the pod",
+		pod:      newPod(),
+		sidecars: Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side", withVolume("data"))}},
+		conflict: `cannot inject Watcher "w": the pod already has a different volume named "data"`,
+	}, {
+		name: "two Watchers with different volumes of one name",
+		pod:  newPod(),
+		sidecars: Sidecars{Watchers: []*watchv1alpha1.Watcher{
+			newWatcher("a", "a-side", withVolume("v")),
+			newWatcher("b", "b-side", func(w *watchv1alpha1.Watcher) {
+				w.Spec.Volume = corev1.Volume{Name: "v", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/x"}}}
+			}),
+		}},
+		conflict: `cannot inject Watcher "b": the pod already has a different volume named "v"`,
+	}, {
+		name: "two Watchers with one container name",
+		pod:  newPod(),
+		sidecars: Sidecars{Watchers: []*watchv1alpha1.Watcher{
+			newWatcher("a", "side"), newWatcher("b", "side"),
+		}},
+		conflict: `cannot inject Watcher "b": the pod already has a container named "side"`,
+	}, {
+		name: "the pod has its own envoy container",
+		pod: newPod(func(p *corev1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "envoy", Image: "mine"})
+		}),
+		sidecars: Sidecars{Envoy: fleet},
+		conflict: `cannot inject the sidecar of Envoy "edge": the pod already has a container named "envoy"`,
+	}, {
+		name: "the pod has its own envoy-bootstrap volume",
+		pod: newPod(func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: proxy.BootstrapVolumeName})
+		}),
+		sidecars: Sidecars{Envoy: fleet},
+		conflict: `different volume named "envoy-bootstrap"`,
+	}, {
+		name: "re-invocation: recorded sidecars are not added again",
+		pod: newPod(func(p *corev1.Pod) {
+			p.Annotations = map[string]string{InjectedAnnotation: "w", EnvoySidecarInjectedAnnotation: "edge"}
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "side"}, corev1.Container{Name: "envoy"})
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "logs"})
+		}),
+		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side", withVolume("logs"))}, Envoy: fleet},
+		containers: "app,side,envoy", volumes: "data,logs", injected: "w", envoy: "edge",
+	}, {
+		name: "re-invocation with a Watcher that is new since",
+		pod: newPod(func(p *corev1.Pod) {
+			p.Annotations = map[string]string{InjectedAnnotation: "w"}
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "side"})
+		}),
+		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side"), newWatcher("later", "later-side")}},
+		containers: "app,side,later-side", volumes: "data", injected: "w,later",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := tt.pod.DeepCopy()
+			got, err := Inject(tt.pod, tt.sidecars)
+			if !equality.Semantic.DeepEqual(before, tt.pod) {
+				t.Fatal("Inject modified its argument")
+			}
+			if tt.conflict != "" {
+				if _, ok := err.(*Conflict); !ok || !strings.Contains(err.Error(), tt.conflict) {
+					t.Fatalf("error = %v, want a Conflict containing %q", err, tt.conflict)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := containerNames(got); c != tt.containers {
+				t.Errorf("containers = %s, want %s", c, tt.containers)
+			}
+			if v := volumeNames(got); v != tt.volumes {
+				t.Errorf("volumes = %s, want %s", v, tt.volumes)
+			}
+			var secrets []string
+			for _, s := range got.Spec.ImagePullSecrets {
+				secrets = append(secrets, s.Name)
+			}
+			if strings.Join(secrets, ",") != strings.Join(tt.secrets, ",") {
+				t.Errorf("imagePullSecrets = %v, want %v", secrets, tt.secrets)
+			}
+			if a := got.Annotations[InjectedAnnotation]; a != tt.injected {
+				t.Errorf("%s = %q, want %q", InjectedAnnotation, a, tt.injected)
+			}
+			if a := got.Annotations[EnvoySidecarInjectedAnnotation]; a != tt.envoy {
+				t.Errorf("%s = %q, want %q", EnvoySidecarInjectedAnnotation, a, tt.envoy)
+			}
+
+			// Whatever was injected, injecting the result again adds nothing.
+			again, err := Inject(got, tt.sidecars)
+			if err != nil {
+				t.Fatalf("second injection: %v", err)
+			}
+			if !equality.Semantic.DeepEqual(again, got) {
+				t.Errorf("second injection changed the pod: containers %s, volumes %s", containerNames(again), volumeNames(again))
+			}
+		})
+	}
+}
+
+func TestWatcherContainerTakesEnvFromConfigMap(t *testing.T) {
+	w := newWatcher("logs", "tail", func(w *watchv1alpha1.Watcher) {
+		w.Spec.Container.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}}}
+	})
+	got, err := Inject(newPod(), Sidecars{Watchers: []*watchv1alpha1.Watcher{w}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := got.Spec.Containers[1]
+	if len(c.EnvFrom) != 2 || c.EnvFrom[0].SecretRef == nil || c.EnvFrom[1].ConfigMapRef == nil || c.EnvFrom[1].ConfigMapRef.Name != "logs-config" {
+		t.Errorf("envFrom = %+v, want the container's own, then ConfigMap logs-config", c.EnvFrom)
+	}
+	if len(w.Spec.Container.EnvFrom) != 1 {
+		t.Error("the Watcher's container was modified")
+	}
+}
+
+func TestEnvoySidecarJoinsTheFleet(t *testing.T) {
+	got, err := Inject(newPod(), Sidecars{Envoy: fleet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := got.Spec.Containers[1]
+	args := strings.Join(c.Args, " ")
+	for _, want := range []string{
+		"-c " + proxy.BootstrapPath,
+		"--service-node $(POD_NAME)",
+		"--service-cluster " + proxy.FleetID("ns", "edge"),
+		"--log-level debug",
+	} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args %q lack %q", args, want)
+		}
+	}
+	if c.Image != "envoyproxy/envoy:test" {
+		t.Errorf("image = %s", c.Image)
+	}
+	var bootstrap *corev1.Volume
+	for i := range got.Spec.Volumes {
+		if got.Spec.Volumes[i].Name == proxy.BootstrapVolumeName {
+			bootstrap = &got.Spec.Volumes[i]
+		}
+	}
+	// The fleet's ConfigMap: <spec.name>-bootstrap.
+	if bootstrap == nil || bootstrap.ConfigMap == nil || bootstrap.ConfigMap.Name != "edge-proxy-bootstrap" {
+		t.Fatalf("bootstrap volume = %+v, want ConfigMap edge-proxy-bootstrap", bootstrap)
+	}
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		mounted = mounted || (m.Name == proxy.BootstrapVolumeName && m.MountPath == proxy.BootstrapDir)
+	}
+	if !mounted {
+		t.Errorf("the bootstrap is not mounted at %s: %+v", proxy.BootstrapDir, c.VolumeMounts)
+	}
+
+	// Defaults: the API's image and log level, the ConfigMap of metadata.name.
+	plain := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "ns"}}
+	c = EnvoyContainer(plain)
+	if c.Image != examplev1.DefaultImage || !strings.Contains(strings.Join(c.Args, " "), "--log-level info") {
+		t.Errorf("defaults: image %s, args %v", c.Image, c.Args)
+	}
+	if v := EnvoyVolumes(plain); v[0].ConfigMap.Name != "plain-bootstrap" {
+		t.Errorf("bootstrap ConfigMap = %s, want plain-bootstrap", v[0].ConfigMap.Name)
+	}
+}
+
+func TestSelect(t *testing.T) {
+	watchers := []watchv1alpha1.Watcher{
+		*newWatcher("named", "a"),
+		*newWatcher("z-web", "b", func(w *watchv1alpha1.Watcher) {
+			w.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+		}),
+		*newWatcher("a-web", "c", func(w *watchv1alpha1.Watcher) {
+			w.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"web", "api"}}}}
+		}),
+		*newWatcher("db", "d", func(w *watchv1alpha1.Watcher) {
+			w.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}
+		}),
+		*newWatcher("broken", "e", func(w *watchv1alpha1.Watcher) {
+			w.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Bogus"}}}
+		}),
+		*newWatcher("everyone", "f", func(w *watchv1alpha1.Watcher) { w.Spec.Selector = &metav1.LabelSelector{} }),
+	}
+	tests := []struct {
+		annotation string
+		labels     map[string]string
+		want       string
+		missing    string
+	}{
+		{"", nil, "everyone", ""},
+		{"named", map[string]string{"app": "other"}, "named,everyone", ""},
+		{" z-web , named,z-web", map[string]string{"app": "web"}, "z-web,named,a-web,everyone", ""},
+		{"", map[string]string{"app": "web"}, "a-web,everyone,z-web", ""},
+		{"nope,named,gone", nil, "named,everyone", "nope,gone"},
+	}
+	for _, tt := range tests {
+		pod := newPod(func(p *corev1.Pod) {
+			p.Labels = tt.labels
+			p.Annotations = map[string]string{InjectAnnotation: tt.annotation}
+		})
+		got, missing := Select(pod, watchers)
+		var names []string
+		for _, w := range got {
+			names = append(names, w.Name)
+		}
+		if strings.Join(names, ",") != tt.want || strings.Join(missing, ",") != tt.missing {
+			t.Errorf("Select(%q, %v) = %v, missing %v; want %s, missing %s", tt.annotation, tt.labels, names, missing, tt.want, tt.missing)
+		}
+	}
+}

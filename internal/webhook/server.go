@@ -1,0 +1,78 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// Options configure the webhook.
+type Options struct {
+	// Namespace is the operator's own namespace. Its pods are never injected,
+	// and it holds the Secret with the webhook's certificate.
+	Namespace string
+	// Certs, when set, has the operator generate and rotate the serving
+	// certificate and its CA. Without it the certificate in the webhook
+	// server's directory comes from elsewhere (cert-manager, say), and so
+	// does the webhook configuration's caBundle.
+	Certs *CertOptions
+}
+
+// Setup registers the injector on mgr's webhook server. With certificate
+// rotation the server starts only once its certificate is in place and the
+// CA is in the webhook configuration; until then the readiness check fails.
+func Setup(mgr ctrl.Manager, o Options) error {
+	hook := &admission.Webhook{
+		Handler: &Injector{
+			Client:    mgr.GetClient(),
+			APIReader: mgr.GetAPIReader(),
+			Decoder:   admission.NewDecoder(mgr.GetScheme()),
+			Excluded:  []string{"kube-system", o.Namespace},
+		},
+		RecoverPanic: ptr.To(true),
+	}
+	register := func() { mgr.GetWebhookServer().Register(Path, hook) }
+	if o.Certs == nil {
+		register()
+		return mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker())
+	}
+
+	ready, err := addCertRotation(mgr, o.Namespace, *o.Certs)
+	if err != nil {
+		return err
+	}
+	// The webhook server is added to the manager, and so started, on its
+	// first use: after the certificate exists.
+	if err := mgr.Add(background(func(ctx context.Context) error {
+		select {
+		case <-ready:
+			register()
+		case <-ctx.Done():
+		}
+		return nil
+	})); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
+		select {
+		case <-ready:
+			return mgr.GetWebhookServer().StartedChecker()(req)
+		default:
+			return errors.New("the webhook's certificate is not ready yet")
+		}
+	})
+}
+
+// background is a runnable that every replica runs, leader or not.
+type background func(ctx context.Context) error
+
+func (b background) Start(ctx context.Context) error { return b(ctx) }
+func (b background) NeedLeaderElection() bool        { return false }
+
+// String names the runnable in the manager's logs.
+func (b background) String() string { return fmt.Sprintf("webhook setup %p", b) }

@@ -1,0 +1,299 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
+	proxy "github.com/kube-envoy-controller/kube-envoy-controller/internal/envoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+)
+
+var suite testenv.Suite
+
+// labellerPath serves a second mutating webhook, called after the injector,
+// that adds a label: the API server then calls the injector again.
+const labellerPath = "/test-add-label"
+
+func TestMain(m *testing.M) {
+	hooks, err := webhookConfigurations()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	labeller := hooks[0].DeepCopy()
+	labeller.Name = "zz-test-labeller" // called after kube-envoy-controller-injector
+	labeller.Webhooks[0].Name = "labeller.test.my.domain"
+	labeller.Webhooks[0].ClientConfig.Service.Path = ptr.To(labellerPath)
+	labeller.Webhooks[0].ReinvocationPolicy = ptr.To(admissionv1.NeverReinvocationPolicy)
+	suite.Webhooks = append(hooks, labeller)
+
+	suite.Main(m, func(mgr ctrl.Manager) error {
+		mgr.GetWebhookServer().Register(labellerPath, &admission.Webhook{Handler: admission.HandlerFunc(addLabel)})
+		return Setup(mgr, Options{Namespace: DefaultNamespace})
+	})
+}
+
+// webhookConfigurations reads the generated in-cluster webhook
+// configuration, config/webhook/manifests.yaml, as it is.
+func webhookConfigurations() ([]*admissionv1.MutatingWebhookConfiguration, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(root, "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []*admissionv1.MutatingWebhookConfiguration
+	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		c := &admissionv1.MutatingWebhookConfiguration{}
+		if err := dec.Decode(c); err != nil {
+			break
+		}
+		if c.Name != "" {
+			out = append(out, c)
+		}
+	}
+	if len(out) != 1 {
+		return nil, fmt.Errorf("config/webhook/manifests.yaml: want one MutatingWebhookConfiguration, found %d", len(out))
+	}
+	return out, nil
+}
+
+func addLabel(_ context.Context, req admission.Request) admission.Response {
+	pod := &corev1.Pod{}
+	if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if pod.Labels["test/labelled"] == "true" {
+		return admission.Allowed("")
+	}
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels["test/labelled"] = "true"
+	raw, _ := json.Marshal(pod)
+	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+}
+
+var serving sync.Once
+
+// waitForServer waits until the webhook server accepts connections: until
+// then the API server fails every pod creation in scope.
+func waitForServer(t *testing.T) {
+	t.Helper()
+	serving.Do(func() {
+		check := suite.Manager.GetWebhookServer().StartedChecker()
+		testenv.Eventually(t, "the webhook server", func() (bool, error) {
+			err := check(nil)
+			return err == nil, err
+		})
+	})
+}
+
+// namespace creates a namespace, in the webhook's scope when enabled.
+func namespace(t *testing.T, enabled bool) string {
+	t.Helper()
+	waitForServer(t)
+	ns := suite.Namespace(t)
+	if enabled {
+		enable(t, ns)
+	}
+	return ns
+}
+
+func enable(t *testing.T, ns string) {
+	t.Helper()
+	n := &corev1.Namespace{}
+	if err := suite.Client.Get(context.Background(), client.ObjectKey{Name: ns}, n); err != nil {
+		if !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		n.Name = ns
+		if err := suite.Client.Create(context.Background(), n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels[NamespaceLabel] = NamespaceEnabled
+	if err := suite.Client.Update(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createWatcher(t *testing.T, ns, name, container string, mutate ...func(*watchv1alpha1.Watcher)) {
+	t.Helper()
+	w := newWatcher(name, container, mutate...)
+	w.Namespace = ns
+	if err := suite.Client.Create(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func podIn(ns string, annotations map[string]string) *corev1.Pod {
+	p := newPod()
+	p.Namespace = ns
+	p.Annotations = annotations
+	return p
+}
+
+// webhookRequests returns how many admission requests the injector has served.
+func webhookRequests() float64 {
+	families, _ := ctrlmetrics.Registry.Gather()
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_webhook_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "webhook" && l.GetValue() == Path {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+func TestPodInEnabledNamespaceIsInjected(t *testing.T) {
+	ns := namespace(t, true)
+	createWatcher(t, ns, "logs", "tail", withVolume("logs"), withSecret("regcred"), func(w *watchv1alpha1.Watcher) {
+		w.Spec.Container.VolumeMounts = []corev1.VolumeMount{{Name: "logs", MountPath: "/logs"}}
+	})
+	createWatcher(t, ns, "metrics", "exporter", func(w *watchv1alpha1.Watcher) {
+		w.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	})
+
+	before := webhookRequests()
+	pod := podIn(ns, map[string]string{InjectAnnotation: "logs"})
+	if err := suite.Client.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if got := containerNames(pod); got != "app,tail,exporter" {
+		t.Errorf("containers = %s, want app,tail,exporter", got)
+	}
+	if got := volumeNames(pod); got != "data,logs" {
+		t.Errorf("volumes = %s, want data,logs", got)
+	}
+	if len(pod.Spec.ImagePullSecrets) != 1 || pod.Spec.ImagePullSecrets[0].Name != "regcred" {
+		t.Errorf("imagePullSecrets = %v", pod.Spec.ImagePullSecrets)
+	}
+	if got := pod.Annotations[InjectedAnnotation]; got != "logs,metrics" {
+		t.Errorf("%s = %q", InjectedAnnotation, got)
+	}
+	tail := pod.Spec.Containers[1]
+	if len(tail.EnvFrom) != 1 || tail.EnvFrom[0].ConfigMapRef == nil || tail.EnvFrom[0].ConfigMapRef.Name != "logs-config" {
+		t.Errorf("envFrom = %+v, want ConfigMap logs-config", tail.EnvFrom)
+	}
+
+	// The labeller changed the pod after the injector, so the API server
+	// called the injector again; the second call added nothing.
+	if pod.Labels["test/labelled"] != "true" {
+		t.Fatal("the labelling webhook did not run")
+	}
+	if n := webhookRequests() - before; n != 2 {
+		t.Errorf("the injector was called %v times for one pod, want 2 (once more after the labeller)", n)
+	}
+}
+
+func TestPodOutOfScopeIsUntouched(t *testing.T) {
+	ctx := context.Background()
+	plain := namespace(t, false)
+	createWatcher(t, plain, "logs", "tail", func(w *watchv1alpha1.Watcher) { w.Spec.Selector = &metav1.LabelSelector{} })
+	enable(t, "kube-system")
+	enable(t, DefaultNamespace)
+	for _, ns := range []string{plain, "kube-system", DefaultNamespace} {
+		// It names a Watcher that does not exist: in scope, that is denied.
+		pod := podIn(ns, map[string]string{InjectAnnotation: "logs,missing", EnvoySidecarAnnotation: "missing"})
+		pod.Name = "" // a fresh name in the shared namespaces
+		pod.GenerateName = "app-"
+		if err := suite.Client.Create(ctx, pod); err != nil {
+			t.Fatalf("namespace %s: %v", ns, err)
+		}
+		if got := containerNames(pod); got != "app" || pod.Annotations[InjectedAnnotation] != "" {
+			t.Errorf("namespace %s: containers %s, annotations %v: the pod was changed", ns, got, pod.Annotations)
+		}
+		if err := suite.Client.Delete(ctx, pod); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestMissingWatcherIsDenied(t *testing.T) {
+	ns := namespace(t, true)
+	createWatcher(t, ns, "logs", "tail")
+	err := suite.Client.Create(context.Background(), podIn(ns, map[string]string{InjectAnnotation: "logs, no-such-watcher"}))
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `Watcher "no-such-watcher", which does not exist in namespace`) {
+		t.Fatalf("create = %v, want a denial naming Watcher no-such-watcher", err)
+	}
+}
+
+func TestConflictIsDenied(t *testing.T) {
+	ns := namespace(t, true)
+	createWatcher(t, ns, "logs", "app") // the pod's own container is "app"
+	err := suite.Client.Create(context.Background(), podIn(ns, map[string]string{InjectAnnotation: "logs"}))
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `cannot inject Watcher "logs": the pod already has a container named "app"`) {
+		t.Fatalf("create = %v, want a denial naming the container", err)
+	}
+}
+
+func TestEnvoySidecar(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, true)
+	e := &examplev1.Envoy{
+		ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns},
+		Spec:       examplev1.EnvoySpec{XDS: &examplev1.XDS{Host: "xds", Port: 18000}},
+	}
+	if err := suite.Client.Create(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	pod := podIn(ns, map[string]string{EnvoySidecarAnnotation: "edge"})
+	if err := suite.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if got := containerNames(pod); got != "app,envoy" {
+		t.Fatalf("containers = %s, want app,envoy", got)
+	}
+	if got := volumeNames(pod); got != "data,envoy-bootstrap,envoy-tmp" {
+		t.Errorf("volumes = %s", got)
+	}
+	if v := pod.Spec.Volumes[1]; v.ConfigMap == nil || v.ConfigMap.Name != "edge-bootstrap" {
+		t.Errorf("bootstrap volume = %+v, want ConfigMap edge-bootstrap", v)
+	}
+	if args := strings.Join(pod.Spec.Containers[1].Args, " "); !strings.Contains(args, "--service-cluster "+proxy.FleetID(ns, "edge")) {
+		t.Errorf("args = %s, want the fleet's identity as cluster", args)
+	}
+	if pod.Annotations[EnvoySidecarInjectedAnnotation] != "edge" {
+		t.Errorf("annotations = %v", pod.Annotations)
+	}
+
+	err := suite.Client.Create(ctx, podIn(ns, map[string]string{EnvoySidecarAnnotation: "no-such-fleet"}))
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `Envoy "no-such-fleet", which does not exist`) {
+		t.Fatalf("create = %v, want a denial naming Envoy no-such-fleet", err)
+	}
+}
