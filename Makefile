@@ -41,10 +41,11 @@ build: ## Build the operator into bin/kube-envoy-controller.
 	go build -o $(BIN)/kube-envoy-controller ./cmd/kube-envoy-controller
 
 .PHONY: generate
-generate: $(BIN)/controller-gen ## Generate deepcopy code, CRDs and RBAC from the API types' markers.
+generate: $(BIN)/controller-gen ## Generate deepcopy code, CRDs, RBAC and the webhook configuration from the markers.
 	$(BIN)/controller-gen object paths=./api/...
-	$(BIN)/controller-gen rbac:roleName=kube-envoy-controller crd paths=./... \
-		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	$(BIN)/controller-gen rbac:roleName=kube-envoy-controller crd:generateEmbeddedObjectMeta=true webhook paths=./... \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
+		output:webhook:artifacts:config=config/webhook
 
 .PHONY: verify
 verify: $(BIN)/controller-gen ## Fail when generated files are stale, code is not gofmt'ed or go vet complains.
@@ -54,6 +55,7 @@ verify: $(BIN)/controller-gen ## Fail when generated files are stale, code is no
 	if [ -n "$$unformatted" ]; then echo "Not gofmt'ed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(GO_PACKAGES)
 	go vet -tags e2e ./test/e2e/...
+	go vet -tags bench ./test/bench/...
 
 ##@ Local cluster
 
@@ -81,6 +83,10 @@ unit: tools ## Unit tests and envtest integration tests (a real kube-apiserver a
 .PHONY: e2e
 e2e: tools ## End-to-end tests on a fresh local cluster, with the operator binary.
 	hack/e2e.sh
+
+.PHONY: bench
+bench: tools ## Benchmarks against the built-in controllers on a fresh cluster kec-bench (docs/benchmarks.md).
+	hack/bench.sh
 
 ##@ Tools
 

@@ -32,12 +32,24 @@ hack/cluster.sh up "$NAME" --kube-apiserver-port 0
 export KUBECONFIG=$DIR/kubeconfig
 
 bin/kubectl apply --server-side -f config/crd/bases >/dev/null
+# A CRD that has no status yet makes kubectl wait fail at once: ask again.
+for _ in $(seq 30); do
+  bin/kubectl wait --for condition=Established --timeout 60s crd --all >/dev/null 2>&1 && break
+  sleep 1
+done
 bin/kubectl wait --for condition=Established --timeout 60s crd --all >/dev/null
 
 go build -o bin/kube-envoy-controller ./cmd/kube-envoy-controller
+# The sidecar-injection webhook, served by the operator on this host.
+webhook_port=$(hack/webhook-local.sh free-port)
+hack/webhook-local.sh "$webhook_port"
+XDS_ADDR=127.0.0.1:${E2E_XDS_PORT:-18100}
 bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" \
   --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
+  --xds-bind-address "$XDS_ADDR" \
+  --webhook-bind-address "127.0.0.1:$webhook_port" --webhook-cert-dns-name localhost \
+  --webhook-cert-write-files --webhook-cert-dir "$DIR/webhook-certs" \
   >"$DIR/operator.log" 2>&1 &
 op_pid=$!
 
-E2E_ROOT=$ROOT go test -tags e2e -count=1 -timeout 20m ./test/e2e/... "$@"
+E2E_ROOT=$ROOT E2E_XDS_ADDR=$XDS_ADDR go test -tags e2e -count=1 -timeout 20m ./test/e2e/... "$@"

@@ -14,7 +14,13 @@ bin/kubectl apply --server-side -f config/crd/bases >/dev/null
 bin/kubectl wait --for condition=Established --timeout 60s crd --all >/dev/null
 echo "CRDs installed: $(bin/kubectl get crd -o name | sed 's#.*/##' | tr '\n' ' ')"
 
-bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" --zap-devel=false &
+# The sidecar-injection webhook, served by the operator on this host.
+WEBHOOK_PORT=${WEBHOOK_PORT:-9443}
+hack/webhook-local.sh "$WEBHOOK_PORT"
+
+bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" --zap-devel=false \
+  --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dns-name localhost \
+  --webhook-cert-write-files --webhook-cert-dir "$ROOT/tmp/$NAME/webhook-certs" &
 op_pid=$!
 trap 'kill "$op_pid" 2>/dev/null; wait "$op_pid" 2>/dev/null; echo; echo "Operator stopped. The cluster $NAME is still up; make cluster-down removes it."' EXIT
 trap 'exit 130' INT TERM

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Fails when `make generate` changes anything: the committed deepcopy code,
-# CRDs or RBAC no longer match the markers in the Go types.
+# CRDs, RBAC or webhook configuration no longer match the markers in the Go code.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 snapshot() {
-  find api config/crd config/rbac -type f \( -name 'zz_generated.*.go' -o -name '*.yaml' \) -print0 |
+  find api config/crd config/rbac config/webhook -type f \( -name 'zz_generated.*.go' -o -name '*.yaml' \) -print0 |
     sort -z | xargs -0 sha256sum
 }
 before=$(snapshot)

@@ -6,7 +6,9 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"k8s.io/client-go/rest"
@@ -15,7 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoyconfig"
+	proxy "github.com/kube-envoy-controller/kube-envoy-controller/internal/envoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 )
 
 func main() {
@@ -34,6 +41,8 @@ func run() error {
 		leaderElectNamespace string
 		qps                  float64
 		burst                int
+		xdsServiceAddress    string
+		xdsBindAddress       string
 	)
 	// --kubeconfig is registered by controller-runtime's config package.
 	flag.StringVar(&controllers, "controllers", "*", fmt.Sprintf(
@@ -45,6 +54,10 @@ func run() error {
 	flag.StringVar(&leaderElectNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; defaults to the pod's namespace in a cluster.")
 	flag.Float64Var(&qps, "kube-api-qps", -1, "Client-side QPS limit towards the API server; 0 or less means none (the server's priority and fairness applies).")
 	flag.IntVar(&burst, "kube-api-burst", 0, "Client-side burst towards the API server, with a positive --kube-api-qps (at least twice the QPS).")
+	flag.StringVar(&xdsServiceAddress, "xds-service-address", "kube-envoy-controller-xds.kube-envoy-controller.svc:18000",
+		"host:port at which Envoy fleets without spec.xds reach the operator's built-in xDS server: the address of the Service in front of the operator.")
+	hookFlags := webhook.BindFlags(flag.CommandLine)
+	flag.StringVar(&xdsBindAddress, "xds-bind-address", ":18000", "Address of the built-in xDS (ADS) server, served by every replica.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -55,13 +68,27 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	builtinXDS, err := parseXDSAddress(xdsServiceAddress)
+	if err != nil {
+		return err
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	configureClient(cfg, float32(qps), burst)
 
+	var hookHost string
+	var hookPort int
+	if hookFlags.Enabled() {
+		if hookHost, hookPort, err = hookFlags.Server(); err != nil {
+			return err
+		}
+	}
 	mgr, err := manager.New(cfg, manager.Options{
+		WebhookHost:             hookHost,
+		WebhookPort:             hookPort,
+		WebhookCertDir:          hookFlags.CertDir,
 		MetricsAddr:             metricsAddr,
 		ProbeAddr:               probeAddr,
 		LeaderElect:             leaderElect,
@@ -70,9 +97,23 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	started, err := controller.Setup(mgr, selection, controller.Options{})
+	opts := controller.Options{Envoy: envoy.Defaults{XDS: builtinXDS}}
+	if controller.Enabled(selection, envoyconfig.ControllerName) {
+		notify, events := envoyconfig.ProxyEvents()
+		opts.XDS = xds.NewServer(xdsBindAddress, ctrl.Log.WithName("xds"), notify)
+		opts.ProxyEvents = events
+		if err := mgr.Add(opts.XDS); err != nil {
+			return err
+		}
+	}
+	started, err := controller.Setup(mgr, selection, opts)
 	if err != nil {
 		return err
+	}
+	if hookFlags.Enabled() {
+		if err := webhook.Setup(mgr, hookFlags.Options()); err != nil {
+			return fmt.Errorf("setting up the webhook: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
@@ -89,6 +130,19 @@ func run() error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// parseXDSAddress parses --xds-service-address.
+func parseXDSAddress(addr string) (proxy.XDSServer, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return proxy.XDSServer{}, fmt.Errorf("--xds-service-address %q: %w", addr, err)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil || port == 0 || host == "" {
+		return proxy.XDSServer{}, fmt.Errorf("--xds-service-address %q: want host:port with a port in 1..65535", addr)
+	}
+	return proxy.XDSServer{ClusterName: "xds_cluster", Host: host, Port: uint32(port)}, nil
 }
 
 // configureClient sets the client's identity and throttling. By default there is

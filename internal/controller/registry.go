@@ -8,12 +8,26 @@ import (
 	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoyconfig"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/foo"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/foobar"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/podset"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/watcher"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 )
 
 // Options carries the settings that controllers take from the command line.
-type Options struct{}
+type Options struct {
+	// Envoy holds what every Envoy fleet gets unless its spec says otherwise.
+	Envoy envoy.Defaults
+	// XDS is the built-in xDS server, and ProxyEvents the changes of its
+	// proxies (see envoyconfig.ProxyEvents). The envoyconfig controller needs them.
+	XDS         *xds.Server
+	ProxyEvents <-chan event.GenericEvent
+}
 
 // Entry is one controller: its name in --controllers, and how to start it.
 type Entry struct {
@@ -23,8 +37,26 @@ type Entry struct {
 
 // All is every controller the operator has, in the order they are started.
 var All = []Entry{
+	{Name: envoy.ControllerName, Setup: func(mgr ctrl.Manager, o Options) error {
+		return envoy.NewReconciler(mgr, o.Envoy).SetupWithManager(mgr)
+	}},
+	{Name: envoyconfig.ControllerName, Setup: func(mgr ctrl.Manager, o Options) error {
+		if o.XDS == nil {
+			return fmt.Errorf("the envoyconfig controller needs the xDS server")
+		}
+		return envoyconfig.NewReconciler(mgr, o.XDS).SetupWithManager(mgr, o.ProxyEvents)
+	}},
 	{Name: foo.ControllerName, Setup: func(mgr ctrl.Manager, _ Options) error {
 		return foo.NewReconciler(mgr).SetupWithManager(mgr)
+	}},
+	{Name: podset.ControllerName, Setup: func(mgr ctrl.Manager, _ Options) error {
+		return podset.NewReconciler(mgr).SetupWithManager(mgr)
+	}},
+	{Name: foobar.ControllerName, Setup: func(mgr ctrl.Manager, _ Options) error {
+		return foobar.NewReconciler(mgr).SetupWithManager(mgr)
+	}},
+	{Name: watcher.ControllerName, Setup: func(mgr ctrl.Manager, _ Options) error {
+		return watcher.NewReconciler(mgr).SetupWithManager(mgr)
 	}},
 }
 

@@ -4,6 +4,8 @@
 package manager
 
 import (
+	"crypto/tls"
+
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 )
@@ -23,6 +26,12 @@ type Options struct {
 	ProbeAddr               string // "" or "0" disables the health probes
 	LeaderElect             bool
 	LeaderElectionNamespace string
+	// WebhookHost, WebhookPort and WebhookCertDir configure the webhook
+	// server (tls.crt and tls.key in WebhookCertDir). It starts only when a
+	// webhook is registered on it.
+	WebhookHost    string
+	WebhookPort    int
+	WebhookCertDir string
 }
 
 // LeaderElectionID names the Lease that replicas of the operator compete for.
@@ -44,6 +53,13 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		// Step down at once on SIGTERM, so that the next leader need not wait for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host:    o.WebhookHost,
+			Port:    o.WebhookPort,
+			CertDir: o.WebhookCertDir,
+			// HTTP/1.1 only: HTTP/2 lets a client reset streams that cost the server more than the client (CVE-2023-44487).
+			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+		}),
 	})
 }
 

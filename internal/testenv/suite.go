@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
@@ -31,6 +33,9 @@ type Suite struct {
 	// Manager runs the controllers under test, with the production manager
 	// configuration (internal/manager).
 	Manager ctrl.Manager
+	// Webhooks, set before Main, are installed in the API server, pointing
+	// at the manager's webhook server, which serves with envtest's certificate.
+	Webhooks []*admissionv1.MutatingWebhookConfiguration
 }
 
 // Main starts envtest and a manager, lets setup register controllers on it,
@@ -46,19 +51,20 @@ func (s *Suite) Main(m *testing.M, setup func(ctrl.Manager) error) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	env.WebhookInstallOptions.MutatingWebhooks = s.Webhooks
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting envtest:", err)
 		os.Exit(1)
 	}
-	code := s.run(m, cfg, setup)
+	code := s.run(m, cfg, &env.WebhookInstallOptions, setup)
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
 	}
 	os.Exit(code)
 }
 
-func (s *Suite) run(m *testing.M, cfg *rest.Config, setup func(ctrl.Manager) error) int {
+func (s *Suite) run(m *testing.M, cfg *rest.Config, hooks *envtest.WebhookInstallOptions, setup func(ctrl.Manager) error) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var err error
@@ -66,7 +72,11 @@ func (s *Suite) run(m *testing.M, cfg *rest.Config, setup func(ctrl.Manager) err
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if s.Manager, err = manager.New(s.Counter.Wrap(cfg), manager.Options{MetricsAddr: "0"}); err != nil {
+	opts := manager.Options{MetricsAddr: "0"}
+	if len(s.Webhooks) > 0 {
+		opts.WebhookHost, opts.WebhookPort, opts.WebhookCertDir = hooks.LocalServingHost, hooks.LocalServingPort, hooks.LocalServingCertDir
+	}
+	if s.Manager, err = manager.New(s.Counter.Wrap(cfg), opts); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

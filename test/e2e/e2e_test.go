@@ -73,18 +73,19 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 	}
 }
 
-// jsonpath waits until `kubectl get <resource> -o jsonpath=<path>` prints want.
+// waitJSONPath waits until `kubectl -n ns get <resource...> -o jsonpath=<path>`
+// prints want. resource may carry flags, as in "pods -l app=x".
 func waitJSONPath(t *testing.T, timeout time.Duration, ns, resource, path, want string) {
 	t.Helper()
-	got := ""
-	eventually(t, timeout, fmt.Sprintf("%s %s = %q (last %q)", resource, path, want, got), func() (bool, error) {
-		out, err := exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"),
-			"-n", ns, "get", resource, "-o", "jsonpath="+path).CombinedOutput()
-		got = strings.TrimSpace(string(out))
+	args := append([]string{"-n", ns, "get"}, strings.Fields(resource)...)
+	args = append(args, "-o", "jsonpath="+path)
+	eventually(t, timeout, fmt.Sprintf("%s %s = %q", resource, path, want), func() (bool, error) {
+		out, err := exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"), args...).CombinedOutput()
+		got := strings.TrimSpace(string(out))
 		if err != nil {
 			return false, fmt.Errorf("%v: %s", err, out)
 		}
-		return got == want, nil
+		return got == want, fmt.Errorf("got %q", got)
 	})
 }
 
