@@ -1,0 +1,273 @@
+//go:build bench
+
+// Package bench measures the operator against the built-in controllers on a
+// local cluster: how long a workload takes to come up, how many pods existed
+// at once and how many write requests each controller sent. hack/bench.sh
+// (make bench) starts the cluster, without client QPS limits and with an audit
+// log of the writes in the benchmark's namespaces, and the operator.
+//
+// Speed is measured and written down (BENCH_OUT), never asserted; only
+// correctness (no pod beyond the target) fails a benchmark. A new benchmark is
+// a Test function in its own file that uses the helpers here.
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+)
+
+// OperatorUserAgent is the user agent of every request the operator sends.
+const OperatorUserAgent = "kube-envoy-controller"
+
+// BuiltinUserAgent starts the user agent of kube-controller-manager's requests.
+const BuiltinUserAgent = "kube-controller-manager"
+
+var (
+	k8s client.Client
+	cs  kubernetes.Interface
+)
+
+func TestMain(m *testing.M) {
+	for _, v := range []string{"KUBECONFIG", "BENCH_ROOT", "BENCH_CLUSTER"} {
+		if os.Getenv(v) == "" {
+			fmt.Fprintln(os.Stderr, "the benchmarks run through hack/bench.sh (make bench), which sets KUBECONFIG, BENCH_ROOT and BENCH_CLUSTER")
+			os.Exit(1)
+		}
+	}
+	cfg, err := config.GetConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// The benchmark's own reads must not be throttled on the client side.
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.UserAgent = "kec-bench" // not a prefix of the operator's user agent: its writes are not counted as the operator's
+	if k8s, err = client.New(cfg, client.Options{Scheme: manager.NewScheme()}); err == nil {
+		cs, err = kubernetes.NewForConfig(cfg)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// namespace creates ns and waits for its default ServiceAccount, without which
+// no pod is admitted, so that every controller starts on equal terms.
+func namespace(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = k8s.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		t.Fatalf("namespace %s: no default ServiceAccount: %v", ns, err)
+	}
+}
+
+// PodTracker follows the pods of one namespace through a watch that resumes
+// where it stopped, so that no pod event is missed.
+type PodTracker struct {
+	target int
+
+	mu         sync.Mutex
+	live       map[string]bool // pods that exist
+	running    map[string]bool // pods that exist, are Running and are not being deleted
+	created    int             // pods seen created
+	peak       int             // most pods that existed at once
+	allRunning time.Time       // when running first reached target
+	err        error
+}
+
+// TrackPods starts following ns's pods until ctx ends. All running means
+// target pods Running at once.
+func TrackPods(t *testing.T, ctx context.Context, ns string, target int) *PodTracker {
+	t.Helper()
+	pt := &PodTracker{target: target, live: map[string]bool{}, running: map[string]bool{}}
+	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) > 0 {
+		t.Fatalf("namespace %s already has %d pods", ns, len(list.Items))
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return cs.CoreV1().Pods(ns).Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			pt.observe(ev)
+		}
+	}()
+	return pt
+}
+
+func (pt *PodTracker) observe(ev watch.Event) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	p, ok := ev.Object.(*corev1.Pod)
+	if !ok {
+		if ev.Type == watch.Error {
+			pt.err = fmt.Errorf("pod watch failed: %v", ev.Object)
+		}
+		return
+	}
+	switch ev.Type {
+	case watch.Added:
+		pt.created++
+		pt.live[p.Name] = true
+	case watch.Deleted:
+		delete(pt.live, p.Name)
+	}
+	if ev.Type != watch.Deleted && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+		pt.running[p.Name] = true
+	} else {
+		delete(pt.running, p.Name)
+	}
+	pt.peak = max(pt.peak, len(pt.live))
+	if pt.allRunning.IsZero() && len(pt.running) >= pt.target {
+		pt.allRunning = time.Now()
+	}
+}
+
+// PodStats is what a PodTracker saw.
+type PodStats struct {
+	Created, Peak, Running int
+	AllRunning             time.Time // zero until target pods were Running at once
+}
+
+// Stats returns what the tracker has seen so far, or fails t if its watch broke.
+func (pt *PodTracker) Stats(t *testing.T) PodStats {
+	t.Helper()
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if pt.err != nil {
+		t.Fatal(pt.err)
+	}
+	return PodStats{Created: pt.created, Peak: pt.peak, Running: len(pt.running), AllRunning: pt.allRunning}
+}
+
+// auditEvent is the part of an audit log line the benchmarks read.
+type auditEvent struct {
+	Stage     string `json:"stage"`
+	Verb      string `json:"verb"`
+	UserAgent string `json:"userAgent"`
+	ObjectRef struct {
+		Resource    string `json:"resource"`
+		Namespace   string `json:"namespace"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+}
+
+// Writes counts the write requests recorded in the cluster's audit log that
+// were sent with a user agent starting with userAgent to namespace ns, for the
+// given resources ("pods", "replicasets", …; a subresource counts with its
+// resource). The result maps "verb resource[/subresource]" to a count.
+func Writes(t *testing.T, ns, userAgent string, resources ...string) map[string]int {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(os.Getenv("BENCH_ROOT"), "bin", "kwokctl"),
+		"--name", os.Getenv("BENCH_CLUSTER"), "logs", "audit").Output()
+	if err != nil {
+		t.Fatalf("reading the audit log: %v", err)
+	}
+	counts := map[string]int{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev auditEvent
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" {
+			continue
+		}
+		r := ev.ObjectRef
+		if r.Namespace != ns || !strings.HasPrefix(ev.UserAgent, userAgent) || !contains(resources, r.Resource) {
+			continue
+		}
+		key := ev.Verb + " " + r.Resource
+		if r.Subresource != "" {
+			key += "/" + r.Subresource
+		}
+		counts[key]++
+	}
+	return counts
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Total sums the counts of Writes.
+func Total(counts map[string]int) int {
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n
+}
+
+// Breakdown formats the counts of Writes as "verb resource: n, …", sorted.
+func Breakdown(counts map[string]int) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s: %d", k, counts[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Record logs a benchmark's result and writes it to BENCH_OUT/name.md.
+func Record(t *testing.T, name, text string) {
+	t.Helper()
+	t.Log("\n" + text)
+	if dir := os.Getenv("BENCH_OUT"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, name+".md"), []byte(text), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
