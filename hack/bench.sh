@@ -13,6 +13,7 @@
 # operator's --controllers (default *), to run a benchmark with only the
 # controllers it measures. Results: tmp/$BENCH_CLUSTER/results/.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -60,15 +61,16 @@ bin/kubectl wait --for condition=Established --timeout 60s crd --all >/dev/null
 go build -o bin/kube-envoy-controller ./cmd/kube-envoy-controller
 # The sidecar-injection webhook, served by the operator on this host.
 webhook_port=$(hack/webhook-local.sh free-port)
+health_port=$(hack/webhook-local.sh free-port)
 hack/webhook-local.sh "$webhook_port"
 bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" --controllers "${BENCH_CONTROLLERS:-*}" \
-  --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
+  --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address "127.0.0.1:$health_port" \
+  --xds-bind-address "127.0.0.1:$(hack/webhook-local.sh free-port)" \
   --webhook-bind-address "127.0.0.1:$webhook_port" --webhook-cert-dns-name localhost \
   --webhook-cert-write-files --webhook-cert-dir "$DIR/webhook-certs" \
   >"$DIR/operator.log" 2>&1 &
 op_pid=$!
-sleep 3
-kill -0 "$op_pid" 2>/dev/null || { echo "the operator exited at once" >&2; exit 1; }
+wait_ready "$op_pid" "$health_port" "$DIR/operator.log"
 
 mkdir -p "$DIR/results"
 BENCH_ROOT=$ROOT BENCH_CLUSTER=$NAME BENCH_OUT=$DIR/results OPERATOR_PID=$op_pid \

@@ -4,6 +4,7 @@
 # Everything it starts is stopped again when it exits, on failure too.
 # Arguments are passed to go test (for example -run Foo).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -43,13 +44,15 @@ go build -o bin/kube-envoy-controller ./cmd/kube-envoy-controller
 # The sidecar-injection webhook, served by the operator on this host.
 webhook_port=$(hack/webhook-local.sh free-port)
 hack/webhook-local.sh "$webhook_port"
-XDS_ADDR=127.0.0.1:${E2E_XDS_PORT:-18100}
+XDS_ADDR=127.0.0.1:$(hack/webhook-local.sh free-port)
+health_port=$(hack/webhook-local.sh free-port)
 bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" \
-  --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
+  --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address "127.0.0.1:$health_port" \
   --xds-bind-address "$XDS_ADDR" \
   --webhook-bind-address "127.0.0.1:$webhook_port" --webhook-cert-dns-name localhost \
   --webhook-cert-write-files --webhook-cert-dir "$DIR/webhook-certs" \
   >"$DIR/operator.log" 2>&1 &
 op_pid=$!
+wait_ready "$op_pid" "$health_port" "$DIR/operator.log"
 
 E2E_ROOT=$ROOT E2E_XDS_ADDR=$XDS_ADDR go test -tags e2e -count=1 -timeout 20m ./test/e2e/... "$@"
