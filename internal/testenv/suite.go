@@ -36,6 +36,8 @@ type Suite struct {
 	// Webhooks, set before Main, are installed in the API server, pointing
 	// at the manager's webhook server, which serves with envtest's certificate.
 	Webhooks []*admissionv1.MutatingWebhookConfiguration
+	// ValidatingWebhooks likewise.
+	ValidatingWebhooks []*admissionv1.ValidatingWebhookConfiguration
 }
 
 // Main starts envtest and a manager, lets setup register controllers on it,
@@ -52,6 +54,7 @@ func (s *Suite) Main(m *testing.M, setup func(ctrl.Manager) error) {
 		os.Exit(1)
 	}
 	env.WebhookInstallOptions.MutatingWebhooks = s.Webhooks
+	env.WebhookInstallOptions.ValidatingWebhooks = s.ValidatingWebhooks
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting envtest:", err)
@@ -73,7 +76,7 @@ func (s *Suite) run(m *testing.M, cfg *rest.Config, hooks *envtest.WebhookInstal
 		return 1
 	}
 	opts := manager.Options{MetricsAddr: "0"}
-	if len(s.Webhooks) > 0 {
+	if len(s.Webhooks)+len(s.ValidatingWebhooks) > 0 {
 		opts.WebhookHost, opts.WebhookPort, opts.WebhookCertDir = hooks.LocalServingHost, hooks.LocalServingPort, hooks.LocalServingCertDir
 	}
 	if s.Manager, err = manager.New(s.Counter.Wrap(cfg), opts); err != nil {

@@ -26,7 +26,7 @@ import (
 // its own namespace only, and puts the CA into the webhook configuration.
 //
 // +kubebuilder:rbac:groups="",namespace=kube-envoy-controller,resources=secrets,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;update;patch
 
 // CertOptions configure the certificate rotation.
 type CertOptions struct {
@@ -41,6 +41,9 @@ type CertOptions struct {
 	// WebhookConfiguration is the MutatingWebhookConfiguration whose webhooks
 	// get the CA as caBundle.
 	WebhookConfiguration string
+	// ValidatingConfiguration is the ValidatingWebhookConfiguration whose
+	// webhooks get the CA as caBundle.
+	ValidatingConfiguration string
 	// WriteFiles has the operator copy the certificate from the Secret into
 	// Dir itself, for an operator outside the cluster where no kubelet mounts
 	// the Secret.
@@ -72,8 +75,11 @@ func addCertRotation(mgr ctrl.Manager, namespace string, o CertOptions) (<-chan 
 		CAOrganization: "kube-envoy-controller",
 		DNSName:        o.DNSName,
 		IsReady:        ready,
-		Webhooks:       []rotator.WebhookInfo{{Name: o.WebhookConfiguration, Type: rotator.Mutating}},
-		FieldOwner:     objects.FieldOwner,
+		Webhooks: []rotator.WebhookInfo{
+			{Name: o.WebhookConfiguration, Type: rotator.Mutating},
+			{Name: o.ValidatingConfiguration, Type: rotator.Validating},
+		},
+		FieldOwner: objects.FieldOwner,
 		// Every replica serves the webhook, so every replica needs the certificate.
 		RequireLeaderElection: false,
 		ControllerName:        "webhook-cert-rotator",

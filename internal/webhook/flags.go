@@ -11,14 +11,15 @@ import (
 
 // Flags are the command-line settings of the webhook.
 type Flags struct {
-	BindAddress          string
-	CertDir              string
-	CertRotation         bool
-	CertSecret           string
-	CertDNSName          string
-	CertWriteFiles       bool
-	WebhookConfiguration string
-	Namespace            string
+	BindAddress             string
+	CertDir                 string
+	CertRotation            bool
+	CertSecret              string
+	CertDNSName             string
+	CertWriteFiles          bool
+	WebhookConfiguration    string
+	ValidatingConfiguration string
+	Namespace               string
 }
 
 // DefaultNamespace is the operator's namespace when POD_NAMESPACE does not say.
@@ -36,6 +37,7 @@ func BindFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.CertDNSName, "webhook-cert-dns-name", "", "DNS name of the generated certificate: how the API server reaches the webhook. Defaults to kube-envoy-controller-webhook.<namespace>.svc.")
 	fs.BoolVar(&f.CertWriteFiles, "webhook-cert-write-files", false, "Copy the generated certificate from its Secret into --webhook-cert-dir, for an operator that runs outside the cluster, where no kubelet mounts the Secret.")
 	fs.StringVar(&f.WebhookConfiguration, "webhook-configuration", "kube-envoy-controller-injector", "MutatingWebhookConfiguration that gets the generated CA as caBundle.")
+	fs.StringVar(&f.ValidatingConfiguration, "validating-webhook-configuration", ValidatingConfiguration, "ValidatingWebhookConfiguration that gets the generated CA as caBundle.")
 	fs.StringVar(&f.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace), "The operator's own namespace: its pods are never injected, and it holds the webhook's certificate Secret. Defaults to $POD_NAMESPACE.")
 	return f
 }
@@ -61,11 +63,12 @@ func (f *Flags) Options() Options {
 	o := Options{Namespace: f.Namespace}
 	if f.CertRotation {
 		o.Certs = &CertOptions{
-			Dir:                  f.CertDir,
-			SecretName:           f.CertSecret,
-			DNSName:              cmp.Or(f.CertDNSName, "kube-envoy-controller-webhook."+f.Namespace+".svc"),
-			WebhookConfiguration: f.WebhookConfiguration,
-			WriteFiles:           f.CertWriteFiles,
+			Dir:                     f.CertDir,
+			SecretName:              f.CertSecret,
+			DNSName:                 cmp.Or(f.CertDNSName, "kube-envoy-controller-webhook."+f.Namespace+".svc"),
+			WebhookConfiguration:    f.WebhookConfiguration,
+			ValidatingConfiguration: f.ValidatingConfiguration,
+			WriteFiles:              f.CertWriteFiles,
 		}
 	}
 	return o

@@ -23,7 +23,7 @@ type Options struct {
 	Certs *CertOptions
 }
 
-// Setup registers the injector on mgr's webhook server. With certificate
+// Setup registers the injector and the EnvoyConfig validator on mgr's webhook server. With certificate
 // rotation the server starts only once its certificate is in place and the
 // CA is in the webhook configuration; until then the readiness check fails.
 func Setup(mgr ctrl.Manager, o Options) error {
@@ -36,7 +36,14 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		},
 		RecoverPanic: ptr.To(true),
 	}
-	register := func() { mgr.GetWebhookServer().Register(Path, hook) }
+	validator := &admission.Webhook{
+		Handler:      &EnvoyConfigValidator{Client: mgr.GetClient(), Decoder: admission.NewDecoder(mgr.GetScheme())},
+		RecoverPanic: ptr.To(true),
+	}
+	register := func() {
+		mgr.GetWebhookServer().Register(Path, hook)
+		mgr.GetWebhookServer().Register(ValidatePath, validator)
+	}
 	if o.Certs == nil {
 		register()
 		return mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker())

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,11 +33,15 @@ var suite testenv.Suite
 const labellerPath = "/test-add-label"
 
 func TestMain(m *testing.M) {
-	hooks, err := webhookConfigurations()
+	hooks, validating, err := testenv.WebhookManifests()
+	if err == nil && (len(hooks) != 1 || len(validating) != 1) {
+		err = fmt.Errorf("config/webhook/manifests.yaml: want one mutating and one validating configuration, found %d and %d", len(hooks), len(validating))
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	suite.ValidatingWebhooks = validating
 	labeller := hooks[0].DeepCopy()
 	labeller.Name = "zz-test-labeller" // called after kube-envoy-controller-injector
 	labeller.Webhooks[0].Name = "labeller.test.my.domain"
@@ -51,35 +53,6 @@ func TestMain(m *testing.M) {
 		mgr.GetWebhookServer().Register(labellerPath, &admission.Webhook{Handler: admission.HandlerFunc(addLabel)})
 		return Setup(mgr, Options{Namespace: DefaultNamespace})
 	})
-}
-
-// webhookConfigurations reads the generated in-cluster webhook
-// configuration, config/webhook/manifests.yaml, as it is.
-func webhookConfigurations() ([]*admissionv1.MutatingWebhookConfiguration, error) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.Open(filepath.Join(root, "config", "webhook", "manifests.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []*admissionv1.MutatingWebhookConfiguration
-	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
-	for {
-		c := &admissionv1.MutatingWebhookConfiguration{}
-		if err := dec.Decode(c); err != nil {
-			break
-		}
-		if c.Name != "" {
-			out = append(out, c)
-		}
-	}
-	if len(out) != 1 {
-		return nil, fmt.Errorf("config/webhook/manifests.yaml: want one MutatingWebhookConfiguration, found %d", len(out))
-	}
-	return out, nil
 }
 
 func addLabel(_ context.Context, req admission.Request) admission.Response {

@@ -13,6 +13,8 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 )
 
 // Config is one EnvoyConfig's contribution to its fleet.
@@ -244,4 +246,21 @@ func routeClusters(rc *routev3.RouteConfiguration) []string {
 		}
 	}
 	return out
+}
+
+// Check returns what is wrong with one EnvoyConfig's resources, given the
+// other EnvoyConfigs of its fleet: resources that do not decode or validate,
+// and references that lead nowhere in the fleet with it. Admission uses it.
+func Check(name string, res examplev1.EnvoyResources, others []Config) []error {
+	resources, errs := Parse(name, res)
+	if len(errs) > 0 {
+		return errs
+	}
+	configs := []Config{{Name: name, Resources: resources}}
+	for _, o := range others {
+		if o.Name != name {
+			configs = append(configs, o)
+		}
+	}
+	return Build(configs, nil).Rejected[name]
 }
