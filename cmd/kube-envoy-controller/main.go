@@ -43,6 +43,7 @@ func run() error {
 		burst                int
 		xdsServiceAddress    string
 		xdsBindAddress       string
+		concurrentReconciles int
 	)
 	// --kubeconfig is registered by controller-runtime's config package.
 	flag.StringVar(&controllers, "controllers", "*", fmt.Sprintf(
@@ -57,6 +58,8 @@ func run() error {
 	flag.StringVar(&xdsServiceAddress, "xds-service-address", "kube-envoy-controller-xds.kube-envoy-controller.svc:18000",
 		"host:port at which Envoy fleets without spec.xds reach the operator's built-in xDS server: the address of the Service in front of the operator.")
 	hookFlags := webhook.BindFlags(flag.CommandLine)
+	flag.IntVar(&concurrentReconciles, "concurrent-reconciles", manager.DefaultConcurrentReconciles,
+		"How many objects each controller reconciles at once (PodSet sets its own).")
 	flag.StringVar(&xdsBindAddress, "xds-bind-address", ":18000", "Address of the built-in xDS (ADS) server, served by every replica.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -93,6 +96,7 @@ func run() error {
 		ProbeAddr:               probeAddr,
 		LeaderElect:             leaderElect,
 		LeaderElectionNamespace: leaderElectNamespace,
+		ConcurrentReconciles:    concurrentReconciles,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

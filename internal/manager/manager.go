@@ -4,6 +4,8 @@
 package manager
 
 import (
+	"cmp"
+
 	"crypto/tls"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -32,7 +35,14 @@ type Options struct {
 	WebhookHost    string
 	WebhookPort    int
 	WebhookCertDir string
+	// ConcurrentReconciles is how many objects each controller reconciles at
+	// once, unless the controller sets its own; 0 means DefaultConcurrentReconciles.
+	ConcurrentReconciles int
 }
+
+// DefaultConcurrentReconciles matches kube-controller-manager's default
+// number of workers for Deployments and ReplicaSets.
+const DefaultConcurrentReconciles = 5
 
 // LeaderElectionID names the Lease that replicas of the operator compete for.
 const LeaderElectionID = "kube-envoy-controller.kube-envoy-controller.io"
@@ -44,6 +54,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		probe = "0"
 	}
 	return ctrl.NewManager(cfg, ctrl.Options{
+		Controller:              ctrlconfig.Controller{MaxConcurrentReconciles: cmp.Or(o.ConcurrentReconciles, DefaultConcurrentReconciles)},
 		Scheme:                  NewScheme(),
 		Cache:                   CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},

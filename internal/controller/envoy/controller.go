@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -107,6 +108,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 
+	for verb, what := range obs.changed {
+		// One event per reconcile, whatever the number of children it touched.
+		r.Recorder.Eventf(e, nil, corev1.EventTypeNormal, verb, verb, "%s %s", verb, strings.Join(what, ", "))
+	}
+
 	if err := r.writeStatus(ctx, e, Status(e, obs)); err != nil {
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{RequeueAfter: time.Second}, nil // a newer version is on its way
@@ -132,7 +138,10 @@ func ensure[T client.Object](ctx context.Context, r *Reconciler, e *examplev1.En
 	case objects.Created, objects.Updated:
 		verb := map[objects.Outcome]string{objects.Created: "Created", objects.Updated: "Updated"}[outcome]
 		logf.FromContext(ctx).Info(verb+" child", "kind", kind, "name", desired.GetName())
-		r.Recorder.Eventf(e, got, corev1.EventTypeNormal, verb, verb, "%s %s %q", verb, kind, desired.GetName())
+		if obs.changed == nil {
+			obs.changed = map[string][]string{}
+		}
+		obs.changed[verb] = append(obs.changed[verb], fmt.Sprintf("%s %q", kind, desired.GetName()))
 	}
 	if d, ok := any(got).(*appsv1.Deployment); ok && outcome != objects.Clash {
 		obs.Deployment = d

@@ -126,6 +126,8 @@ func TestSeedSampleCreatesFleet(t *testing.T) {
 	if *d.Spec.Replicas != 3 || svc.Spec.Selector["app.kubernetes.io/instance"] != "edge-envoy" {
 		t.Errorf("replicas %d, service selector %v", *d.Spec.Replicas, svc.Spec.Selector)
 	}
+	// One event tells of the three children.
+	suite.WaitEvent(t, ns, e.Name, `Normal Created Created ConfigMap "envoy-cfg-1", Deployment "webserver-beta", Service "webserver-beta"`)
 
 	got := settled(t, e)
 	if got.Status.BootstrapHash != proxy.Hash([]byte(cm.Data["envoy.yaml"])) ||

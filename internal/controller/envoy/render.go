@@ -195,6 +195,8 @@ type Observed struct {
 	Clashes []string
 	// Invalid is set when the spec cannot be turned into a bootstrap.
 	Invalid error
+	// changed lists, by verb (Created, Updated), the children this reconcile wrote.
+	changed map[string][]string
 }
 
 // Status returns the status e should have. Conditions start from e's
