@@ -62,10 +62,11 @@ go build -o bin/kube-envoy-controller ./cmd/kube-envoy-controller
 # The sidecar-injection webhook, served by the operator on this host.
 webhook_port=$(hack/webhook-local.sh free-port)
 health_port=$(hack/webhook-local.sh free-port)
+xds_addr=127.0.0.1:$(hack/webhook-local.sh free-port)
 hack/webhook-local.sh "$webhook_port"
 bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" --controllers "${BENCH_CONTROLLERS:-*}" \
   --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address "127.0.0.1:$health_port" \
-  --xds-bind-address "127.0.0.1:$(hack/webhook-local.sh free-port)" \
+  --xds-bind-address "$xds_addr" \
   --webhook-bind-address "127.0.0.1:$webhook_port" --webhook-cert-dns-name localhost \
   --webhook-cert-write-files --webhook-cert-dir "$DIR/webhook-certs" \
   >"$DIR/operator.log" 2>&1 &
@@ -73,5 +74,5 @@ op_pid=$!
 wait_ready "$op_pid" "$health_port" "$DIR/operator.log"
 
 mkdir -p "$DIR/results"
-BENCH_ROOT=$ROOT BENCH_CLUSTER=$NAME BENCH_OUT=$DIR/results OPERATOR_PID=$op_pid \
+BENCH_ROOT=$ROOT BENCH_CLUSTER=$NAME BENCH_OUT=$DIR/results OPERATOR_PID=$op_pid OPERATOR_XDS_ADDR=$xds_addr \
   go test -tags bench -count=1 -timeout 60m ./test/bench/... -v "${args[@]}"

@@ -1,0 +1,321 @@
+//go:build bench
+
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+)
+
+// The xDS benchmark's fleet: xdsClusters EDS clusters, each with one endpoint.
+const xdsClusters = 50
+
+// loadClientsEnv, set in a child process of the bench binary, makes it run ADS
+// clients instead of tests (see TestMain): the proxies are a separate
+// process from the server and from the benchmark.
+const loadClientsEnv = "XDS_LOAD_CLIENTS"
+
+func xdsResources(port int) examplev1.EnvoyResources {
+	var res examplev1.EnvoyResources
+	for i := range xdsClusters {
+		res.Clusters = append(res.Clusters, runtime.RawExtension{Raw: []byte(fmt.Sprintf(
+			`{"name": "c%d", "type": "EDS", "connect_timeout": "1s", "eds_cluster_config": {"eds_config": {"ads": {}, "resource_api_version": "V3"}}}`, i))})
+		p := 8080
+		if i == 0 {
+			p = port // the endpoint that changes
+		}
+		res.Endpoints = append(res.Endpoints, runtime.RawExtension{Raw: []byte(fmt.Sprintf(
+			`{"cluster_name": "c%d", "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"socket_address": {"address": "10.0.%d.1", "port_value": %d}}}}]}]}`, i, i, p))})
+	}
+	return res
+}
+
+// TestXDSPushToAck measures, with 100 and 1000 proxies connected over state
+// of the world and over delta ADS: the time from an EnvoyConfig update (one
+// EDS endpoint changes) to each proxy's ACK, the bytes each proxy is sent for
+// it, and the operator's resident memory per 1000 connected proxies.
+func TestXDSPushToAck(t *testing.T) {
+	addr := os.Getenv("OPERATOR_XDS_ADDR")
+	if addr == "" {
+		t.Fatal("OPERATOR_XDS_ADDR is not set: run through hack/bench.sh (make bench)")
+	}
+	sizes := strings.Split(envOr("BENCH_XDS_SIZES", "100,1000"), ",")
+	const rounds = 10
+	rows := []string{
+		"| mode | proxies | push to ACK p50 | p99 | all ACKed, median of rounds | bytes per proxy per endpoint change | operator RSS per 1000 proxies (MiB) |",
+		"|---|---|---|---|---|---|---|",
+	}
+	for _, mode := range []string{"sotw", "delta"} {
+		for _, s := range sizes {
+			n, _ := strconv.Atoi(strings.TrimSpace(s))
+			ns := fmt.Sprintf("bench-xds-%s-%d", mode, n)
+			namespace(t, ns)
+			ctx := context.Background()
+			if err := k8s.Create(ctx, &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns},
+				Spec: examplev1.EnvoySpec{Replicas: ptr.To[int32](0), XDS: &examplev1.XDS{Host: "127.0.0.1", Port: 18000}}}); err != nil {
+				t.Fatal(err)
+			}
+			cfg := &examplev1.EnvoyConfig{ObjectMeta: metav1.ObjectMeta{Name: "eds", Namespace: ns},
+				Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: xdsResources(9000)}}
+			if err := k8s.Create(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			_, rssBefore := operatorMemory(t)
+			acks := startLoadClients(t, addr, ns+"/edge", mode, n)
+			acks.waitAll(t, n, "")
+			time.Sleep(2 * time.Second)
+			_, rssAfter := operatorMemory(t)
+
+			var lat []time.Duration
+			var all []time.Duration
+			var bytes int64
+			for r := range rounds {
+				prev := acks.latest()
+				patch := client.MergeFrom(cfg.DeepCopy())
+				cfg.Spec.Resources = xdsResources(9001 + r)
+				start := time.Now()
+				if err := k8s.Patch(ctx, cfg, patch); err != nil {
+					t.Fatal(err)
+				}
+				got := acks.waitAll(t, n, prev)
+				var last time.Duration
+				for _, a := range got {
+					d := a.at.Sub(start)
+					lat = append(lat, d)
+					last = max(last, d)
+					bytes += int64(a.bytes)
+				}
+				all = append(all, last)
+			}
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+			perThousand := float64(rssAfter-rssBefore) / float64(n) * 1000 / (1 << 20)
+			rows = append(rows, fmt.Sprintf("| %s | %d | %s | %s | %s | %d | %.1f |", mode, n,
+				ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(all[len(all)/2]), bytes/int64(rounds*n), perThousand))
+			t.Log(rows[len(rows)-1])
+			acks.stop()
+		}
+	}
+	Record(t, "xds", strings.Join(rows, "\n")+"\n")
+}
+
+
+
+type ack struct {
+	client  int
+	version string
+	at      time.Time
+	bytes   int
+}
+
+// loadClients reads the ACK lines of the client process.
+type loadClients struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	cond *sync.Cond
+	// byVersion[v][client] is that client's ACK of version v.
+	byVersion map[string]map[int]ack
+	order     []string
+	err       error
+}
+
+func startLoadClients(t *testing.T, addr, fleet, mode string, n int) *loadClients {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), loadClientsEnv+"=1", "XDS_LOAD_ADDR="+addr, "XDS_LOAD_FLEET="+fleet,
+		"XDS_LOAD_MODE="+mode, "XDS_LOAD_N="+strconv.Itoa(n))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lc := &loadClients{cmd: cmd, byVersion: map[string]map[int]ack{}}
+	lc.cond = sync.NewCond(&lc.mu)
+	t.Cleanup(lc.stop)
+	go lc.read(out)
+	return lc
+}
+
+func (lc *loadClients) read(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text()) // client version unixnano bytes
+		if len(f) != 4 {
+			continue
+		}
+		id, _ := strconv.Atoi(f[0])
+		ns, _ := strconv.ParseInt(f[2], 10, 64)
+		b, _ := strconv.Atoi(f[3])
+		lc.mu.Lock()
+		if lc.byVersion[f[1]] == nil {
+			lc.byVersion[f[1]] = map[int]ack{}
+			lc.order = append(lc.order, f[1])
+		}
+		lc.byVersion[f[1]][id] = ack{id, f[1], time.Unix(0, ns), b}
+		lc.cond.Broadcast()
+		lc.mu.Unlock()
+	}
+	lc.mu.Lock()
+	lc.err = fmt.Errorf("the client process ended: %v", sc.Err())
+	lc.cond.Broadcast()
+	lc.mu.Unlock()
+}
+
+// latest returns the newest version some client acknowledged.
+func (lc *loadClients) latest() string {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if len(lc.order) == 0 {
+		return ""
+	}
+	return lc.order[len(lc.order)-1]
+}
+
+// waitAll waits until n clients acknowledged one version other than prev,
+// and returns their ACKs.
+func (lc *loadClients) waitAll(t *testing.T, n int, prev string) []ack {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	go func() { time.Sleep(time.Until(deadline)); lc.cond.Broadcast() }()
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	for {
+		// Only versions first seen after prev are new.
+		newer := lc.order
+		for i, v := range lc.order {
+			if v == prev {
+				newer = lc.order[i+1:]
+			}
+		}
+		for _, v := range newer {
+			if len(lc.byVersion[v]) >= n {
+				out := make([]ack, 0, n)
+				for _, a := range lc.byVersion[v] {
+					out = append(out, a)
+				}
+				return out
+			}
+		}
+		if lc.err != nil || time.Now().After(deadline) {
+			t.Fatalf("not every one of %d proxies acknowledged a new version (%v)", n, lc.err)
+		}
+		lc.cond.Wait()
+	}
+}
+
+func (lc *loadClients) stop() {
+	if lc.cmd.Process != nil {
+		_ = lc.cmd.Process.Kill()
+		_ = lc.cmd.Wait()
+	}
+}
+
+// runLoadClients is the client process: XDS_LOAD_N ADS streams of fleet
+// XDS_LOAD_FLEET, each subscribed to the fleet's EDS clusters, that ACK every
+// response and print "client version unixnano bytes" for it.
+func runLoadClients() {
+	n, _ := strconv.Atoi(os.Getenv("XDS_LOAD_N"))
+	addr, fleet, mode := os.Getenv("XDS_LOAD_ADDR"), os.Getenv("XDS_LOAD_FLEET"), os.Getenv("XDS_LOAD_MODE")
+	names := make([]string, xdsClusters)
+	for i := range names {
+		names[i] = fmt.Sprintf("c%d", i)
+	}
+	var outMu sync.Mutex
+	out := bufio.NewWriter(os.Stdout)
+	report := func(id int, version string, size int) {
+		outMu.Lock()
+		fmt.Fprintf(out, "%d %s %d %d\n", id, version, time.Now().UnixNano(), size)
+		out.Flush()
+		outMu.Unlock()
+	}
+	var conns []discoveryv3.AggregatedDiscoveryServiceClient
+	for range 10 {
+		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		conns = append(conns, discoveryv3.NewAggregatedDiscoveryServiceClient(c))
+	}
+	for i := range n {
+		node := &corev3.Node{Id: fmt.Sprintf("load-%d", i), Cluster: fleet}
+		c := conns[i%len(conns)]
+		go func() {
+			var err error
+			if mode == "delta" {
+				err = deltaClient(c, node, names, func(v string, size int) { report(i, v, size) })
+			} else {
+				err = sotwClient(c, node, names, func(v string, size int) { report(i, v, size) })
+			}
+			fmt.Fprintf(os.Stderr, "client %d: %v\n", i, err)
+		}()
+	}
+	select {}
+}
+
+func sotwClient(c discoveryv3.AggregatedDiscoveryServiceClient, node *corev3.Node, names []string, report func(string, int)) error {
+	st, err := c.StreamAggregatedResources(context.Background())
+	if err != nil {
+		return err
+	}
+	if err := st.Send(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: resourcev3.EndpointType, ResourceNames: names}); err != nil {
+		return err
+	}
+	for {
+		resp, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		report(resp.GetVersionInfo(), proto.Size(resp))
+		if err := st.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResourceNames: names,
+			VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}); err != nil {
+			return err
+		}
+	}
+}
+
+func deltaClient(c discoveryv3.AggregatedDiscoveryServiceClient, node *corev3.Node, names []string, report func(string, int)) error {
+	st, err := c.DeltaAggregatedResources(context.Background())
+	if err != nil {
+		return err
+	}
+	if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: names}); err != nil {
+		return err
+	}
+	for {
+		resp, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		report(resp.GetSystemVersionInfo(), proto.Size(resp))
+		if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}); err != nil {
+			return err
+		}
+	}
+}
