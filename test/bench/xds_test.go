@@ -122,8 +122,6 @@ func TestXDSPushToAck(t *testing.T) {
 	Record(t, "xds", strings.Join(rows, "\n")+"\n")
 }
 
-
-
 type ack struct {
 	client  int
 	version string
