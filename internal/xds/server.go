@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -28,7 +29,23 @@ type Server struct {
 	// ready is closed once the server listens; Addr is then set.
 	ready chan struct{}
 	bound net.Addr
+
+	mu     sync.Mutex
+	fleets map[string]*fleetVersions
 }
+
+// fleetVersions is what the server remembers of a fleet's publications.
+type fleetVersions struct {
+	// version is the fleet's published version.
+	version string
+	// labels holds, by type URL and content hash, the version a type's
+	// content was first published at: a type whose content did not change
+	// keeps its version, so its subscribers are not sent it again.
+	labels map[string]map[string]string
+}
+
+// maxLabels bounds the content hashes remembered per fleet and type.
+const maxLabels = 64
 
 // fleetHash makes the snapshot cache key proxies by fleet, so that every
 // proxy of a fleet, sidecars included, gets the fleet's configuration.
@@ -45,6 +62,7 @@ func NewServer(addr string, log logr.Logger, notify func(fleet string)) *Server 
 		tracker: NewTracker(notify),
 		log:     log,
 		ready:   make(chan struct{}),
+		fleets:  map[string]*fleetVersions{},
 	}
 }
 
@@ -61,16 +79,43 @@ func (s *Server) Addr(ctx context.Context) (net.Addr, error) {
 	}
 }
 
-// SetFleet publishes a fleet's configuration. The snapshot cache pushes it to
-// the fleet's proxies; content that did not change (same version) is not sent.
+// SetFleet publishes a fleet's configuration as version. Each type of
+// resource is versioned on its own: a type whose content is unchanged keeps
+// the version it had, so that its subscribers are not sent it again (an
+// endpoint change pushes only EDS). Publishing the version already published
+// does nothing.
 func (s *Server) SetFleet(ctx context.Context, fleet, version string, resources map[string][]types.Resource) error {
-	if cur, err := s.cache.GetSnapshot(fleet); err == nil && cur != nil && snapshotVersion(cur) == version {
+	s.mu.Lock()
+	fv := s.fleets[fleet]
+	if fv == nil {
+		fv = &fleetVersions{labels: map[string]map[string]string{}}
+		s.fleets[fleet] = fv
+	}
+	if fv.version == version {
+		s.mu.Unlock()
 		return nil
 	}
-	snap, err := cachev3.NewSnapshot(version, resources)
-	if err != nil {
-		return fmt.Errorf("building snapshot: %w", err)
+	snap := &cachev3.Snapshot{}
+	typeVersions := map[string]string{}
+	for _, k := range Kinds {
+		items := resources[k.TypeURL]
+		content := Version(map[string][]types.Resource{k.TypeURL: items})
+		labels := fv.labels[k.TypeURL]
+		if labels == nil || len(labels) >= maxLabels {
+			labels = map[string]string{}
+			fv.labels[k.TypeURL] = labels
+		}
+		label, ok := labels[content]
+		if !ok {
+			label = version
+			labels[content] = label
+		}
+		typeVersions[k.TypeURL] = label
+		snap.Resources[cachev3.GetResponseType(k.TypeURL)] = cachev3.NewResources(label, items)
 	}
+	fv.version = version
+	s.mu.Unlock()
+
 	if err := snap.Consistent(); err != nil {
 		// EDS and RDS names must match what clusters and listeners ask for;
 		// a missing ClusterLoadAssignment is allowed (the cluster has no endpoints yet).
@@ -79,17 +124,18 @@ func (s *Server) SetFleet(ctx context.Context, fleet, version string, resources 
 	if err := s.cache.SetSnapshot(ctx, fleet, snap); err != nil {
 		return err
 	}
-	s.tracker.Published(fleet, version)
+	s.tracker.Published(fleet, version, typeVersions)
 	return nil
 }
 
 // Version returns the version of the fleet's published configuration, or "".
 func (s *Server) Version(fleet string) string {
-	snap, err := s.cache.GetSnapshot(fleet)
-	if err != nil || snap == nil {
-		return ""
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fv := s.fleets[fleet]; fv != nil {
+		return fv.version
 	}
-	return snapshotVersion(snap)
+	return ""
 }
 
 // Resources returns the fleet's published resources by type URL.
@@ -110,17 +156,11 @@ func (s *Server) Resources(fleet string) map[string][]types.Resource {
 // ClearFleet stops serving a fleet: its proxies keep what they have until
 // a new configuration is published.
 func (s *Server) ClearFleet(fleet string) {
+	s.mu.Lock()
+	delete(s.fleets, fleet)
+	s.mu.Unlock()
 	s.cache.ClearSnapshot(fleet)
 	s.tracker.Forget(fleet)
-}
-
-func snapshotVersion(snap cachev3.ResourceSnapshot) string {
-	for _, k := range Kinds {
-		if v := snap.GetVersion(k.TypeURL); v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // NeedLeaderElection is false: every replica serves xDS.

@@ -9,6 +9,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -231,5 +232,69 @@ func TestNoResendAfterNack(t *testing.T) {
 	}
 	if resp.GetVersionInfo() != "v3" {
 		t.Errorf("after a NACK of v2 the proxy was sent %s, want v3", resp.GetVersionInfo())
+	}
+}
+
+// An endpoint change pushes only EDS: a proxy subscribed to clusters is not
+// sent them again, and still counts as having accepted the new version.
+func TestOnlyChangedTypesArePushed(t *testing.T) {
+	ctx := context.Background()
+	s, addr := startServer(t)
+	withEndpoint := func(port uint32) map[string][]types.Resource {
+		r := clusters("a")
+		r[resourcev3.EndpointType] = []types.Resource{&endpointv3.ClusterLoadAssignment{ClusterName: "a",
+			Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: &corev3.Address{
+					Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+						Address: "10.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}}}}}},
+			}}}}}}
+		return r
+	}
+	if err := s.SetFleet(ctx, fleet, "v1", withEndpoint(80)); err != nil {
+		t.Fatal(err)
+	}
+	c := xdstest.Dial(t, addr)
+	cds := xdstest.Connect(t, c, fleet, "pod-cds", resourcev3.ClusterType)
+	eds := xdstest.Connect(t, c, fleet, "pod-eds", resourcev3.EndpointType, "a")
+	for _, p := range []*xdstest.Proxy{cds, eds} {
+		if resp, err := p.Next(""); err != nil || resp.GetVersionInfo() != "v1" {
+			t.Fatalf("first response: %v, %v", resp.GetVersionInfo(), err)
+		}
+	}
+	waitCounts(t, s, "v1", ProxyCounts{Connected: 2, Acked: 2})
+
+	if err := s.SetFleet(ctx, fleet, "v2", withEndpoint(81)); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := eds.Next(""); err != nil || resp.GetVersionInfo() != "v2" {
+		t.Fatalf("EDS after the change: %v, %v", resp.GetVersionInfo(), err)
+	}
+	waitCounts(t, s, "v2", ProxyCounts{Connected: 2, Acked: 2})
+
+	// Nothing reaches the clusters subscriber until clusters change.
+	got := make(chan string, 1)
+	go func() {
+		resp, err := cds.Next("")
+		if err == nil {
+			got <- resp.GetVersionInfo()
+		}
+	}()
+	select {
+	case v := <-got:
+		t.Fatalf("the CDS subscriber was sent version %s for an endpoint change", v)
+	case <-time.After(500 * time.Millisecond):
+	}
+	r := withEndpoint(81)
+	r[resourcev3.ClusterType] = clusters("a", "b")[resourcev3.ClusterType]
+	if err := s.SetFleet(ctx, fleet, "v3", r); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case v := <-got:
+		if v != "v3" {
+			t.Errorf("CDS subscriber got %s, want v3", v)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the CDS subscriber was not sent the cluster change")
 	}
 }

@@ -20,8 +20,11 @@ type Tracker struct {
 	mu        sync.Mutex
 	streams   map[int64]*proxyStream
 	published map[string]publication // by fleet
-	notify    func(fleet string)
-	now       func() time.Time
+	// typeVersions holds, by fleet and fleet version, each type's version in
+	// that publication (see Server.SetFleet).
+	typeVersions map[string]map[string]map[string]string
+	notify       func(fleet string)
+	now          func() time.Time
 }
 
 type publication struct {
@@ -45,7 +48,8 @@ func NewTracker(notify func(fleet string)) *Tracker {
 	if notify == nil {
 		notify = func(string) {}
 	}
-	return &Tracker{streams: map[int64]*proxyStream{}, published: map[string]publication{}, notify: notify, now: time.Now}
+	return &Tracker{streams: map[int64]*proxyStream{}, published: map[string]publication{},
+		typeVersions: map[string]map[string]map[string]string{}, notify: notify, now: time.Now}
 }
 
 var _ serverv3.Callbacks = (*Tracker)(nil)
@@ -71,6 +75,13 @@ func (t *Tracker) Counts(fleet, version string) ProxyCounts {
 
 func (t *Tracker) countsLocked(fleet, version string) ProxyCounts {
 	var c ProxyCounts
+	tv := t.typeVersions[fleet][version]
+	label := func(typ string) string {
+		if v, ok := tv[typ]; ok {
+			return v
+		}
+		return version
+	}
 	ids := make([]int64, 0, len(t.streams))
 	for id := range t.streams {
 		ids = append(ids, id)
@@ -84,11 +95,11 @@ func (t *Tracker) countsLocked(fleet, version string) ProxyCounts {
 		c.Connected++
 		rejected, accepted := false, len(s.requested) > 0
 		for typ := range s.requested {
-			if n, ok := s.nacked[typ]; ok && n.version == version {
+			if n, ok := s.nacked[typ]; ok && n.version == label(typ) {
 				rejected = true
 				c.LastNACK = n.detail
 			}
-			if s.acked[typ] != version {
+			if s.acked[typ] != label(typ) {
 				accepted = false
 			}
 		}
@@ -102,11 +113,16 @@ func (t *Tracker) countsLocked(fleet, version string) ProxyCounts {
 	return c
 }
 
-// Published records that fleet's configuration is now version, so that the
-// time until every proxy accepts it can be measured.
-func (t *Tracker) Published(fleet, version string) {
+// Published records that fleet's configuration is now version, with each
+// type at the version typeVersions gives it, so that ACKs can be judged and
+// the time until every proxy accepts it measured.
+func (t *Tracker) Published(fleet, version string, typeVersions map[string]string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.typeVersions[fleet] == nil || len(t.typeVersions[fleet]) >= maxLabels {
+		t.typeVersions[fleet] = map[string]map[string]string{}
+	}
+	t.typeVersions[fleet][version] = typeVersions
 	if p, ok := t.published[fleet]; ok && p.version == version {
 		return
 	}
@@ -119,6 +135,7 @@ func (t *Tracker) Forget(fleet string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.published, fleet)
+	delete(t.typeVersions, fleet)
 }
 
 // changedLocked updates the fleet's metrics after its proxies changed, and

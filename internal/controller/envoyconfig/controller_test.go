@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
@@ -109,6 +110,41 @@ func clusterNames(t *testing.T, p *xdstest.Proxy, nack string) (string, []string
 }
 
 // xdsClient returns the xDS server's address, once it listens.
+// fleetMetric returns the value of a metric of the manager's registry for one fleet.
+func fleetMetric(t *testing.T, name, fleet string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "fleet" && l.GetValue() == fleet {
+					return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// firstClusters ACKs responses until one has clusters: a fleet whose Envoy
+// existed before its EnvoyConfig is first served empty.
+func firstClusters(t *testing.T, p *xdstest.Proxy) (string, []string) {
+	t.Helper()
+	for range 5 {
+		if version, names := clusterNames(t, p, ""); len(names) > 0 {
+			return version, names
+		}
+	}
+	t.Fatal("no clusters in five responses")
+	return "", nil
+}
+
 func xdsClient(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
@@ -126,7 +162,7 @@ func TestPublishesToTheFleetsProxies(t *testing.T) {
 	create(t, cfg)
 
 	p := xdstest.Connect(t, xdstest.Dial(t, xdsClient(t)), fleetID, "pod-1", resourcev3.ClusterType)
-	version, names := clusterNames(t, p, "")
+	version, names := firstClusters(t, p)
 	if len(names) != 1 || names[0] != "backend" {
 		t.Fatalf("proxy got clusters %v", names)
 	}
@@ -137,6 +173,17 @@ func TestPublishesToTheFleetsProxies(t *testing.T) {
 	for typ, want := range map[string]metav1.ConditionStatus{ConditionAccepted: "True", ConditionPublished: "True", ConditionDegraded: "False"} {
 		if c := condition(got, typ); c.Status != want {
 			t.Errorf("%s = %+v", typ, c)
+		}
+	}
+
+	// The manager's /metrics shows the fleet's proxy and its ACKs.
+	for name, atLeast := range map[string]float64{
+		"kube_envoy_controller_xds_connected_proxies": 1,
+		"kube_envoy_controller_xds_acks_total":        1,
+		"kube_envoy_controller_xds_pushes_total":      1,
+	} {
+		if got := fleetMetric(t, name, fleetID); got < atLeast {
+			t.Errorf("%s{fleet=%q} = %v, want at least %v", name, fleetID, got, atLeast)
 		}
 	}
 
@@ -229,7 +276,7 @@ func TestRollbackWhenEveryProxyRejects(t *testing.T) {
 	}
 	var v1 string
 	for _, p := range proxies {
-		v1, _ = clusterNames(t, p, "")
+		v1, _ = firstClusters(t, p)
 	}
 	waitStatus(t, cfg, "both proxies to ACK", func(c *examplev1.EnvoyConfig) bool { return c.Status.Proxies.Acked == 2 })
 
