@@ -22,28 +22,43 @@ bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" --zap-devel=false \
   --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dns-name localhost \
   --webhook-cert-write-files --webhook-cert-dir "$ROOT/tmp/$NAME/webhook-certs" &
 op_pid=$!
-trap 'kill "$op_pid" 2>/dev/null; wait "$op_pid" 2>/dev/null; echo; echo "Operator stopped. The cluster $NAME is still up; make cluster-down removes it."' EXIT
-trap 'exit 130' INT TERM
+# Ctrl-C reaches the operator too (one process group): let it stop gracefully,
+# since a second signal makes it exit at once. Otherwise stop it here.
+interrupted=""
+stop_operator() {
+  if [[ -n $interrupted ]]; then
+    for _ in $(seq 20); do kill -0 "$op_pid" 2>/dev/null || break; sleep 0.5; done
+  fi
+  kill "$op_pid" 2>/dev/null || true
+  wait "$op_pid" 2>/dev/null || true
+  echo
+  echo "Operator stopped. The cluster $NAME is still up; make cluster-down removes it."
+}
+trap stop_operator EXIT
+trap 'interrupted=1; exit 130' INT
+trap 'exit 143' TERM
 
 bin/kubectl apply -f config/samples/ >/dev/null
 echo "Samples applied: $(ls config/samples | tr '\n' ' ')"
 
-# Tell the user what to look at once the sample Foo has its pods.
+# Tell the user what to look at once the samples have their pods.
 bin/kubectl wait --for=jsonpath='{.status.availableReplicas}'=1 --timeout 120s foo/example-foo >/dev/null || true
+bin/kubectl wait --for=jsonpath='{.status.availableReplicas}'=3 --timeout 120s envoy/edge-envoy podset/two-podset >/dev/null || true
 cat <<MSG
 
 ================================================================================
 kube-envoy-controller is running against the local cluster "$NAME".
 
   export KUBECONFIG=$KUBECONFIG      # or: bin/kwokctl --name $NAME get kubeconfig
-  bin/kubectl get foos                       # example-foo: Available 1
+  bin/kubectl get foos,envoys,podsets,foobars,watchers
   bin/kubectl get deployment,pods -l controller=example-foo
-  bin/kubectl describe foo example-foo       # conditions and events
-  bin/kubectl scale foo/example-foo --replicas=3
+  bin/kubectl describe envoy edge-envoy      # conditions and events
+  bin/kubectl get configmap envoy-cfg-1 -o yaml   # the fleet's Envoy v3 bootstrap
+  bin/kubectl scale envoy/edge-envoy --replicas=5
 
 Ctrl-C stops the operator. make cluster-down removes the cluster.
 ================================================================================
 
 MSG
-bin/kubectl get foos
+bin/kubectl get foos,envoys,podsets,foobars,watchers
 wait "$op_pid"
