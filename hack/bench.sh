@@ -21,20 +21,6 @@ NAME=${BENCH_CLUSTER:-kec-bench}
 DIR=$ROOT/tmp/$NAME
 op_pid=""
 
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  if [[ -n $op_pid ]]; then
-    kill "$op_pid" 2>/dev/null || true
-    wait "$op_pid" 2>/dev/null || true
-  fi
-  if [[ $rc -ne 0 && -f $DIR/operator.log ]]; then
-    echo "--- last lines of the operator's log (tmp/$NAME/operator.log):" >&2
-    tail -n 40 "$DIR/operator.log" >&2 || true
-  fi
-  hack/cluster.sh down "$NAME" || true
-  exit "$rc"
-}
 trap cleanup EXIT INT TERM
 
 args=("$@")

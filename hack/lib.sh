@@ -20,3 +20,21 @@ wait_ready() {
   tail -n 20 "$log" >&2
   return 1
 }
+
+# cleanup stops what a test or benchmark run started: the operator ($op_pid),
+# then the cluster $NAME, showing the end of the operator's log ($DIR) if the
+# run failed. Install it with: trap cleanup EXIT INT TERM
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [[ -n ${op_pid:-} ]]; then
+    kill "$op_pid" 2>/dev/null || true
+    wait "$op_pid" 2>/dev/null || true
+  fi
+  if [[ $rc -ne 0 && -f $DIR/operator.log ]]; then
+    echo "--- last lines of the operator's log (tmp/$NAME/operator.log):" >&2
+    tail -n 40 "$DIR/operator.log" >&2 || true
+  fi
+  hack/cluster.sh down "$NAME" || true
+  exit "$rc"
+}

@@ -12,7 +12,7 @@ import (
 // template labels and annotations others added.
 var Deployments = Child[*appsv1.Deployment]{
 	Matches: func(existing, desired *appsv1.Deployment) (bool, error) {
-		return containsAll(existing.Labels, desired.Labels, existing.Spec, desired.Spec)
+		return labelsAndSpec(existing.Labels, desired.Labels, existing.Spec, desired.Spec)
 	},
 	Merge: func(existing, desired *appsv1.Deployment) *appsv1.Deployment {
 		out := existing.DeepCopy()
@@ -30,7 +30,7 @@ var Deployments = Child[*appsv1.Deployment]{
 // keeps the node ports the API server allocated, where the type still has them.
 var Services = Child[*corev1.Service]{
 	Matches: func(existing, desired *corev1.Service) (bool, error) {
-		return containsAll(existing.Labels, desired.Labels, existing.Spec, desired.Spec)
+		return labelsAndSpec(existing.Labels, desired.Labels, existing.Spec, desired.Spec)
 	},
 	Merge: func(existing, desired *corev1.Service) *corev1.Service {
 		out := existing.DeepCopy()
@@ -70,13 +70,11 @@ var ConfigMaps = Child[*corev1.ConfigMap]{
 
 func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
 
-// containsAll checks Contains for pairs of (actual, desired).
-func containsAll(pairs ...any) (bool, error) {
-	for i := 0; i+1 < len(pairs); i += 2 {
-		ok, err := Contains(pairs[i], pairs[i+1])
-		if err != nil || !ok {
-			return false, err
-		}
+// labelsAndSpec reports whether the existing labels and spec contain the desired ones.
+func labelsAndSpec(existingLabels, desiredLabels map[string]string, existingSpec, desiredSpec any) (bool, error) {
+	ok, err := Contains(existingLabels, desiredLabels)
+	if err != nil || !ok {
+		return false, err
 	}
-	return true, nil
+	return Contains(existingSpec, desiredSpec)
 }

@@ -109,16 +109,11 @@ func isZero(v any) bool {
 	return false
 }
 
-// normalizeNumber makes 3 and 3.0 equal: the converter keeps the Go type of the
-// field, and a value read back from JSON may differ only in that.
+// normalizeNumber makes 3 and 3.0 equal: the converter gives integers as
+// int64 and other numbers as float64.
 func normalizeNumber(v any) any {
-	switch t := v.(type) {
-	case int64:
-		return float64(t)
-	case int:
-		return float64(t)
-	case int32:
-		return float64(t)
+	if i, ok := v.(int64); ok {
+		return float64(i)
 	}
 	return v
 }

@@ -48,7 +48,8 @@ var Kinds = []Kind{
 		func(r types.Resource) string { return r.(*tlsv3.Secret).GetName() }},
 }
 
-func kindOf(typeURL string) Kind {
+// KindOf returns the kind of typeURL, or the zero Kind.
+func KindOf(typeURL string) Kind {
 	for _, k := range Kinds {
 		if k.TypeURL == typeURL {
 			return k
@@ -146,7 +147,7 @@ func Version(resources map[string][]types.Resource) string {
 	sort.Strings(typeURLs)
 	h := newHash()
 	for _, t := range typeURLs {
-		k := kindOf(t)
+		k := KindOf(t)
 		rs := append([]types.Resource(nil), resources[t]...)
 		sort.Slice(rs, func(i, j int) bool { return k.name(rs[i]) < k.name(rs[j]) })
 		for _, r := range rs {

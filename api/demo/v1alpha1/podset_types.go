@@ -80,5 +80,5 @@ type PodSetList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&PodSet{}, &PodSetList{})
+	SchemeBuilder.Register(knownTypes(&PodSet{}, &PodSetList{}))
 }

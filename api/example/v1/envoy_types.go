@@ -196,5 +196,5 @@ type EnvoyList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Envoy{}, &EnvoyList{})
+	SchemeBuilder.Register(knownTypes(&Envoy{}, &EnvoyList{}))
 }

@@ -139,5 +139,5 @@ type EnvoyConfigList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&EnvoyConfig{}, &EnvoyConfigList{})
+	SchemeBuilder.Register(knownTypes(&EnvoyConfig{}, &EnvoyConfigList{}))
 }

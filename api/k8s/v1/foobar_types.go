@@ -97,5 +97,5 @@ type FooBarList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&FooBar{}, &FooBarList{})
+	SchemeBuilder.Register(knownTypes(&FooBar{}, &FooBarList{}))
 }

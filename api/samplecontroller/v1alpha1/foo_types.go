@@ -74,5 +74,5 @@ type FooList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Foo{}, &FooList{})
+	SchemeBuilder.Register(knownTypes(&Foo{}, &FooList{}))
 }

@@ -93,5 +93,5 @@ type WatcherList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Watcher{}, &WatcherList{})
+	SchemeBuilder.Register(knownTypes(&Watcher{}, &WatcherList{}))
 }

@@ -124,11 +124,4 @@ func endpointResources(source string, ses []examplev1.ServiceEndpoints, slicesFo
 	return out
 }
 
-var endpointKind = func() xds.Kind {
-	for _, k := range xds.Kinds {
-		if k.TypeURL == resourcev3.EndpointType {
-			return k
-		}
-	}
-	panic("no endpoint kind")
-}()
+var endpointKind = xds.KindOf(resourcev3.EndpointType)

@@ -178,7 +178,7 @@ func TestScalesThroughSpecAndSubresource(t *testing.T) {
 	if err := suite.Client.Patch(ctx, ps, patch); err != nil {
 		t.Fatal(err)
 	}
-	pods = waitPods(t, ns, 4)
+	waitPods(t, ns, 4)
 
 	// Scale down deletes the unscheduled pods before the scheduled, ready one.
 	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 1}}

@@ -62,8 +62,7 @@ func TestNoPodBeyondReplicasWhenTheCacheLags(t *testing.T) {
 	ps := samplePodSet()
 	ps.Generation = 1
 	lagging := true
-	var base client.WithWatch
-	base = fakeClient(ps, interceptor.Funcs{
+	base := fakeClient(ps, interceptor.Funcs{
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if _, isPods := list.(*corev1.PodList); isPods && lagging {
 				return nil // the cache has not seen any pod yet
