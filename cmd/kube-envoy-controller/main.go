@@ -17,10 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoyconfig"
-	proxy "github.com/kube-envoy-controller/kube-envoy-controller/internal/envoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 )
@@ -101,7 +101,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	opts := controller.Options{Envoy: envoy.Defaults{XDS: builtinXDS}}
+	opts := controller.Options{Fleet: fleet.Defaults{XDS: builtinXDS}}
 	if controller.Enabled(selection, envoyconfig.ControllerName) {
 		notify, events := envoyconfig.ProxyEvents()
 		opts.XDS = xds.NewServer(xdsBindAddress, ctrl.Log.WithName("xds"), notify)
@@ -146,7 +146,7 @@ func parseXDSAddress(addr string) (proxy.XDSServer, error) {
 	if err != nil || port == 0 || host == "" {
 		return proxy.XDSServer{}, fmt.Errorf("--xds-service-address %q: want host:port with a port in 1..65535", addr)
 	}
-	return proxy.XDSServer{ClusterName: "xds_cluster", Host: host, Port: uint32(port)}, nil
+	return proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: host, Port: uint32(port)}, nil
 }
 
 // configureClient sets the client's identity and throttling. By default there is

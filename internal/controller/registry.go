@@ -16,13 +16,14 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/foobar"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/podset"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/watcher"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 )
 
 // Options carries the settings that controllers take from the command line.
 type Options struct {
-	// Envoy holds what every Envoy fleet gets unless its spec says otherwise.
-	Envoy envoy.Defaults
+	// Fleet holds what every Envoy fleet gets unless its spec says otherwise.
+	Fleet fleet.Defaults
 	// XDS is the built-in xDS server, and ProxyEvents the changes of its
 	// proxies (see envoyconfig.ProxyEvents). The envoyconfig controller needs them.
 	XDS         *xds.Server
@@ -38,7 +39,7 @@ type Entry struct {
 // All is every controller the operator has, in the order they are started.
 var All = []Entry{
 	{Name: envoy.ControllerName, Setup: func(mgr ctrl.Manager, o Options) error {
-		return envoy.NewReconciler(mgr, o.Envoy).SetupWithManager(mgr)
+		return envoy.NewReconciler(mgr, o.Fleet).SetupWithManager(mgr)
 	}},
 	{Name: envoyconfig.ControllerName, Setup: func(mgr ctrl.Manager, o Options) error {
 		if o.XDS == nil {

@@ -5,7 +5,6 @@ package manager
 
 import (
 	"cmp"
-
 	"crypto/tls"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +38,10 @@ type Options struct {
 	// ConcurrentReconciles is how many objects each controller reconciles at
 	// once, unless the controller sets its own; 0 means DefaultConcurrentReconciles.
 	ConcurrentReconciles int
+	// PanicOnReconcilePanic lets a panic in a reconcile crash the process
+	// instead of being recovered and logged as an error: tests set it, so
+	// that a panic fails them.
+	PanicOnReconcilePanic bool
 }
 
 // DefaultConcurrentReconciles matches kube-controller-manager's default
@@ -54,9 +58,14 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		probe = "0"
 	}
 	return ctrl.NewManager(cfg, ctrl.Options{
-		Controller:              ctrlconfig.Controller{MaxConcurrentReconciles: cmp.Or(o.ConcurrentReconciles, DefaultConcurrentReconciles)},
-		Scheme:                  NewScheme(),
-		Cache:                   CacheOptions(),
+		Controller: ctrlconfig.Controller{
+			MaxConcurrentReconciles: cmp.Or(o.ConcurrentReconciles, DefaultConcurrentReconciles),
+			RecoverPanic:            ptr.To(!o.PanicOnReconcilePanic),
+		},
+		Scheme: NewScheme(),
+		Cache:  CacheOptions(),
+		// Every write names the operator as its field manager.
+		Client:                  client.Options{FieldOwner: objects.FieldOwner},
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  probe,
 		LeaderElection:          o.LeaderElect,

@@ -31,10 +31,16 @@ func (o Outcome) String() string {
 
 // Child describes how to reconcile one kind of child object.
 type Child[T client.Object] struct {
+	// Kind names the child's kind in events, logs and conditions.
+	Kind string
+	// CreatedReason is the reason of the event that reports a create:
+	// conditions.EventCreated unless set.
+	CreatedReason string
 	// Matches reports whether existing already has every field desired sets.
 	Matches func(existing, desired T) (bool, error)
 	// Merge returns existing with desired's fields put back, keeping what
-	// others added. It must not modify its arguments.
+	// others added. It must not modify its arguments. A child whose Matches
+	// always holds is create-only, and needs no Merge.
 	Merge func(existing, desired T) T
 }
 
@@ -56,15 +62,15 @@ func (c Child[T]) Ensure(ctx context.Context, cl client.Client, live client.Read
 			return desired, Created, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return zero, Unchanged, fmt.Errorf("creating %T %s: %w", desired, key.Name, err)
+			return zero, Unchanged, fmt.Errorf("creating %s %q: %w", c.Kind, key.Name, err)
 		}
 		// It exists but is not in the cache: someone else's, or ours with its label removed.
 		existing = desired.DeepCopyObject().(T)
 		if err := live.Get(ctx, key, existing); err != nil {
-			return zero, Unchanged, fmt.Errorf("reading %T %s: %w", desired, key.Name, err)
+			return zero, Unchanged, fmt.Errorf("reading %s %q: %w", c.Kind, key.Name, err)
 		}
 	} else if err != nil {
-		return zero, Unchanged, fmt.Errorf("reading %T %s: %w", desired, key.Name, err)
+		return zero, Unchanged, fmt.Errorf("reading %s %q: %w", c.Kind, key.Name, err)
 	}
 
 	if !metav1.IsControlledBy(existing, owner) {
@@ -72,7 +78,7 @@ func (c Child[T]) Ensure(ctx context.Context, cl client.Client, live client.Read
 	}
 	same, err := c.Matches(existing, desired)
 	if err != nil {
-		return zero, Unchanged, fmt.Errorf("comparing %T %s: %w", desired, key.Name, err)
+		return zero, Unchanged, fmt.Errorf("comparing %s %q: %w", c.Kind, key.Name, err)
 	}
 	if same {
 		return existing, Unchanged, nil
@@ -81,7 +87,7 @@ func (c Child[T]) Ensure(ctx context.Context, cl client.Client, live client.Read
 	// The update carries existing's resourceVersion: if the object changed
 	// since we read it, the API server refuses, and we look again.
 	if err := cl.Update(ctx, updated); err != nil {
-		return zero, Unchanged, fmt.Errorf("updating %T %s: %w", desired, key.Name, err)
+		return zero, Unchanged, fmt.Errorf("updating %s %q: %w", c.Kind, key.Name, err)
 	}
 	return updated, Updated, nil
 }
@@ -102,8 +108,8 @@ func DeleteRenamed(ctx context.Context, cl client.Client, owner metav1.Object, l
 	var deleted []string
 	for _, item := range items {
 		obj, ok := item.(client.Object)
-		if !ok || obj.GetName() == keep || !metav1.IsControlledBy(obj, owner) {
-			continue
+		if !ok || obj.GetName() == keep || !metav1.IsControlledBy(obj, owner) || obj.GetDeletionTimestamp() != nil {
+			continue // kept, not ours, or already on its way out
 		}
 		uid := obj.GetUID()
 		err := cl.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))

@@ -4,6 +4,7 @@ import (
 	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -11,6 +12,7 @@ import (
 // An update puts back the replicas and pod template, keeping the labels and
 // template labels and annotations others added.
 var Deployments = Child[*appsv1.Deployment]{
+	Kind: "Deployment",
 	Matches: func(existing, desired *appsv1.Deployment) (bool, error) {
 		return labelsAndSpec(existing.Labels, desired.Labels, existing.Spec, desired.Spec)
 	},
@@ -29,6 +31,7 @@ var Deployments = Child[*appsv1.Deployment]{
 // Services compares a Service's labels, type, selector and ports. An update
 // keeps the node ports the API server allocated, where the type still has them.
 var Services = Child[*corev1.Service]{
+	Kind: "Service",
 	Matches: func(existing, desired *corev1.Service) (bool, error) {
 		return labelsAndSpec(existing.Labels, desired.Labels, existing.Spec, desired.Spec)
 	},
@@ -54,6 +57,7 @@ var Services = Child[*corev1.Service]{
 // ConfigMaps compares a ConfigMap's labels, and its data exactly: a key
 // someone added is removed.
 var ConfigMaps = Child[*corev1.ConfigMap]{
+	Kind: "ConfigMap",
 	Matches: func(existing, desired *corev1.ConfigMap) (bool, error) {
 		ok, err := Contains(existing.Labels, desired.Labels)
 		return ok && maps.Equal(existing.Data, desired.Data) &&
@@ -66,6 +70,14 @@ var ConfigMaps = Child[*corev1.ConfigMap]{
 		out.BinaryData = desired.BinaryData
 		return out
 	},
+}
+
+// Jobs are create-only: a Job's pod template cannot change, and a Job that
+// ran is a record of that run. Whether a Job should exist at all is its
+// owner's decision (see internal/controller/foobar's Desired).
+var Jobs = Child[*batchv1.Job]{
+	Kind:    "Job",
+	Matches: func(_, _ *batchv1.Job) (bool, error) { return true, nil },
 }
 
 func bytesEqual(a, b []byte) bool { return string(a) == string(b) }

@@ -1,5 +1,9 @@
-// Package objects holds the pure helpers every controller uses to compare the
-// objects it wants with the objects it finds, and to decide what it owns.
+// Package objects is how every controller reconciles its children: Child
+// compares the object a controller wants with the one it finds and puts its
+// fields back (Ensure, the only place that writes a child), Children records
+// what one reconcile wrote and found, and DeleteRenamed removes what a
+// renamed child left behind. The comparison helpers (Contains, MergeMaps) are
+// pure; Ensure and DeleteRenamed do the I/O.
 package objects
 
 import (
@@ -10,7 +14,7 @@ import (
 )
 
 // ManagedByLabel marks every object the operator creates. The manager's cache
-// keeps only objects that carry it (see internal/controller.CacheOptions).
+// keeps only objects that carry it (see internal/manager.CacheOptions).
 const (
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	ManagedByValue = "kube-envoy-controller"

@@ -10,8 +10,10 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 )
@@ -38,6 +41,9 @@ type Suite struct {
 	Webhooks []*admissionv1.MutatingWebhookConfiguration
 	// ValidatingWebhooks likewise.
 	ValidatingWebhooks []*admissionv1.ValidatingWebhookConfiguration
+	// Reconciler is the controller under test, as it runs in the manager:
+	// calling it directly uses the manager's counted client.
+	Reconciler reconcile.Reconciler
 }
 
 // Main starts envtest and a manager, lets setup register controllers on it,
@@ -75,7 +81,8 @@ func (s *Suite) run(m *testing.M, cfg *rest.Config, hooks *envtest.WebhookInstal
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	opts := manager.Options{MetricsAddr: "0"}
+	// A panic in a reconcile fails the test run instead of being logged.
+	opts := manager.Options{MetricsAddr: "0", PanicOnReconcilePanic: true}
 	if len(s.Webhooks)+len(s.ValidatingWebhooks) > 0 {
 		opts.WebhookHost, opts.WebhookPort, opts.WebhookCertDir = hooks.LocalServingHost, hooks.LocalServingPort, hooks.LocalServingCertDir
 	}
@@ -98,8 +105,11 @@ func (s *Suite) run(m *testing.M, cfg *rest.Config, hooks *envtest.WebhookInstal
 	return code
 }
 
-// Timeout bounds every wait of the integration tests.
-const Timeout = 30 * time.Second
+// Timeout bounds every wait of the integration tests. It is no speed goal:
+// every wait polls a condition and returns as soon as it holds, and the
+// bound only ends a test that will not pass, on a machine where two API
+// servers may share two cores.
+const Timeout = 2 * time.Minute
 
 // Eventually polls cond until it holds, failing the test after Timeout.
 func Eventually(t testing.TB, what string, cond func() (bool, error)) {
@@ -168,4 +178,90 @@ func (s *Suite) Quiet(t testing.TB) {
 		time.Sleep(time.Second)
 		return false, nil
 	})
+}
+
+// WaitFor waits until the object ns/name can be read into obj and cond holds
+// for it (nil: it exists), and returns obj.
+func WaitFor[T client.Object](t testing.TB, c client.Reader, ns, name string, obj T, cond func(T) bool) T {
+	t.Helper()
+	Eventually(t, fmt.Sprintf("%T %s/%s", obj, ns, name), func() (bool, error) {
+		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
+		return err == nil && (cond == nil || cond(obj)), client.IgnoreNotFound(err)
+	})
+	return obj
+}
+
+// WaitGone waits until the object ns/name is deleted. Envtest runs no garbage
+// collector to finish a background deletion, so a deletionTimestamp, the API
+// server's record of the delete, counts as deleted.
+func WaitGone(t testing.TB, c client.Reader, ns, name string, obj client.Object) {
+	t.Helper()
+	Eventually(t, fmt.Sprintf("%T %s/%s to be deleted", obj, ns, name), func() (bool, error) {
+		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
+		return apierrors.IsNotFound(err) || (err == nil && obj.GetDeletionTimestamp() != nil), client.IgnoreNotFound(err)
+	})
+}
+
+// Conditioned is an object with status conditions: every kind of the operator.
+type Conditioned interface {
+	client.Object
+	GetConditions() []metav1.Condition
+}
+
+// WaitSettled waits until obj's status describes its current generation:
+// it has conditions, all observed at the object's generation, and cond holds
+// (nil: nothing more). It returns obj as last read.
+func WaitSettled[T Conditioned](t testing.TB, c client.Reader, obj T, cond func(T) bool) T {
+	t.Helper()
+	return WaitFor(t, c, obj.GetNamespace(), obj.GetName(), obj, func(o T) bool {
+		return Observed(o) && (cond == nil || cond(o))
+	})
+}
+
+// Observed reports whether o's conditions all describe its current generation.
+func Observed(o Conditioned) bool {
+	conds := o.GetConditions()
+	for _, c := range conds {
+		if c.ObservedGeneration != o.GetGeneration() {
+			return false
+		}
+	}
+	return len(conds) > 0
+}
+
+// Condition returns o's condition typ, or a zero condition of that type.
+func Condition(o Conditioned, typ string) metav1.Condition {
+	for _, c := range o.GetConditions() {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{Type: typ}
+}
+
+// Controller is what a controller package's tests need of its reconciler.
+type Controller interface {
+	reconcile.Reconciler
+	SetupWithManager(ctrl.Manager) error
+}
+
+// MainWith is Main for a package that tests one controller: build makes it
+// on the manager, and Reconciler holds it for the tests.
+func (s *Suite) MainWith(m *testing.M, build func(ctrl.Manager) Controller) {
+	s.Main(m, func(mgr ctrl.Manager) error {
+		c := build(mgr)
+		s.Reconciler = c
+		return c.SetupWithManager(mgr)
+	})
+}
+
+// PlayDeploymentController writes the status the Deployment controller
+// would for d, fully rolled out: envtest runs no Deployment controller.
+func (s *Suite) PlayDeploymentController(t testing.TB, d *appsv1.Deployment) {
+	t.Helper()
+	n := *d.Spec.Replicas
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
+	if err := s.Client.Status().Update(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
 }

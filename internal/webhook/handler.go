@@ -19,7 +19,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/watcher"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 )
 
 // Path is where the webhook server serves the injector.
@@ -121,9 +121,9 @@ func (i *Injector) sidecars(ctx context.Context, ns string, pod *corev1.Pod) (Si
 			InjectAnnotation, quoteAll(notFound), ns)}
 	}
 	for _, w := range selected {
-		if watcher.Clashing(w) {
+		if clashing(w) {
 			return s, &deny{fmt.Sprintf("Watcher %q cannot be injected: its ConfigMap %q is not managed by it (see the Watcher's Degraded condition)",
-				w.Name, watcher.ConfigMapName(w))}
+				w.Name, w.ConfigMapName())}
 		}
 	}
 	s.Watchers = selected
@@ -145,6 +145,14 @@ func (i *Injector) sidecars(ctx context.Context, ns string, pod *corev1.Pod) (Si
 		s.Envoy = e
 	}
 	return s, nil
+}
+
+// clashing reports whether w's status says that its ConfigMap's name is
+// taken by an object it does not control: its sidecar would take its
+// environment from someone else's data.
+func clashing(w *watchv1alpha1.Watcher) bool {
+	return conditions.IsTrue(w.Status.Conditions, conditions.Degraded) &&
+		conditions.Reason(w.Status.Conditions, conditions.Degraded) == conditions.ResourceExists
 }
 
 func quoteAll(names []string) string {

@@ -21,9 +21,8 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
-	envoyctrl "github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoy"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/watcher"
-	proxy "github.com/kube-envoy-controller/kube-envoy-controller/internal/envoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 )
 
 // Labels and annotations the webhook reads and writes.
@@ -114,7 +113,7 @@ func (c *Conflict) Error() string { return c.Message }
 func WatcherContainer(w *watchv1alpha1.Watcher) corev1.Container {
 	c := *w.Spec.Container.DeepCopy()
 	c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{
-		ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: watcher.ConfigMapName(w)}},
+		ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: w.ConfigMapName()}},
 	})
 	return c
 }
@@ -125,18 +124,13 @@ func WatcherContainer(w *watchv1alpha1.Watcher) corev1.Container {
 // xDS server sends it the fleet's configuration. It declares no listener
 // ports: they would collide with the application's.
 func EnvoyContainer(e *examplev1.Envoy) corev1.Container {
-	return proxy.Container(proxy.ContainerOptions{
-		Image:     cmp.Or(e.Spec.Image, examplev1.DefaultImage),
-		LogLevel:  cmp.Or(e.Spec.LogLevel, "info"),
-		FleetID:   proxy.FleetID(e.Namespace, e.Name),
-		Resources: e.Spec.Resources,
-	})
+	return proxy.Container(fleet.ContainerOptions(e))
 }
 
 // EnvoyVolumes are the volumes EnvoyContainer mounts: the fleet's bootstrap
 // ConfigMap and a scratch /tmp.
 func EnvoyVolumes(e *examplev1.Envoy) []corev1.Volume {
-	return proxy.Volumes(envoyctrl.ConfigMapName(e))
+	return proxy.Volumes(fleet.ConfigMapName(e))
 }
 
 // Inject returns a copy of pod with the sidecars added: for each Watcher its

@@ -10,7 +10,8 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
-	proxy "github.com/kube-envoy-controller/kube-envoy-controller/internal/envoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 )
 
 func newWatcher(name, container string, mutate ...func(*watchv1alpha1.Watcher)) *watchv1alpha1.Watcher {
@@ -48,7 +49,7 @@ func newPod(mutate ...func(*corev1.Pod)) *corev1.Pod {
 	return p
 }
 
-var fleet = &examplev1.Envoy{
+var edgeFleet = &examplev1.Envoy{
 	ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: "ns"},
 	Spec:       examplev1.EnvoySpec{Name: "edge-proxy", Image: "envoyproxy/envoy:test", LogLevel: "debug"},
 }
@@ -107,12 +108,12 @@ func TestInject(t *testing.T) {
 	}, {
 		name:       "Envoy sidecar",
 		pod:        newPod(),
-		sidecars:   Sidecars{Envoy: fleet},
+		sidecars:   Sidecars{Envoy: edgeFleet},
 		containers: "app,envoy", volumes: "data,envoy-bootstrap,envoy-tmp", envoy: "edge",
 	}, {
 		name:       "Watcher and Envoy",
 		pod:        newPod(),
-		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side")}, Envoy: fleet},
+		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side")}, Envoy: edgeFleet},
 		containers: "app,side,envoy", volumes: "data,envoy-bootstrap,envoy-tmp", injected: "w", envoy: "edge",
 	}, {
 		name:     "container name taken by the pod",
@@ -153,14 +154,14 @@ func TestInject(t *testing.T) {
 		pod: newPod(func(p *corev1.Pod) {
 			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "envoy", Image: "mine"})
 		}),
-		sidecars: Sidecars{Envoy: fleet},
+		sidecars: Sidecars{Envoy: edgeFleet},
 		conflict: `cannot inject the sidecar of Envoy "edge": the pod already has a container named "envoy"`,
 	}, {
 		name: "the pod has its own envoy-bootstrap volume",
 		pod: newPod(func(p *corev1.Pod) {
 			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: proxy.BootstrapVolumeName})
 		}),
-		sidecars: Sidecars{Envoy: fleet},
+		sidecars: Sidecars{Envoy: edgeFleet},
 		conflict: `different volume named "envoy-bootstrap"`,
 	}, {
 		name: "re-invocation: recorded sidecars are not added again",
@@ -169,7 +170,7 @@ func TestInject(t *testing.T) {
 			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "side"}, corev1.Container{Name: "envoy"})
 			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "logs"})
 		}),
-		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side", withVolume("logs"))}, Envoy: fleet},
+		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side", withVolume("logs"))}, Envoy: edgeFleet},
 		containers: "app,side,envoy", volumes: "data,logs", injected: "w", envoy: "edge",
 	}, {
 		name: "re-invocation with a Watcher that is new since",
@@ -246,7 +247,7 @@ func TestWatcherContainerTakesEnvFromConfigMap(t *testing.T) {
 }
 
 func TestEnvoySidecarJoinsTheFleet(t *testing.T) {
-	got, err := Inject(newPod(), Sidecars{Envoy: fleet})
+	got, err := Inject(newPod(), Sidecars{Envoy: edgeFleet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +287,7 @@ func TestEnvoySidecarJoinsTheFleet(t *testing.T) {
 	// Defaults: the API's image and log level, the ConfigMap of metadata.name.
 	plain := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "ns"}}
 	c = EnvoyContainer(plain)
-	if c.Image != examplev1.DefaultImage || !strings.Contains(strings.Join(c.Args, " "), "--log-level info") {
+	if c.Image != fleet.DefaultImage || !strings.Contains(strings.Join(c.Args, " "), "--log-level info") {
 		t.Errorf("defaults: image %s, args %v", c.Image, c.Args)
 	}
 	if v := EnvoyVolumes(plain); v[0].ConfigMap.Name != "plain-bootstrap" {

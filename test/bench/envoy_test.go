@@ -21,9 +21,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	envoyctrl "github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoy"
-	proxy "github.com/kube-envoy-controller/kube-envoy-controller/internal/envoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 )
 
 // TestEnvoyFleets creates N Envoys (replicas 1) and, as the floor, the same
@@ -61,7 +63,7 @@ func TestEnvoyFleets(t *testing.T) {
 			}
 			ready := 0
 			for _, e := range list.Items {
-				if meta.IsStatusConditionTrue(e.Status.Conditions, envoyctrl.ConditionAvailable) && e.Status.AvailableReplicas == 1 {
+				if meta.IsStatusConditionTrue(e.Status.Conditions, conditions.Available) && e.Status.AvailableReplicas == 1 {
 					ready++
 				}
 			}
@@ -98,15 +100,16 @@ func envoyFloor(t *testing.T, c client.Client, n int) time.Duration {
 	t.Helper()
 	ns := fmt.Sprintf("bench-floor-%d", n)
 	namespace(t, ns)
-	boot, err := proxy.RenderBootstrap(proxy.XDSServer{ClusterName: "xds_cluster", Host: "xds.bench.svc", Port: 18000})
-	if err != nil {
-		t.Fatal(err)
-	}
+	defaults := fleet.Defaults{XDS: proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: "xds.bench.svc", Port: 18000}}
 	start := time.Now()
 	parallel(t, n, func(i int) error {
 		e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fleet-%04d", i), Namespace: ns},
 			Spec: examplev1.EnvoySpec{Replicas: ptr.To[int32](1)}}
-		for _, obj := range []client.Object{envoyctrl.ConfigMap(e, boot), envoyctrl.Deployment(e, proxy.Hash(boot)), envoyctrl.Service(e)} {
+		want, err := envoyctrl.Desired(e, defaults)
+		if err != nil {
+			return err
+		}
+		for _, obj := range []client.Object{want.ConfigMap, want.Deployment, want.Service} {
 			// Plain objects: no owner, and not labelled as the operator's.
 			obj.SetOwnerReferences(nil)
 			labels := obj.GetLabels()

@@ -82,3 +82,6 @@ type PodSetList struct {
 func init() {
 	SchemeBuilder.Register(knownTypes(&PodSet{}, &PodSetList{}))
 }
+
+// GetConditions returns the status conditions.
+func (o *PodSet) GetConditions() []metav1.Condition { return o.Status.Conditions }

@@ -5,10 +5,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// DefaultImage is the Envoy image of a fleet whose spec names none: a pinned
-// release, the one whose v3 API the operator validates bootstraps against.
-const DefaultImage = "envoyproxy/envoy:v1.40.0"
-
 // EnvoySpec is the desired state of a fleet of Envoy proxies.
 // +kubebuilder:validation:XValidation:rule="!has(self.ports) || !self.ports.exists(p, p.targetPort == 19001 || p.targetPort == 19000)",message="spec.ports: targetPort 19000 and 19001 are reserved for Envoy's admin and its ready/stats listener"
 type EnvoySpec struct {
@@ -198,3 +194,6 @@ type EnvoyList struct {
 func init() {
 	SchemeBuilder.Register(knownTypes(&Envoy{}, &EnvoyList{}))
 }
+
+// GetConditions returns the status conditions.
+func (o *Envoy) GetConditions() []metav1.Condition { return o.Status.Conditions }

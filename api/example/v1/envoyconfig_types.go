@@ -141,3 +141,6 @@ type EnvoyConfigList struct {
 func init() {
 	SchemeBuilder.Register(knownTypes(&EnvoyConfig{}, &EnvoyConfigList{}))
 }
+
+// GetConditions returns the status conditions.
+func (o *EnvoyConfig) GetConditions() []metav1.Condition { return o.Status.Conditions }

@@ -99,3 +99,6 @@ type FooBarList struct {
 func init() {
 	SchemeBuilder.Register(knownTypes(&FooBar{}, &FooBarList{}))
 }
+
+// GetConditions returns the status conditions.
+func (o *FooBar) GetConditions() []metav1.Condition { return o.Status.Conditions }

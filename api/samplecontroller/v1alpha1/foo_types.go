@@ -76,3 +76,6 @@ type FooList struct {
 func init() {
 	SchemeBuilder.Register(knownTypes(&Foo{}, &FooList{}))
 }
+
+// GetConditions returns the status conditions.
+func (o *Foo) GetConditions() []metav1.Condition { return o.Status.Conditions }

@@ -95,3 +95,11 @@ type WatcherList struct {
 func init() {
 	SchemeBuilder.Register(knownTypes(&Watcher{}, &WatcherList{}))
 }
+
+// GetConditions returns the status conditions.
+func (o *Watcher) GetConditions() []metav1.Condition { return o.Status.Conditions }
+
+// ConfigMapName is the name of the ConfigMap that holds the Watcher's
+// configData and configBinaryData, which its sidecar takes its environment
+// from: <name>-config.
+func (o *Watcher) ConfigMapName() string { return o.Name + "-config" }

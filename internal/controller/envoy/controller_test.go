@@ -2,18 +2,14 @@ package envoy
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,20 +19,16 @@ import (
 	"path/filepath"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	proxy "github.com/kube-envoy-controller/kube-envoy-controller/internal/envoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 )
 
-var (
-	suite      testenv.Suite
-	reconciler *Reconciler
-)
+var suite testenv.Suite
 
 func TestMain(m *testing.M) {
-	suite.Main(m, func(mgr ctrl.Manager) error {
-		reconciler = NewReconciler(mgr, builtin)
-		return reconciler.SetupWithManager(mgr)
-	})
+	suite.MainWith(m, func(mgr ctrl.Manager) testenv.Controller { return NewReconciler(mgr, builtin) })
 }
 
 // applySample creates config/samples/example_v1_envoy.yaml, unchanged, in ns.
@@ -62,53 +54,17 @@ func applySample(t *testing.T, ns string) *examplev1.Envoy {
 	return e
 }
 
-func get[T client.Object](t *testing.T, ns, name string, obj T, cond func(T) bool) T {
-	t.Helper()
-	testenv.Eventually(t, fmt.Sprintf("%T %s", obj, name), func() (bool, error) {
-		err := suite.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, obj)
-		return err == nil && cond(obj), client.IgnoreNotFound(err)
-	})
-	return obj
-}
-
-func exists[T client.Object](T) bool { return true }
-
-func gone(t *testing.T, ns, name string, obj client.Object) {
-	t.Helper()
-	testenv.Eventually(t, fmt.Sprintf("%T %s to be deleted", obj, name), func() (bool, error) {
-		err := suite.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, obj)
-		// Envtest has no garbage collector to finish a background deletion; a
-		// deletionTimestamp is the API server's record of the delete.
-		return apierrors.IsNotFound(err) || (err == nil && obj.GetDeletionTimestamp() != nil), client.IgnoreNotFound(err)
-	})
-}
-
+// settled waits until the Envoy's status describes its current generation.
 func settled(t *testing.T, e *examplev1.Envoy) *examplev1.Envoy {
 	t.Helper()
-	got := &examplev1.Envoy{}
-	testenv.Eventually(t, "Envoy status", func() (bool, error) {
-		err := suite.Client.Get(context.Background(), client.ObjectKeyFromObject(e), got)
-		return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.BootstrapHash != "", err
-	})
-	return got
-}
-
-// playDeploymentController writes the status the Deployment controller would,
-// which envtest does not run.
-func playDeploymentController(t *testing.T, d *appsv1.Deployment) {
-	t.Helper()
-	n := *d.Spec.Replicas
-	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
-	if err := suite.Client.Status().Update(context.Background(), d); err != nil {
-		t.Fatal(err)
-	}
+	return testenv.WaitSettled(t, suite.Client, e.DeepCopy(), func(e *examplev1.Envoy) bool { return e.Status.BootstrapHash != "" })
 }
 
 func TestSeedSampleCreatesFleet(t *testing.T) {
 	ns := suite.Namespace(t)
 	e := applySample(t, ns)
 
-	cm := get(t, ns, "envoy-cfg-1", &corev1.ConfigMap{}, exists)
+	cm := testenv.WaitFor(t, suite.Client, ns, "envoy-cfg-1", &corev1.ConfigMap{}, nil)
 	b, err := proxy.ParseBootstrap([]byte(cm.Data["envoy.yaml"]))
 	if err != nil {
 		t.Fatalf("the ConfigMap's bootstrap does not pass Envoy's schema: %v", err)
@@ -116,8 +72,8 @@ func TestSeedSampleCreatesFleet(t *testing.T) {
 	if got := b.GetStaticResources().GetClusters()[0].GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress(); got.GetAddress() != "xds-service.default" || got.GetPortValue() != 19000 {
 		t.Errorf("xds cluster = %v", got)
 	}
-	d := get(t, ns, "webserver-beta", &appsv1.Deployment{}, exists)
-	svc := get(t, ns, "webserver-beta", &corev1.Service{}, exists)
+	d := testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &appsv1.Deployment{}, nil)
+	svc := testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &corev1.Service{}, nil)
 	for _, obj := range []client.Object{cm, d, svc} {
 		if !metav1.IsControlledBy(obj, e) {
 			t.Errorf("%T %s is not controlled by the Envoy", obj, obj.GetName())
@@ -131,17 +87,16 @@ func TestSeedSampleCreatesFleet(t *testing.T) {
 
 	got := settled(t, e)
 	if got.Status.BootstrapHash != proxy.Hash([]byte(cm.Data["envoy.yaml"])) ||
-		d.Spec.Template.Annotations[BootstrapHashAnnotation] != got.Status.BootstrapHash {
-		t.Errorf("bootstrap hash: status %s, pod template %s", got.Status.BootstrapHash, d.Spec.Template.Annotations[BootstrapHashAnnotation])
+		d.Spec.Template.Annotations[fleet.BootstrapHashAnnotation] != got.Status.BootstrapHash {
+		t.Errorf("bootstrap hash: status %s, pod template %s", got.Status.BootstrapHash, d.Spec.Template.Annotations[fleet.BootstrapHashAnnotation])
 	}
 	if got.Status.XDSServer != "xds-service.default:19000" {
 		t.Errorf("status.xdsServer = %q", got.Status.XDSServer)
 	}
 
-	playDeploymentController(t, d)
-	get(t, ns, e.Name, &examplev1.Envoy{}, func(e *examplev1.Envoy) bool {
-		c := meta.FindStatusCondition(e.Status.Conditions, ConditionAvailable)
-		return e.Status.AvailableReplicas == 3 && e.Status.ReadyReplicas == 3 && e.Status.Replicas == 3 && c != nil && c.Status == metav1.ConditionTrue
+	suite.PlayDeploymentController(t, d)
+	testenv.WaitFor(t, suite.Client, ns, e.Name, &examplev1.Envoy{}, func(e *examplev1.Envoy) bool {
+		return e.Status.AvailableReplicas == 3 && e.Status.ReadyReplicas == 3 && e.Status.Replicas == 3 && conditions.IsTrue(e.Status.Conditions, conditions.Available)
 	})
 }
 
@@ -156,12 +111,12 @@ func TestBuiltInXDSServerByDefault(t *testing.T) {
 		t.Errorf("xdsServer = %q, want the built-in %q", got.Status.XDSServer, builtin.XDS)
 	}
 	// The API server applied the CRD's defaults.
-	if *got.Spec.Replicas != 1 || got.Spec.Image != examplev1.DefaultImage || got.Spec.LogLevel != "info" ||
+	if *got.Spec.Replicas != 1 || got.Spec.Image != fleet.DefaultImage || got.Spec.LogLevel != "info" ||
 		len(got.Spec.Ports) != 1 || got.Spec.Ports[0].Port != 80 || got.Spec.ServiceType != corev1.ServiceTypeClusterIP {
 		t.Errorf("defaults = %+v", got.Spec)
 	}
-	get(t, ns, "plain-bootstrap", &corev1.ConfigMap{}, exists)
-	get(t, ns, "plain", &corev1.Service{}, exists)
+	testenv.WaitFor(t, suite.Client, ns, "plain-bootstrap", &corev1.ConfigMap{}, nil)
+	testenv.WaitFor(t, suite.Client, ns, "plain", &corev1.Service{}, nil)
 }
 
 func TestXDSChangeUpdatesBootstrapAndRollsPods(t *testing.T) {
@@ -175,7 +130,7 @@ func TestXDSChangeUpdatesBootstrapAndRollsPods(t *testing.T) {
 	if err := suite.Client.Patch(ctx, e, patch); err != nil {
 		t.Fatal(err)
 	}
-	cm := get(t, ns, "envoy-cfg-1", &corev1.ConfigMap{}, func(cm *corev1.ConfigMap) bool {
+	cm := testenv.WaitFor(t, suite.Client, ns, "envoy-cfg-1", &corev1.ConfigMap{}, func(cm *corev1.ConfigMap) bool {
 		return proxy.Hash([]byte(cm.Data["envoy.yaml"])) != before
 	})
 	b, err := proxy.ParseBootstrap([]byte(cm.Data["envoy.yaml"]))
@@ -186,10 +141,10 @@ func TestXDSChangeUpdatesBootstrapAndRollsPods(t *testing.T) {
 		t.Errorf("xds cluster port = %d, want 19500", p)
 	}
 	hash := proxy.Hash([]byte(cm.Data["envoy.yaml"]))
-	get(t, ns, "webserver-beta", &appsv1.Deployment{}, func(d *appsv1.Deployment) bool {
-		return d.Spec.Template.Annotations[BootstrapHashAnnotation] == hash
+	testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &appsv1.Deployment{}, func(d *appsv1.Deployment) bool {
+		return d.Spec.Template.Annotations[fleet.BootstrapHashAnnotation] == hash
 	})
-	get(t, ns, e.Name, &examplev1.Envoy{}, func(e *examplev1.Envoy) bool { return e.Status.BootstrapHash == hash })
+	testenv.WaitFor(t, suite.Client, ns, e.Name, &examplev1.Envoy{}, func(e *examplev1.Envoy) bool { return e.Status.BootstrapHash == hash })
 }
 
 func TestScaleSubresource(t *testing.T) {
@@ -201,7 +156,7 @@ func TestScaleSubresource(t *testing.T) {
 	if err := suite.Client.SubResource("scale").Update(ctx, e, client.WithSubResourceBody(scale)); err != nil {
 		t.Fatal(err)
 	}
-	get(t, ns, "webserver-beta", &appsv1.Deployment{}, func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 5 })
+	testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &appsv1.Deployment{}, func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 5 })
 }
 
 func TestRestoresChildren(t *testing.T) {
@@ -210,31 +165,31 @@ func TestRestoresChildren(t *testing.T) {
 	e := applySample(t, ns)
 	settled(t, e)
 
-	cm := get(t, ns, "envoy-cfg-1", &corev1.ConfigMap{}, exists)
+	cm := testenv.WaitFor(t, suite.Client, ns, "envoy-cfg-1", &corev1.ConfigMap{}, nil)
 	want := cm.Data["envoy.yaml"]
 	cm.Data["envoy.yaml"] = "tampered"
 	cm.Data["extra"] = "x"
 	if err := suite.Client.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	get(t, ns, "envoy-cfg-1", &corev1.ConfigMap{}, func(cm *corev1.ConfigMap) bool {
+	testenv.WaitFor(t, suite.Client, ns, "envoy-cfg-1", &corev1.ConfigMap{}, func(cm *corev1.ConfigMap) bool {
 		return cm.Data["envoy.yaml"] == want && len(cm.Data) == 1
 	})
 
-	svc := get(t, ns, "webserver-beta", &corev1.Service{}, exists)
+	svc := testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &corev1.Service{}, nil)
 	svc.Spec.Selector = map[string]string{"app": "elsewhere"}
 	if err := suite.Client.Update(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
-	get(t, ns, "webserver-beta", &corev1.Service{}, func(s *corev1.Service) bool {
+	testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &corev1.Service{}, func(s *corev1.Service) bool {
 		return s.Spec.Selector["app.kubernetes.io/instance"] == "edge-envoy" && s.Spec.Selector["app"] == ""
 	})
 
-	d := get(t, ns, "webserver-beta", &appsv1.Deployment{}, exists)
+	d := testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &appsv1.Deployment{}, nil)
 	if err := suite.Client.Delete(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	get(t, ns, "webserver-beta", &appsv1.Deployment{}, func(n *appsv1.Deployment) bool { return n.UID != d.UID })
+	testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &appsv1.Deployment{}, func(n *appsv1.Deployment) bool { return n.UID != d.UID })
 }
 
 func TestRenameRemovesOldChildren(t *testing.T) {
@@ -249,15 +204,15 @@ func TestRenameRemovesOldChildren(t *testing.T) {
 	if err := suite.Client.Patch(ctx, e, patch); err != nil {
 		t.Fatal(err)
 	}
-	d := get(t, ns, "webserver-gamma", &appsv1.Deployment{}, exists)
-	get(t, ns, "webserver-gamma", &corev1.Service{}, exists)
-	get(t, ns, "envoy-cfg-2", &corev1.ConfigMap{}, exists)
+	d := testenv.WaitFor(t, suite.Client, ns, "webserver-gamma", &appsv1.Deployment{}, nil)
+	testenv.WaitFor(t, suite.Client, ns, "webserver-gamma", &corev1.Service{}, nil)
+	testenv.WaitFor(t, suite.Client, ns, "envoy-cfg-2", &corev1.ConfigMap{}, nil)
 	if v := d.Spec.Template.Spec.Volumes[0].ConfigMap.Name; v != "envoy-cfg-2" {
 		t.Errorf("pods mount %s", v)
 	}
-	gone(t, ns, "webserver-beta", &appsv1.Deployment{})
-	gone(t, ns, "webserver-beta", &corev1.Service{})
-	gone(t, ns, "envoy-cfg-1", &corev1.ConfigMap{})
+	testenv.WaitGone(t, suite.Client, ns, "webserver-beta", &appsv1.Deployment{})
+	testenv.WaitGone(t, suite.Client, ns, "webserver-beta", &corev1.Service{})
+	testenv.WaitGone(t, suite.Client, ns, "envoy-cfg-1", &corev1.ConfigMap{})
 }
 
 func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
@@ -271,9 +226,9 @@ func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := applySample(t, ns)
-	suite.WaitEvent(t, ns, e.Name, "Warning ResourceExists [Service webserver-beta] already exist and are not managed by this Envoy")
+	suite.WaitEvent(t, ns, e.Name, `Warning ErrResourceExists Service "webserver-beta" already exists and is not managed by Envoy "edge-envoy"`)
 	got := settled(t, e)
-	if c := meta.FindStatusCondition(got.Status.Conditions, ConditionDegraded); c == nil || c.Status != metav1.ConditionTrue {
+	if c := testenv.Condition(got, conditions.Degraded); c.Status != metav1.ConditionTrue || c.Reason != conditions.ResourceExists {
 		t.Errorf("Degraded = %+v", c)
 	}
 	after := &corev1.Service{}
@@ -284,37 +239,17 @@ func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
 		t.Errorf("the foreign Service was modified")
 	}
 	// The other children are still made.
-	get(t, ns, "webserver-beta", &appsv1.Deployment{}, exists)
+	testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &appsv1.Deployment{}, nil)
 }
 
 // A reconcile that finds everything as desired sends no write request.
 func TestSettledReconcileWritesNothing(t *testing.T) {
-	ctx := context.Background()
 	ns := suite.Namespace(t)
 	e := applySample(t, ns)
-	d := get(t, ns, "webserver-beta", &appsv1.Deployment{}, exists)
-	playDeploymentController(t, d)
-	get(t, ns, e.Name, &examplev1.Envoy{}, func(e *examplev1.Envoy) bool { return e.Status.AvailableReplicas == 3 })
-	suite.Quiet(t)
-
-	suite.Counter.Reset()
-	before := testenv.ReconcileTotal(ControllerName)
-	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"test/touched":%q}}}`, time.Now()))
-	if err := suite.Client.Patch(ctx, e, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, "a reconcile of the touched Envoy", func() (bool, error) {
-		return testenv.ReconcileTotal(ControllerName) > before, nil
-	})
-	for range 3 {
-		if _, err := reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	time.Sleep(500 * time.Millisecond) // events are sent asynchronously
-	if w := suite.Counter.WritesTo("/namespaces/" + ns + "/"); len(w) != 0 {
-		t.Errorf("a settled reconcile sent %d write requests: %v", len(w), w)
-	}
+	d := testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &appsv1.Deployment{}, nil)
+	suite.PlayDeploymentController(t, d)
+	testenv.WaitFor(t, suite.Client, ns, e.Name, &examplev1.Envoy{}, func(e *examplev1.Envoy) bool { return e.Status.AvailableReplicas == 3 })
+	suite.ExpectNoWrites(t, ControllerName, e, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)})
 }
 
 func TestValidation(t *testing.T) {
@@ -334,7 +269,7 @@ func TestValidation(t *testing.T) {
 		{"log-level", func(e *examplev1.Envoy) { e.Spec.LogLevel = "loud" }, "spec.logLevel"},
 		{"reserved-port", func(e *examplev1.Envoy) {
 			e.Spec.Ports = []examplev1.EnvoyPort{{Name: "http", Port: 80, TargetPort: 19001}}
-		}, "spec"},
+		}, "targetPort 19000 and 19001 are reserved"},
 		{"dup-port", func(e *examplev1.Envoy) {
 			e.Spec.Ports = []examplev1.EnvoyPort{{Name: "a", Port: 80}, {Name: "b", Port: 80, TargetPort: 81}}
 		}, "spec.ports"},

@@ -13,10 +13,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	proxy "github.com/kube-envoy-controller/kube-envoy-controller/internal/envoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 )
 
-var builtin = Defaults{XDS: proxy.XDSServer{ClusterName: "xds_cluster", Host: "builtin.svc", Port: 18000}}
+var builtin = fleet.Defaults{XDS: proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: "builtin.svc", Port: 18000}}
 
 // seedSample is config/samples/example_v1_envoy.yaml.
 func seedSample() *examplev1.Envoy {
@@ -29,35 +31,37 @@ func seedSample() *examplev1.Envoy {
 	}
 }
 
-func TestNamesAndDefaults(t *testing.T) {
-	e := seedSample()
-	if Name(e) != "webserver-beta" || ConfigMapName(e) != "envoy-cfg-1" {
-		t.Errorf("names = %s, %s", Name(e), ConfigMapName(e))
+// desired renders e's children, failing the test if it cannot.
+func desired(t *testing.T, e *examplev1.Envoy) Children {
+	t.Helper()
+	c, err := Desired(e, builtin)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := XDSServer(e, builtin).String(); got != "xds-service.default:19000" {
-		t.Errorf("xds = %s", got)
-	}
+	return c
+}
 
+func TestDefaults(t *testing.T) {
 	bare := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "bare", Namespace: "ns"}}
-	if Name(bare) != "bare" || ConfigMapName(bare) != "bare-bootstrap" {
-		t.Errorf("default names = %s, %s", Name(bare), ConfigMapName(bare))
+	c := desired(t, bare)
+	if c.XDS != builtin.XDS {
+		t.Errorf("a fleet without spec.xds must use the built-in server, got %v", c.XDS)
 	}
-	if XDSServer(bare, builtin) != builtin.XDS {
-		t.Errorf("a fleet without spec.xds must use the built-in server")
+	d := c.Deployment
+	ctr := d.Spec.Template.Spec.Containers[0]
+	if d.Name != "bare" || c.ConfigMap.Name != "bare-bootstrap" || c.Service.Name != "bare" {
+		t.Errorf("names = %s, %s, %s", d.Name, c.ConfigMap.Name, c.Service.Name)
 	}
-	bare.Spec.XDS = &examplev1.XDS{Host: "h", Port: 1}
-	if got := XDSServer(bare, builtin).ClusterName; got != "xds_cluster" {
-		t.Errorf("default xds cluster name = %q", got)
+	if ctr.Image != fleet.DefaultImage || !slices.Contains(ctr.Args, fleet.DefaultLogLevel) || *d.Spec.Replicas != 1 {
+		t.Errorf("defaults: image %s args %v replicas %d", ctr.Image, ctr.Args, *d.Spec.Replicas)
 	}
-	d := Deployment(bare, "h1")
-	c := d.Spec.Template.Spec.Containers[0]
-	if c.Image != examplev1.DefaultImage || !slices.Contains(c.Args, "info") || *d.Spec.Replicas != 1 {
-		t.Errorf("defaults: image %s args %v replicas %d", c.Image, c.Args, *d.Spec.Replicas)
-	}
-	svc := Service(bare)
+	svc := c.Service
 	if svc.Spec.Type != corev1.ServiceTypeClusterIP || len(svc.Spec.Ports) != 1 ||
 		svc.Spec.Ports[0].Port != 80 || svc.Spec.Ports[0].TargetPort.IntVal != 8080 {
 		t.Errorf("default service = %+v", svc.Spec)
+	}
+	if c.BootstrapHash != proxy.Hash([]byte(c.ConfigMap.Data[proxy.BootstrapKey])) {
+		t.Errorf("the bootstrap hash is not the ConfigMap's bootstrap's")
 	}
 }
 
@@ -65,7 +69,8 @@ func TestDeployment(t *testing.T) {
 	e := seedSample()
 	e.Spec.PodLabels = map[string]string{"team": "edge"}
 	e.Spec.PodAnnotations = map[string]string{"note": "x"}
-	d := Deployment(e, "abc123")
+	c := desired(t, e)
+	d := c.Deployment
 
 	if d.Name != "webserver-beta" || metav1.GetControllerOf(d).UID != "uid-1" {
 		t.Errorf("name %s, owner %v", d.Name, d.OwnerReferences)
@@ -83,24 +88,25 @@ func TestDeployment(t *testing.T) {
 	if !sel.Matches(labels.Set(pod.Labels)) || sel.Matches(labels.Set(map[string]string{"app.kubernetes.io/name": "envoy", "app.kubernetes.io/instance": "other"})) {
 		t.Errorf("selector %s must select this fleet's pods only", sel)
 	}
-	if pod.Annotations[BootstrapHashAnnotation] != "abc123" || pod.Annotations["note"] != "x" ||
+	if pod.Annotations[fleet.BootstrapHashAnnotation] != c.BootstrapHash || pod.Annotations["note"] != "x" ||
 		pod.Annotations["prometheus.io/path"] != "/stats/prometheus" || pod.Annotations["prometheus.io/port"] != "19001" {
 		t.Errorf("pod annotations = %v", pod.Annotations)
 	}
-	c := pod.Spec.Containers[0]
+	ctr := pod.Spec.Containers[0]
 	wantArgs := []string{"-c", "/etc/envoy/envoy.yaml", "--service-node", "$(POD_NAME)", "--service-cluster", "default/edge-envoy"}
-	if !slices.Equal(c.Args[:len(wantArgs)], wantArgs) {
-		t.Errorf("args = %v", c.Args)
+	if !slices.Equal(ctr.Args[:len(wantArgs)], wantArgs) {
+		t.Errorf("args = %v", ctr.Args)
 	}
-	if c.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.name" {
-		t.Errorf("POD_NAME must come from the downward API: %+v", c.Env[0])
+	if ctr.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("POD_NAME must come from the downward API: %+v", ctr.Env[0])
 	}
-	if p := c.ReadinessProbe.HTTPGet; p.Path != "/ready" || p.Port.IntVal != proxy.ReadyPort {
+	if p := ctr.ReadinessProbe.HTTPGet; p.Path != "/ready" || p.Port.IntVal != proxy.ReadyPort {
 		t.Errorf("readiness probe = %+v", p)
 	}
-	sc := c.SecurityContext
-	if !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation {
-		t.Errorf("security context = %+v", sc)
+	sc := ctr.SecurityContext
+	if !*sc.RunAsNonRoot || *sc.RunAsUser != proxy.UID || *sc.RunAsGroup != proxy.UID || !*sc.ReadOnlyRootFilesystem ||
+		*sc.AllowPrivilegeEscalation || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
+		t.Errorf("security context = %+v, want uid %d, read-only, every capability dropped", sc, proxy.UID)
 	}
 	if v := pod.Spec.Volumes[0].ConfigMap; v == nil || v.Name != "envoy-cfg-1" {
 		t.Errorf("bootstrap volume = %+v", pod.Spec.Volumes[0])
@@ -109,7 +115,7 @@ func TestDeployment(t *testing.T) {
 		t.Errorf("no sysctl is needed for port 8080")
 	}
 	e.Spec.Ports = []examplev1.EnvoyPort{{Name: "http", Port: 80, TargetPort: 80}}
-	if s := Deployment(e, "h").Spec.Template.Spec.SecurityContext.Sysctls; len(s) != 1 {
+	if s := desired(t, e).Deployment.Spec.Template.Spec.SecurityContext.Sysctls; len(s) != 1 {
 		t.Errorf("a listener on port 80 needs ip_unprivileged_port_start: %v", s)
 	}
 }
@@ -118,7 +124,8 @@ func TestServiceAndConfigMap(t *testing.T) {
 	e := seedSample()
 	e.Spec.ServiceType = corev1.ServiceTypeNodePort
 	e.Spec.Ports = []examplev1.EnvoyPort{{Name: "http", Port: 80, TargetPort: 8080}, {Name: "https", Port: 443}}
-	s := Service(e)
+	c := desired(t, e)
+	s := c.Service
 	if s.Name != "webserver-beta" || s.Spec.Type != corev1.ServiceTypeNodePort || len(s.Spec.Ports) != 2 ||
 		s.Spec.Ports[1].TargetPort.IntVal != 443 {
 		t.Errorf("service = %+v", s.Spec)
@@ -126,8 +133,8 @@ func TestServiceAndConfigMap(t *testing.T) {
 	if s.Spec.Selector["app.kubernetes.io/instance"] != "edge-envoy" {
 		t.Errorf("selector = %v", s.Spec.Selector)
 	}
-	cm := ConfigMap(e, []byte("boot"))
-	if cm.Name != "envoy-cfg-1" || cm.Data["envoy.yaml"] != "boot" || metav1.GetControllerOf(cm) == nil {
+	cm := c.ConfigMap
+	if _, err := proxy.ParseBootstrap([]byte(cm.Data["envoy.yaml"])); err != nil || cm.Name != "envoy-cfg-1" || metav1.GetControllerOf(cm) == nil {
 		t.Errorf("configmap = %+v", cm)
 	}
 }
@@ -143,24 +150,23 @@ func TestStatus(t *testing.T) {
 		available, prog, deg metav1.ConditionStatus
 		degReason            string
 	}{
-		{"rolled out", Observed{Deployment: dep(1, 3, 3, 3, 3)}, "True", "False", "False", ReasonAsExpected},
-		{"rolling", Observed{Deployment: dep(1, 3, 1, 1, 1)}, "False", "True", "False", ReasonAsExpected},
-		{"no deployment", Observed{}, "False", "False", "False", ReasonAsExpected},
-		{"clash", Observed{Deployment: dep(1, 3, 3, 3, 3), Clashes: []string{"Service webserver-beta"}}, "True", "False", "True", ReasonResourceExists},
-		{"invalid", Observed{Invalid: errors.New("bad")}, "False", "False", "True", ReasonInvalidSpec},
+		{"rolled out", Observed{Deployment: dep(1, 3, 3, 3, 3)}, "True", "False", "False", conditions.AsExpected},
+		{"rolling", Observed{Deployment: dep(1, 3, 1, 1, 1)}, "False", "True", "False", conditions.AsExpected},
+		{"no deployment yet", Observed{}, "False", "True", "False", conditions.AsExpected},
+		{"clash", Observed{Deployment: dep(1, 3, 3, 3, 3), Problem: &conditions.Problem{Reason: conditions.ResourceExists, Message: "taken"}}, "True", "False", "True", conditions.ResourceExists},
+		{"invalid", Observed{Problem: invalidSpec(errors.New("bad"))}, "False", "False", "True", conditions.InvalidSpec},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := seedSample()
-			tt.obs.BootstrapHash = "h"
-			tt.obs.XDS = XDSServer(e, builtin)
+			tt.obs.Desired = Children{BootstrapHash: "h", XDS: fleet.XDSServer(e, builtin)}
 			st := Status(e, tt.obs)
-			for typ, want := range map[string]metav1.ConditionStatus{ConditionAvailable: tt.available, ConditionProgressing: tt.prog, ConditionDegraded: tt.deg} {
+			for typ, want := range map[string]metav1.ConditionStatus{conditions.Available: tt.available, conditions.Progressing: tt.prog, conditions.Degraded: tt.deg} {
 				if c := meta.FindStatusCondition(st.Conditions, typ); c == nil || c.Status != want {
 					t.Errorf("%s = %+v, want %s", typ, c, want)
 				}
 			}
-			if c := meta.FindStatusCondition(st.Conditions, ConditionDegraded); c.Reason != tt.degReason {
+			if c := meta.FindStatusCondition(st.Conditions, conditions.Degraded); c.Reason != tt.degReason {
 				t.Errorf("Degraded reason = %s, want %s", c.Reason, tt.degReason)
 			}
 			if st.Selector != "app.kubernetes.io/instance=edge-envoy,app.kubernetes.io/name=envoy" || st.XDSServer != "xds-service.default:19000" || st.BootstrapHash != "h" {

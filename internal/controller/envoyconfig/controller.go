@@ -2,14 +2,12 @@ package envoyconfig
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	cachetypes "github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,7 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	proxy "github.com/kube-envoy-controller/kube-envoy-controller/internal/envoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 )
 
@@ -46,6 +45,7 @@ const (
 type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
+	Status   status.Writer
 	Server   *xds.Server
 	// IsLeader reports whether this replica may write status.
 	IsLeader func() bool
@@ -75,9 +75,11 @@ type published struct {
 // NewReconciler returns a Reconciler for mgr that publishes on server.
 func NewReconciler(mgr ctrl.Manager, server *xds.Server) *Reconciler {
 	elected := mgr.Elected()
+	recorder := mgr.GetEventRecorder(ControllerName)
 	return &Reconciler{
 		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder(ControllerName),
+		Recorder: recorder,
+		Status:   status.Writer{Client: mgr.GetClient(), Recorder: recorder},
 		Server:   server,
 		IsLeader: func() bool {
 			select {
@@ -95,13 +97,13 @@ func NewReconciler(mgr ctrl.Manager, server *xds.Server) *Reconciler {
 // controller when a fleet's proxies change, and the channel it feeds.
 func ProxyEvents() (func(fleet string), chan event.GenericEvent) {
 	ch := make(chan event.GenericEvent, 4096)
-	return func(fleet string) {
-		ns, name, ok := strings.Cut(fleet, "/")
-		if !ok {
-			return
+	return func(fleetID string) {
+		id, err := fleet.Parse(fleetID)
+		if err != nil {
+			return // not a fleet any Envoy could have
 		}
 		select {
-		case ch <- event.GenericEvent{Object: &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}}:
+		case ch <- event.GenericEvent{Object: &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Namespace: id.Namespace, Name: id.Name}}}:
 		default: // the controller is behind; a later event or reconcile catches up
 		}
 	}, ch
@@ -143,7 +145,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, proxyEvents <-chan event
 
 // Reconcile publishes one fleet's configuration and reports on its EnvoyConfigs.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	fleetID := proxy.FleetID(req.Namespace, req.Name)
+	fleetID := fleet.ID{Namespace: req.Namespace, Name: req.Name}.String()
 	var list examplev1.EnvoyConfigList
 	if err := r.Client.List(ctx, &list, client.InNamespace(req.Namespace), client.MatchingFields{envoyRefIndex: req.Name}); err != nil {
 		return ctrl.Result{}, err
@@ -182,14 +184,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !r.IsLeader() {
 		return ctrl.Result{}, nil
 	}
+	var errs []error
 	for _, c := range configs {
 		s := states[key(c)]
 		s.EnvoyMissing = envoyMissing
-		if err := r.writeStatus(ctx, c, Status(c, s)); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
+		after := c.DeepCopy()
+		after.Status = Status(c, s)
+		if err := r.Status.Write(ctx, c, after); !apierrors.IsNotFound(err) { // a deleted config needs no status
+			errs = append(errs, err)
 		}
 	}
-	return ctrl.Result{}, nil
+	return status.Result(errors.Join(errs...), false)
 }
 
 // publish builds the fleet's configuration from configs, publishes it (or
@@ -251,10 +256,8 @@ func (r *Reconciler) publish(ctx context.Context, fleetID string, fs *fleetState
 			return nil, fmt.Errorf("rolling back %s: %w", fleetID, err)
 		}
 		fs.current = *fs.acked
-		for _, c := range configs {
-			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, ReasonRolledBack, "Publish",
-				"every proxy of %s rejected version %s (%s); version %s is served again", fleetID, fs.rolledBackFrom, counts.LastNACK, fs.current.version)
-		}
+		// The leader's status writer records the Warning event of the
+		// configs' Degraded condition (reason RolledBack).
 		counts = r.Server.Tracker().Counts(fleetID, fs.current.version)
 	}
 
@@ -281,16 +284,6 @@ func (r *Reconciler) slicesFor(ctx context.Context, ns string) func(service stri
 		}
 		return list.Items
 	}
-}
-
-// writeStatus writes status when it changed.
-func (r *Reconciler) writeStatus(ctx context.Context, c *examplev1.EnvoyConfig, status examplev1.EnvoyConfigStatus) error {
-	if equality.Semantic.DeepEqual(c.Status, status) {
-		return nil
-	}
-	updated := c.DeepCopy()
-	updated.Status = status
-	return r.Client.Status().Update(ctx, updated)
 }
 
 // fleetsOfSlice maps an EndpointSlice to the fleets whose EnvoyConfigs use its Service.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,6 +23,8 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
@@ -39,7 +42,9 @@ func TestMain(m *testing.M) {
 		if err := mgr.Add(server); err != nil {
 			return err
 		}
-		return NewReconciler(mgr, server).SetupWithManager(mgr, events)
+		r := NewReconciler(mgr, server)
+		suite.Reconciler = r
+		return r.SetupWithManager(mgr, events)
 	})
 }
 
@@ -49,8 +54,8 @@ func cluster(name, timeout string) runtime.RawExtension {
 	return raw(`{"name": "` + name + `", "type": "EDS", "connect_timeout": "` + timeout + `", "eds_cluster_config": {"eds_config": {"ads": {}, "resource_api_version": "V3"}}}`)
 }
 
-// fleet creates an Envoy (the fleet) in a new namespace.
-func fleet(t *testing.T) (ns, fleetID string) {
+// newFleet creates an Envoy (the fleet) in a new namespace.
+func newFleet(t *testing.T) (ns, fleetID string) {
 	t.Helper()
 	ns = suite.Namespace(t)
 	e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns}}
@@ -111,7 +116,7 @@ func clusterNames(t *testing.T, p *xdstest.Proxy, nack string) (string, []string
 
 // xdsClient returns the xDS server's address, once it listens.
 // fleetMetric returns the value of a metric of the manager's registry for one fleet.
-func fleetMetric(t *testing.T, name, fleet string) float64 {
+func fleetMetric(t *testing.T, name, fleetID string) float64 {
 	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
@@ -123,7 +128,7 @@ func fleetMetric(t *testing.T, name, fleet string) float64 {
 		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "fleet" && l.GetValue() == fleet {
+				if l.GetName() == "fleet" && l.GetValue() == fleetID {
 					return m.GetGauge().GetValue() + m.GetCounter().GetValue()
 				}
 			}
@@ -157,7 +162,7 @@ func xdsClient(t *testing.T) string {
 }
 
 func TestPublishesToTheFleetsProxies(t *testing.T) {
-	ns, fleetID := fleet(t)
+	ns, fleetID := newFleet(t)
 	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
 	create(t, cfg)
 
@@ -170,7 +175,7 @@ func TestPublishesToTheFleetsProxies(t *testing.T) {
 	if got.Status.PublishedVersion != version || got.Status.Proxies.Connected != 1 || got.Status.ContentHash == "" {
 		t.Errorf("status = %+v, proxy got version %s", got.Status, version)
 	}
-	for typ, want := range map[string]metav1.ConditionStatus{ConditionAccepted: "True", ConditionPublished: "True", ConditionDegraded: "False"} {
+	for typ, want := range map[string]metav1.ConditionStatus{ConditionAccepted: "True", ConditionPublished: "True", conditions.Degraded: "False"} {
 		if c := condition(got, typ); c.Status != want {
 			t.Errorf("%s = %+v", typ, c)
 		}
@@ -187,17 +192,38 @@ func TestPublishesToTheFleetsProxies(t *testing.T) {
 		}
 	}
 
-	// A proxy of another fleet gets nothing of this one.
-	if v := server.Version(ns + "/other"); v != "" {
-		t.Errorf("fleet %s/other has version %q", ns, v)
+	// A proxy of another fleet, in the same namespace, gets nothing of this one.
+	other := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns}}
+	create(t, other)
+	otherID := fleet.Of(other).String()
+	testenv.Eventually(t, "the other fleet to be published", func() (bool, error) { return server.Version(otherID) != "", nil })
+	q := xdstest.Connect(t, xdstest.Dial(t, xdsClient(t)), otherID, "pod-2", resourcev3.ClusterType)
+	otherVersion, otherNames := clusterNames(t, q, "")
+	if len(otherNames) != 0 || otherVersion == version {
+		t.Errorf("a proxy of %s got version %q with clusters %v, want its own empty configuration", otherID, otherVersion, otherNames)
 	}
+}
+
+// A settled fleet, with a proxy that acknowledged its configuration, costs
+// the API server nothing: the proxy counts in status do not churn.
+func TestSettledReconcileWritesNothing(t *testing.T) {
+	ns, fleetID := newFleet(t)
+	cfg := newConfig(ns, "settled", cluster("backend", "1s"))
+	create(t, cfg)
+	p := xdstest.Connect(t, xdstest.Dial(t, xdsClient(t)), fleetID, "pod-1", resourcev3.ClusterType)
+	firstClusters(t, p)
+	waitStatus(t, cfg, "one proxy to ACK", func(c *examplev1.EnvoyConfig) bool {
+		return c.Status.Proxies.Acked == 1 && c.Status.PublishedVersion != ""
+	})
+	fleetReq := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "edge"}}
+	suite.ExpectNoWrites(t, ControllerName, cfg, fleetReq)
 }
 
 // An invalid change is refused with a message naming the resource and field;
 // the fleet keeps being served the last accepted version.
 func TestInvalidChangeKeepsLastGood(t *testing.T) {
 	ctx := context.Background()
-	ns, fleetID := fleet(t)
+	ns, fleetID := newFleet(t)
 	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
 	create(t, cfg)
 	good := waitStatus(t, cfg, "accepted", func(c *examplev1.EnvoyConfig) bool { return condition(c, ConditionAccepted).Status == "True" })
@@ -212,7 +238,7 @@ func TestInvalidChangeKeepsLastGood(t *testing.T) {
 	if condition(bad, ConditionAccepted).Reason != ReasonInvalidResources || !strings.Contains(msg, `spec.resources.clusters[0] ("backend")`) || !strings.Contains(msg, "ConnectTimeout") {
 		t.Errorf("Accepted = %+v", condition(bad, ConditionAccepted))
 	}
-	if bad.Status.PublishedVersion != good.Status.PublishedVersion || server.Version(fleetID) != good.Status.PublishedVersion {
+	if good.Status.PublishedVersion == "" || bad.Status.PublishedVersion != good.Status.PublishedVersion || server.Version(fleetID) != good.Status.PublishedVersion {
 		t.Errorf("version moved from %s to %s on an invalid change", good.Status.PublishedVersion, server.Version(fleetID))
 	}
 }
@@ -221,7 +247,7 @@ func TestInvalidChangeKeepsLastGood(t *testing.T) {
 // the EndpointSlices.
 func TestServiceEndpoints(t *testing.T) {
 	ctx := context.Background()
-	ns, fleetID := fleet(t)
+	ns, fleetID := newFleet(t)
 	cfg := newConfig(ns, "eds", cluster("backend", "1s"))
 	cfg.Spec.ServiceEndpoints = []examplev1.ServiceEndpoints{{Cluster: "backend", Service: "web", Port: intstr.FromString("http")}}
 	create(t, cfg)
@@ -266,7 +292,7 @@ func TestServiceEndpoints(t *testing.T) {
 // accepted is published again and the EnvoyConfig says so.
 func TestRollbackWhenEveryProxyRejects(t *testing.T) {
 	ctx := context.Background()
-	ns, fleetID := fleet(t)
+	ns, fleetID := newFleet(t)
 	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
 	create(t, cfg)
 	addr := xdsClient(t)
@@ -292,7 +318,7 @@ func TestRollbackWhenEveryProxyRejects(t *testing.T) {
 		}
 	}
 	got := waitStatus(t, cfg, "a rollback", func(c *examplev1.EnvoyConfig) bool {
-		return condition(c, ConditionDegraded).Reason == ReasonRolledBack
+		return condition(c, conditions.Degraded).Reason == ReasonRolledBack
 	})
 	if got.Status.PublishedVersion != v1 || server.Version(fleetID) != v1 {
 		t.Errorf("published %s, want the rolled-back-to %s", server.Version(fleetID), v1)
@@ -300,8 +326,8 @@ func TestRollbackWhenEveryProxyRejects(t *testing.T) {
 	if c := condition(got, ConditionPublished); c.Status != "False" || c.Reason != ReasonRolledBack {
 		t.Errorf("Published = %+v", c)
 	}
-	if !strings.Contains(condition(got, ConditionDegraded).Message, "cluster extra: unsupported here") {
-		t.Errorf("Degraded = %+v", condition(got, ConditionDegraded))
+	if !strings.Contains(condition(got, conditions.Degraded).Message, "cluster extra: unsupported here") {
+		t.Errorf("Degraded = %+v", condition(got, conditions.Degraded))
 	}
 	// The proxies are sent the version they accepted again.
 	for _, p := range proxies {
@@ -314,7 +340,7 @@ func TestRollbackWhenEveryProxyRejects(t *testing.T) {
 
 // Two EnvoyConfigs that define the same cluster: both are told, the older one's is served.
 func TestNameClash(t *testing.T) {
-	ns, fleetID := fleet(t)
+	ns, fleetID := newFleet(t)
 	older := newConfig(ns, "older", cluster("shared", "1s"))
 	create(t, older)
 	waitStatus(t, older, "accepted", func(c *examplev1.EnvoyConfig) bool { return condition(c, ConditionAccepted).Status == "True" })
@@ -322,7 +348,9 @@ func TestNameClash(t *testing.T) {
 	newer := newConfig(ns, "newer", cluster("shared", "7s"))
 	create(t, newer)
 	for _, c := range []*examplev1.EnvoyConfig{older, newer} {
-		waitStatus(t, c, "a clash", func(c *examplev1.EnvoyConfig) bool { return condition(c, ConditionDegraded).Reason == ReasonNameClash })
+		waitStatus(t, c, "a clash", func(c *examplev1.EnvoyConfig) bool {
+			return condition(c, conditions.Degraded).Reason == ReasonNameClash
+		})
 	}
 	cs := server.Resources(fleetID)[resourcev3.ClusterType]
 	if len(cs) != 1 || cs[0].(*clusterv3.Cluster).GetConnectTimeout().AsDuration() != time.Second {

@@ -64,7 +64,7 @@ func grpcResources(port int, cluster string) examplev1.EnvoyResources {
 // follows a change without a restart, and is not affected by an invalid change.
 func TestProxylessGRPCClient(t *testing.T) {
 	ctx := context.Background()
-	ns, fleetID := fleet(t)
+	ns, fleetID := newFleet(t)
 	portA, portB := backend(t, "A"), backend(t, "B")
 
 	cfg := &examplev1.EnvoyConfig{
@@ -118,7 +118,7 @@ func TestProxylessGRPCClient(t *testing.T) {
 	bad := waitStatus(t, cfg, "the change to be refused", func(c *examplev1.EnvoyConfig) bool {
 		return condition(c, ConditionAccepted).Reason == ReasonReferencesMissing
 	})
-	if bad.Status.PublishedVersion != good.Status.PublishedVersion {
+	if good.Status.PublishedVersion == "" || bad.Status.PublishedVersion != good.Status.PublishedVersion {
 		t.Errorf("an invalid change was published: %s -> %s", good.Status.PublishedVersion, bad.Status.PublishedVersion)
 	}
 	// ...and the RPCs keep working, on backend B.

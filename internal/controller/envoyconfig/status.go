@@ -7,18 +7,17 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 )
 
-// Condition types and reasons of an EnvoyConfig.
+// Condition types and reasons of an EnvoyConfig (Degraded is conditions.Degraded).
 const (
 	ConditionAccepted  = "Accepted"
 	ConditionPublished = "Published"
-	ConditionDegraded  = "Degraded"
 
 	ReasonValid             = "Valid"
 	ReasonInvalidResources  = "InvalidResources"
@@ -29,7 +28,6 @@ const (
 	ReasonNacked            = "Nacked"
 	ReasonNameClash         = "NameClash"
 	ReasonEnvoyNotFound     = "EnvoyNotFound"
-	ReasonAsExpected        = "AsExpected"
 )
 
 // State is what the controller found about one EnvoyConfig and its fleet.
@@ -72,9 +70,7 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 		Conditions: append([]metav1.Condition(nil), c.Status.Conditions...),
 	}
 	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: typ, Status: status, Reason: reason, Message: truncate(msg), ObservedGeneration: c.Generation,
-		})
+		conditions.Set(&st.Conditions, c.Generation, typ, status, reason, msg)
 	}
 
 	accepted := false
@@ -101,17 +97,17 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 
 	switch {
 	case s.RolledBack:
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonRolledBack, "every connected proxy rejected the newest version: "+s.RollbackDetail)
+		set(conditions.Degraded, metav1.ConditionTrue, ReasonRolledBack, "every connected proxy rejected the newest version: "+s.RollbackDetail)
 	case s.Proxies.Nacked > 0:
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonNacked,
+		set(conditions.Degraded, metav1.ConditionTrue, ReasonNacked,
 			fmt.Sprintf("%d of %d proxies rejected version %s: %s", s.Proxies.Nacked, s.Proxies.Connected, s.PublishedVersion, s.Proxies.LastNACK))
 	case len(s.Clashes) > 0:
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonNameClash, strings.Join(s.Clashes, "; "))
+		set(conditions.Degraded, metav1.ConditionTrue, ReasonNameClash, strings.Join(s.Clashes, "; "))
 	case s.EnvoyMissing:
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonEnvoyNotFound,
+		set(conditions.Degraded, metav1.ConditionTrue, ReasonEnvoyNotFound,
 			fmt.Sprintf("Envoy %q does not exist in this namespace; the configuration is served to proxies of that fleet identity", c.Spec.EnvoyRef))
 	default:
-		set(ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
+		set(conditions.Degraded, metav1.ConditionFalse, conditions.AsExpected, "")
 	}
 	return st
 }
@@ -122,13 +118,4 @@ func joinErrors(errs []error) string {
 		msgs = append(msgs, e.Error())
 	}
 	return strings.Join(msgs, "; ")
-}
-
-// truncate keeps a condition message within the API's 32768-byte limit.
-func truncate(s string) string {
-	const limit = 4096
-	if len(s) <= limit {
-		return s
-	}
-	return s[:limit] + "…"
 }

@@ -11,7 +11,6 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -19,26 +18,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	samplev1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/samplecontroller/v1alpha1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 )
 
-var (
-	suite      testenv.Suite
-	reconciler *Reconciler // uses the manager's counted client
-)
+var suite testenv.Suite
 
 func TestMain(m *testing.M) {
-	suite.Main(m, func(mgr ctrl.Manager) error {
-		reconciler = NewReconciler(mgr)
-		return reconciler.SetupWithManager(mgr)
-	})
+	suite.MainWith(m, func(mgr ctrl.Manager) testenv.Controller { return NewReconciler(mgr) })
 }
-
-// eventually and namespace are the suite's, under the names the tests use.
-func eventually(t *testing.T, what string, cond func() (bool, error)) {
-	testenv.Eventually(t, what, cond)
-}
-func namespace(t *testing.T) string { return suite.Namespace(t) }
 
 func newFoo(ns, name, deployment string, replicas int32) *samplev1alpha1.Foo {
 	return &samplev1alpha1.Foo{
@@ -47,43 +36,26 @@ func newFoo(ns, name, deployment string, replicas int32) *samplev1alpha1.Foo {
 	}
 }
 
-func getDeployment(ns, name string) (*appsv1.Deployment, error) {
-	d := &appsv1.Deployment{}
-	return d, suite.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, d)
-}
-
-// waitDeployment waits until the Deployment exists and cond holds for it.
+// waitDeployment waits until the Deployment exists and cond holds for it (nil: it exists).
 func waitDeployment(t *testing.T, ns, name string, cond func(*appsv1.Deployment) bool) *appsv1.Deployment {
 	t.Helper()
-	var d *appsv1.Deployment
-	eventually(t, "Deployment "+name, func() (bool, error) {
-		var err error
-		d, err = getDeployment(ns, name)
-		return err == nil && cond(d), err
-	})
-	return d
+	return testenv.WaitFor(t, suite.Client, ns, name, &appsv1.Deployment{}, cond)
 }
 
 // waitSettled waits until the Foo's status describes its current generation.
-func waitSettled(t *testing.T, foo *samplev1alpha1.Foo) *samplev1alpha1.Foo {
+func waitSettled(t *testing.T, foo *samplev1alpha1.Foo, cond func(*samplev1alpha1.Foo) bool) *samplev1alpha1.Foo {
 	t.Helper()
-	got := &samplev1alpha1.Foo{}
-	eventually(t, "Foo status", func() (bool, error) {
-		err := suite.Client.Get(context.Background(), client.ObjectKeyFromObject(foo), got)
-		return err == nil && got.Status.ObservedGeneration == got.Generation &&
-			meta.FindStatusCondition(got.Status.Conditions, ConditionAvailable) != nil, err
-	})
-	return got
+	return testenv.WaitSettled(t, suite.Client, foo.DeepCopy(), cond)
 }
 
 func TestCreatesDeployment(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	foo := newFoo(ns, "example-foo", "example-foo", 1)
 	if err := suite.Client.Create(ctx, foo); err != nil {
 		t.Fatal(err)
 	}
-	d := waitDeployment(t, ns, "example-foo", func(*appsv1.Deployment) bool { return true })
+	d := waitDeployment(t, ns, "example-foo", nil)
 	if !metav1.IsControlledBy(d, foo) {
 		t.Errorf("Deployment is not controlled by the Foo: %+v", d.OwnerReferences)
 	}
@@ -93,32 +65,37 @@ func TestCreatesDeployment(t *testing.T) {
 	if *d.Spec.Replicas != 1 || d.Spec.Template.Spec.Containers[0].Image != "nginx:latest" {
 		t.Errorf("spec = replicas %d image %s", *d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Image)
 	}
-	got := waitSettled(t, foo)
-	if c := meta.FindStatusCondition(got.Status.Conditions, ConditionAvailable); c.Status != metav1.ConditionFalse {
+	got := waitSettled(t, foo, nil)
+	if c := testenv.Condition(got, conditions.Available); c.Status != metav1.ConditionFalse {
 		t.Errorf("Available = %+v before any pod is available", c)
 	}
-	suite.WaitEvent(t, ns, "example-foo", "Normal Synced")
+	if c := testenv.Condition(got, conditions.Progressing); c.Status != metav1.ConditionTrue || c.Reason != conditions.RollingOut {
+		t.Errorf("Progressing = %+v while the Deployment rolls out", c)
+	}
+	suite.WaitEvent(t, ns, "example-foo", `Normal Created Created Deployment "example-foo"`)
+	// Every write names the operator as its field manager.
+	if m := d.ManagedFields; len(m) == 0 || m[0].Manager != objects.FieldOwner {
+		t.Errorf("field managers of the Deployment = %+v, want %s", m, objects.FieldOwner)
+	}
 
 	// Envtest runs no Deployment controller: play its part, and the Foo follows.
-	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
-	if err := suite.Client.Status().Update(ctx, d); err != nil {
-		t.Fatal(err)
+	suite.PlayDeploymentController(t, d)
+	got = waitSettled(t, foo, func(f *samplev1alpha1.Foo) bool { return f.Status.AvailableReplicas == 1 })
+	for typ, want := range map[string]metav1.ConditionStatus{conditions.Available: "True", conditions.Progressing: "False", conditions.Degraded: "False"} {
+		if c := testenv.Condition(got, typ); c.Status != want {
+			t.Errorf("%s = %+v, want %s", typ, c, want)
+		}
 	}
-	eventually(t, "availableReplicas 1", func() (bool, error) {
-		err := suite.Client.Get(ctx, client.ObjectKeyFromObject(foo), got)
-		c := meta.FindStatusCondition(got.Status.Conditions, ConditionAvailable)
-		return err == nil && got.Status.AvailableReplicas == 1 && c != nil && c.Status == metav1.ConditionTrue, err
-	})
 }
 
 func TestScales(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	foo := newFoo(ns, "scaled", "scaled", 1)
 	if err := suite.Client.Create(ctx, foo); err != nil {
 		t.Fatal(err)
 	}
-	waitDeployment(t, ns, "scaled", func(*appsv1.Deployment) bool { return true })
+	waitDeployment(t, ns, "scaled", nil)
 
 	// Through the spec.
 	patch := client.MergeFrom(foo.DeepCopy())
@@ -141,12 +118,12 @@ func TestScales(t *testing.T) {
 
 func TestRestoresEditedAndDeletedDeployment(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	foo := newFoo(ns, "restored", "restored", 2)
 	if err := suite.Client.Create(ctx, foo); err != nil {
 		t.Fatal(err)
 	}
-	d := waitDeployment(t, ns, "restored", func(*appsv1.Deployment) bool { return true })
+	d := waitDeployment(t, ns, "restored", nil)
 
 	// A hand edit of fields the Foo sets is undone; a label someone added stays.
 	d.Spec.Replicas = ptr.To[int32](7)
@@ -182,30 +159,26 @@ func TestRestoresEditedAndDeletedDeployment(t *testing.T) {
 
 func TestRenameRemovesOldDeployment(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	foo := newFoo(ns, "renamed", "first", 1)
 	if err := suite.Client.Create(ctx, foo); err != nil {
 		t.Fatal(err)
 	}
-	waitDeployment(t, ns, "first", func(*appsv1.Deployment) bool { return true })
+	waitDeployment(t, ns, "first", nil)
 
 	patch := client.MergeFrom(foo.DeepCopy())
 	foo.Spec.DeploymentName = "second"
 	if err := suite.Client.Patch(ctx, foo, patch); err != nil {
 		t.Fatal(err)
 	}
-	waitDeployment(t, ns, "second", func(*appsv1.Deployment) bool { return true })
-	eventually(t, "old Deployment deleted", func() (bool, error) {
-		d, err := getDeployment(ns, "first")
-		// Envtest has no garbage collector to finish a background deletion; a
-		// deletionTimestamp is the API server's record that it was deleted.
-		return apierrors.IsNotFound(err) || (err == nil && d.DeletionTimestamp != nil), client.IgnoreNotFound(err)
-	})
+	waitDeployment(t, ns, "second", nil)
+	testenv.WaitGone(t, suite.Client, ns, "first", &appsv1.Deployment{})
+	suite.WaitEvent(t, ns, "renamed", `Normal Deleted Deleted Deployment "first"`)
 }
 
 func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	labels := map[string]string{"app": "theirs"}
 	theirs := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: ns, Labels: labels},
@@ -225,16 +198,15 @@ func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
 	if err := suite.Client.Create(ctx, foo); err != nil {
 		t.Fatal(err)
 	}
-	suite.WaitEvent(t, ns, "clashing", `Warning ErrResourceExists Resource "taken" already exists and is not managed by Foo`)
-	got := waitSettled(t, foo)
-	c := meta.FindStatusCondition(got.Status.Conditions, ConditionDegraded)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonResourceExists {
+	suite.WaitEvent(t, ns, "clashing", `Warning ErrResourceExists Deployment "taken" already exists and is not managed by Foo "clashing"`)
+	got := waitSettled(t, foo, nil)
+	if c := testenv.Condition(got, conditions.Degraded); c.Status != metav1.ConditionTrue || c.Reason != conditions.ResourceExists {
 		t.Errorf("Degraded = %+v", c)
 	}
-	after, err := getDeployment(ns, "taken")
-	if err != nil {
-		t.Fatal(err)
+	if c := testenv.Condition(got, conditions.Progressing); c.Status != metav1.ConditionFalse || c.Reason != conditions.ResourceExists {
+		t.Errorf("Progressing = %+v, want False: nothing can progress while the name is taken", c)
 	}
+	after := testenv.WaitFor(t, suite.Client, ns, "taken", &appsv1.Deployment{}, nil)
 	if after.ResourceVersion != theirs.ResourceVersion || len(after.OwnerReferences) != 0 {
 		t.Errorf("the foreign Deployment was modified: rv %s -> %s, owners %v",
 			theirs.ResourceVersion, after.ResourceVersion, after.OwnerReferences)
@@ -245,8 +217,9 @@ func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Foreground deletion waits for a garbage collector envtest lacks; drop its finalizer by hand.
-	eventually(t, "foreign Deployment gone", func() (bool, error) {
-		d, err := getDeployment(ns, "taken")
+	testenv.Eventually(t, "foreign Deployment gone", func() (bool, error) {
+		d := &appsv1.Deployment{}
+		err := suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "taken"}, d)
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
@@ -256,8 +229,8 @@ func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
 		d.Finalizers = nil
 		return false, client.IgnoreNotFound(suite.Client.Update(ctx, d))
 	})
-	_ = patchReconcileNow(t, foo)
-	d := waitDeployment(t, ns, "taken", func(*appsv1.Deployment) bool { return true })
+	patchReconcileNow(t, foo)
+	d := waitDeployment(t, ns, "taken", nil)
 	if !metav1.IsControlledBy(d, foo) {
 		t.Errorf("new Deployment not controlled by the Foo")
 	}
@@ -265,69 +238,42 @@ func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
 
 // patchReconcileNow touches an annotation of the Foo, which makes the
 // controller reconcile it at once instead of at its next periodic check.
-func patchReconcileNow(t *testing.T, foo *samplev1alpha1.Foo) error {
+func patchReconcileNow(t *testing.T, foo *samplev1alpha1.Foo) {
 	t.Helper()
 	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"test/touched":%q}}}`, time.Now().String()))
-	err := suite.Client.Patch(context.Background(), foo, client.RawPatch(types.MergePatchType, patch))
-	if err != nil {
+	if err := suite.Client.Patch(context.Background(), foo, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
-	return err
 }
 
 // A reconcile that finds everything as desired sends no write request: no
 // POST, PUT, PATCH or DELETE reaches the API server, events included.
 func TestSettledReconcileWritesNothing(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	foo := newFoo(ns, "settled", "settled", 1)
 	if err := suite.Client.Create(ctx, foo); err != nil {
 		t.Fatal(err)
 	}
-	d := waitDeployment(t, ns, "settled", func(*appsv1.Deployment) bool { return true })
-	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
-	if err := suite.Client.Status().Update(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "settled status", func() (bool, error) {
-		got := &samplev1alpha1.Foo{}
-		err := suite.Client.Get(ctx, client.ObjectKeyFromObject(foo), got)
-		return err == nil && got.Status.AvailableReplicas == 1, err
-	})
-	// Let the manager's own reconciles and event writes for the last change finish.
-	suite.Quiet(t)
-
-	suite.Counter.Reset()
-	before := testenv.ReconcileTotal(ControllerName)
-	// The running controller, woken by a change that needs nothing done...
-	_ = patchReconcileNow(t, foo)
-	eventually(t, "the controller to reconcile the touched Foo", func() (bool, error) {
-		return testenv.ReconcileTotal(ControllerName) > before, nil
-	})
-	// ...and direct calls of the same reconciler, with the manager's client.
-	for range 3 {
-		if _, err := reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(foo)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	time.Sleep(500 * time.Millisecond) // events are sent asynchronously
-	if w := suite.Counter.WritesTo("/namespaces/" + ns + "/"); len(w) != 0 {
-		t.Errorf("a settled reconcile sent %d write requests: %v", len(w), w)
-	}
+	d := waitDeployment(t, ns, "settled", nil)
+	suite.PlayDeploymentController(t, d)
+	waitSettled(t, foo, func(f *samplev1alpha1.Foo) bool { return f.Status.AvailableReplicas == 1 })
+	suite.ExpectNoWrites(t, ControllerName, foo, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(foo)})
 }
 
 func TestValidation(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	tests := []struct {
 		name, deployment string
 		replicas         int32
 		field            string
 	}{
-		{"bad-name", "Not_A_Name", 1, "spec.deploymentName"},
-		{"too-many", "ok", 11, "spec.replicas"},
-		{"too-few", "ok", 0, "spec.replicas"},
-		{strings.Repeat("x", 64), "ok", 1, "metadata.name"},
+		{"bad-name", "Not_A_Name", 1, "spec.deploymentName:"},
+		{"too-many", "ok", 11, "spec.replicas:"},
+		{"too-few", "ok", 0, "spec.replicas:"},
+		// A rule on the object's root: the message, not the path, names the field.
+		{strings.Repeat("x", 64), "ok", 1, "metadata.name must be no more than 63 characters"},
 	}
 	for _, tt := range tests {
 		err := suite.Client.Create(ctx, newFoo(ns, tt.name, tt.deployment, tt.replicas))

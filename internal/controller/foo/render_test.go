@@ -1,14 +1,18 @@
 package foo
 
 import (
+	"errors"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	samplev1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/samplecontroller/v1alpha1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 )
 
 func sampleFoo() *samplev1alpha1.Foo {
@@ -58,6 +62,8 @@ func TestStatus(t *testing.T) {
 				UpdatedReplicas: updated, AvailableReplicas: available},
 		}
 	}
+	clash := &conditions.Problem{Reason: conditions.ResourceExists, Message: "taken"}
+	refused := conditions.FromError(apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "example-foo", errors.New("exceeded quota")))
 	tests := []struct {
 		name                             string
 		replicas                         int32
@@ -66,11 +72,12 @@ func TestStatus(t *testing.T) {
 		wantAvailable, wantProg, wantDeg metav1.ConditionStatus
 		wantReason                       string
 	}{
-		{"clash", 1, Observed{Clash: true}, 0, "False", "False", "True", ReasonResourceExists},
-		{"no deployment yet", 1, Observed{}, 0, "False", "True", "False", ReasonNoDeployment},
-		{"rolling out", 3, Observed{Deployment: dep(1, 1, 3, 3, 1)}, 1, "False", "True", "False", ReasonUnavailable},
-		{"not yet observed", 1, Observed{Deployment: dep(2, 1, 1, 1, 1)}, 1, "True", "True", "False", ReasonAvailable},
-		{"rolled out", 3, Observed{Deployment: dep(1, 1, 3, 3, 3)}, 3, "True", "False", "False", ReasonAvailable},
+		{"clash", 1, Observed{Problem: clash}, 0, "False", "False", "True", conditions.DeploymentMissing},
+		{"create refused", 1, Observed{Problem: refused}, 0, "False", "False", "True", conditions.DeploymentMissing},
+		{"no deployment yet", 1, Observed{}, 0, "False", "True", "False", conditions.DeploymentMissing},
+		{"rolling out", 3, Observed{Deployment: dep(1, 1, 3, 3, 1)}, 1, "False", "True", "False", conditions.MinimumReplicasUnavailable},
+		{"not yet observed", 1, Observed{Deployment: dep(2, 1, 1, 1, 1)}, 1, "True", "True", "False", conditions.MinimumReplicasAvailable},
+		{"rolled out", 3, Observed{Deployment: dep(1, 1, 3, 3, 3)}, 3, "True", "False", "False", conditions.MinimumReplicasAvailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,15 +94,21 @@ func TestStatus(t *testing.T) {
 				t.Errorf("selector = %q", st.Selector)
 			}
 			for typ, want := range map[string]metav1.ConditionStatus{
-				ConditionAvailable: tt.wantAvailable, ConditionProgressing: tt.wantProg, ConditionDegraded: tt.wantDeg,
+				conditions.Available: tt.wantAvailable, conditions.Progressing: tt.wantProg, conditions.Degraded: tt.wantDeg,
 			} {
 				c := meta.FindStatusCondition(st.Conditions, typ)
 				if c == nil || c.Status != want {
 					t.Errorf("condition %s = %+v, want status %s", typ, c, want)
 				}
 			}
-			if c := meta.FindStatusCondition(st.Conditions, ConditionAvailable); c.Reason != tt.wantReason {
+			if c := meta.FindStatusCondition(st.Conditions, conditions.Available); c.Reason != tt.wantReason {
 				t.Errorf("Available reason = %q, want %q", c.Reason, tt.wantReason)
+			}
+			if p := tt.obs.Problem; p != nil {
+				c := meta.FindStatusCondition(st.Conditions, conditions.Degraded)
+				if c.Reason != p.Reason || c.Message != p.Message {
+					t.Errorf("Degraded = %+v, want the problem %+v", c, p)
+				}
 			}
 		})
 	}

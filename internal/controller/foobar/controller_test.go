@@ -2,10 +2,8 @@ package foobar
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,26 +16,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 )
 
-var (
-	suite      testenv.Suite
-	reconciler *Reconciler // uses the manager's counted client
-)
+var suite testenv.Suite
 
 func TestMain(m *testing.M) {
-	suite.Main(m, func(mgr ctrl.Manager) error {
-		reconciler = NewReconciler(mgr)
-		return reconciler.SetupWithManager(mgr)
-	})
+	suite.MainWith(m, func(mgr ctrl.Manager) testenv.Controller { return NewReconciler(mgr) })
 }
-
-// eventually and namespace are the suite's, under the names the tests use.
-func eventually(t *testing.T, what string, cond func() (bool, error)) {
-	testenv.Eventually(t, what, cond)
-}
-func namespace(t *testing.T) string { return suite.Namespace(t) }
 
 func newFooBar(ns, name, command string) *k8sv1.FooBar {
 	return &k8sv1.FooBar{
@@ -46,40 +33,16 @@ func newFooBar(ns, name, command string) *k8sv1.FooBar {
 	}
 }
 
-func getJob(ns, name string) (*batchv1.Job, error) {
-	j := &batchv1.Job{}
-	return j, suite.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, j)
-}
-
 func waitJob(t *testing.T, ns, name string) *batchv1.Job {
 	t.Helper()
-	var j *batchv1.Job
-	eventually(t, "Job "+name, func() (bool, error) {
-		var err error
-		j, err = getJob(ns, name)
-		return err == nil, client.IgnoreNotFound(err)
-	})
-	return j
-}
-
-// waitGone waits until the Job is gone or being deleted: envtest has no
-// garbage collector to finish a background deletion.
-func waitGone(t *testing.T, ns, name string) {
-	t.Helper()
-	eventually(t, "Job "+name+" deleted", func() (bool, error) {
-		j, err := getJob(ns, name)
-		return apierrors.IsNotFound(err) || (err == nil && j.DeletionTimestamp != nil), client.IgnoreNotFound(err)
-	})
+	return testenv.WaitFor(t, suite.Client, ns, name, &batchv1.Job{}, nil)
 }
 
 func waitPhase(t *testing.T, fb *k8sv1.FooBar, phase k8sv1.FooBarPhase) *k8sv1.FooBar {
 	t.Helper()
-	got := &k8sv1.FooBar{}
-	eventually(t, "phase "+string(phase), func() (bool, error) {
-		err := suite.Client.Get(context.Background(), client.ObjectKeyFromObject(fb), got)
-		return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.Phase == phase, err
+	return testenv.WaitSettled(t, suite.Client, fb.DeepCopy(), func(f *k8sv1.FooBar) bool {
+		return f.Status.ObservedGeneration == f.Generation && f.Status.Phase == phase
 	})
-	return got
 }
 
 // Envtest runs no Job controller: these play its part.
@@ -120,7 +83,7 @@ func jobEnded(t *testing.T, j *batchv1.Job, succeeded bool) {
 
 func TestRunsTheCommandAsAJob(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	fb := newFooBar(ns, "foobar-sample", "echo foobar")
 	if err := suite.Client.Create(ctx, fb); err != nil {
 		t.Fatal(err)
@@ -158,13 +121,9 @@ func TestRunsTheCommandAsAJob(t *testing.T) {
 	if err := suite.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the Job gone", func() (bool, error) {
-		_, err := getJob(ns, "foobar-sample-1")
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-	})
-	touch(t, fb)
-	time.Sleep(time.Second)
-	if _, err := getJob(ns, "foobar-sample-1"); !apierrors.IsNotFound(err) {
+	testenv.WaitGone(t, suite.Client, ns, "foobar-sample-1", &batchv1.Job{})
+	suite.Touch(t, ControllerName, fb)
+	if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "foobar-sample-1"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the finished generation's Job was created again (err %v)", err)
 	}
 	if got := waitPhase(t, fb, k8sv1.PhaseSucceeded); got.Status.JobName != "foobar-sample-1" {
@@ -174,7 +133,7 @@ func TestRunsTheCommandAsAJob(t *testing.T) {
 
 func TestFailedRun(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	fb := newFooBar(ns, "failing", "exit 1")
 	if err := suite.Client.Create(ctx, fb); err != nil {
 		t.Fatal(err)
@@ -195,7 +154,7 @@ func TestFailedRun(t *testing.T) {
 
 func TestNewGenerationReplacesTheJob(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	fb := newFooBar(ns, "regen", "echo one")
 	if err := suite.Client.Create(ctx, fb); err != nil {
 		t.Fatal(err)
@@ -213,7 +172,7 @@ func TestNewGenerationReplacesTheJob(t *testing.T) {
 	if got := j2.Spec.Template.Spec.Containers[0].Command[2]; got != "echo two" {
 		t.Errorf("new Job runs %q", got)
 	}
-	waitGone(t, ns, "regen-1")
+	testenv.WaitGone(t, suite.Client, ns, "regen-1", &batchv1.Job{})
 	got := waitPhase(t, fb, k8sv1.PhasePending)
 	if got.Status.JobName != "regen-2" || got.Status.StartTime != nil {
 		t.Errorf("status of the new generation: %+v", got.Status)
@@ -221,16 +180,15 @@ func TestNewGenerationReplacesTheJob(t *testing.T) {
 	suite.WaitEvent(t, ns, "regen", `Normal Deleted Deleted Job "regen-1"`)
 
 	// A change that is not to the spec is not a new generation.
-	touch(t, fb)
-	time.Sleep(time.Second)
-	if _, err := getJob(ns, "regen-3"); !apierrors.IsNotFound(err) {
+	suite.Touch(t, ControllerName, fb)
+	if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "regen-3"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
 		t.Errorf("an annotation change started a new Job (err %v)", err)
 	}
 }
 
 func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	theirs := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "clash-1", Namespace: ns},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
@@ -245,27 +203,14 @@ func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
 	if err := suite.Client.Create(ctx, fb); err != nil {
 		t.Fatal(err)
 	}
-	suite.WaitEvent(t, ns, "clash", `Warning ErrResourceExists Resource "clash-1" already exists and is not managed by FooBar`)
+	suite.WaitEvent(t, ns, "clash", `Warning ErrResourceExists Job "clash-1" already exists and is not managed by FooBar "clash"`)
 	got := waitPhase(t, fb, k8sv1.PhasePending)
-	if !meta.IsStatusConditionTrue(got.Status.Conditions, ConditionDegraded) {
-		t.Errorf("Degraded not True: %+v", got.Status.Conditions)
+	if c := testenv.Condition(got, conditions.Degraded); c.Status != metav1.ConditionTrue || c.Reason != conditions.ResourceExists {
+		t.Errorf("Degraded = %+v", c)
 	}
-	after, err := getJob(ns, "clash-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	after := waitJob(t, ns, "clash-1")
 	if after.ResourceVersion != theirs.ResourceVersion || len(after.OwnerReferences) != 0 {
 		t.Errorf("the foreign Job was modified")
-	}
-}
-
-// touch changes an annotation of the FooBar, which makes the controller
-// reconcile it at once.
-func touch(t *testing.T, fb *k8sv1.FooBar) {
-	t.Helper()
-	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"test/touched":%q}}}`, time.Now().String()))
-	if err := suite.Client.Patch(context.Background(), fb, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -273,41 +218,23 @@ func touch(t *testing.T, fb *k8sv1.FooBar) {
 // while the Job runs and after it succeeded.
 func TestSettledReconcileWritesNothing(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	fb := newFooBar(ns, "settled", "sleep 1")
 	if err := suite.Client.Create(ctx, fb); err != nil {
 		t.Fatal(err)
 	}
 	j := waitJob(t, ns, "settled-1")
 	jobRunning(t, j)
-	for _, phase := range []k8sv1.FooBarPhase{k8sv1.PhaseRunning, k8sv1.PhaseSucceeded} {
-		if phase == k8sv1.PhaseSucceeded {
-			jobEnded(t, j, true)
-		}
-		waitPhase(t, fb, phase)
-		suite.Quiet(t)
-
-		suite.Counter.Reset()
-		before := testenv.ReconcileTotal(ControllerName)
-		touch(t, fb)
-		eventually(t, "the controller to reconcile the touched FooBar", func() (bool, error) {
-			return testenv.ReconcileTotal(ControllerName) > before, nil
-		})
-		for range 3 {
-			if _, err := reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(fb)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		time.Sleep(500 * time.Millisecond) // events are sent asynchronously
-		if w := suite.Counter.WritesTo("/namespaces/" + ns + "/"); len(w) != 0 {
-			t.Errorf("%s: a settled reconcile sent %d write requests: %v", phase, len(w), w)
-		}
-	}
+	waitPhase(t, fb, k8sv1.PhaseRunning)
+	suite.ExpectNoWrites(t, ControllerName, fb, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(fb)})
+	jobEnded(t, j, true)
+	waitPhase(t, fb, k8sv1.PhaseSucceeded)
+	suite.ExpectNoWrites(t, ControllerName, fb, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(fb)})
 }
 
 func TestValidation(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	tests := []struct {
 		fb    *k8sv1.FooBar
 		field string

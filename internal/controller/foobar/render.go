@@ -16,7 +16,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 )
 
 // DefaultImage runs the command when spec.image is empty.
@@ -28,14 +30,14 @@ const Container = "foobar"
 // FooBarLabel is set on a FooBar's Jobs and their pods, to the FooBar's name.
 const FooBarLabel = "k8s.io/foobar"
 
-// Condition types and reasons a FooBar reports.
-const (
-	ConditionComplete = "Complete"
-	ConditionDegraded = "Degraded"
+// ConditionComplete is True once the run ended; its reason is the phase.
+const ConditionComplete = "Complete"
 
-	ReasonAsExpected      = "AsExpected"
-	ReasonResourceExists  = "ErrResourceExists"
-	MessageResourceExists = "Resource %q already exists and is not managed by FooBar"
+// The events of a run.
+const (
+	EventStarted   = "Started"
+	EventSucceeded = "Succeeded"
+	EventFailed    = "Failed"
 )
 
 // JobName is the name of the Job that runs the command of fb's current generation.
@@ -50,6 +52,24 @@ func Image(fb *k8sv1.FooBar) string {
 	}
 	return fb.Spec.Image
 }
+
+// Desired returns the Job that fb's current generation wants, or nil when
+// that generation already ran to its end: a finished run is never run again,
+// even if its Job was deleted.
+func Desired(fb *k8sv1.FooBar) *batchv1.Job {
+	if Finished(fb) {
+		return nil
+	}
+	return Job(fb)
+}
+
+// jobs are created once and never updated (a Job's pod template cannot
+// change); their creation starts a run.
+var jobs = func() objects.Child[*batchv1.Job] {
+	c := objects.Jobs
+	c.CreatedReason = EventStarted
+	return c
+}()
 
 // Job returns the Job that runs fb's command once: `sh -c <command>` with FOO
 // and BARZ from the spec, no retry, and a controller ownerReference to fb.
@@ -98,8 +118,9 @@ func Finished(fb *k8sv1.FooBar) bool {
 type Observed struct {
 	// Job is the Job of the current generation, or nil if there is none.
 	Job *batchv1.Job
-	// Clash is set when a Job of that name exists and is not controlled by the FooBar.
-	Clash bool
+	// Problem is why the FooBar is Degraded, or nil: a failed write, or its
+	// Job's name taken by a foreign object.
+	Problem *conditions.Problem
 }
 
 // JobPhase returns the phase of a run from its Job, with the times it started
@@ -139,7 +160,7 @@ func JobPhase(job *batchv1.Job) (phase k8sv1.FooBarPhase, start, completion *met
 // keeps its lastTransitionTime. A generation that already finished keeps its
 // status when its Job is gone.
 func Status(fb *k8sv1.FooBar, obs Observed) k8sv1.FooBarStatus {
-	if obs.Job == nil && !obs.Clash && Finished(fb) {
+	if obs.Job == nil && obs.Problem == nil && Finished(fb) {
 		return *fb.Status.DeepCopy()
 	}
 	st := k8sv1.FooBarStatus{
@@ -147,25 +168,32 @@ func Status(fb *k8sv1.FooBar, obs Observed) k8sv1.FooBarStatus {
 		ObservedGeneration: fb.Generation,
 		Conditions:         append([]metav1.Condition(nil), fb.Status.Conditions...),
 	}
-	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: fb.Generation,
-		})
-	}
-	if obs.Clash {
-		msg := fmt.Sprintf(MessageResourceExists, st.JobName)
+	conditions.SetDegraded(&st.Conditions, fb.Generation, obs.Problem)
+	if p := obs.Problem; p != nil && obs.Job == nil {
 		st.Phase = k8sv1.PhasePending
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonResourceExists, msg)
-		set(ConditionComplete, metav1.ConditionFalse, string(k8sv1.PhasePending), msg)
+		conditions.Set(&st.Conditions, fb.Generation, ConditionComplete, metav1.ConditionFalse, string(k8sv1.PhasePending), p.Message)
 		return st
 	}
 	var msg string
 	st.Phase, st.StartTime, st.CompletionTime, msg = JobPhase(obs.Job)
-	set(ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
-	if IsFinished(st.Phase) {
-		set(ConditionComplete, metav1.ConditionTrue, string(st.Phase), msg)
-	} else {
-		set(ConditionComplete, metav1.ConditionFalse, string(st.Phase), msg)
-	}
+	conditions.SetBool(&st.Conditions, fb.Generation, ConditionComplete, IsFinished(st.Phase), string(st.Phase), msg)
 	return st
+}
+
+// Transitions are the events of a run, from its status: Succeeded or Failed
+// when it ends.
+func Transitions(before, after status.Object) []status.Event {
+	was, now := before.(*k8sv1.FooBar).Status, after.(*k8sv1.FooBar).Status
+	if !IsFinished(now.Phase) || (was.Phase == now.Phase && was.JobName == now.JobName) {
+		return nil
+	}
+	if now.Phase == k8sv1.PhaseSucceeded {
+		return []status.Event{{Type: corev1.EventTypeNormal, Reason: EventSucceeded, Action: "Run",
+			Note: fmt.Sprintf("Job %q succeeded", now.JobName)}}
+	}
+	note := fmt.Sprintf("Job %q failed", now.JobName)
+	if c := meta.FindStatusCondition(now.Conditions, ConditionComplete); c != nil {
+		note = c.Message
+	}
+	return []status.Event{{Type: corev1.EventTypeWarning, Reason: EventFailed, Action: "Run", Note: note}}
 }

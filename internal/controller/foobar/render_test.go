@@ -1,6 +1,7 @@
 package foobar
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 )
 
 func sampleFooBar() *k8sv1.FooBar {
@@ -87,7 +89,8 @@ func TestStatus(t *testing.T) {
 		{"running", Observed{Job: job(1, "")}, k8sv1.PhaseRunning, "False", "False", true, false},
 		{"succeeded", Observed{Job: job(0, batchv1.JobComplete)}, k8sv1.PhaseSucceeded, "True", "False", true, true},
 		{"failed", Observed{Job: job(0, batchv1.JobFailed)}, k8sv1.PhaseFailed, "True", "False", true, true},
-		{"name taken", Observed{Clash: true}, k8sv1.PhasePending, "False", "True", false, false},
+		{"name taken", Observed{Problem: &conditions.Problem{Reason: conditions.ResourceExists, Message: "taken"}}, k8sv1.PhasePending, "False", "True", false, false},
+		{"create refused", Observed{Problem: &conditions.Problem{Reason: "Forbidden", Message: "quota"}}, k8sv1.PhasePending, "False", "True", false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,7 +108,7 @@ func TestStatus(t *testing.T) {
 			if c := meta.FindStatusCondition(st.Conditions, ConditionComplete); c == nil || c.Status != tt.complete || c.Reason != string(tt.phase) {
 				t.Errorf("Complete = %+v", c)
 			}
-			if c := meta.FindStatusCondition(st.Conditions, ConditionDegraded); c == nil || c.Status != tt.degraded {
+			if c := meta.FindStatusCondition(st.Conditions, conditions.Degraded); c == nil || c.Status != tt.degraded {
 				t.Errorf("Degraded = %+v", c)
 			}
 		})
@@ -127,5 +130,53 @@ func TestStatus(t *testing.T) {
 	}
 	if st := Status(fb, Observed{}); st.Phase != k8sv1.PhasePending || st.JobName != "foobar-sample-2" || st.CompletionTime != nil {
 		t.Errorf("new generation: %+v", st)
+	}
+}
+
+// A finished generation wants no Job: it is never run again.
+func TestDesired(t *testing.T) {
+	fb := sampleFooBar()
+	if j := Desired(fb); j == nil || j.Name != "foobar-sample-1" {
+		t.Fatalf("Desired = %v, want the Job of generation 1", j)
+	}
+	for _, phase := range []k8sv1.FooBarPhase{k8sv1.PhaseSucceeded, k8sv1.PhaseFailed} {
+		fb.Status = k8sv1.FooBarStatus{Phase: phase, JobName: "foobar-sample-1", ObservedGeneration: 1}
+		if j := Desired(fb); j != nil {
+			t.Errorf("%s: Desired = %s, want none", phase, j.Name)
+		}
+	}
+	fb.Status.Phase = k8sv1.PhaseRunning
+	if Desired(fb) == nil {
+		t.Errorf("a running generation still wants its Job")
+	}
+}
+
+func TestTransitions(t *testing.T) {
+	fb := func(phase k8sv1.FooBarPhase, job string) *k8sv1.FooBar {
+		f := sampleFooBar()
+		f.Status = k8sv1.FooBarStatus{Phase: phase, JobName: job}
+		conditions.SetBool(&f.Status.Conditions, 1, ConditionComplete, IsFinished(phase), string(phase), "Job \""+job+"\" failed: backoff")
+		return f
+	}
+	tests := []struct {
+		name          string
+		before, after *k8sv1.FooBar
+		want          string
+	}{
+		{"started", fb("", ""), fb(k8sv1.PhasePending, "j-1"), ""},
+		{"running", fb(k8sv1.PhasePending, "j-1"), fb(k8sv1.PhaseRunning, "j-1"), ""},
+		{"succeeded", fb(k8sv1.PhaseRunning, "j-1"), fb(k8sv1.PhaseSucceeded, "j-1"), `Normal Succeeded Job "j-1" succeeded`},
+		{"failed", fb(k8sv1.PhaseRunning, "j-1"), fb(k8sv1.PhaseFailed, "j-1"), `Warning Failed Job "j-1" failed: backoff`},
+		{"still succeeded", fb(k8sv1.PhaseSucceeded, "j-1"), fb(k8sv1.PhaseSucceeded, "j-1"), ""},
+		{"next generation failed", fb(k8sv1.PhaseFailed, "j-1"), fb(k8sv1.PhaseFailed, "j-2"), `Warning Failed Job "j-2" failed: backoff`},
+	}
+	for _, tt := range tests {
+		var got []string
+		for _, e := range Transitions(tt.before, tt.after) {
+			got = append(got, e.Type+" "+e.Reason+" "+e.Note)
+		}
+		if strings.Join(got, "; ") != tt.want {
+			t.Errorf("%s: events %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,6 +23,7 @@ import (
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 )
 
 // ControllerName is the controller's name in --controllers, logs and events.
@@ -44,15 +43,21 @@ type Reconciler struct {
 	// Client reads from the manager's cache and writes to the API server.
 	Client   client.Client
 	Recorder events.EventRecorder
+	Status   status.Writer
 
 	exp *expectations
 }
 
 // NewReconciler returns a Reconciler wired to mgr.
 func NewReconciler(mgr ctrl.Manager) *Reconciler {
+	return newReconciler(mgr.GetClient(), mgr.GetEventRecorder(ControllerName))
+}
+
+func newReconciler(c client.Client, recorder events.EventRecorder) *Reconciler {
 	return &Reconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder(ControllerName),
+		Client:   c,
+		Recorder: recorder,
+		Status:   status.Writer{Client: c, Recorder: recorder},
 		exp:      newExpectations(),
 	}
 }
@@ -163,7 +168,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			pods = append(pods, &list.Items[i])
 		}
 	}
-	active, finished := Sort(pods)
+	active, finished := Partition(pods)
 
 	obs := Observed{Active: active, Managed: satisfied}
 	var manageErr error
@@ -171,15 +176,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		obs.Failure, manageErr = r.manage(ctx, ps, key, active, finished)
 	}
 
-	if err := r.writeStatus(ctx, ps, Status(ps, obs)); err != nil {
-		if apierrors.IsConflict(err) {
-			// Our copy is stale; the newer version is on its way and reconciles again.
-			return ctrl.Result{RequeueAfter: time.Second}, nil
-		}
-		return ctrl.Result{}, errors.Join(manageErr, err)
-	}
-	if manageErr != nil {
-		return ctrl.Result{}, manageErr // retried with backoff
+	after := ps.DeepCopy()
+	after.Status = Status(ps, obs)
+	if res, err := status.Result(errors.Join(manageErr, r.Status.Write(ctx, ps, after)), false); err != nil || res.RequeueAfter > 0 {
+		return res, err // a failed create or delete is retried with backoff
 	}
 	if !r.exp.Satisfied(key) {
 		// The pod events normally settle the expectations first; this is the
@@ -216,7 +216,7 @@ func (r *Reconciler) manage(ctx context.Context, ps *demov1alpha1.PodSet, key st
 		}
 		if created > 0 {
 			log.V(1).Info("created pods", "count", created, "replicas", ps.Spec.Replicas)
-			r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, "SuccessfulCreate", "Create", "Created %d pods", created)
+			r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, EventSuccessfulCreate, "Create", "Created %d pods", created)
 		}
 		if err != nil {
 			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
@@ -259,7 +259,7 @@ func (r *Reconciler) manage(ctx context.Context, ps *demov1alpha1.PodSet, key st
 		wg.Wait()
 		if n := deleted.Load(); n > 0 {
 			log.V(1).Info("deleted pods", "count", n, "replicas", ps.Spec.Replicas)
-			r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, "SuccessfulDelete", "Delete", "Deleted %d pods", n)
+			r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, EventSuccessfulDelete, "Delete", "Deleted %d pods", n)
 		}
 		if firstErr != nil {
 			return r.failed(ps, ReasonFailedDelete, firstErr)
@@ -273,17 +273,4 @@ func (r *Reconciler) manage(ctx context.Context, ps *demov1alpha1.PodSet, key st
 func (r *Reconciler) failed(ps *demov1alpha1.PodSet, reason string, err error) (*Failure, error) {
 	r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, reason, "Reconcile", "%v", err)
 	return &Failure{Reason: reason, Message: err.Error()}, err
-}
-
-// writeStatus writes status through the status subresource when it differs from ps's.
-func (r *Reconciler) writeStatus(ctx context.Context, ps *demov1alpha1.PodSet, status demov1alpha1.PodSetStatus) error {
-	if equality.Semantic.DeepEqual(ps.Status, status) {
-		return nil
-	}
-	updated := ps.DeepCopy()
-	updated.Status = status
-	if err := r.Client.Status().Update(ctx, updated); err != nil {
-		return fmt.Errorf("updating status: %w", err)
-	}
-	return nil
 }

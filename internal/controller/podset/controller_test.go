@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,26 +17,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 )
 
-var (
-	suite      testenv.Suite
-	reconciler *Reconciler // uses the manager's counted client
-)
+var suite testenv.Suite
 
 func TestMain(m *testing.M) {
-	suite.Main(m, func(mgr ctrl.Manager) error {
-		reconciler = NewReconciler(mgr)
-		return reconciler.SetupWithManager(mgr)
-	})
+	suite.MainWith(m, func(mgr ctrl.Manager) testenv.Controller { return NewReconciler(mgr) })
 }
-
-// eventually and namespace are the suite's, under the names the tests use.
-func eventually(t *testing.T, what string, cond func() (bool, error)) {
-	testenv.Eventually(t, what, cond)
-}
-func namespace(t *testing.T) string { return suite.Namespace(t) }
 
 func newPodSet(ns, name string, replicas int32) *demov1alpha1.PodSet {
 	return &demov1alpha1.PodSet{
@@ -66,7 +54,7 @@ func livePods(t *testing.T, ns string) []corev1.Pod {
 func waitPods(t *testing.T, ns string, n int) []corev1.Pod {
 	t.Helper()
 	var pods []corev1.Pod
-	eventually(t, fmt.Sprintf("%d pods", n), func() (bool, error) {
+	testenv.Eventually(t, fmt.Sprintf("%d pods", n), func() (bool, error) {
 		pods = livePods(t, ns)
 		return len(pods) == n, nil
 	})
@@ -107,7 +95,7 @@ func getPodSet(t *testing.T, ps *demov1alpha1.PodSet) *demov1alpha1.PodSet {
 func waitStatus(t *testing.T, ps *demov1alpha1.PodSet, what string, cond func(demov1alpha1.PodSetStatus) bool) *demov1alpha1.PodSet {
 	t.Helper()
 	got := &demov1alpha1.PodSet{}
-	eventually(t, what, func() (bool, error) {
+	testenv.Eventually(t, what, func() (bool, error) {
 		err := suite.Client.Get(context.Background(), client.ObjectKeyFromObject(ps), got)
 		return err == nil && got.Status.ObservedGeneration == got.Generation && cond(got.Status), err
 	})
@@ -116,7 +104,7 @@ func waitStatus(t *testing.T, ps *demov1alpha1.PodSet, what string, cond func(de
 
 func TestCreatesPodsAndReportsReadiness(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	ps := newPodSet(ns, "two-podset", 3)
 	if err := suite.Client.Create(ctx, ps); err != nil {
 		t.Fatal(err)
@@ -133,20 +121,20 @@ func TestCreatesPodsAndReportsReadiness(t *testing.T) {
 	}
 	waitStatus(t, ps, "replicas 3, none ready", func(s demov1alpha1.PodSetStatus) bool {
 		return s.Replicas == 3 && s.ReadyReplicas == 0 && s.Selector == "demo.k8s.io/podset=two-podset" &&
-			meta.IsStatusConditionFalse(s.Conditions, ConditionAvailable)
+			meta.IsStatusConditionFalse(s.Conditions, conditions.Available)
 	})
 	suite.WaitEvent(t, ns, "two-podset", "Normal SuccessfulCreate")
 	for i := range pods {
 		makeReady(t, &pods[i])
 	}
 	waitStatus(t, ps, "availableReplicas 3", func(s demov1alpha1.PodSetStatus) bool {
-		return s.AvailableReplicas == 3 && s.ReadyReplicas == 3 && meta.IsStatusConditionTrue(s.Conditions, ConditionAvailable)
+		return s.AvailableReplicas == 3 && s.ReadyReplicas == 3 && meta.IsStatusConditionTrue(s.Conditions, conditions.Available)
 	})
 }
 
 func TestTemplate(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	ps := newPodSet(ns, "templated", 1)
 	ps.Spec.Template = &corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
@@ -164,7 +152,7 @@ func TestTemplate(t *testing.T) {
 
 func TestScalesThroughSpecAndSubresource(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	ps := newPodSet(ns, "scaled", 1)
 	if err := suite.Client.Create(ctx, ps); err != nil {
 		t.Fatal(err)
@@ -205,7 +193,7 @@ func TestScalesThroughSpecAndSubresource(t *testing.T) {
 
 func TestReplacesDeletedAndFinishedPods(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	ps := newPodSet(ns, "healing", 2)
 	if err := suite.Client.Create(ctx, ps); err != nil {
 		t.Fatal(err)
@@ -216,7 +204,7 @@ func TestReplacesDeletedAndFinishedPods(t *testing.T) {
 	if err := suite.Client.Delete(ctx, &pods[0]); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a replacement pod", func() (bool, error) {
+	testenv.Eventually(t, "a replacement pod", func() (bool, error) {
 		now := livePods(t, ns)
 		return len(now) == 2 && now[0].Name != pods[0].Name && now[1].Name != pods[0].Name, nil
 	})
@@ -228,7 +216,7 @@ func TestReplacesDeletedAndFinishedPods(t *testing.T) {
 	if err := suite.Client.Status().Update(ctx, &failed); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the failed pod replaced and removed", func() (bool, error) {
+	testenv.Eventually(t, "the failed pod replaced and removed", func() (bool, error) {
 		now := livePods(t, ns)
 		for _, p := range now {
 			if p.Name == failed.Name {
@@ -244,7 +232,7 @@ func TestReplacesDeletedAndFinishedPods(t *testing.T) {
 	if err := suite.Client.Status().Update(ctx, &succeeded); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the succeeded pod replaced and removed", func() (bool, error) {
+	testenv.Eventually(t, "the succeeded pod replaced and removed", func() (bool, error) {
 		now := livePods(t, ns)
 		for _, p := range now {
 			if p.Name == succeeded.Name {
@@ -259,8 +247,8 @@ func TestReplacesDeletedAndFinishedPods(t *testing.T) {
 // with its label; nor do its name's pods in another namespace.
 func TestOnlyControlledPodsCount(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
-	other := namespace(t)
+	ns := suite.Namespace(t)
+	other := suite.Namespace(t)
 	for _, n := range []string{ns, other} {
 		stranger := Pod(newPodSet(n, "owned", 1))
 		stranger.OwnerReferences = nil
@@ -274,7 +262,7 @@ func TestOnlyControlledPodsCount(t *testing.T) {
 	}
 	waitPods(t, ns, 3)
 	waitStatus(t, ps, "replicas 2", func(s demov1alpha1.PodSetStatus) bool { return s.Replicas == 2 })
-	time.Sleep(time.Second)
+	suite.Touch(t, ControllerName, ps)
 	if n := len(livePods(t, ns)); n != 3 {
 		t.Errorf("%d pods, want the stranger and the PodSet's 2", n)
 	}
@@ -287,7 +275,7 @@ func TestOnlyControlledPodsCount(t *testing.T) {
 // a Warning event, and recovers when the quota is raised.
 func TestQuotaIsReportedAndRecovered(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	quota := &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "pods", Namespace: ns},
 		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("3")}},
@@ -332,21 +320,11 @@ func TestQuotaIsReportedAndRecovered(t *testing.T) {
 	})
 }
 
-// touch changes an annotation of the PodSet, which makes the controller
-// reconcile it at once.
-func touch(t *testing.T, ps *demov1alpha1.PodSet) {
-	t.Helper()
-	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"test/touched":%q}}}`, time.Now().String()))
-	if err := suite.Client.Patch(context.Background(), ps, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // A reconcile that finds everything as desired sends no write request: no
 // POST, PUT, PATCH or DELETE reaches the API server, events included.
 func TestSettledReconcileWritesNothing(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	ps := newPodSet(ns, "settled", 2)
 	if err := suite.Client.Create(ctx, ps); err != nil {
 		t.Fatal(err)
@@ -356,28 +334,12 @@ func TestSettledReconcileWritesNothing(t *testing.T) {
 		makeReady(t, &pods[i])
 	}
 	waitStatus(t, ps, "availableReplicas 2", func(s demov1alpha1.PodSetStatus) bool { return s.AvailableReplicas == 2 })
-	suite.Quiet(t)
-
-	suite.Counter.Reset()
-	before := testenv.ReconcileTotal(ControllerName)
-	touch(t, ps)
-	eventually(t, "the controller to reconcile the touched PodSet", func() (bool, error) {
-		return testenv.ReconcileTotal(ControllerName) > before, nil
-	})
-	for range 3 {
-		if _, err := reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ps)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	time.Sleep(500 * time.Millisecond) // events are sent asynchronously
-	if w := suite.Counter.WritesTo("/namespaces/" + ns + "/"); len(w) != 0 {
-		t.Errorf("a settled reconcile sent %d write requests: %v", len(w), w)
-	}
+	suite.ExpectNoWrites(t, ControllerName, ps, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ps)})
 }
 
 func TestValidation(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := suite.Namespace(t)
 	noContainers := newPodSet(ns, "no-containers", 1)
 	noContainers.Spec.Template = &corev1.PodTemplateSpec{}
 	tests := []struct {

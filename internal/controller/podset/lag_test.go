@@ -70,7 +70,7 @@ func TestNoPodBeyondReplicasWhenTheCacheLags(t *testing.T) {
 			return c.List(ctx, list, opts...)
 		},
 	})
-	r := &Reconciler{Client: base, Recorder: events.NewFakeRecorder(100), exp: newExpectations()}
+	r := newReconciler(base, events.NewFakeRecorder(100))
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ps)}
 	for range 5 {
 		if _, err := r.Reconcile(ctx, req); err != nil {
@@ -141,7 +141,7 @@ func TestQuotaStopsTheScaleUpEarly(t *testing.T) {
 		},
 	})
 	rec := events.NewFakeRecorder(100)
-	r := &Reconciler{Client: base, Recorder: rec, exp: newExpectations()}
+	r := newReconciler(base, rec)
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ps)}
 	if _, err := r.Reconcile(ctx, req); err == nil {
 		t.Fatal("a reconcile whose creates failed returned no error: it would not be retried")

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 )
 
@@ -36,15 +37,19 @@ var DefaultCommand = []string{"sleep", "3600"}
 // PodSet owns is decided by their controller ownerReference alone.
 const PodSetLabel = "demo.k8s.io/podset"
 
-// Condition types and reasons a PodSet reports.
+// ConditionReplicaFailure is True while pods cannot be created or deleted,
+// as on a ReplicaSet. Its reasons are also the events' of the failures.
 const (
-	ConditionAvailable      = "Available"
 	ConditionReplicaFailure = "ReplicaFailure"
 
-	ReasonAvailable    = "MinimumReplicasAvailable"
-	ReasonUnavailable  = "MinimumReplicasUnavailable"
 	ReasonFailedCreate = "FailedCreate"
 	ReasonFailedDelete = "FailedDelete"
+)
+
+// The events of successful creates and deletes, as the ReplicaSet controller names them.
+const (
+	EventSuccessfulCreate = "SuccessfulCreate"
+	EventSuccessfulDelete = "SuccessfulDelete"
 )
 
 // PodLabels are the labels a PodSet sets on its pods, over the template's.
@@ -109,9 +114,9 @@ func IsReady(pod *corev1.Pod) bool {
 	return false
 }
 
-// Sort splits pods into the active ones and the finished ones that should be
+// Partition splits pods into the active ones and the finished ones that should be
 // removed; pods already being deleted are in neither.
-func Sort(pods []*corev1.Pod) (active, finished []*corev1.Pod) {
+func Partition(pods []*corev1.Pod) (active, finished []*corev1.Pod) {
 	for _, p := range pods {
 		switch {
 		case p.DeletionTimestamp != nil:
@@ -203,22 +208,16 @@ func Status(ps *demov1alpha1.PodSet, obs Observed) demov1alpha1.PodSetStatus {
 	want := ps.Spec.Replicas
 	msg := fmt.Sprintf("%d of %d pods ready", st.AvailableReplicas, want)
 	if st.AvailableReplicas >= want {
-		setCondition(&st, ps, ConditionAvailable, metav1.ConditionTrue, ReasonAvailable, msg)
+		conditions.Set(&st.Conditions, ps.Generation, conditions.Available, metav1.ConditionTrue, conditions.MinimumReplicasAvailable, msg)
 	} else {
-		setCondition(&st, ps, ConditionAvailable, metav1.ConditionFalse, ReasonUnavailable, msg)
+		conditions.Set(&st.Conditions, ps.Generation, conditions.Available, metav1.ConditionFalse, conditions.MinimumReplicasUnavailable, msg)
 	}
 	if obs.Managed {
 		if obs.Failure != nil {
-			setCondition(&st, ps, ConditionReplicaFailure, metav1.ConditionTrue, obs.Failure.Reason, obs.Failure.Message)
+			conditions.Set(&st.Conditions, ps.Generation, ConditionReplicaFailure, metav1.ConditionTrue, obs.Failure.Reason, obs.Failure.Message)
 		} else {
 			meta.RemoveStatusCondition(&st.Conditions, ConditionReplicaFailure)
 		}
 	}
 	return st
-}
-
-func setCondition(st *demov1alpha1.PodSetStatus, ps *demov1alpha1.PodSet, typ string, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: ps.Generation,
-	})
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 )
 
 func samplePodSet() *demov1alpha1.PodSet {
@@ -119,8 +120,8 @@ func TestPodsToDelete(t *testing.T) {
 	}
 }
 
-func TestSort(t *testing.T) {
-	active, finished := Sort([]*corev1.Pod{
+func TestPartition(t *testing.T) {
+	active, finished := Partition([]*corev1.Pod{
 		pod("a", ready), pod("b"), pod("c", phase(corev1.PodFailed)),
 		pod("d", phase(corev1.PodSucceeded)), pod("e", ready, deleting),
 	})
@@ -164,7 +165,7 @@ func TestStatus(t *testing.T) {
 			if st.ObservedGeneration != 2 || st.Selector != "demo.k8s.io/podset=two-podset" {
 				t.Errorf("observedGeneration %d selector %q", st.ObservedGeneration, st.Selector)
 			}
-			if c := meta.FindStatusCondition(st.Conditions, ConditionAvailable); c == nil || c.Status != tt.wantAvailable {
+			if c := meta.FindStatusCondition(st.Conditions, conditions.Available); c == nil || c.Status != tt.wantAvailable {
 				t.Errorf("Available = %+v, want %s", c, tt.wantAvailable)
 			}
 			c := meta.FindStatusCondition(st.Conditions, ConditionReplicaFailure)
@@ -181,8 +182,11 @@ func TestStatus(t *testing.T) {
 	ps := samplePodSet()
 	first := Status(ps, Observed{Active: active, Managed: true})
 	ps.Status = first
-	time.Sleep(1100 * time.Millisecond)
-	if again := Status(ps, Observed{Active: active, Managed: true}); !meta.IsStatusConditionFalse(again.Conditions, ConditionAvailable) ||
+	// The time of the last transition is kept, not recomputed.
+	earlier := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	ps.Status.Conditions[0].LastTransitionTime = earlier
+	first.Conditions[0].LastTransitionTime = earlier
+	if again := Status(ps, Observed{Active: active, Managed: true}); !meta.IsStatusConditionFalse(again.Conditions, conditions.Available) ||
 		!again.Conditions[0].LastTransitionTime.Equal(&first.Conditions[0].LastTransitionTime) {
 		t.Errorf("conditions changed without a change: %+v -> %+v", first.Conditions, again.Conditions)
 	}

@@ -2,33 +2,25 @@ package watcher
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 )
 
-var (
-	suite      testenv.Suite
-	reconciler *Reconciler
-)
+var suite testenv.Suite
 
 func TestMain(m *testing.M) {
-	suite.Main(m, func(mgr ctrl.Manager) error {
-		reconciler = NewReconciler(mgr)
-		return reconciler.SetupWithManager(mgr)
-	})
+	suite.MainWith(m, func(mgr ctrl.Manager) testenv.Controller { return NewReconciler(mgr) })
 }
 
 func newWatcher(ns, name string) *watchv1alpha1.Watcher {
@@ -41,18 +33,8 @@ func newWatcher(ns, name string) *watchv1alpha1.Watcher {
 	}
 }
 
-func get[T client.Object](t *testing.T, ns, name string, obj T, cond func(T) bool) T {
-	t.Helper()
-	testenv.Eventually(t, fmt.Sprintf("%T %s", obj, name), func() (bool, error) {
-		err := suite.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, obj)
-		return err == nil && cond(obj), client.IgnoreNotFound(err)
-	})
-	return obj
-}
-
 func readyWatcher(w *watchv1alpha1.Watcher) bool {
-	c := meta.FindStatusCondition(w.Status.Conditions, ConditionReady)
-	return w.Status.ObservedGeneration == w.Generation && c != nil && c.Status == metav1.ConditionTrue
+	return testenv.Observed(w) && conditions.IsTrue(w.Status.Conditions, conditions.Ready)
 }
 
 func TestConfigMapFollowsTheWatcher(t *testing.T) {
@@ -63,14 +45,14 @@ func TestConfigMapFollowsTheWatcher(t *testing.T) {
 	if err := suite.Client.Create(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	cm := get(t, ns, "logs-config", &corev1.ConfigMap{}, func(*corev1.ConfigMap) bool { return true })
+	cm := testenv.WaitFor(t, suite.Client, ns, "logs-config", &corev1.ConfigMap{}, nil)
 	if !metav1.IsControlledBy(cm, w) || cm.Labels[objects.ManagedByLabel] != objects.ManagedByValue {
 		t.Errorf("ConfigMap not controlled or not labelled: %v %v", cm.OwnerReferences, cm.Labels)
 	}
 	if cm.Data["LEVEL"] != "debug" || string(cm.BinaryData["blob"]) != "\x01\x02\x03" {
 		t.Errorf("data %v, binaryData %v", cm.Data, cm.BinaryData)
 	}
-	got := get(t, ns, "logs", &watchv1alpha1.Watcher{}, readyWatcher)
+	got := testenv.WaitFor(t, suite.Client, ns, "logs", &watchv1alpha1.Watcher{}, readyWatcher)
 	if got.Status.ConfigMapName != "logs-config" {
 		t.Errorf("status.configMapName = %q", got.Status.ConfigMapName)
 	}
@@ -81,18 +63,18 @@ func TestConfigMapFollowsTheWatcher(t *testing.T) {
 	if err := suite.Client.Update(ctx, got); err != nil {
 		t.Fatal(err)
 	}
-	get(t, ns, "logs-config", &corev1.ConfigMap{}, func(cm *corev1.ConfigMap) bool {
+	testenv.WaitFor(t, suite.Client, ns, "logs-config", &corev1.ConfigMap{}, func(cm *corev1.ConfigMap) bool {
 		return cm.Data["LEVEL"] == "info" && cm.Data["NEW"] == "1"
 	})
 
 	// A hand edit is put back; a label someone added stays.
-	cm = get(t, ns, "logs-config", &corev1.ConfigMap{}, func(*corev1.ConfigMap) bool { return true })
+	cm = testenv.WaitFor(t, suite.Client, ns, "logs-config", &corev1.ConfigMap{}, nil)
 	cm.Data["LEVEL"] = "hacked"
 	cm.Labels["team"] = "x"
 	if err := suite.Client.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	get(t, ns, "logs-config", &corev1.ConfigMap{}, func(cm *corev1.ConfigMap) bool {
+	testenv.WaitFor(t, suite.Client, ns, "logs-config", &corev1.ConfigMap{}, func(cm *corev1.ConfigMap) bool {
 		return cm.Data["LEVEL"] == "info" && cm.Labels["team"] == "x"
 	})
 }
@@ -110,15 +92,14 @@ func TestForeignConfigMapIsNotTakenOver(t *testing.T) {
 	if err := suite.Client.Create(ctx, newWatcher(ns, "taken")); err != nil {
 		t.Fatal(err)
 	}
-	got := get(t, ns, "taken", &watchv1alpha1.Watcher{}, func(w *watchv1alpha1.Watcher) bool {
-		c := meta.FindStatusCondition(w.Status.Conditions, ConditionDegraded)
-		return c != nil && c.Status == metav1.ConditionTrue
+	got := testenv.WaitFor(t, suite.Client, ns, "taken", &watchv1alpha1.Watcher{}, func(w *watchv1alpha1.Watcher) bool {
+		return conditions.IsTrue(w.Status.Conditions, conditions.Degraded)
 	})
-	if c := meta.FindStatusCondition(got.Status.Conditions, ConditionDegraded); c.Reason != ReasonResourceExists ||
-		!strings.Contains(c.Message, `"taken-config"`) || got.Status.ConfigMapName != "" {
+	if c := testenv.Condition(got, conditions.Degraded); c.Reason != conditions.ResourceExists ||
+		!strings.Contains(c.Message, `"taken-config"`) || got.Status.ConfigMapName != "" || conditions.IsTrue(got.Status.Conditions, conditions.Ready) {
 		t.Errorf("status %+v", got.Status)
 	}
-	suite.WaitEvent(t, ns, "taken", `Warning ResourceExists ConfigMap "taken-config" already exists`)
+	suite.WaitEvent(t, ns, "taken", `Warning ErrResourceExists ConfigMap "taken-config" already exists and is not managed by Watcher "taken"`)
 	cm := &corev1.ConfigMap{}
 	if err := suite.Client.Get(ctx, client.ObjectKeyFromObject(foreign), cm); err != nil {
 		t.Fatal(err)
@@ -135,27 +116,8 @@ func TestSettledReconcileWritesNothing(t *testing.T) {
 	if err := suite.Client.Create(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	get(t, ns, "settled", &watchv1alpha1.Watcher{}, readyWatcher)
-	suite.Quiet(t)
-
-	suite.Counter.Reset()
-	before := testenv.ReconcileTotal(ControllerName)
-	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"test/touched":%q}}}`, time.Now()))
-	if err := suite.Client.Patch(ctx, w, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, "a reconcile of the touched Watcher", func() (bool, error) {
-		return testenv.ReconcileTotal(ControllerName) > before, nil
-	})
-	for range 3 {
-		if _, err := reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(w)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	time.Sleep(500 * time.Millisecond) // events are sent asynchronously
-	if writes := suite.Counter.WritesTo("/namespaces/" + ns + "/"); len(writes) != 0 {
-		t.Errorf("a settled reconcile sent %d write requests: %v", len(writes), writes)
-	}
+	testenv.WaitFor(t, suite.Client, ns, "settled", &watchv1alpha1.Watcher{}, readyWatcher)
+	suite.ExpectNoWrites(t, ControllerName, w, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(w)})
 }
 
 func TestValidation(t *testing.T) {
@@ -180,7 +142,7 @@ func TestValidation(t *testing.T) {
 		w := newWatcher(ns, tt.name)
 		tt.mutate(w)
 		err := suite.Client.Create(ctx, w)
-		if err == nil || !strings.Contains(err.Error(), tt.field) {
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.field) {
 			t.Errorf("%.20s: create = %v, want an error naming %s", tt.name, err, tt.field)
 		}
 	}

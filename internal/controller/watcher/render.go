@@ -12,10 +12,10 @@ import (
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 )
 
@@ -25,26 +25,15 @@ const (
 	InstanceLabel = "app.kubernetes.io/instance"
 )
 
-// Condition types and reasons a Watcher reports.
-const (
-	ConditionReady    = "Ready"
-	ConditionDegraded = "Degraded"
-
-	ReasonResourceExists  = "ResourceExists"
-	ReasonAsExpected      = "AsExpected"
-	ReasonConfigMapReady  = "ConfigMapReady"
-	MessageResourceExists = "ConfigMap %q already exists and is not managed by the Watcher"
-)
-
-// ConfigMapName is the name of the Watcher's ConfigMap.
-func ConfigMapName(w *watchv1alpha1.Watcher) string { return w.Name + "-config" }
+// ReasonConfigMapReady is the reason of a Ready Watcher.
+const ReasonConfigMapReady = "ConfigMapReady"
 
 // ConfigMap returns the ConfigMap that w wants, with its controller
 // ownerReference set.
 func ConfigMap(w *watchv1alpha1.Watcher) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      ConfigMapName(w),
+			Name:      w.ConfigMapName(),
 			Namespace: w.Namespace,
 			Labels: map[string]string{
 				NameLabel:              "watcher",
@@ -60,9 +49,9 @@ func ConfigMap(w *watchv1alpha1.Watcher) *corev1.ConfigMap {
 
 // Observed is what the controller found, for computing status.
 type Observed struct {
-	// Clash is set when a ConfigMap of the Watcher's name exists and is not
-	// controlled by the Watcher.
-	Clash bool
+	// Problem is why the Watcher is Degraded, or nil: a failed write, or its
+	// ConfigMap's name taken by a foreign object.
+	Problem *conditions.Problem
 }
 
 // Status returns the status w should have, given what was observed. The
@@ -73,28 +62,13 @@ func Status(w *watchv1alpha1.Watcher, obs Observed) watchv1alpha1.WatcherStatus 
 		ObservedGeneration: w.Generation,
 		Conditions:         append([]metav1.Condition(nil), w.Status.Conditions...),
 	}
-	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: w.Generation,
-		})
-	}
-	name := ConfigMapName(w)
-	if obs.Clash {
-		msg := fmt.Sprintf(MessageResourceExists, name)
-		set(ConditionDegraded, metav1.ConditionTrue, ReasonResourceExists, msg)
-		set(ConditionReady, metav1.ConditionFalse, ReasonResourceExists, msg)
+	conditions.SetDegraded(&st.Conditions, w.Generation, obs.Problem)
+	if p := obs.Problem; p != nil {
+		conditions.Set(&st.Conditions, w.Generation, conditions.Ready, metav1.ConditionFalse, p.Reason, p.Message)
 		return st
 	}
-	st.ConfigMapName = name
-	set(ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, "")
-	set(ConditionReady, metav1.ConditionTrue, ReasonConfigMapReady, fmt.Sprintf("ConfigMap %q holds the Watcher's configuration", name))
+	st.ConfigMapName = w.ConfigMapName()
+	conditions.Set(&st.Conditions, w.Generation, conditions.Ready, metav1.ConditionTrue, ReasonConfigMapReady,
+		fmt.Sprintf("ConfigMap %q holds the Watcher's configuration", st.ConfigMapName))
 	return st
-}
-
-// Clashing reports whether w's status says that its ConfigMap name is taken
-// by an object it does not control: its sidecar would take its environment
-// from someone else's data.
-func Clashing(w *watchv1alpha1.Watcher) bool {
-	c := meta.FindStatusCondition(w.Status.Conditions, ConditionDegraded)
-	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonResourceExists
 }

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 )
 
@@ -45,25 +46,23 @@ func TestConfigMap(t *testing.T) {
 func TestStatus(t *testing.T) {
 	w := sample()
 	st := Status(w, Observed{})
-	ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
-	degraded := meta.FindStatusCondition(st.Conditions, ConditionDegraded)
+	ready := meta.FindStatusCondition(st.Conditions, conditions.Ready)
+	degraded := meta.FindStatusCondition(st.Conditions, conditions.Degraded)
 	if st.ConfigMapName != "logs-config" || st.ObservedGeneration != 4 ||
 		ready == nil || ready.Status != metav1.ConditionTrue || degraded == nil || degraded.Status != metav1.ConditionFalse {
 		t.Errorf("status %+v", st)
 	}
 
 	w.Status = st
-	clash := Status(w, Observed{Clash: true})
-	degraded = meta.FindStatusCondition(clash.Conditions, ConditionDegraded)
-	if clash.ConfigMapName != "" || degraded == nil || degraded.Status != metav1.ConditionTrue || degraded.Reason != ReasonResourceExists {
+	clash := Status(w, Observed{Problem: &conditions.Problem{Reason: conditions.ResourceExists, Message: "taken"}})
+	degraded = meta.FindStatusCondition(clash.Conditions, conditions.Degraded)
+	ready = meta.FindStatusCondition(clash.Conditions, conditions.Ready)
+	if clash.ConfigMapName != "" || degraded.Status != metav1.ConditionTrue || degraded.Reason != conditions.ResourceExists ||
+		ready.Status != metav1.ConditionFalse || ready.Reason != conditions.ResourceExists {
 		t.Errorf("clash status %+v", clash)
 	}
 	w.Status = clash
-	if !Clashing(w) {
-		t.Error("Clashing is false for a clashing Watcher")
-	}
-	w.Status = Status(w, Observed{})
-	if Clashing(w) {
-		t.Error("Clashing is true once the clash is gone")
+	if again := Status(w, Observed{}); again.ConfigMapName != "logs-config" || !conditions.IsTrue(again.Conditions, conditions.Ready) {
+		t.Errorf("once the clash is gone: %+v", again)
 	}
 }

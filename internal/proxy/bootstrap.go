@@ -1,7 +1,7 @@
-// Package envoy renders what an Envoy proxy of a fleet runs with: its v3
+// Package proxy renders what an Envoy proxy of a fleet runs with: its v3
 // bootstrap and its container. Everything here is pure. The Envoy controller
 // uses it for fleets, and sidecar injection for Envoy sidecars.
-package envoy
+package proxy
 
 import (
 	"crypto/sha256"

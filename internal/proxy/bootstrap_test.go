@@ -1,4 +1,4 @@
-package envoy
+package proxy
 
 import (
 	"bytes"
@@ -39,10 +39,10 @@ func TestRenderBootstrapGolden(t *testing.T) {
 			}
 			want, err := os.ReadFile(golden)
 			if err != nil {
-				t.Fatalf("%v (run go test ./internal/envoy -update to create it)", err)
+				t.Fatalf("%v (run go test ./internal/proxy -update to create it)", err)
 			}
 			if !bytes.Equal(got, want) {
-				t.Errorf("bootstrap differs from %s; run go test ./internal/envoy -update and review the diff.\ngot:\n%s", golden, got)
+				t.Errorf("bootstrap differs from %s; run go test ./internal/proxy -update and review the diff.\ngot:\n%s", golden, got)
 			}
 			// Rendering is deterministic: an unchanged spec never rewrites the ConfigMap.
 			again, _ := RenderBootstrap(tc.xds)

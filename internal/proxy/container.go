@@ -1,4 +1,4 @@
-package envoy
+package proxy
 
 import (
 	"path"

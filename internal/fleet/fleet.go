@@ -1,0 +1,148 @@
+// Package fleet is what an Envoy object means, below everything that uses it:
+// the fleet's identity, the names and labels of its objects, its defaults,
+// and the options of its proxies' container. The Envoy controller builds a
+// fleet's Deployment from it, and the sidecar injector builds an Envoy
+// sidecar from it, so that both run the same proxy. Everything here is pure.
+package fleet
+
+import (
+	"cmp"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
+)
+
+// Defaults of a fleet whose spec leaves a field out. The API server defaults
+// spec.replicas and spec.xds.name from the CRD's markers, which must agree
+// with these (tested); the others are the operator's.
+const (
+	// DefaultImage is a pinned release: the one whose v3 API the operator
+	// validates bootstraps against.
+	DefaultImage    = "envoyproxy/envoy:v1.40.0"
+	DefaultLogLevel = "info"
+	DefaultReplicas = 1
+	// XDSClusterName is the bootstrap's static cluster that reaches the xDS
+	// server, when spec.xds does not name it, and for the built-in server.
+	XDSClusterName = "xds_cluster"
+)
+
+// DefaultPorts are the listener ports of a fleet whose spec has none.
+func DefaultPorts() []examplev1.EnvoyPort {
+	return []examplev1.EnvoyPort{{Name: "http", Port: 80, TargetPort: 8080}}
+}
+
+// Labels and annotations the operator sets on a fleet's objects.
+const (
+	NameLabel     = "app.kubernetes.io/name"
+	InstanceLabel = "app.kubernetes.io/instance"
+	// NameValue is NameLabel's value on every fleet's objects.
+	NameValue = "envoy"
+	// BootstrapHashAnnotation on the pod template rolls the pods when the bootstrap changes.
+	BootstrapHashAnnotation = "kube-envoy-controller.io/bootstrap-hash"
+)
+
+// ID is a fleet's identity: the namespace and name of its Envoy. Every proxy
+// of the fleet, sidecars included, sends its String as node.cluster (Envoy's
+// --service-cluster), and the built-in xDS server groups proxies by it.
+type ID struct {
+	Namespace string
+	Name      string
+}
+
+// Of returns e's fleet identity.
+func Of(e *examplev1.Envoy) ID { return ID{Namespace: e.Namespace, Name: e.Name} }
+
+// String returns "<namespace>/<name>".
+func (id ID) String() string { return id.Namespace + "/" + id.Name }
+
+// Parse parses a fleet identity as String writes it. Both parts must be
+// valid names (DNS-1123 labels for the namespace, subdomains for the name),
+// so that a proxy cannot name a fleet that no Envoy could have.
+func Parse(s string) (ID, error) {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok {
+		return ID{}, fmt.Errorf("fleet identity %q: want <namespace>/<name>", s)
+	}
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return ID{}, fmt.Errorf("fleet identity %q: namespace: %s", s, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return ID{}, fmt.Errorf("fleet identity %q: name: %s", s, strings.Join(errs, "; "))
+	}
+	return ID{Namespace: ns, Name: name}, nil
+}
+
+// Name is the fleet's Deployment and Service name.
+func Name(e *examplev1.Envoy) string { return cmp.Or(e.Spec.Name, e.Name) }
+
+// ConfigMapName is the name of the fleet's bootstrap ConfigMap.
+func ConfigMapName(e *examplev1.Envoy) string {
+	return cmp.Or(e.Spec.ConfigMapName, Name(e)+"-bootstrap")
+}
+
+// Replicas is the fleet's desired number of proxies.
+func Replicas(e *examplev1.Envoy) int32 { return ptr.Deref(e.Spec.Replicas, DefaultReplicas) }
+
+// Ports are the fleet's listener ports.
+func Ports(e *examplev1.Envoy) []examplev1.EnvoyPort {
+	if len(e.Spec.Ports) == 0 {
+		return DefaultPorts()
+	}
+	return e.Spec.Ports
+}
+
+// SelectorLabels are the labels the Deployment and Service select the
+// fleet's pods by: unique to this Envoy.
+func SelectorLabels(e *examplev1.Envoy) map[string]string {
+	return map[string]string{NameLabel: NameValue, InstanceLabel: e.Name}
+}
+
+// Labels are the labels of every object of the fleet, and of its pods: the
+// selector labels and the managed-by label that the operator's cache keeps.
+func Labels(e *examplev1.Envoy) map[string]string {
+	return objects.MergeMaps(SelectorLabels(e), map[string]string{objects.ManagedByLabel: objects.ManagedByValue})
+}
+
+// Defaults is what the operator's flags decide for every fleet.
+type Defaults struct {
+	// XDS is the built-in xDS server, used by fleets whose spec has no xds.
+	XDS proxy.XDSServer
+}
+
+// XDSServer is the xDS server the fleet uses: its spec's, or the built-in one.
+func XDSServer(e *examplev1.Envoy, d Defaults) proxy.XDSServer {
+	x := e.Spec.XDS
+	if x == nil {
+		return d.XDS
+	}
+	return proxy.XDSServer{ClusterName: cmp.Or(x.Name, XDSClusterName), Host: x.Host, Port: uint32(x.Port)}
+}
+
+// ContainerOptions are the options of the proxy container of e's fleet,
+// without listener ports: a sidecar's would collide with its application's.
+// The fleet's own pods add theirs (see ListenerPorts).
+func ContainerOptions(e *examplev1.Envoy) proxy.ContainerOptions {
+	return proxy.ContainerOptions{
+		Image:     cmp.Or(e.Spec.Image, DefaultImage),
+		LogLevel:  cmp.Or(e.Spec.LogLevel, DefaultLogLevel),
+		FleetID:   Of(e).String(),
+		Resources: e.Spec.Resources,
+	}
+}
+
+// ListenerPorts are the container ports of the fleet's listeners, and
+// whether one of them is below 1024 (privileged, by default).
+func ListenerPorts(e *examplev1.Envoy) (ports []corev1.ContainerPort, low bool) {
+	for _, p := range Ports(e) {
+		ports = append(ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.TargetPortOrPort(), Protocol: corev1.ProtocolTCP})
+		low = low || p.TargetPortOrPort() < 1024
+	}
+	return ports, low
+}
