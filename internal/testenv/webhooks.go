@@ -1,7 +1,9 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -30,8 +32,12 @@ func WebhookManifests() ([]*admissionv1.MutatingWebhookConfiguration, []*admissi
 	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
 	for {
 		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
+		err := dec.Decode(&u.Object)
+		if errors.Is(err, io.EOF) {
 			break
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("config/webhook/manifests.yaml: %w", err)
 		}
 		var target any
 		switch u.GetKind() {

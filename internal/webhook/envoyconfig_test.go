@@ -36,6 +36,7 @@ func envoyConfig(ns, name string, res examplev1.EnvoyResources) *examplev1.Envoy
 // webhook, with a message that names the resource and the field.
 func TestEnvoyConfigAdmission(t *testing.T) {
 	ctx := context.Background()
+	waitForServer(t)
 	ns := suite.Namespace(t)
 	tests := []struct {
 		name string

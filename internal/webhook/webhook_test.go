@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -22,7 +21,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
-	proxy "github.com/kube-envoy-controller/kube-envoy-controller/internal/envoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 )
 
@@ -71,18 +70,15 @@ func addLabel(_ context.Context, req admission.Request) admission.Response {
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
 }
 
-var serving sync.Once
-
 // waitForServer waits until the webhook server accepts connections: until
-// then the API server fails every pod creation in scope.
+// then the API server fails every request in scope. Once it serves, the
+// check returns at once.
 func waitForServer(t *testing.T) {
 	t.Helper()
-	serving.Do(func() {
-		check := suite.Manager.GetWebhookServer().StartedChecker()
-		testenv.Eventually(t, "the webhook server", func() (bool, error) {
-			err := check(nil)
-			return err == nil, err
-		})
+	check := suite.Manager.GetWebhookServer().StartedChecker()
+	testenv.Eventually(t, "the webhook server", func() (bool, error) {
+		err := check(nil)
+		return err == nil, err
 	})
 }
 
@@ -97,7 +93,18 @@ func namespace(t *testing.T, enabled bool) string {
 	return ns
 }
 
+// enable puts ns in the webhook's scope. A namespace the test did not create
+// (kube-system, the operator's) is taken out of scope again when the test ends,
+// so that no later test inherits the label.
 func enable(t *testing.T, ns string) {
+	t.Helper()
+	setScope(t, ns, true)
+	if !strings.HasPrefix(ns, "test-") {
+		t.Cleanup(func() { setScope(t, ns, false) })
+	}
+}
+
+func setScope(t *testing.T, ns string, enabled bool) {
 	t.Helper()
 	n := &corev1.Namespace{}
 	if err := suite.Client.Get(context.Background(), client.ObjectKey{Name: ns}, n); err != nil {
@@ -112,7 +119,11 @@ func enable(t *testing.T, ns string) {
 	if n.Labels == nil {
 		n.Labels = map[string]string{}
 	}
-	n.Labels[NamespaceLabel] = NamespaceEnabled
+	if enabled {
+		n.Labels[NamespaceLabel] = NamespaceEnabled
+	} else {
+		delete(n.Labels, NamespaceLabel)
+	}
 	if err := suite.Client.Update(context.Background(), n); err != nil {
 		t.Fatal(err)
 	}

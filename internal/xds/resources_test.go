@@ -267,15 +267,20 @@ func TestMergeClash(t *testing.T) {
 
 func TestVersionIsContentHash(t *testing.T) {
 	t0 := time.Now()
-	a := Build([]Config{mustParse(t, "ns/a", t0, validResources())}, nil)
-	// The same content, from another config, written with other spacing, and in another order.
+	second := raw(strings.Replace(validCluster, "name: backend", "name: second", 1))
+	first := validResources()
+	first.Clusters = append(first.Clusters, second)
+	a := Build([]Config{mustParse(t, "ns/a", t0, first)}, nil)
+	// The same content, from another config, written with other spacing, its
+	// clusters in another order.
 	res := validResources()
 	res.Listeners = []runtime.RawExtension{raw(strings.ReplaceAll(validListener, "\n", "\n\n"))}
+	res.Clusters = []runtime.RawExtension{second, res.Clusters[0]}
 	b := Build([]Config{mustParse(t, "ns/b", t0.Add(time.Hour), res)}, nil)
 	if a.Version != b.Version {
 		t.Errorf("same content, versions %s and %s", a.Version, b.Version)
 	}
-	res.Clusters = []runtime.RawExtension{raw(strings.Replace(validCluster, "1s", "2s", 1))}
+	res.Clusters = []runtime.RawExtension{raw(strings.Replace(validCluster, "1s", "2s", 1)), second}
 	c := Build([]Config{mustParse(t, "ns/b", t0, res)}, nil)
 	if c.Version == a.Version {
 		t.Error("different content, same version")
