@@ -45,6 +45,7 @@ args=("$@")
 [[ ${#args[@]} -gt 0 ]] || args=(-run .)
 
 hack/cluster.sh down "$NAME" # whatever an earlier run left
+rm -f "$DIR/operator.log" # so that a failure before the operator starts shows none
 # 50 nodes of 110 pods hold every benchmark's pods at once; a /16 Service
 # range holds the Envoy benchmark's Services (the default /24 holds 254).
 NODES=$nodes hack/cluster.sh up "$NAME" --kube-apiserver-port 0 --disable-qps-limits \

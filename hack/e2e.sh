@@ -19,6 +19,7 @@ op_pid=""
 install_cleanup
 
 hack/cluster.sh down "$NAME" # whatever an earlier run left
+rm -f "$DIR/operator.log" # so that a failure before the operator starts shows none
 hack/cluster.sh up "$NAME" --kube-apiserver-port 0
 export KUBECONFIG=$DIR/kubeconfig
 
