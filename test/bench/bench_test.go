@@ -4,11 +4,15 @@
 // local cluster: how long a workload takes to come up, how many pods existed
 // at once and how many write requests each controller sent. hack/bench.sh
 // (make bench) starts the cluster, without client QPS limits and with an audit
-// log of the writes in the benchmark's namespaces, and the operator.
+// log of the writes outside the cluster's own namespaces, and the operator.
 //
 // Speed is measured and written down (BENCH_OUT), never asserted; only
-// correctness (no pod beyond the target) fails a benchmark. A new benchmark is
-// a Test function in its own file that uses the helpers here.
+// correctness (no pod beyond the target) fails a benchmark, and so does a
+// figure whose source is missing (see package measure). make bench-smoke
+// runs every benchmark at tiny sizes (BENCH_SMOKE=1) and records nothing. A
+// new benchmark is a Test function in its own file that uses the helpers
+// here, reads its sizes with sizesEnv or sizeEnv, and keeps to tiny sizes in
+// a smoke run.
 package bench
 
 import (
