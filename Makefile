@@ -51,7 +51,7 @@ generate: $(BIN)/controller-gen ## Generate deepcopy code, CRDs, RBAC and the we
 verify: $(BIN)/controller-gen ## Fail when generated files are stale, code is not gofmt'ed or go vet complains.
 	hack/verify-generated.sh
 	$(BIN)/kubectl kustomize config/default >/dev/null
-	@unformatted=$$(gofmt -l api cmd internal test hack/tools); \
+	@unformatted=$$(gofmt -l api cmd internal test hack); \
 	if [ -n "$$unformatted" ]; then echo "Not gofmt'ed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(GO_PACKAGES)
 	go vet -tags e2e ./test/e2e/...
@@ -74,7 +74,12 @@ install: ## Install the CRDs into the local cluster.
 ##@ Test
 
 .PHONY: test
-test: tools verify unit e2e ## Run every test: stale-file checks, unit and envtest integration tests, end-to-end tests.
+test: tools verify test-scripts unit e2e bench-smoke ## Run every test: stale-file checks, the scripts' tests, unit and envtest integration tests, end-to-end tests, the benchmarks' smoke run.
+
+.PHONY: test-scripts
+test-scripts: $(BIN)/controller-gen ## Tests of the scripts in hack/: the cleanup trap, the stale-file check.
+	hack/lib_test.sh
+	hack/verify-generated_test.sh
 
 .PHONY: unit
 unit: tools ## Unit tests and envtest integration tests (a real kube-apiserver and etcd from bin/).
@@ -87,6 +92,10 @@ e2e: tools ## End-to-end tests on a fresh local cluster, with the operator binar
 .PHONY: bench
 bench: tools ## Benchmarks against the built-in controllers on a fresh cluster kec-bench (docs/benchmarks.md).
 	hack/bench.sh
+
+.PHONY: bench-smoke
+bench-smoke: tools ## Every benchmark at tiny sizes on a fresh cluster kec-bench-smoke: checks the harness and its assertions, records no figures.
+	BENCH_SMOKE=1 hack/bench.sh
 
 ##@ Tools
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Benchmarks: a fresh local cluster kec-bench without client QPS limits and
-# with an audit log of the write requests in the benchmark's namespaces, the
-# operator binary running against it, then
+# with an audit log of the write requests in every namespace but the
+# cluster's own, the operator binary running against it, then
 # `go test -tags bench ./test/bench/... -run X -v`. Everything it starts is
-# stopped again when it exits, on failure too.
+# stopped again when it exits, on failure too. The run fails too when the
+# operator's log shows a panic, a data race or an error in a hot loop.
 #
 #   hack/bench.sh [go test args...]      e.g. hack/bench.sh -run PodSet
 #
@@ -12,24 +13,42 @@
 # directories to install (default config/crd/bases) and BENCH_CONTROLLERS the
 # operator's --controllers (default *), to run a benchmark with only the
 # controllers it measures. Results: tmp/$BENCH_CLUSTER/results/.
+#
+# BENCH_SMOKE=1 (make bench-smoke) runs every benchmark at tiny sizes on a
+# cluster of 3 nodes (default name kec-bench-smoke): it checks the harness and
+# the benchmarks' own assertions, and records no figures. The sizes are
+# BENCH_ENVOY_SIZES, BENCH_XDS_SIZES, BENCH_XDS_ROUNDS, BENCH_PODSET_REPLICAS,
+# BENCH_WEBHOOK_PODS and BENCH_SETTLE (test/bench); set, they win over the
+# smoke defaults.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-NAME=${BENCH_CLUSTER:-kec-bench}
+smoke=${BENCH_SMOKE:-0}
+if [[ $smoke == 1 ]]; then
+  NAME=${BENCH_CLUSTER:-kec-bench-smoke}
+  nodes=${NODES:-3}
+  export BENCH_ENVOY_SIZES=${BENCH_ENVOY_SIZES:-3} BENCH_XDS_SIZES=${BENCH_XDS_SIZES:-5} \
+    BENCH_XDS_ROUNDS=${BENCH_XDS_ROUNDS:-2} BENCH_PODSET_REPLICAS=${BENCH_PODSET_REPLICAS:-20} \
+    BENCH_WEBHOOK_PODS=${BENCH_WEBHOOK_PODS:-10} BENCH_SETTLE=${BENCH_SETTLE:-2s}
+else
+  NAME=${BENCH_CLUSTER:-kec-bench}
+  nodes=${NODES:-50}
+fi
 DIR=$ROOT/tmp/$NAME
 op_pid=""
 
-trap cleanup EXIT INT TERM
+install_cleanup
 
 args=("$@")
 [[ ${#args[@]} -gt 0 ]] || args=(-run .)
 
 hack/cluster.sh down "$NAME" # whatever an earlier run left
+rm -f "$DIR/operator.log" # so that a failure before the operator starts shows none
 # 50 nodes of 110 pods hold every benchmark's pods at once; a /16 Service
-# range holds the Envoy benchmark's 2200 Services (the default /24 holds 254).
-NODES=${NODES:-50} hack/cluster.sh up "$NAME" --kube-apiserver-port 0 --disable-qps-limits \
+# range holds the Envoy benchmark's Services (the default /24 holds 254).
+NODES=$nodes hack/cluster.sh up "$NAME" --kube-apiserver-port 0 --disable-qps-limits \
   --kube-audit-policy "$ROOT/test/bench/audit-policy.yaml" \
   --extra-args kube-apiserver=service-cluster-ip-range=10.96.0.0/16
 export KUBECONFIG=$DIR/kubeconfig
@@ -44,21 +63,31 @@ for _ in $(seq 30); do
 done
 bin/kubectl wait --for condition=Established --timeout 60s crd --all >/dev/null
 
-go build -o bin/kube-envoy-controller ./cmd/kube-envoy-controller
+go build -o "$DIR/kube-envoy-controller" ./cmd/kube-envoy-controller
+ports=$(free_ports 5)
+{ read -r webhook_port; read -r health_port; read -r xds_port; read -r metrics_port; read -r pprof_port; } <<<"$ports"
 # The sidecar-injection webhook, served by the operator on this host.
-webhook_port=$(hack/webhook-local.sh free-port)
-health_port=$(hack/webhook-local.sh free-port)
-xds_addr=127.0.0.1:$(hack/webhook-local.sh free-port)
 hack/webhook-local.sh "$webhook_port"
-bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" --controllers "${BENCH_CONTROLLERS:-*}" \
-  --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address "127.0.0.1:$health_port" \
-  --xds-bind-address "$xds_addr" \
+"$DIR/kube-envoy-controller" --kubeconfig "$KUBECONFIG" --controllers "${BENCH_CONTROLLERS:-*}" \
+  --metrics-bind-address "127.0.0.1:$metrics_port" --health-probe-bind-address "127.0.0.1:$health_port" \
+  --pprof-bind-address "127.0.0.1:$pprof_port" --xds-bind-address "127.0.0.1:$xds_port" \
   --webhook-bind-address "127.0.0.1:$webhook_port" --webhook-cert-dns-name localhost \
   --webhook-cert-write-files --webhook-cert-dir "$DIR/webhook-certs" \
   >"$DIR/operator.log" 2>&1 &
 op_pid=$!
 wait_ready "$op_pid" "$health_port" "$DIR/operator.log"
 
-mkdir -p "$DIR/results"
-BENCH_ROOT=$ROOT BENCH_CLUSTER=$NAME BENCH_OUT=$DIR/results OPERATOR_PID=$op_pid OPERATOR_XDS_ADDR=$xds_addr \
-  go test -tags bench -count=1 -timeout 60m ./test/bench/... -v "${args[@]}"
+out=""
+if [[ $smoke != 1 ]]; then
+  mkdir -p "$DIR/results"
+  out=$DIR/results
+fi
+rc=0
+BENCH_ROOT=$ROOT BENCH_CLUSTER=$NAME BENCH_OUT=$out BENCH_SMOKE=$smoke OPERATOR_PID=$op_pid \
+  OPERATOR_XDS_ADDR=127.0.0.1:$xds_port OPERATOR_METRICS_ADDR=127.0.0.1:$metrics_port \
+  OPERATOR_PPROF_ADDR=127.0.0.1:$pprof_port \
+  go test -tags bench -count=1 -timeout 60m ./test/bench/... -v "${args[@]}" || rc=$?
+stop_operator || rc=1
+echo "checking the operator's log (tmp/$NAME/operator.log)"
+go run ./hack/logcheck "$DIR/operator.log" || rc=1
+exit "$rc"

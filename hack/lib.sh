@@ -21,9 +21,41 @@ wait_ready() {
   return 1
 }
 
+# free_ports N: prints N distinct local ports, one a line, that were free when
+# asked (hack/freeport binds each one to make sure).
+free_ports() {
+  go run ./hack/freeport "${1:-1}"
+}
+
+# stop_operator: stops the operator ($op_pid) gracefully, as a rolling update
+# would, and fails if it does not stop within 60 seconds or exits with an
+# error (a race-enabled build exits 66 after it reported a data race).
+stop_operator() {
+  [[ -n ${op_pid:-} ]] || return 0
+  local pid=$op_pid rc=0
+  op_pid=""
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 120); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "the operator did not stop within 60s of SIGTERM" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    return 1
+  fi
+  wait "$pid" || rc=$?
+  if [[ $rc -ne 0 ]]; then
+    echo "the operator exited with status $rc on SIGTERM" >&2
+  fi
+  return "$rc"
+}
+
 # cleanup stops what a test or benchmark run started: the operator ($op_pid),
-# then the cluster $NAME, showing the end of the operator's log ($DIR) if the
-# run failed. Install it with: trap cleanup EXIT INT TERM
+# then the cluster $NAME (if set), showing the end of the operator's log
+# ($DIR) if the run failed. It keeps the run's exit status. Install it with
+# install_cleanup.
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
@@ -31,10 +63,22 @@ cleanup() {
     kill "$op_pid" 2>/dev/null || true
     wait "$op_pid" 2>/dev/null || true
   fi
-  if [[ $rc -ne 0 && -f $DIR/operator.log ]]; then
+  if [[ $rc -ne 0 && -n ${DIR:-} && -f $DIR/operator.log ]]; then
     echo "--- last lines of the operator's log (tmp/$NAME/operator.log):" >&2
     tail -n 40 "$DIR/operator.log" >&2 || true
   fi
-  hack/cluster.sh down "$NAME" || true
+  if [[ -n ${NAME:-} ]]; then
+    hack/cluster.sh down "$NAME" || true
+  fi
   exit "$rc"
+}
+
+# install_cleanup runs cleanup when the script exits. An interrupted run exits
+# 130 (SIGINT) or 143 (SIGTERM), whatever the command it interrupted returned:
+# a trap's $? is the status of the last command, which is often 0 during
+# set-up, and an interrupted run must never look like a passing one.
+install_cleanup() {
+  trap cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
 }

@@ -3,6 +3,7 @@
 # foreground. Ctrl-C stops the operator; the cluster stays up for kubectl
 # (`make cluster-down` removes it).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -14,18 +15,27 @@ bin/kubectl apply --server-side -f config/crd/bases >/dev/null
 bin/kubectl wait --for condition=Established --timeout 60s crd --all >/dev/null
 echo "CRDs installed: $(bin/kubectl get crd -o name | sed 's#.*/##' | tr '\n' ' ')"
 
+# The operator's ports on this host: free ones, unless set, so that a second
+# operator or anything else on the usual ports does not stop it.
+ports=$(free_ports 4)
+{ read -r free_webhook; read -r free_metrics; read -r free_health; read -r free_xds; } <<<"$ports"
+WEBHOOK_PORT=${WEBHOOK_PORT:-$free_webhook}
+METRICS_PORT=${METRICS_PORT:-$free_metrics}
+HEALTH_PORT=${HEALTH_PORT:-$free_health}
+XDS_PORT=${XDS_PORT:-$free_xds}
 # The sidecar-injection webhook, served by the operator on this host.
-WEBHOOK_PORT=${WEBHOOK_PORT:-9443}
 hack/webhook-local.sh "$WEBHOOK_PORT"
 
 bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" --zap-devel=false \
+  --metrics-bind-address "127.0.0.1:$METRICS_PORT" --health-probe-bind-address "127.0.0.1:$HEALTH_PORT" \
+  --xds-bind-address "127.0.0.1:$XDS_PORT" \
   --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dns-name localhost \
   --webhook-cert-write-files --webhook-cert-dir "$ROOT/tmp/$NAME/webhook-certs" &
 op_pid=$!
 # Ctrl-C reaches the operator too (one process group): let it stop gracefully,
 # since a second signal makes it exit at once. Otherwise stop it here.
 interrupted=""
-stop_operator() {
+stop_foreground_operator() {
   if [[ -n $interrupted ]]; then
     for _ in $(seq 20); do kill -0 "$op_pid" 2>/dev/null || break; sleep 0.5; done
   fi
@@ -34,7 +44,7 @@ stop_operator() {
   echo
   echo "Operator stopped. The cluster $NAME is still up; make cluster-down removes it."
 }
-trap stop_operator EXIT
+trap stop_foreground_operator EXIT
 trap 'interrupted=1; exit 130' INT
 trap 'exit 143' TERM
 
@@ -55,6 +65,11 @@ kube-envoy-controller is running against the local cluster "$NAME".
   bin/kubectl describe envoy edge-envoy      # conditions and events
   bin/kubectl get configmap envoy-cfg-1 -o yaml   # the fleet's Envoy v3 bootstrap
   bin/kubectl scale envoy/edge-envoy --replicas=5
+
+  The operator's ports: metrics http://127.0.0.1:$METRICS_PORT/metrics,
+  probes http://127.0.0.1:$HEALTH_PORT/readyz, xDS 127.0.0.1:$XDS_PORT,
+  webhook https://localhost:$WEBHOOK_PORT (set METRICS_PORT, HEALTH_PORT,
+  XDS_PORT or WEBHOOK_PORT to choose them).
 
 Ctrl-C stops the operator. make cluster-down removes the cluster.
 ================================================================================

@@ -8,26 +8,12 @@
 #   --webhook-cert-write-files --webhook-cert-dir DIR
 #
 #   hack/webhook-local.sh PORT          (KUBECONFIG names the cluster)
-#   hack/webhook-local.sh free-port     prints a free local port, below the ephemeral range
+#
+# hack/freeport picks a free PORT.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-port=${1:?usage: hack/webhook-local.sh PORT|free-port}
-
-if [[ $port == free-port ]]; then
-  # Below the kernel's ephemeral range (ip_local_port_range), from which
-  # outgoing connections, the cluster's own among them, take their ports.
-  low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-  for _ in $(seq 100); do
-    p=$((20000 + RANDOM % (low - 20000)))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      exit 0
-    fi
-  done
-  echo "no free port found" >&2
-  exit 1
-fi
+port=${1:?usage: hack/webhook-local.sh PORT}
 
 "$ROOT/bin/kubectl" create namespace kube-envoy-controller --dry-run=client -o yaml |
   "$ROOT/bin/kubectl" apply -f - >/dev/null

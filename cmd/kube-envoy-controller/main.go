@@ -37,6 +37,7 @@ func run() error {
 		controllers          string
 		metricsAddr          string
 		probeAddr            string
+		pprofAddr            string
 		leaderElect          bool
 		leaderElectNamespace string
 		qps                  float64
@@ -51,6 +52,7 @@ func run() error {
 		strings.Join(controller.Names(), ", ")))
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address of Go's /debug/pprof endpoints (profiles, and the heap after a forced GC for the benchmarks); 0 disables them.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica runs the controllers.")
 	flag.StringVar(&leaderElectNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; defaults to the pod's namespace in a cluster.")
 	flag.Float64Var(&qps, "kube-api-qps", -1, "Client-side QPS limit towards the API server; 0 or less means none (the server's priority and fairness applies).")
@@ -94,6 +96,7 @@ func run() error {
 		WebhookCertDir:          hookFlags.CertDir,
 		MetricsAddr:             metricsAddr,
 		ProbeAddr:               probeAddr,
+		PprofAddr:               pprofAddr,
 		LeaderElect:             leaderElect,
 		LeaderElectionNamespace: leaderElectNamespace,
 		ConcurrentReconciles:    concurrentReconciles,

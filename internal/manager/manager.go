@@ -27,6 +27,7 @@ import (
 type Options struct {
 	MetricsAddr             string // "0" disables the metrics server
 	ProbeAddr               string // "" or "0" disables the health probes
+	PprofAddr               string // "" or "0" disables Go's /debug/pprof endpoints
 	LeaderElect             bool
 	LeaderElectionNamespace string
 	// WebhookHost, WebhookPort and WebhookCertDir configure the webhook
@@ -68,6 +69,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		Client:                  client.Options{FieldOwner: objects.FieldOwner},
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  probe,
+		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        LeaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,

@@ -4,19 +4,22 @@
 // local cluster: how long a workload takes to come up, how many pods existed
 // at once and how many write requests each controller sent. hack/bench.sh
 // (make bench) starts the cluster, without client QPS limits and with an audit
-// log of the writes in the benchmark's namespaces, and the operator.
+// log of the writes outside the cluster's own namespaces, and the operator.
 //
 // Speed is measured and written down (BENCH_OUT), never asserted; only
-// correctness (no pod beyond the target) fails a benchmark. A new benchmark is
-// a Test function in its own file that uses the helpers here.
+// correctness (no pod beyond the target) fails a benchmark, and so does a
+// figure whose source is missing (see package measure). make bench-smoke
+// runs every benchmark at tiny sizes (BENCH_SMOKE=1) and records nothing. A
+// new benchmark is a Test function in its own file that uses the helpers
+// here, reads its sizes with sizesEnv or sizeEnv, and keeps to tiny sizes in
+// a smoke run.
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +30,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -38,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+	"github.com/kube-envoy-controller/kube-envoy-controller/test/bench/measure"
 )
 
 // OperatorUserAgent is the user agent of every request the operator sends.
@@ -70,7 +75,7 @@ func TestMain(m *testing.M) {
 	// The benchmark's own reads must not be throttled on the client side.
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = -1, 0
-	cfg.UserAgent = "kec-bench" // not a prefix of the operator's user agent: its writes are not counted as the operator's
+	cfg.UserAgent = BenchUserAgent // not a prefix of the operator's user agent: its writes are not counted as the operator's
 	if k8s, err = client.New(cfg, client.Options{Scheme: manager.NewScheme()}); err == nil {
 		cs, err = kubernetes.NewForConfig(cfg)
 	}
@@ -189,22 +194,17 @@ func (pt *PodTracker) Stats(t *testing.T) PodStats {
 	return PodStats{Created: pt.created, Peak: pt.peak, Running: len(pt.running), AllRunning: pt.allRunning}
 }
 
-// auditEvent is the part of an audit log line the benchmarks read.
-type auditEvent struct {
-	Stage     string `json:"stage"`
-	Verb      string `json:"verb"`
-	UserAgent string `json:"userAgent"`
-	ObjectRef struct {
-		Resource    string `json:"resource"`
-		Namespace   string `json:"namespace"`
-		Subresource string `json:"subresource"`
-	} `json:"objectRef"`
-}
+// BenchUserAgent is the user agent of the benchmark's own requests.
+const BenchUserAgent = "kec-bench"
 
 // Writes counts the write requests recorded in the cluster's audit log that
 // were sent with a user agent starting with userAgent to namespace ns, for the
 // given resources ("pods", "replicasets", …; a subresource counts with its
 // resource). The result maps "verb resource[/subresource]" to a count.
+//
+// It fails when the log holds none of the benchmark's own writes to ns (it
+// created the objects measured there): then the audit policy does not cover
+// ns, and every count would read 0.
 func Writes(t *testing.T, ns, userAgent string, resources ...string) map[string]int {
 	t.Helper()
 	out, err := exec.Command(filepath.Join(os.Getenv("BENCH_ROOT"), "bin", "kwokctl"),
@@ -212,34 +212,14 @@ func Writes(t *testing.T, ns, userAgent string, resources ...string) map[string]
 	if err != nil {
 		t.Fatalf("reading the audit log: %v", err)
 	}
-	counts := map[string]int{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var ev auditEvent
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" {
-			continue
-		}
-		r := ev.ObjectRef
-		if r.Namespace != ns || !strings.HasPrefix(ev.UserAgent, userAgent) || !contains(resources, r.Resource) {
-			continue
-		}
-		key := ev.Verb + " " + r.Resource
-		if r.Subresource != "" {
-			key += "/" + r.Subresource
-		}
-		counts[key]++
+	events, err := measure.ParseAudit(out)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return counts
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
+	if own := measure.CountWrites(events, measure.WriteFilter{Namespace: ns, UserAgent: BenchUserAgent}); Total(own) == 0 {
+		t.Fatalf("the audit log (%d events) has none of the benchmark's own writes in namespace %s: does test/bench/audit-policy.yaml cover it?", len(events), ns)
 	}
-	return false
+	return measure.CountWrites(events, measure.WriteFilter{Namespace: ns, UserAgent: userAgent, Resources: resources})
 }
 
 // Total sums the counts of Writes.
@@ -265,13 +245,173 @@ func Breakdown(counts map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// Record logs a benchmark's result and writes it to BENCH_OUT/name.md.
+// Smoke reports a smoke run (make bench-smoke): tiny sizes that check the
+// harness and the benchmarks' assertions, and no figures.
+func Smoke() bool { return os.Getenv("BENCH_SMOKE") == "1" }
+
+// Record logs a benchmark's result and writes it to BENCH_OUT/name.md. A
+// smoke run writes nothing and says so.
 func Record(t *testing.T, name, text string) {
 	t.Helper()
+	if Smoke() {
+		t.Log("\nsmoke run at tiny sizes, not a measurement; nothing recorded:\n" + text)
+		return
+	}
 	t.Log("\n" + text)
 	if dir := os.Getenv("BENCH_OUT"); dir != "" {
 		if err := os.WriteFile(filepath.Join(dir, name+".md"), []byte(text), 0o644); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// sizesEnv reads a list of sizes, such as BENCH_ENVOY_SIZES, or def when unset.
+func sizesEnv(t *testing.T, key, def string) []int {
+	t.Helper()
+	sizes, err := measure.Sizes(envOr(key, def))
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	return sizes
+}
+
+// sizeEnv reads one size, such as BENCH_PODSET_REPLICAS, or def when unset.
+func sizeEnv(t *testing.T, key string, def int) int {
+	t.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	n, err := measure.Size(v)
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	return n
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envDuration(t *testing.T, key string, def time.Duration) time.Duration {
+	t.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		t.Fatalf("%s: %q is not a duration", key, v)
+	}
+	return d
+}
+
+// operatorRSS reads the operator process's resident memory (OPERATOR_PID).
+func operatorRSS(t *testing.T) measure.ProcMemory {
+	t.Helper()
+	pid := os.Getenv("OPERATOR_PID")
+	if pid == "" {
+		t.Fatal("OPERATOR_PID is not set: run through hack/bench.sh")
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+	if err != nil {
+		t.Fatalf("reading the operator's memory: %v", err)
+	}
+	m, err := measure.ParseProcStatus(b)
+	if err != nil {
+		t.Fatalf("the operator's memory (/proc/%s/status): %v", pid, err)
+	}
+	return m
+}
+
+// operatorHeap makes the operator collect its garbage and returns its heap
+// statistics right after: its live heap. It reads them from Go's heap
+// profile (--pprof-bind-address, OPERATOR_PPROF_ADDR), whose gc=1 runs a GC
+// first, and checks that the GC ran.
+func operatorHeap(t *testing.T) measure.HeapStats {
+	t.Helper()
+	addr := os.Getenv("OPERATOR_PPROF_ADDR")
+	if addr == "" {
+		t.Fatal("OPERATOR_PPROF_ADDR is not set: run through hack/bench.sh")
+	}
+	get := func() measure.HeapStats {
+		b := httpGet(t, "http://"+addr+"/debug/pprof/heap?gc=1&debug=1")
+		h, err := measure.ParseHeapProfile(b)
+		if err != nil {
+			t.Fatalf("the operator's heap profile: %v", err)
+		}
+		return h
+	}
+	// Two collections: finalizers and objects they free take a second one,
+	// and the counter of forced GCs shows that they ran.
+	first := get()
+	h := get()
+	if h.NumForcedGC <= first.NumForcedGC {
+		t.Fatalf("the operator ran no GC when asked (forced GCs: %d, then %d)", first.NumForcedGC, h.NumForcedGC)
+	}
+	return h
+}
+
+// operatorMetric sums the series of one of the operator's metrics
+// (OPERATOR_METRICS_ADDR) that carry labels.
+func operatorMetric(t *testing.T, name string, labels map[string]string) (measure.Series, error) {
+	t.Helper()
+	addr := os.Getenv("OPERATOR_METRICS_ADDR")
+	if addr == "" {
+		t.Fatal("OPERATOR_METRICS_ADDR is not set: run through hack/bench.sh")
+	}
+	fams, err := measure.ParseMetrics(httpGet(t, "http://"+addr+"/metrics"))
+	if err != nil {
+		t.Fatalf("the operator's metrics: %v", err)
+	}
+	return measure.Sum(fams, name, labels)
+}
+
+func httpGet(t *testing.T, url string) []byte {
+	t.Helper()
+	c := http.Client{Timeout: time.Minute}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s: %.200s", url, resp.Status, b)
+	}
+	return b
+}
+
+// deleteNamespaces deletes namespaces and waits until they are gone with
+// everything in them, so that the next measurement starts from a cluster (and
+// an operator cache) without them.
+func deleteNamespaces(t *testing.T, names ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, ns := range names {
+		if err := k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	left := names
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var still []string
+		for _, ns := range names {
+			err := k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+			if err == nil || !apierrors.IsNotFound(err) {
+				still = append(still, ns)
+			}
+		}
+		left = still
+		return len(still) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("namespaces %v not deleted: %v", left, err)
 	}
 }

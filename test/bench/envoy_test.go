@@ -5,9 +5,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,77 +27,142 @@ import (
 
 // TestEnvoyFleets creates N Envoys (replicas 1) and, as the floor, the same
 // ConfigMaps, Deployments and Services created directly, on a cluster with no
-// client-side QPS limits. It reports seconds until all are available, the
-// operator's write requests per Envoy and per minute once settled, and its
-// peak RSS. BENCH_ENVOY_SIZES sets N (default "100,1000").
+// client-side QPS limits. Both are timed to the same point, every Deployment
+// with an available replica, four times in the order floor, operator,
+// operator, floor, so that a drift of the machine's load over the row weighs
+// on both alike. It reports those times, the time until the Envoys also
+// report it in their status, the operator's write requests per Envoy and per
+// minute once settled, and its memory. BENCH_ENVOY_SIZES sets N (default
+// "100,1000"), BENCH_SETTLE the settled period (default 1m).
 func TestEnvoyFleets(t *testing.T) {
-	c := k8s
-	sizes := strings.Split(envOr("BENCH_ENVOY_SIZES", "100,1000"), ",")
+	sizes := sizesEnv(t, "BENCH_ENVOY_SIZES", "100,1000")
 	settle := envDuration(t, "BENCH_SETTLE", time.Minute)
+	defaults := fleet.Defaults{XDS: proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: "xds.bench.svc", Port: 18000}}
 	var rows []string
-	for _, s := range sizes {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			t.Fatalf("BENCH_ENVOY_SIZES: %q", s)
-		}
-		floor := envoyFloor(t, c, n)
-		t.Logf("N=%d floor (ConfigMap+Deployment+Service created directly): %.1fs", n, floor.Seconds())
+	for _, n := range sizes {
+		heapBefore := operatorHeap(t)
+		floor1 := envoyFloor(t, n, fmt.Sprintf("bench-floor-%d-1", n), defaults)
+		op1 := envoyFleets(t, n, fmt.Sprintf("bench-envoy-%d-1", n))
+		heapWith := operatorHeap(t)
+		op2 := envoyFleets(t, n, fmt.Sprintf("bench-envoy-%d-2", n))
+		floor2 := envoyFloor(t, n, fmt.Sprintf("bench-floor-%d-2", n), defaults)
+		t.Logf("N=%d Deployments available: floor %.1fs, operator %.1fs, operator %.1fs, floor %.1fs; Envoys Available %.1fs, %.1fs",
+			n, floor1.Seconds(), op1.deployments.Seconds(), op2.deployments.Seconds(), floor2.Seconds(), op1.envoys.Seconds(), op2.envoys.Seconds())
 
-		ns := fmt.Sprintf("bench-envoy-%d", n)
-		namespace(t, ns)
-		start := time.Now()
-		parallel(t, n, func(i int) error {
-			return c.Create(context.Background(), &examplev1.Envoy{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fleet-%04d", i), Namespace: ns},
-				Spec: examplev1.EnvoySpec{Replicas: ptr.To[int32](1),
-					XDS: &examplev1.XDS{Host: "xds.bench.svc", Port: 18000}},
-			})
-		})
-		waitFor(t, 15*time.Minute, fmt.Sprintf("%d Envoys available", n), func() (int, error) {
-			var list examplev1.EnvoyList
-			if err := c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-				return 0, err
-			}
-			ready := 0
-			for _, e := range list.Items {
-				if meta.IsStatusConditionTrue(e.Status.Conditions, conditions.Available) && e.Status.AvailableReplicas == 1 {
-					ready++
-				}
-			}
-			return ready, nil
-		}, n)
-		ours := time.Since(start)
-		up := operatorWritesIn(t, ns)
-		t.Logf("N=%d Envoys: %.1fs, %d writes (%s)", n, ours.Seconds(), Total(up), Breakdown(up))
-
+		settledBefore := Total(operatorWritesIn(t, op1.ns)) + Total(operatorWritesIn(t, op2.ns))
 		time.Sleep(settle)
-		settled := operatorWritesIn(t, ns)
-		perMin := float64(Total(settled)-Total(up)) / settle.Minutes()
-		hwm, rss := operatorMemory(t)
-		rows = append(rows, fmt.Sprintf("| %d | %.1f | %.1f | %.2f | %.1f | %.1f | %d / %d |",
-			n, ours.Seconds(), floor.Seconds(), ours.Seconds()/floor.Seconds(),
-			float64(Total(up))/float64(n), perMin, hwm>>20, rss>>20))
-		t.Logf("N=%d settled: %.1f writes/min; operator peak RSS %d MiB, RSS %d MiB", n, perMin, hwm>>20, rss>>20)
+		settledAfter := Total(operatorWritesIn(t, op1.ns)) + Total(operatorWritesIn(t, op2.ns))
+		perMin := 0.0
+		if settle > 0 {
+			perMin = float64(settledAfter-settledBefore) / settle.Minutes()
+		}
+		rss := operatorRSS(t)
+		floorMean := (floor1 + floor2).Seconds() / 2
+		opMean := (op1.deployments + op2.deployments).Seconds() / 2
+		writes := float64(Total(op1.writes)+Total(op2.writes)) / float64(2*n)
+		rows = append(rows, fmt.Sprintf("| %d | %.1f / %.1f | %.1f / %.1f | %.2f | %.1f / %.1f | %.1f | %.1f | %.1f → %.1f | %d |",
+			n, floor1.Seconds(), floor2.Seconds(), op1.deployments.Seconds(), op2.deployments.Seconds(), opMean/floorMean,
+			op1.envoys.Seconds(), op2.envoys.Seconds(), writes, perMin,
+			mib(heapBefore.HeapAlloc), mib(heapWith.HeapAlloc), rss.Current>>20))
+		t.Logf("N=%d: %s", n, rows[len(rows)-1])
+		deleteNamespaces(t, op1.ns, op2.ns, fmt.Sprintf("bench-floor-%d-1", n), fmt.Sprintf("bench-floor-%d-2", n))
 	}
+	rss := operatorRSS(t)
 	Record(t, "envoy", strings.Join(append([]string{
-		"| N | Envoys available (s) | floor (s) | ratio | writes per Envoy | writes/min settled | operator peak / current RSS (MiB) |",
-		"|---|---|---|---|---|---|---|",
-	}, rows...), "\n")+"\n")
+		"Runs in the order floor, operator, operator, floor; each is timed from its first create to every Deployment with an available replica.",
+		"",
+		"| N | floor (s), 1st / 4th run | operator (s), 2nd / 3rd run | ratio of the means | Envoys report Available (s), 2nd / 3rd | writes per Envoy | writes/min settled (2N Envoys) | operator live heap after GC (MiB), before the row → with N Envoys | operator RSS at the end of the row (MiB) |",
+		"|---|---|---|---|---|---|---|---|---|",
+	}, rows...), "\n")+fmt.Sprintf("\n\nThe operator's peak RSS over the whole run (VmHWM, every row and benchmark before it): %d MiB.\n", rss.Peak>>20))
 }
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 // operatorWritesIn counts the operator's write requests to ns from the audit log.
 func operatorWritesIn(t *testing.T, ns string) map[string]int {
 	return Writes(t, ns, OperatorUserAgent, "envoys", "configmaps", "deployments", "services", "events")
 }
 
-// envoyFloor creates, for n fleets, the ConfigMap, Deployment and Service the
-// operator would, directly, and returns the time until every Deployment is
-// available: what the cluster itself needs for the same objects.
-func envoyFloor(t *testing.T, c client.Client, n int) time.Duration {
+// fleetRun is one timed creation of n Envoys.
+type fleetRun struct {
+	ns          string
+	deployments time.Duration  // until every Envoy's Deployment has an available replica: the floor's end point
+	envoys      time.Duration  // until every Envoy reports it: availableReplicas 1 and Available
+	writes      map[string]int // the operator's writes until then
+}
+
+// envoyFleets creates n Envoys in a new namespace ns and times them.
+func envoyFleets(t *testing.T, n int, ns string) fleetRun {
 	t.Helper()
-	ns := fmt.Sprintf("bench-floor-%d", n)
+	ctx := context.Background()
 	namespace(t, ns)
-	defaults := fleet.Defaults{XDS: proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: "xds.bench.svc", Port: 18000}}
+	start := time.Now()
+	parallel(t, n, func(i int) error {
+		return k8s.Create(ctx, &examplev1.Envoy{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fleet-%04d", i), Namespace: ns},
+			Spec: examplev1.EnvoySpec{Replicas: ptr.To[int32](1),
+				XDS: &examplev1.XDS{Host: "xds.bench.svc", Port: 18000}},
+		})
+	})
+	run := fleetRun{ns: ns}
+	deployments, envoys := 0, 0
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if run.deployments == 0 {
+			var err error
+			if deployments, err = availableDeployments(ctx, ns); err != nil {
+				return false, nil
+			}
+			if deployments >= n {
+				run.deployments = time.Since(start)
+			}
+		}
+		var list examplev1.EnvoyList
+		if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, nil
+		}
+		envoys = 0
+		for _, e := range list.Items {
+			if meta.IsStatusConditionTrue(e.Status.Conditions, conditions.Available) && e.Status.AvailableReplicas == 1 {
+				envoys++
+			}
+		}
+		if envoys >= n && run.envoys == 0 {
+			run.envoys = time.Since(start)
+		}
+		return run.deployments > 0 && run.envoys > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("timed out waiting for %d Envoys in %s: %d Deployments available, %d Envoys Available", n, ns, deployments, envoys)
+	}
+	run.writes = operatorWritesIn(t, ns)
+	t.Logf("%s: Deployments available %.1fs, Envoys Available %.1fs, %d writes (%s)",
+		ns, run.deployments.Seconds(), run.envoys.Seconds(), Total(run.writes), Breakdown(run.writes))
+	return run
+}
+
+// availableDeployments counts the Deployments of ns with an available replica.
+func availableDeployments(ctx context.Context, ns string) (int, error) {
+	var list appsv1.DeploymentList
+	if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return 0, err
+	}
+	ready := 0
+	for _, d := range list.Items {
+		if d.Status.AvailableReplicas == 1 {
+			ready++
+		}
+	}
+	return ready, nil
+}
+
+// envoyFloor creates in a new namespace ns, for n fleets, the ConfigMap,
+// Deployment and Service the operator would, directly, and returns the time
+// until every Deployment has an available replica: what the cluster itself
+// needs for the same objects.
+func envoyFloor(t *testing.T, n int, ns string, defaults fleet.Defaults) time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	namespace(t, ns)
 	start := time.Now()
 	parallel(t, n, func(i int) error {
 		e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fleet-%04d", i), Namespace: ns},
@@ -118,26 +180,24 @@ func envoyFloor(t *testing.T, c client.Client, n int) time.Duration {
 			if d, ok := obj.(*appsv1.Deployment); ok {
 				delete(d.Spec.Template.Labels, objects.ManagedByLabel)
 			}
-			if err := c.Create(context.Background(), obj); err != nil {
+			if err := k8s.Create(ctx, obj); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	waitFor(t, 15*time.Minute, fmt.Sprintf("%d floor Deployments available", n), func() (int, error) {
-		var list appsv1.DeploymentList
-		if err := c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-			return 0, err
-		}
-		ready := 0
-		for _, d := range list.Items {
-			if d.Status.AvailableReplicas == 1 {
-				ready++
-			}
-		}
-		return ready, nil
-	}, n)
-	return time.Since(start)
+	ready := 0
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		ready, err = availableDeployments(ctx, ns)
+		return err == nil && ready >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("timed out waiting for %d floor Deployments in %s: %d available", n, ns, ready)
+	}
+	d := time.Since(start)
+	t.Logf("%s: Deployments available %.1fs", ns, d.Seconds())
+	return d
 }
 
 // parallel runs create(i) for i in [0, n) on 32 workers.
@@ -172,58 +232,4 @@ func parallel(t *testing.T, n int, create func(i int) error) {
 	if first != nil {
 		t.Fatal(first)
 	}
-}
-
-// waitFor polls count every 250ms until it reaches want.
-func waitFor(t *testing.T, timeout time.Duration, what string, count func() (int, error), want int) {
-	t.Helper()
-	got := 0
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		var err error
-		got, err = count()
-		return err == nil && got >= want, nil
-	})
-	if err != nil {
-		t.Fatalf("timed out waiting for %s: %d of %d", what, got, want)
-	}
-}
-
-// operatorMemory returns the operator's peak and current resident set, in bytes.
-func operatorMemory(t *testing.T) (peak, current int64) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("/proc", os.Getenv("OPERATOR_PID"), "status"))
-	if err != nil {
-		t.Fatalf("reading the operator's memory (OPERATOR_PID): %v", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 && (f[0] == "VmHWM:" || f[0] == "VmRSS:") {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			if f[0] == "VmHWM:" {
-				peak = kb << 10
-			} else {
-				current = kb << 10
-			}
-		}
-	}
-	return peak, current
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
-func envDuration(t *testing.T, key string, def time.Duration) time.Duration {
-	v := os.Getenv(key)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		t.Fatalf("%s: %v", key, err)
-	}
-	return d
 }

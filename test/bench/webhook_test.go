@@ -3,19 +3,17 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -23,14 +21,17 @@ import (
 
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
+	"github.com/kube-envoy-controller/kube-envoy-controller/test/bench/measure"
 )
 
 // 1000 pod creations, 50 at a time, through the API server, in a namespace
 // where the injection webhook adds a Watcher's sidecar to each, and the same
 // in a namespace out of its scope: the latency of each create as the client
 // sees it, and the webhook's share as the API server measures it.
+// BENCH_WEBHOOK_PODS sets the number of pods (default 1000).
 func TestWebhookAdmissionLatency(t *testing.T) {
-	const pods, concurrency, warmup = 1000, 50, 50
+	pods := sizeEnv(t, "BENCH_WEBHOOK_PODS", 1000)
+	concurrency, warmup := min(50, pods), min(50, pods)
 	const nsOn, nsOff = "bench-webhook", "bench-no-webhook"
 	ctx := context.Background()
 	namespace(t, nsOn)
@@ -58,9 +59,10 @@ func TestWebhookAdmissionLatency(t *testing.T) {
 	// Warm up both paths (connections, caches), then measure.
 	createPods(t, nsOn, "warm", warmup, concurrency)
 	createPods(t, nsOff, "warm", warmup, concurrency)
-	before := webhookAdmission(t)
+	hook := podInjector(t)
+	before := webhookAdmission(t, hook)
 	on := createPods(t, nsOn, "pod", pods, concurrency)
-	after := webhookAdmission(t)
+	after := webhookAdmission(t, hook)
 	off := createPods(t, nsOff, "pod", pods, concurrency)
 
 	// Every pod came back injected, once.
@@ -74,11 +76,12 @@ func TestWebhookAdmissionLatency(t *testing.T) {
 		}
 	}
 
-	calls := after.count - before.count
-	mean := 0.0
-	if calls > 0 {
-		mean = (after.sum - before.sum) / calls * 1000
+	// The API server's own count: at least one call of the webhook per pod.
+	calls := after.Count - before.Count
+	if calls < float64(pods) {
+		t.Fatalf("the API server counted %.0f calls of the webhook %s for %d injected pods", calls, hook, pods)
 	}
+	mean := (after.Sum - before.Sum) / calls * 1000
 	Record(t, "webhook", fmt.Sprintf(`## Sidecar injection: admission latency
 
 %d pod creations, %d at a time, after %d to warm up; each pod gets one Watcher's sidecar.
@@ -88,11 +91,11 @@ func TestWebhookAdmissionLatency(t *testing.T) {
 | injection enabled (webhook called) | %s | %s | %s | %s |
 | not enabled (webhook not called) | %s | %s | %s | %s |
 
-API server's own measure of the webhook call (apiserver_admission_webhook_admission_duration_seconds): %.0f calls, mean %.1f ms.
+API server's own measure of the webhook call (%s{name=%q}): %.0f calls, mean %.1f ms.
 `, pods, concurrency, warmup,
 		ms(on.quantile(0.5)), ms(on.quantile(0.99)), ms(on.quantile(1)), on.wall.Round(time.Millisecond),
 		ms(off.quantile(0.5)), ms(off.quantile(0.99)), ms(off.quantile(1)), off.wall.Round(time.Millisecond),
-		calls, mean))
+		webhookDurationMetric, hook, calls, mean))
 }
 
 // waitForInjection waits until a dry-run pod in ns comes back injected: the
@@ -176,35 +179,52 @@ func createPods(t *testing.T, ns, prefix string, n, concurrency int) latencies {
 	return out
 }
 
-type histogram struct{ count, sum float64 }
+// webhookDurationMetric is the API server's histogram of webhook calls.
+const webhookDurationMetric = "apiserver_admission_webhook_admission_duration_seconds"
+
+// podInjector returns the name of the mutating webhook that handles pod
+// creation, as installed in the cluster.
+func podInjector(t *testing.T) string {
+	t.Helper()
+	var list admissionregistrationv1.MutatingWebhookConfigurationList
+	if err := k8s.List(context.Background(), &list); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, cfg := range list.Items {
+		for _, h := range cfg.Webhooks {
+			for _, r := range h.Rules {
+				if slices.Contains(r.Resources, "pods") && slices.Contains(r.Operations, admissionregistrationv1.Create) {
+					names = append(names, h.Name)
+				}
+			}
+		}
+	}
+	if len(names) != 1 {
+		t.Fatalf("mutating webhooks of pod creation: %v, want one", names)
+	}
+	return names[0]
+}
 
 // webhookAdmission reads the API server's count and total seconds of calls
-// to the injection webhook.
-func webhookAdmission(t *testing.T) histogram {
+// to the webhook hook. It fails when the API server has no such measure: a
+// renamed metric or webhook must not read as 0 calls.
+func webhookAdmission(t *testing.T, hook string) measure.Series {
 	t.Helper()
 	out, err := exec.Command(filepath.Join(os.Getenv("BENCH_ROOT"), "bin", "kubectl"), "get", "--raw", "/metrics").Output()
 	if err != nil {
 		t.Fatalf("reading the API server's metrics: %v", err)
 	}
-	var h histogram
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.Contains(line, `name="inject.watch.my.domain"`) {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			continue
-		}
-		switch {
-		case strings.HasPrefix(line, "apiserver_admission_webhook_admission_duration_seconds_count{"):
-			h.count += v
-		case strings.HasPrefix(line, "apiserver_admission_webhook_admission_duration_seconds_sum{"):
-			h.sum += v
-		}
+	fams, err := measure.ParseMetrics(out)
+	if err != nil {
+		t.Fatalf("the API server's metrics: %v", err)
 	}
-	return h
+	s, err := measure.Sum(fams, webhookDurationMetric, map[string]string{"name": hook})
+	if err != nil {
+		t.Fatalf("the API server's metrics: %v", err)
+	}
+	if s.Matched == 0 {
+		t.Fatalf("the API server's metrics have no %s series for the webhook %s", webhookDurationMetric, hook)
+	}
+	return s
 }

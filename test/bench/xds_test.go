@@ -5,6 +5,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,10 +25,12 @@ import (
 	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/test/bench/measure"
 )
 
 // The xDS benchmark's fleet: xdsClusters EDS clusters, each with one endpoint.
@@ -56,22 +59,24 @@ func xdsResources(port int) examplev1.EnvoyResources {
 // TestXDSPushToAck measures, with 100 and 1000 proxies connected over state
 // of the world and over delta ADS: the time from an EnvoyConfig update (one
 // EDS endpoint changes) to each proxy's ACK, the bytes each proxy is sent for
-// it, and the operator's resident memory per 1000 connected proxies.
+// it, and the operator's live heap per 1000 connected proxies.
+// BENCH_XDS_SIZES sets the numbers of proxies (default "100,1000"),
+// BENCH_XDS_ROUNDS the updates per row (default 10).
 func TestXDSPushToAck(t *testing.T) {
 	addr := os.Getenv("OPERATOR_XDS_ADDR")
 	if addr == "" {
 		t.Fatal("OPERATOR_XDS_ADDR is not set: run through hack/bench.sh (make bench)")
 	}
-	sizes := strings.Split(envOr("BENCH_XDS_SIZES", "100,1000"), ",")
-	const rounds = 10
+	sizes := sizesEnv(t, "BENCH_XDS_SIZES", "100,1000")
+	rounds := sizeEnv(t, "BENCH_XDS_ROUNDS", 10)
 	rows := []string{
-		"| mode | proxies | push to ACK p50 | p99 | all ACKed, median of rounds | bytes per proxy per endpoint change | operator RSS per 1000 proxies (MiB) |",
+		"| mode | proxies | push to ACK sent p50 | p99 | all ACKs sent, median of rounds | bytes per proxy per endpoint change | operator live heap per 1000 proxies (MiB) |",
 		"|---|---|---|---|---|---|---|",
 	}
 	for _, mode := range []string{"sotw", "delta"} {
-		for _, s := range sizes {
-			n, _ := strconv.Atoi(strings.TrimSpace(s))
+		for _, n := range sizes {
 			ns := fmt.Sprintf("bench-xds-%s-%d", mode, n)
+			fleet := ns + "/edge"
 			namespace(t, ns)
 			ctx := context.Background()
 			if err := k8s.Create(ctx, &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns},
@@ -83,11 +88,14 @@ func TestXDSPushToAck(t *testing.T) {
 			if err := k8s.Create(ctx, cfg); err != nil {
 				t.Fatal(err)
 			}
-			_, rssBefore := operatorMemory(t)
-			acks := startLoadClients(t, addr, ns+"/edge", mode, n)
+			// The memory of n proxies: the live heap with them connected minus
+			// without, both after a GC, once the previous row's streams are gone.
+			waitConnected(t, "", 0)
+			heapBefore := operatorHeap(t)
+			acks := startLoadClients(t, addr, fleet, mode, n)
 			acks.waitAll(t, n, "")
-			time.Sleep(2 * time.Second)
-			_, rssAfter := operatorMemory(t)
+			waitConnected(t, fleet, n)
+			heapAfter := operatorHeap(t)
 
 			var lat []time.Duration
 			var all []time.Duration
@@ -112,7 +120,7 @@ func TestXDSPushToAck(t *testing.T) {
 			}
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 			sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-			perThousand := float64(rssAfter-rssBefore) / float64(n) * 1000 / (1 << 20)
+			perThousand := mib(heapAfter.HeapAlloc-heapBefore.HeapAlloc) / float64(n) * 1000
 			rows = append(rows, fmt.Sprintf("| %s | %d | %s | %s | %s | %d | %.1f |", mode, n,
 				ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(all[len(all)/2]), bytes/int64(rounds*n), perThousand))
 			t.Log(rows[len(rows)-1])
@@ -120,6 +128,40 @@ func TestXDSPushToAck(t *testing.T) {
 		}
 	}
 	Record(t, "xds", strings.Join(rows, "\n")+"\n")
+}
+
+// connectedMetric is the xDS server's gauge of connected proxies, by fleet.
+const connectedMetric = "kube_envoy_controller_xds_connected_proxies"
+
+// waitConnected waits until the operator's xDS server counts n connected
+// proxies: of fleet, or of every fleet when fleet is "". Before any proxy
+// connected the gauge has no series at all, which counts as 0 for every fleet
+// but not for a named one.
+func waitConnected(t *testing.T, fleet string, n int) {
+	t.Helper()
+	var labels map[string]string
+	if fleet != "" {
+		labels = map[string]string{"fleet": fleet}
+	}
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		s, err := operatorMetric(t, connectedMetric, labels)
+		switch {
+		case errors.Is(err, measure.ErrNoFamily) && fleet == "":
+			s = measure.Series{}
+		case err != nil:
+			last = err.Error()
+			return false, nil
+		case fleet != "" && s.Matched == 0:
+			last = "no series for the fleet"
+			return false, nil
+		}
+		last = fmt.Sprintf("%.0f connected", s.Value)
+		return int(s.Value) == n, nil
+	})
+	if err != nil {
+		t.Fatalf("the operator's %s%v is not %d: %s", connectedMetric, labels, n, last)
+	}
 }
 
 type ack struct {
@@ -162,27 +204,44 @@ func startLoadClients(t *testing.T, addr, fleet, mode string, n int) *loadClient
 
 func (lc *loadClients) read(r io.Reader) {
 	sc := bufio.NewScanner(r)
+	var err error
 	for sc.Scan() {
-		f := strings.Fields(sc.Text()) // client version unixnano bytes
-		if len(f) != 4 {
-			continue
+		var a ack
+		if a, err = parseAck(sc.Text()); err != nil {
+			break
 		}
-		id, _ := strconv.Atoi(f[0])
-		ns, _ := strconv.ParseInt(f[2], 10, 64)
-		b, _ := strconv.Atoi(f[3])
 		lc.mu.Lock()
-		if lc.byVersion[f[1]] == nil {
-			lc.byVersion[f[1]] = map[int]ack{}
-			lc.order = append(lc.order, f[1])
+		if lc.byVersion[a.version] == nil {
+			lc.byVersion[a.version] = map[int]ack{}
+			lc.order = append(lc.order, a.version)
 		}
-		lc.byVersion[f[1]][id] = ack{id, f[1], time.Unix(0, ns), b}
+		lc.byVersion[a.version][a.client] = a
 		lc.cond.Broadcast()
 		lc.mu.Unlock()
 	}
+	if err == nil {
+		err = fmt.Errorf("the client process ended (%v)", sc.Err())
+	}
 	lc.mu.Lock()
-	lc.err = fmt.Errorf("the client process ended: %v", sc.Err())
+	lc.err = err
 	lc.cond.Broadcast()
 	lc.mu.Unlock()
+}
+
+// parseAck parses a line of the client process: "client version unixnano bytes".
+func parseAck(line string) (ack, error) {
+	f := strings.Fields(line)
+	bad := fmt.Errorf("the client process printed %q, want: client version unixnano bytes", line)
+	if len(f) != 4 {
+		return ack{}, bad
+	}
+	id, err1 := strconv.Atoi(f[0])
+	ns, err2 := strconv.ParseInt(f[2], 10, 64)
+	b, err3 := strconv.Atoi(f[3])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return ack{}, bad
+	}
+	return ack{id, f[1], time.Unix(0, ns), b}, nil
 }
 
 // latest returns the newest version some client acknowledged.
@@ -236,9 +295,14 @@ func (lc *loadClients) stop() {
 
 // runLoadClients is the client process: XDS_LOAD_N ADS streams of fleet
 // XDS_LOAD_FLEET, each subscribed to the fleet's EDS clusters, that ACK every
-// response and print "client version unixnano bytes" for it.
+// response and print "client version unixnano bytes" for it, the time being
+// when the ACK was sent.
 func runLoadClients() {
-	n, _ := strconv.Atoi(os.Getenv("XDS_LOAD_N"))
+	n, err := measure.Size(os.Getenv("XDS_LOAD_N"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "XDS_LOAD_N:", err)
+		os.Exit(1)
+	}
 	addr, fleet, mode := os.Getenv("XDS_LOAD_ADDR"), os.Getenv("XDS_LOAD_FLEET"), os.Getenv("XDS_LOAD_MODE")
 	names := make([]string, xdsClusters)
 	for i := range names {
@@ -290,11 +354,11 @@ func sotwClient(c discoveryv3.AggregatedDiscoveryServiceClient, node *corev3.Nod
 		if err != nil {
 			return err
 		}
-		report(resp.GetVersionInfo(), proto.Size(resp))
 		if err := st.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResourceNames: names,
 			VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}); err != nil {
 			return err
 		}
+		report(resp.GetVersionInfo(), proto.Size(resp)) // stamped once the ACK is sent
 	}
 }
 
@@ -311,9 +375,9 @@ func deltaClient(c discoveryv3.AggregatedDiscoveryServiceClient, node *corev3.No
 		if err != nil {
 			return err
 		}
-		report(resp.GetSystemVersionInfo(), proto.Size(resp))
 		if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}); err != nil {
 			return err
 		}
+		report(resp.GetSystemVersionInfo(), proto.Size(resp)) // stamped once the ACK is sent
 	}
 }

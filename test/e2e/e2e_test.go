@@ -7,6 +7,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -42,15 +43,26 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// kubectl runs bin/kubectl with args and returns its output.
+// kubectl runs bin/kubectl with args and returns its output; it fails t if
+// kubectl fails. Inside a wait, use kubectlOut, so that a transient error is
+// retried until the wait's deadline.
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"), args...)
-	out, err := cmd.CombinedOutput()
+	out, err := kubectlOut(args...)
 	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatal(err)
 	}
-	return strings.TrimSpace(string(out))
+	return out
+}
+
+// kubectlOut runs bin/kubectl with args and returns its trimmed output, or
+// an error that holds the command and its output.
+func kubectlOut(args ...string) (string, error) {
+	out, err := exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"), args...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // sample returns the path of a file in config/samples.
@@ -59,6 +71,9 @@ func sample(name string) string {
 }
 
 // eventually polls cond every half second until it holds or timeout passes.
+// An error from cond does not end the wait: it is what the failure reports
+// if cond never holds (an error such as a kubectl call that failed once must
+// not fail a test that would have passed a second later).
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
 	var last error
@@ -80,10 +95,9 @@ func waitJSONPath(t *testing.T, timeout time.Duration, ns, resource, path, want 
 	args := append([]string{"-n", ns, "get"}, strings.Fields(resource)...)
 	args = append(args, "-o", "jsonpath="+path)
 	eventually(t, timeout, fmt.Sprintf("%s %s = %q", resource, path, want), func() (bool, error) {
-		out, err := exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"), args...).CombinedOutput()
-		got := strings.TrimSpace(string(out))
+		got, err := kubectlOut(args...)
 		if err != nil {
-			return false, fmt.Errorf("%v: %s", err, out)
+			return false, err
 		}
 		return got == want, fmt.Errorf("got %q", got)
 	})
@@ -95,11 +109,11 @@ func waitGone(t *testing.T, timeout time.Duration, ns string, what ...string) {
 	args := append([]string{"-n", ns, "get"}, what...)
 	args = append(args, "--ignore-not-found", "-o", "name")
 	eventually(t, timeout, strings.Join(what, " ")+" to be deleted", func() (bool, error) {
-		out, err := exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"), args...).CombinedOutput()
+		out, err := kubectlOut(args...)
 		if err != nil {
-			return false, fmt.Errorf("%v: %s", err, out)
+			return false, err
 		}
-		return strings.TrimSpace(string(out)) == "", nil
+		return out == "", fmt.Errorf("still there: %s", strings.Join(strings.Fields(out), " "))
 	})
 }
 

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -31,25 +32,29 @@ func TestEnvoySample(t *testing.T) {
 	oldHash := kubectl(t, "-n", ns, "get", "envoy/edge-envoy", "-o", "jsonpath={.status.bootstrapHash}")
 	kubectl(t, "-n", ns, "patch", "envoy/edge-envoy", "--type=merge", "-p", `{"spec":{"xds":{"port":19500}}}`)
 	eventually(t, time.Minute, "the bootstrap to change", func() (bool, error) {
-		boot := kubectl(t, "-n", ns, "get", "configmap/envoy-cfg-1", "-o", `jsonpath={.data.envoy\.yaml}`)
-		return strings.Contains(boot, "port_value: 19500"), nil
+		boot, err := kubectlOut("-n", ns, "get", "configmap/envoy-cfg-1", "-o", `jsonpath={.data.envoy\.yaml}`)
+		return err == nil && strings.Contains(boot, "port_value: 19500"), err
 	})
 	newHash := ""
 	eventually(t, time.Minute, "a new bootstrap hash", func() (bool, error) {
-		newHash = kubectl(t, "-n", ns, "get", "envoy/edge-envoy", "-o", "jsonpath={.status.bootstrapHash}")
-		return newHash != oldHash, nil
+		var err error
+		newHash, err = kubectlOut("-n", ns, "get", "envoy/edge-envoy", "-o", "jsonpath={.status.bootstrapHash}")
+		return err == nil && newHash != oldHash, err
 	})
 	// Every pod now runs the new bootstrap: the rollout replaced them all.
 	eventually(t, 2*time.Minute, "the pods to roll", func() (bool, error) {
-		hashes := kubectl(t, "-n", ns, "get", "pods", "-l", selector, "--field-selector=status.phase=Running",
+		hashes, err := kubectlOut("-n", ns, "get", "pods", "-l", selector, "--field-selector=status.phase=Running",
 			"-o", `jsonpath={range .items[*]}{.metadata.annotations.kube-envoy-controller\.io/bootstrap-hash}{" "}{end}`)
+		if err != nil {
+			return false, err
+		}
 		f := strings.Fields(hashes)
 		if len(f) != 5 {
-			return false, nil
+			return false, fmt.Errorf("%d Running pods, want 5", len(f))
 		}
 		for _, h := range f {
 			if h != newHash {
-				return false, nil
+				return false, fmt.Errorf("bootstrap hashes %v, want %s", f, newHash)
 			}
 		}
 		return true, nil

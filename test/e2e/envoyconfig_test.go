@@ -76,10 +76,16 @@ func TestServiceEndpointsOverXDS(t *testing.T) {
 	waitJSONPath(t, time.Minute, ns, "envoyconfig/web", `{.status.conditions[?(@.type=="Accepted")].status}`, "True")
 
 	proxy := xdstest.Connect(t, xdstest.Dial(t, os.Getenv("E2E_XDS_ADDR")), ns+"/edge", "e2e-proxy", resourcev3.EndpointType, "web")
-	// podIPs returns the addresses of the Running pods that are not being deleted.
+	// podIPs returns the addresses of the Running pods that are not being
+	// deleted, asking again if kubectl fails.
 	podIPs := func() string {
-		out := kubectl(t, "-n", ns, "get", "pods", "-l", "app=web", "--field-selector=status.phase=Running",
-			"-o", `jsonpath={range .items[*]}{.status.podIP} {.metadata.deletionTimestamp}{"\n"}{end}`)
+		var out string
+		eventually(t, time.Minute, "the Running pods' addresses", func() (bool, error) {
+			var err error
+			out, err = kubectlOut("-n", ns, "get", "pods", "-l", "app=web", "--field-selector=status.phase=Running",
+				"-o", `jsonpath={range .items[*]}{.status.podIP} {.metadata.deletionTimestamp}{"\n"}{end}`)
+			return err == nil, err
+		})
 		var ips []string
 		for _, line := range strings.Split(out, "\n") {
 			if f := strings.Fields(line); len(f) == 1 {

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,9 +48,13 @@ func TestPodSetSample(t *testing.T) {
 	victim := strings.Split(pods[0], ",")[0]
 	kubectl(t, "-n", ns, "delete", "pod", victim, "--wait=false")
 	eventually(t, time.Minute, "a replacement pod", func() (bool, error) {
-		names := strings.Fields(kubectl(t, "-n", ns, "get", "pods", "-l", "demo.k8s.io/podset=two-podset",
-			"--field-selector", "status.phase=Running", "-o", "jsonpath={.items[*].metadata.name}"))
-		return len(names) == 3 && !strings.Contains(strings.Join(names, " "), victim), nil
+		out, err := kubectlOut("-n", ns, "get", "pods", "-l", "demo.k8s.io/podset=two-podset",
+			"--field-selector", "status.phase=Running", "-o", "jsonpath={.items[*].metadata.name}")
+		names := strings.Fields(out)
+		if err != nil {
+			return false, err
+		}
+		return len(names) == 3 && !slices.Contains(names, victim), fmt.Errorf("Running pods %v", names)
 	})
 	waitJSONPath(t, time.Minute, ns, "podset/two-podset", "{.status.availableReplicas}", "3")
 	step("deleted pod replaced")

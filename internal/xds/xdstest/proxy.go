@@ -5,7 +5,9 @@ package xdstest
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -25,13 +27,22 @@ func Dial(t testing.TB, addr string) discoveryv3.AggregatedDiscoveryServiceClien
 	return discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
 }
 
+// DefaultTimeout bounds Next's wait for a response. A server answers within
+// milliseconds; a minute without an answer means it is silent, and the test
+// fails instead of hanging until the suite's own timeout.
+const DefaultTimeout = time.Minute
+
 // Proxy is one proxy's ADS stream for one resource type.
 type Proxy struct {
 	Stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
 	Node   *corev3.Node
 	// Accepted is the last version the proxy accepted.
 	Accepted string
-	names    []string
+	// Timeout bounds Next's wait (DefaultTimeout when zero). When it passes,
+	// the stream is closed.
+	Timeout time.Duration
+	names   []string
+	cancel  context.CancelFunc
 }
 
 // Connect opens a stream as proxy id of fleet and asks for typeURL: the
@@ -44,7 +55,7 @@ func Connect(t testing.TB, c discoveryv3.AggregatedDiscoveryServiceClient, fleet
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{Stream: st, Node: &corev3.Node{Id: id, Cluster: fleet}, names: names}
+	p := &Proxy{Stream: st, Node: &corev3.Node{Id: id, Cluster: fleet}, names: names, cancel: cancel}
 	if err := st.Send(&discoveryv3.DiscoveryRequest{Node: p.Node, TypeUrl: typeURL, ResourceNames: names}); err != nil {
 		t.Fatal(err)
 	}
@@ -52,13 +63,35 @@ func Connect(t testing.TB, c discoveryv3.AggregatedDiscoveryServiceClient, fleet
 }
 
 // Next receives the next response and answers it: an ACK when nackDetail is
-// empty, otherwise a NACK carrying it.
+// empty, otherwise a NACK carrying it. It fails, closing the stream, when no
+// response comes within the proxy's Timeout.
 func (p *Proxy) Next(nackDetail string) (*discoveryv3.DiscoveryResponse, error) {
-	resp, err := p.Stream.Recv()
-	if err != nil {
-		return nil, err
+	type received struct {
+		resp *discoveryv3.DiscoveryResponse
+		err  error
 	}
-	return resp, p.Answer(resp, nackDetail)
+	ch := make(chan received, 1)
+	go func() {
+		resp, err := p.Stream.Recv()
+		ch <- received{resp, err}
+	}()
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, r.err
+		}
+		return r.resp, p.Answer(r.resp, nackDetail)
+	case <-timer.C:
+		p.cancel()
+		<-ch // the receive ends with the stream
+		return nil, fmt.Errorf("proxy %s: no response within %s", p.Node.GetId(), timeout)
+	}
 }
 
 // Answer ACKs resp, or NACKs it when nackDetail is not empty.

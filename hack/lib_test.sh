@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Tests of hack/lib.sh's cleanup trap: an interrupted run exits 130 (SIGINT) or
+# 143 (SIGTERM) even when the command it interrupted succeeded, a failing run
+# keeps its status, and cleanup runs in every case.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# Background jobs of a shell without job control ignore SIGINT, and a shell
+# cannot trap a signal it ignored from the start: give the runs job control.
+set -m
+
+# run.sh sources lib.sh, starts a stand-in for the operator that records
+# being stopped, installs the trap, then does what its argument says.
+cat >"$work/run.sh" <<SCRIPT
+#!/usr/bin/env bash
+set -euo pipefail
+source "$ROOT/hack/lib.sh"
+bash -c 'trap "touch $work/cleaned; kill \\\$! 2>/dev/null; exit 0" TERM; sleep 60 & touch $work/op-ready; wait' &
+op_pid=\$!
+until [[ -e $work/op-ready ]]; do sleep 0.05; done
+install_cleanup
+case \$1 in
+setup) touch "$work/ready"; sleep 1 ;; # a set-up step that succeeds after the signal came
+fail) touch "$work/ready"; exit 3 ;;
+false) touch "$work/ready"; false ;;
+pass) touch "$work/ready" ;;
+esac
+SCRIPT
+chmod +x "$work/run.sh"
+
+failures=0
+check() { # check ARG SIGNAL WANT
+  rm -f "$work/ready" "$work/cleaned" "$work/op-ready"
+  "$work/run.sh" "$1" &
+  local pid=$! rc=0
+  for _ in $(seq 100); do [[ -e $work/ready ]] && break; sleep 0.05; done
+  if [[ $2 != - ]]; then kill "-$2" "$pid"; fi
+  wait "$pid" || rc=$?
+  kill -- "-$pid" 2>/dev/null || true # what the interrupted run left (its sleep)
+  if [[ $rc -ne $3 ]]; then
+    echo "FAIL: $1 with signal $2 exited $rc, want $3" >&2
+    failures=$((failures + 1))
+  elif [[ ! -e $work/cleaned ]]; then
+    echo "FAIL: $1 with signal $2: cleanup did not run" >&2
+    failures=$((failures + 1))
+  else
+    echo "ok: $1 with signal $2 exits $rc"
+  fi
+}
+check setup INT 130
+check setup TERM 143
+check fail - 3
+check false - 1
+check pass - 0
+[[ $failures -eq 0 ]] || exit 1

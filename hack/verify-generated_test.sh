@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Tests of hack/verify-generated.sh on throwaway copies of the tree: it passes
+# on the committed tree, fails on a stale generated file, on a generated file
+# that belongs to no type any more and on a missing one, and never changes the
+# tree it checks.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# fresh makes a copy of the tree at $work/tree.
+fresh() {
+  rm -rf "$work/tree"
+  mkdir -p "$work/tree"
+  tar -C "$ROOT" --exclude=./bin --exclude=./tmp --exclude=./.git -cf - . | tar -C "$work/tree" -xf -
+  ln -s "$ROOT/bin" "$work/tree/bin"
+}
+
+# fingerprint prints a checksum of every file of the copy.
+fingerprint() {
+  (cd "$work/tree" && find . -path ./bin -prune -o -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum)
+}
+
+failures=0
+# expect WANT(pass|fail) WHAT MESSAGE: runs the script on the copy; it must
+# pass or fail as wanted, say MESSAGE (when failing) and leave the copy as it was.
+expect() {
+  local want=$1 what=$2 message=${3:-} rc=0 before after
+  before=$(fingerprint)
+  "$work/tree/hack/verify-generated.sh" >"$work/out" 2>&1 || rc=$?
+  after=$(fingerprint)
+  local problem=""
+  if [[ $want == pass && $rc -ne 0 ]]; then problem="failed (status $rc)"; fi
+  if [[ $want == fail && $rc -eq 0 ]]; then problem="passed"; fi
+  if [[ $want == fail && -n $message ]] && ! grep -qF -- "$message" "$work/out"; then problem="did not say: $message"; fi
+  if [[ $before != "$after" ]]; then problem="${problem:+$problem; }changed the tree"; fi
+  if [[ -n $problem ]]; then
+    echo "FAIL: $what: $problem" >&2
+    sed 's/^/    /' "$work/out" >&2
+    failures=$((failures + 1))
+  else
+    echo "ok: $what"
+  fi
+}
+
+fresh
+expect pass "the committed tree"
+
+# A field added to an API type without regenerating: the deepcopy code and the
+# CRD are stale.
+fresh
+sed -i 's/^type PodSetSpec struct {$/&\n\tExtra string `json:"extra,omitempty"`/' "$work/tree/api/demo/v1alpha1/podset_types.go"
+grep -q 'Extra string' "$work/tree/api/demo/v1alpha1/podset_types.go" || { echo "the test's edit of podset_types.go did not apply" >&2; exit 1; }
+expect fail "a type changed without regenerating" "differs from what generation produces: config/crd/bases/demo.k8s.io_podsets.yaml"
+
+# The CRD of a type that no longer exists.
+fresh
+sed 's/podsets/ghosts/g; s/PodSet/Ghost/g; s/podset/ghost/g' "$work/tree/config/crd/bases/demo.k8s.io_podsets.yaml" \
+  >"$work/tree/config/crd/bases/demo.k8s.io_ghosts.yaml"
+expect fail "the CRD of a deleted type" "not produced by generation any more: config/crd/bases/demo.k8s.io_ghosts.yaml"
+
+# A generated file that was never committed.
+fresh
+rm "$work/tree/api/demo/v1alpha1/zz_generated.deepcopy.go"
+expect fail "a missing deepcopy file" "missing: api/demo/v1alpha1/zz_generated.deepcopy.go"
+
+[[ $failures -eq 0 ]] || exit 1
