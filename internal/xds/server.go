@@ -26,7 +26,7 @@ type Server struct {
 	cache   cachev3.SnapshotCache
 	tracker *Tracker
 	log     logr.Logger
-	// ready is closed once the server listens; Addr is then set.
+	// ready is closed once the server listens; bound is then set.
 	ready chan struct{}
 	bound net.Addr
 
