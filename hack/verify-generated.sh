@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Fails when `make generate` changes anything: the committed deepcopy code,
-# CRDs, RBAC or webhook configuration no longer match the markers in the Go code.
+# CRDs, RBAC, webhook configuration or typed clients (pkg/generated) no longer
+# match the markers in the Go code.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 snapshot() {
-  find api config/crd config/rbac config/webhook -type f \( -name 'zz_generated.*.go' -o -name '*.yaml' \) -print0 |
+  find api config/crd config/rbac config/webhook pkg/generated -type f \( -name 'zz_generated.*.go' -o -name '*.yaml' -o -path 'pkg/generated/*' \) -print0 |
     sort -z | xargs -0 sha256sum
 }
 before=$(snapshot)

@@ -113,6 +113,7 @@ type EnvoyConfigStatus struct {
 // the proxies of one Envoy fleet. The operator validates them and serves them
 // over xDS; several EnvoyConfigs for one fleet are merged.
 //
+// +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced

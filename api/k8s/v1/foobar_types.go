@@ -71,6 +71,7 @@ type FooBarStatus struct {
 // FooBar runs spec.command once, as a Job, with FOO and BARZ from its spec. A
 // new generation of the spec runs the command again in a new Job.
 //
+// +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced

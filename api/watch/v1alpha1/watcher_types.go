@@ -68,6 +68,7 @@ type WatcherStatus struct {
 // that match spec.selector, in namespaces labelled
 // kube-envoy-controller.io/injection=enabled.
 //
+// +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced
