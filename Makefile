@@ -41,17 +41,22 @@ build: ## Build the operator into bin/kube-envoy-controller.
 	go build -o $(BIN)/kube-envoy-controller ./cmd/kube-envoy-controller
 
 .PHONY: generate
-generate: $(BIN)/controller-gen ## Generate deepcopy code, CRDs, RBAC and the webhook configuration from the markers.
+generate: $(BIN)/controller-gen ## Generate deepcopy code, CRDs, RBAC, the webhook configuration and the typed clients from the markers.
 	$(BIN)/controller-gen object paths=./api/...
 	$(BIN)/controller-gen rbac:roleName=kube-envoy-controller crd:generateEmbeddedObjectMeta=true webhook paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
+	hack/update-codegen.sh
+
+.PHONY: codegen
+codegen: ## Generate only the typed clients in pkg/generated (k8s.io/code-generator, pinned in hack/codegen).
+	hack/update-codegen.sh
 
 .PHONY: verify
 verify: $(BIN)/controller-gen ## Fail when generated files are stale, code is not gofmt'ed or go vet complains.
 	hack/verify-generated.sh
 	$(BIN)/kubectl kustomize config/default >/dev/null
-	@unformatted=$$(gofmt -l api cmd internal test hack); \
+	@unformatted=$$(gofmt -l api cmd internal pkg test hack); \
 	if [ -n "$$unformatted" ]; then echo "Not gofmt'ed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(GO_PACKAGES)
 	go vet -tags e2e ./test/e2e/...
