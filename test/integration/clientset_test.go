@@ -20,6 +20,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	samplev1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/samplecontroller/v1alpha1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 	examplev1ac "github.com/kube-envoy-controller/kube-envoy-controller/pkg/generated/applyconfiguration/example/v1"
 	samplev1alpha1ac "github.com/kube-envoy-controller/kube-envoy-controller/pkg/generated/applyconfiguration/samplecontroller/v1alpha1"
@@ -81,7 +82,7 @@ func TestEnvoyClientset(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The API server's defaults come back through the typed client.
-	if created.Spec.Image != examplev1.DefaultImage || created.Spec.LogLevel != "info" {
+	if created.Spec.Image != fleet.DefaultImage || created.Spec.LogLevel != fleet.DefaultLogLevel {
 		t.Errorf("created: image %q, logLevel %q; want the CRD's defaults", created.Spec.Image, created.Spec.LogLevel)
 	}
 	waitEvent(t, w, "ADDED edge", func(typ watch.EventType, e *examplev1.Envoy) bool {
