@@ -26,6 +26,13 @@ KUBE_TOOLS  := kube-apiserver kube-controller-manager kube-scheduler kubectl
 OTHER_TOOLS := kwok kwokctl controller-gen etcd
 TOOLS       := $(addprefix $(BIN)/,$(KUBE_TOOLS) $(OTHER_TOOLS))
 
+# The operator's version, stamped into the binary (--version, the startup log,
+# kube_envoy_controller_build_info) and used as the image's tag.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+VERSION_PKG := github.com/kube-envoy-controller/kube-envoy-controller/internal/version
+LDFLAGS := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)
+
 CLUSTER ?= kec-dev
 KUBECONFIG_DEV = $(ROOT)/tmp/$(CLUSTER)/kubeconfig
 GO_PACKAGES := ./...
@@ -37,8 +44,8 @@ run: tools generate build ## Start the local cluster kec-dev, install the CRDs, 
 	hack/run.sh $(CLUSTER)
 
 .PHONY: build
-build: ## Build the operator into bin/kube-envoy-controller.
-	go build -o $(BIN)/kube-envoy-controller ./cmd/kube-envoy-controller
+build: ## Build the operator into bin/kube-envoy-controller, stamped with VERSION (git describe).
+	go build -ldflags '$(LDFLAGS)' -o $(BIN)/kube-envoy-controller ./cmd/kube-envoy-controller
 
 .PHONY: generate
 generate: $(BIN)/controller-gen ## Generate deepcopy code, CRDs, RBAC and the webhook configuration from the markers.

@@ -21,6 +21,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoyconfig"
 	proxy "github.com/kube-envoy-controller/kube-envoy-controller/internal/envoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/version"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 )
@@ -44,6 +45,7 @@ func run() error {
 		xdsServiceAddress    string
 		xdsBindAddress       string
 		concurrentReconciles int
+		showVersion          bool
 	)
 	// --kubeconfig is registered by controller-runtime's config package.
 	flag.StringVar(&controllers, "controllers", "*", fmt.Sprintf(
@@ -61,9 +63,14 @@ func run() error {
 	flag.IntVar(&concurrentReconciles, "concurrent-reconciles", manager.DefaultConcurrentReconciles,
 		"How many objects each controller reconciles at once (PodSet sets its own).")
 	flag.StringVar(&xdsBindAddress, "xds-bind-address", ":18000", "Address of the built-in xDS (ADS) server, served by every replica.")
+	flag.BoolVar(&showVersion, "version", false, "Print the version and exit.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if showVersion {
+		fmt.Println("kube-envoy-controller", version.String())
+		return nil
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 
@@ -126,7 +133,8 @@ func run() error {
 		return err
 	}
 
-	log.Info("starting manager", "controllers", started, "apiServer", cfg.Host)
+	log.Info("starting manager", "version", version.Version(), "revision", version.Revision(),
+		"controllers", started, "apiServer", cfg.Host)
 	// SetupSignalHandler cancels on SIGTERM or SIGINT; Start then stops the
 	// controllers, waits for running reconciles and releases the lease.
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
