@@ -37,6 +37,7 @@ func run() error {
 	var (
 		controllers          string
 		metricsAddr          string
+		metricsSecure        bool
 		probeAddr            string
 		leaderElect          bool
 		leaderElectNamespace string
@@ -51,7 +52,9 @@ func run() error {
 	flag.StringVar(&controllers, "controllers", "*", fmt.Sprintf(
 		"Comma-separated controllers to run: '*' runs all, 'name' enables one, '-name' disables one. Known: %s.",
 		strings.Join(controller.Names(), ", ")))
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.BoolVar(&metricsSecure, "metrics-secure", true,
+		"Serve /metrics over HTTPS to scrapers whose token may GET /metrics (the API server reviews it); false serves plain HTTP to anyone.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica runs the controllers.")
 	flag.StringVar(&leaderElectNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; defaults to the pod's namespace in a cluster.")
@@ -100,6 +103,7 @@ func run() error {
 		WebhookPort:             hookPort,
 		WebhookCertDir:          hookFlags.CertDir,
 		MetricsAddr:             metricsAddr,
+		MetricsSecure:           metricsSecure,
 		ProbeAddr:               probeAddr,
 		LeaderElect:             leaderElect,
 		LeaderElectionNamespace: leaderElectNamespace,
@@ -116,6 +120,9 @@ func run() error {
 		if err := mgr.Add(opts.XDS); err != nil {
 			return err
 		}
+		if err := mgr.AddReadyzCheck("xds", opts.XDS.Listening); err != nil {
+			return err
+		}
 	}
 	started, err := controller.Setup(mgr, selection, opts)
 	if err != nil {
@@ -129,7 +136,9 @@ func run() error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	// Ready once the informers have synced (the webhooks and xDS answer from
+	// them); the webhook and xDS servers add their own checks.
+	if err := mgr.AddReadyzCheck("informers", manager.CacheSynced(mgr.GetCache())); err != nil {
 		return err
 	}
 

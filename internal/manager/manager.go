@@ -5,7 +5,6 @@ package manager
 
 import (
 	"cmp"
-
 	"crypto/tls"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -25,7 +25,11 @@ import (
 
 // Options are the manager settings that come from the command line.
 type Options struct {
-	MetricsAddr             string // "0" disables the metrics server
+	MetricsAddr string // "0" disables the metrics server
+	// MetricsSecure serves /metrics over HTTPS, to clients that authenticate
+	// with a token and are authorized for GET /metrics (TokenReview and
+	// SubjectAccessReview against the API server).
+	MetricsSecure           bool
 	ProbeAddr               string // "" or "0" disables the health probes
 	LeaderElect             bool
 	LeaderElectionNamespace string
@@ -57,7 +61,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		Controller:              ctrlconfig.Controller{MaxConcurrentReconciles: cmp.Or(o.ConcurrentReconciles, DefaultConcurrentReconciles)},
 		Scheme:                  NewScheme(),
 		Cache:                   CacheOptions(),
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  probe,
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        LeaderElectionID,
@@ -68,10 +72,33 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			Host:    o.WebhookHost,
 			Port:    o.WebhookPort,
 			CertDir: o.WebhookCertDir,
-			// HTTP/1.1 only: HTTP/2 lets a client reset streams that cost the server more than the client (CVE-2023-44487).
-			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+			TLSOpts: []func(*tls.Config){http1Only},
 		}),
 	})
+}
+
+// HTTP/1.1 only: HTTP/2 lets a client reset streams that cost the server more
+// than the client (CVE-2023-44487).
+func http1Only(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
+
+// The metrics server's authentication and authorization filter asks the API
+// server about each scraper's token.
+//
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// metricsOptions serves /metrics plainly, or, with MetricsSecure, over HTTPS
+// (a self-signed certificate) to scrapers whose token may GET /metrics.
+func metricsOptions(o Options) metricsserver.Options {
+	if !o.MetricsSecure {
+		return metricsserver.Options{BindAddress: o.MetricsAddr}
+	}
+	return metricsserver.Options{
+		BindAddress:    o.MetricsAddr,
+		SecureServing:  true,
+		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		TLSOpts:        []func(*tls.Config){http1Only},
+	}
 }
 
 // CacheOptions trims the manager's cache: managedFields are dropped from every
