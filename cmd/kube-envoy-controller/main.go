@@ -58,6 +58,12 @@ func run() error {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica runs the controllers.")
 	flag.StringVar(&leaderElectNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; defaults to the pod's namespace in a cluster.")
+	le := manager.DefaultLeaderElection
+	flag.DurationVar(&le.LeaseDuration, "leader-elect-lease-duration", le.LeaseDuration,
+		"How long a standby replica waits, after it last saw the leader renew the Lease, before it takes over.")
+	flag.DurationVar(&le.RenewDeadline, "leader-elect-renew-deadline", le.RenewDeadline,
+		"How long the leader keeps trying to renew the Lease before it stops leading; less than the lease duration.")
+	flag.DurationVar(&le.RetryPeriod, "leader-elect-retry-period", le.RetryPeriod, "How often the leader renews the Lease and standbys try to take it.")
 	flag.Float64Var(&qps, "kube-api-qps", -1, "Client-side QPS limit towards the API server; 0 or less means none (the server's priority and fairness applies).")
 	flag.IntVar(&burst, "kube-api-burst", 0, "Client-side burst towards the API server, with a positive --kube-api-qps (at least twice the QPS).")
 	flag.StringVar(&xdsServiceAddress, "xds-service-address", "kube-envoy-controller-xds.kube-envoy-controller.svc:18000",
@@ -107,6 +113,7 @@ func run() error {
 		ProbeAddr:               probeAddr,
 		LeaderElect:             leaderElect,
 		LeaderElectionNamespace: leaderElectNamespace,
+		LeaderElection:          le,
 		ConcurrentReconciles:    concurrentReconciles,
 	})
 	if err != nil {

@@ -6,12 +6,14 @@ package manager
 import (
 	"cmp"
 	"crypto/tls"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +35,8 @@ type Options struct {
 	ProbeAddr               string // "" or "0" disables the health probes
 	LeaderElect             bool
 	LeaderElectionNamespace string
+	// LeaderElection times the Lease; zero fields take DefaultLeaderElection's.
+	LeaderElection LeaderElection
 	// WebhookHost, WebhookPort and WebhookCertDir configure the webhook
 	// server (tls.crt and tls.key in WebhookCertDir). It starts only when a
 	// webhook is registered on it.
@@ -47,6 +51,26 @@ type Options struct {
 // DefaultConcurrentReconciles matches kube-controller-manager's default
 // number of workers for Deployments and ReplicaSets.
 const DefaultConcurrentReconciles = 5
+
+// LeaderElection are the leader election's times, as kube-controller-manager's
+// --leader-elect-* flags.
+type LeaderElection struct {
+	// LeaseDuration is how long a standby waits, after it last saw the
+	// Lease renewed, before it takes the Lease over.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader keeps trying to renew before it
+	// gives up leading (and the process exits).
+	RenewDeadline time.Duration
+	// RetryPeriod is how often the leader renews and the standbys look.
+	RetryPeriod time.Duration
+}
+
+// DefaultLeaderElection: a standby takes over from a leader that died
+// without giving the Lease up within LeaseDuration plus up to two retry
+// periods (each with up to 20% jitter): at most about 17 s. A leader that
+// stops gives the Lease up, and a standby takes over within a retry period.
+// client-go's defaults (15 s, 10 s, 2 s) allow about 20 s.
+var DefaultLeaderElection = LeaderElection{LeaseDuration: 12 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second}
 
 // LeaderElectionID names the Lease that replicas of the operator compete for.
 const LeaderElectionID = "kube-envoy-controller.kube-envoy-controller.io"
@@ -68,6 +92,9 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		// Step down at once on SIGTERM, so that the next leader need not wait for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 ptr.To(cmp.Or(o.LeaderElection.LeaseDuration, DefaultLeaderElection.LeaseDuration)),
+		RenewDeadline:                 ptr.To(cmp.Or(o.LeaderElection.RenewDeadline, DefaultLeaderElection.RenewDeadline)),
+		RetryPeriod:                   ptr.To(cmp.Or(o.LeaderElection.RetryPeriod, DefaultLeaderElection.RetryPeriod)),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host:    o.WebhookHost,
 			Port:    o.WebhookPort,
