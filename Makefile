@@ -91,6 +91,7 @@ verify: $(BIN)/controller-gen ## Fail when generated files are stale, code is no
 	go vet $(GO_PACKAGES)
 	go vet -tags e2e ./test/e2e/...
 	go vet -tags bench ./test/bench/...
+	go vet -tags install ./test/install/...
 	cd hack/image && go vet ./...
 
 ##@ Local cluster
@@ -110,7 +111,7 @@ install: ## Install the CRDs into the local cluster.
 ##@ Test
 
 .PHONY: test
-test: tools verify unit e2e ## Run every test: stale-file checks, unit and envtest integration tests, end-to-end tests.
+test: tools verify unit e2e e2e-install ## Run every test: stale-file checks, unit and envtest integration tests, end-to-end and install tests.
 
 .PHONY: unit
 unit: tools ## Unit tests and envtest integration tests (a real kube-apiserver and etcd from bin/), and the image build's tests.
@@ -120,6 +121,10 @@ unit: tools ## Unit tests and envtest integration tests (a real kube-apiserver a
 .PHONY: e2e
 e2e: tools ## End-to-end tests on a fresh local cluster, with the operator binary.
 	hack/e2e.sh
+
+.PHONY: e2e-install
+e2e-install: tools installer ## Install dist/install.yaml on a fresh cluster kec-install; run the operator as its ServiceAccount, with leader failover.
+	LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh
 
 .PHONY: bench
 bench: tools ## Benchmarks against the built-in controllers on a fresh cluster kec-bench (docs/benchmarks.md).
