@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `make run`: the local cluster, the CRDs, the samples and the operator in the
-# foreground. Ctrl-C stops the operator; the cluster stays up for kubectl
-# (`make cluster-down` removes it).
+# foreground. Ctrl-C stops the operator and removes the webhook
+# configurations, which would otherwise send every EnvoyConfig write and every
+# pod create in namespaces with injection to an operator that no longer
+# answers; the cluster stays up for kubectl (`make cluster-down` removes it).
+# The next `make run` installs them again.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,8 +34,13 @@ stop_operator() {
   fi
   kill "$op_pid" 2>/dev/null || true
   wait "$op_pid" 2>/dev/null || true
+  # With failurePolicy Fail, webhooks that nobody serves refuse what they match.
+  bin/kubectl delete --ignore-not-found mutatingwebhookconfiguration kube-envoy-controller-injector >/dev/null || true
+  bin/kubectl delete --ignore-not-found validatingwebhookconfiguration kube-envoy-controller-validator >/dev/null || true
   echo
-  echo "Operator stopped. The cluster $NAME is still up; make cluster-down removes it."
+  echo "Operator stopped; its webhook configurations are removed, so EnvoyConfigs are"
+  echo "not validated and pods are not injected until the next make run."
+  echo "The cluster $NAME is still up; make cluster-down removes it."
 }
 trap stop_operator EXIT
 trap 'interrupted=1; exit 130' INT
@@ -56,7 +64,7 @@ kube-envoy-controller is running against the local cluster "$NAME".
   bin/kubectl get configmap envoy-cfg-1 -o yaml   # the fleet's Envoy v3 bootstrap
   bin/kubectl scale envoy/edge-envoy --replicas=5
 
-Ctrl-C stops the operator. make cluster-down removes the cluster.
+Ctrl-C stops the operator and removes its webhook configurations. make cluster-down removes the cluster.
 ================================================================================
 
 MSG
