@@ -26,7 +26,7 @@ import (
 // own namespace, and puts the CA into its two webhook configurations: every
 // rule names its objects (resourceNames). list and watch are authorized by
 // resourceNames only for requests whose field selector picks that one name,
-// so the rotator's requests carry one (narrowToNames). create cannot be
+// so the rotator's requests carry one (narrowTo). create cannot be
 // limited by name; the operator creates the Secret when it is missing (on
 // the host; config/default ships it).
 //
