@@ -18,7 +18,7 @@ op_pid=""
 start=$SECONDS
 step() { echo "[$((SECONDS - start))s] $*" >&2; }
 
-trap cleanup EXIT INT TERM
+install_cleanup
 
 hack/cluster.sh down "$NAME" # whatever an earlier run left
 hack/cluster.sh up "$NAME" --kube-apiserver-port 0
@@ -51,7 +51,7 @@ KUBECONFIG=$sa_kubeconfig bin/kubectl config use-context install >/dev/null
   system:serviceaccount:kube-envoy-controller:kube-envoy-controller ]]
 
 # The webhook configurations call the operator on this host instead of the Service.
-webhook_port=$(hack/webhook-local.sh free-port)
+webhook_port=$(free_ports 1)
 hack/webhook-local.sh "$webhook_port"
 
 go build -ldflags "${LDFLAGS:-}" -o "$DIR/kube-envoy-controller" ./cmd/kube-envoy-controller
