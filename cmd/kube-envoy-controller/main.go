@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,92 +32,38 @@ func main() {
 }
 
 func run() error {
-	var (
-		controllers          string
-		metricsAddr          string
-		probeAddr            string
-		pprofAddr            string
-		leaderElect          bool
-		leaderElectNamespace string
-		qps                  float64
-		burst                int
-		xdsServiceAddress    string
-		xdsBindAddress       string
-		concurrentReconciles int
-	)
-	// --kubeconfig is registered by controller-runtime's config package.
-	flag.StringVar(&controllers, "controllers", "*", fmt.Sprintf(
-		"Comma-separated controllers to run: '*' runs all, 'name' enables one, '-name' disables one. Known: %s.",
-		strings.Join(controller.Names(), ", ")))
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them.")
-	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address of Go's /debug/pprof endpoints (profiles, and the heap after a forced GC for the benchmarks); 0 disables them.")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica runs the controllers.")
-	flag.StringVar(&leaderElectNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; defaults to the pod's namespace in a cluster.")
-	flag.Float64Var(&qps, "kube-api-qps", -1, "Client-side QPS limit towards the API server; 0 or less means none (the server's priority and fairness applies).")
-	flag.IntVar(&burst, "kube-api-burst", 0, "Client-side burst towards the API server, with a positive --kube-api-qps (at least twice the QPS).")
-	flag.StringVar(&xdsServiceAddress, "xds-service-address", "kube-envoy-controller-xds.kube-envoy-controller.svc:18000",
-		"host:port at which Envoy fleets without spec.xds reach the operator's built-in xDS server: the address of the Service in front of the operator.")
-	hookFlags := webhook.BindFlags(flag.CommandLine)
-	flag.IntVar(&concurrentReconciles, "concurrent-reconciles", manager.DefaultConcurrentReconciles,
-		"How many objects each controller reconciles at once (PodSet sets its own).")
-	flag.StringVar(&xdsBindAddress, "xds-bind-address", ":18000", "Address of the built-in xDS (ADS) server, served by every replica.")
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(flag.CommandLine)
-	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	s, err := parseFlags(flag.CommandLine, os.Args[1:])
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&s.zap)))
 	log := ctrl.Log.WithName("setup")
 
-	selection, err := controller.ParseSelection(controllers)
-	if err != nil {
-		return err
-	}
-	builtinXDS, err := parseXDSAddress(xdsServiceAddress)
-	if err != nil {
-		return err
-	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	configureClient(cfg, float32(qps), burst)
+	configureClient(cfg, s.qps, s.burst)
 
-	var hookHost string
-	var hookPort int
-	if hookFlags.Enabled() {
-		if hookHost, hookPort, err = hookFlags.Server(); err != nil {
-			return err
-		}
-	}
-	mgr, err := manager.New(cfg, manager.Options{
-		WebhookHost:             hookHost,
-		WebhookPort:             hookPort,
-		WebhookCertDir:          hookFlags.CertDir,
-		MetricsAddr:             metricsAddr,
-		ProbeAddr:               probeAddr,
-		PprofAddr:               pprofAddr,
-		LeaderElect:             leaderElect,
-		LeaderElectionNamespace: leaderElectNamespace,
-		ConcurrentReconciles:    concurrentReconciles,
-	})
+	mgr, err := manager.New(cfg, s.manager)
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	opts := controller.Options{Fleet: fleet.Defaults{XDS: builtinXDS}}
-	if controller.Enabled(selection, envoyconfig.ControllerName) {
+	opts := controller.Options{Fleet: fleet.Defaults{XDS: s.builtinXDS}}
+	if controller.Enabled(s.controllers, envoyconfig.ControllerName) {
 		notify, events := envoyconfig.ProxyEvents()
-		opts.XDS = xds.NewServer(xdsBindAddress, ctrl.Log.WithName("xds"), notify)
+		opts.XDS = xds.NewServer(s.xdsBindAddress, ctrl.Log.WithName("xds"), notify)
 		opts.ProxyEvents = events
 		if err := mgr.Add(opts.XDS); err != nil {
 			return err
 		}
 	}
-	started, err := controller.Setup(mgr, selection, opts)
+	started, err := controller.Setup(mgr, s.controllers, opts)
 	if err != nil {
 		return err
 	}
-	if hookFlags.Enabled() {
-		if err := webhook.Setup(mgr, hookFlags.Options()); err != nil {
+	if s.webhook != nil {
+		if err := webhook.Setup(mgr, *s.webhook); err != nil {
 			return fmt.Errorf("setting up the webhook: %w", err)
 		}
 	}
