@@ -70,24 +70,25 @@ func installCopies(t *testing.T, name string, port int, caBundle []byte) (mutati
 	if err != nil {
 		t.Fatal(err)
 	}
-	scope := &metav1.LabelSelector{MatchLabels: map[string]string{scopeLabel: name}}
-	clientConfig := func(c admissionv1.WebhookClientConfig) admissionv1.WebhookClientConfig {
-		url := "https://localhost:" + strconv.Itoa(port) + *c.Service.Path
-		return admissionv1.WebhookClientConfig{URL: &url, CABundle: caBundle}
+	// retarget renames a webhook and points it at the operator, for the
+	// namespaces in scope.
+	retarget := func(hook *string, cc *admissionv1.WebhookClientConfig, scope **metav1.LabelSelector) {
+		*hook = name + "." + *hook
+		url := "https://localhost:" + strconv.Itoa(port) + *cc.Service.Path
+		*cc = admissionv1.WebhookClientConfig{URL: &url, CABundle: caBundle}
+		*scope = &metav1.LabelSelector{MatchLabels: map[string]string{scopeLabel: name}}
 	}
 	m := hooks[0].DeepCopy()
 	m.ObjectMeta = metav1.ObjectMeta{Name: name + "-injector"}
 	for i := range m.Webhooks {
-		m.Webhooks[i].Name = name + "." + m.Webhooks[i].Name
-		m.Webhooks[i].ClientConfig = clientConfig(m.Webhooks[i].ClientConfig)
-		m.Webhooks[i].NamespaceSelector = scope
+		w := &m.Webhooks[i]
+		retarget(&w.Name, &w.ClientConfig, &w.NamespaceSelector)
 	}
 	v := validators[0].DeepCopy()
 	v.ObjectMeta = metav1.ObjectMeta{Name: name + "-validator"}
 	for i := range v.Webhooks {
-		v.Webhooks[i].Name = name + "." + v.Webhooks[i].Name
-		v.Webhooks[i].ClientConfig = clientConfig(v.Webhooks[i].ClientConfig)
-		v.Webhooks[i].NamespaceSelector = scope
+		w := &v.Webhooks[i]
+		retarget(&w.Name, &w.ClientConfig, &w.NamespaceSelector)
 	}
 	for _, obj := range []client.Object{m, v} {
 		if err := suite.Client.Create(ctx, obj); err != nil {

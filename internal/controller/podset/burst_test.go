@@ -32,8 +32,9 @@ func countPodWrites(creates, deletes *atomic.Int32) interceptor.Funcs {
 
 // A PodSet scaled from 0 to 1200 creates at most BurstReplicas (500) pods
 // in one reconcile: 500, 500, then 200, each reconcile once the informer
-// has delivered the previous one's pods.
-func TestAtMostBurstReplicasCreatesPerReconcile(t *testing.T) {
+// has delivered the previous one's pods. Scaled back to 0, it deletes at
+// most 500 in one reconcile too.
+func TestAtMostBurstReplicasPerReconcile(t *testing.T) {
 	ctx := context.Background()
 	ps := samplePodSet()
 	ps.Spec.Replicas = 1200
@@ -51,39 +52,25 @@ func TestAtMostBurstReplicasCreatesPerReconcile(t *testing.T) {
 		}
 		observeAll(t, r, c)
 	}
-	if n := podCount(t, c, ps.Namespace); n != 1200 {
-		t.Errorf("%d pods, want 1200", n)
+	if n := podCount(t, c, ps.Namespace); n != 1200 || deletes.Load() != 0 {
+		t.Fatalf("%d pods and %d deletes after the scale-up, want 1200 and none", n, deletes.Load())
 	}
-	if deletes.Load() != 0 {
-		t.Errorf("%d deletes on a scale-up", deletes.Load())
-	}
-}
 
-// A scale-down from 1200 to 0 deletes at most BurstReplicas (500) pods in
-// one reconcile too.
-func TestAtMostBurstReplicasDeletesPerReconcile(t *testing.T) {
-	ctx := context.Background()
-	ps := samplePodSet()
+	if err := c.Get(ctx, req.NamespacedName, ps); err != nil {
+		t.Fatal(err)
+	}
 	ps.Spec.Replicas = 0
-	var creates, deletes atomic.Int32
-	c := fakeClient(ps, countPodWrites(&creates, &deletes))
-	for range 1200 {
-		if err := c.Create(ctx, Pod(ps)); err != nil {
-			t.Fatal(err)
-		}
+	if err := c.Update(ctx, ps); err != nil {
+		t.Fatal(err)
 	}
 	creates.Store(0)
-	r := newReconciler(c, events.NewFakeRecorder(10))
-	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ps)}); err != nil {
+	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
 	if got := deletes.Load(); got != 500 {
-		t.Errorf("one reconcile sent %d deletes, want 500", got)
+		t.Errorf("the scale-down's first reconcile sent %d deletes, want 500", got)
 	}
-	if n := podCount(t, c, ps.Namespace); n != 700 {
-		t.Errorf("%d pods left, want 700", n)
-	}
-	if creates.Load() != 0 {
-		t.Errorf("%d creates on a scale-down", creates.Load())
+	if n := podCount(t, c, ps.Namespace); n != 700 || creates.Load() != 0 {
+		t.Errorf("%d pods and %d creates after it, want 700 and none", n, creates.Load())
 	}
 }

@@ -63,6 +63,15 @@ func waitPods(t *testing.T, ns string, n int) []corev1.Pod {
 	return pods
 }
 
+// startPodSet creates ps and waits for its spec.replicas pods.
+func startPodSet(t *testing.T, ps *demov1alpha1.PodSet) []corev1.Pod {
+	t.Helper()
+	if err := suite.Client.Create(context.Background(), ps); err != nil {
+		t.Fatal(err)
+	}
+	return waitPods(t, ps.Namespace, int(ps.Spec.Replicas))
+}
+
 // makeReady plays the scheduler's and the kubelet's part, which envtest lacks:
 // the pod is bound to a node, running and ready.
 func makeReady(t *testing.T, p *corev1.Pod) {
@@ -156,13 +165,10 @@ func TestTemplate(t *testing.T) {
 // pods are neither updated nor replaced.
 func TestChangedTemplateAppliesToLaterPods(t *testing.T) {
 	ctx := context.Background()
-	ns := suite.Namespace(t)
-	ps := newPodSet(ns, "retemplated", 1)
+	ps := newPodSet(suite.Namespace(t), "retemplated", 1)
 	ps.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx:1"}}}}
-	if err := suite.Client.Create(ctx, ps); err != nil {
-		t.Fatal(err)
-	}
-	first := waitPods(t, ns, 1)[0]
+	first := startPodSet(t, ps)[0]
+	ns := ps.Namespace
 
 	patch := client.MergeFrom(ps.DeepCopy())
 	ps.Spec.Template.Spec.Containers[0].Image = "nginx:2"
@@ -338,12 +344,9 @@ func TestOnlyControlledPodsCount(t *testing.T) {
 // without it.)
 func TestControlledPodCountsWhateverItsLabels(t *testing.T) {
 	ctx := context.Background()
-	ns := suite.Namespace(t)
-	ps := newPodSet(ns, "adopter", 2)
-	if err := suite.Client.Create(ctx, ps); err != nil {
-		t.Fatal(err)
-	}
-	own := waitPods(t, ns, 2)
+	ps := newPodSet(suite.Namespace(t), "adopter", 2)
+	own := startPodSet(t, ps)
+	ns := ps.Namespace
 	waitStatus(t, ps, "replicas 2", func(s demov1alpha1.PodSetStatus) bool { return s.Replicas == 2 })
 
 	foreign := Pod(ps)
