@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `make run`: the local cluster, the CRDs, the samples and the operator in the
-# foreground. Ctrl-C stops the operator; the cluster stays up for kubectl
-# (`make cluster-down` removes it).
+# foreground. Ctrl-C stops the operator and removes the webhook
+# configurations, which would otherwise send every EnvoyConfig write and every
+# pod create in namespaces with injection to an operator that no longer
+# answers; the cluster stays up for kubectl (`make cluster-down` removes it).
+# The next `make run` installs them again.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -26,8 +29,9 @@ XDS_PORT=${XDS_PORT:-$free_xds}
 # The sidecar-injection webhook, served by the operator on this host.
 hack/webhook-local.sh "$WEBHOOK_PORT"
 
+# Metrics in plain HTTP, on the loopback interface only, for curl.
 bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" --zap-devel=false \
-  --metrics-bind-address "127.0.0.1:$METRICS_PORT" --health-probe-bind-address "127.0.0.1:$HEALTH_PORT" \
+  --metrics-secure=false --metrics-bind-address "127.0.0.1:$METRICS_PORT" --health-probe-bind-address "127.0.0.1:$HEALTH_PORT" \
   --xds-bind-address "127.0.0.1:$XDS_PORT" \
   --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dns-name localhost \
   --webhook-cert-write-files --webhook-cert-dir "$ROOT/tmp/$NAME/webhook-certs" &
@@ -41,8 +45,13 @@ stop_foreground_operator() {
   fi
   kill "$op_pid" 2>/dev/null || true
   wait "$op_pid" 2>/dev/null || true
+  # With failurePolicy Fail, webhooks that nobody serves refuse what they match.
+  bin/kubectl delete --ignore-not-found mutatingwebhookconfiguration kube-envoy-controller-injector >/dev/null || true
+  bin/kubectl delete --ignore-not-found validatingwebhookconfiguration kube-envoy-controller-validator >/dev/null || true
   echo
-  echo "Operator stopped. The cluster $NAME is still up; make cluster-down removes it."
+  echo "Operator stopped; its webhook configurations are removed, so EnvoyConfigs are"
+  echo "not validated and pods are not injected until the next make run."
+  echo "The cluster $NAME is still up; make cluster-down removes it."
 }
 trap stop_foreground_operator EXIT
 trap 'interrupted=1; exit 130' INT
@@ -71,7 +80,7 @@ kube-envoy-controller is running against the local cluster "$NAME".
   webhook https://localhost:$WEBHOOK_PORT (set METRICS_PORT, HEALTH_PORT,
   XDS_PORT or WEBHOOK_PORT to choose them).
 
-Ctrl-C stops the operator. make cluster-down removes the cluster.
+Ctrl-C stops the operator and removes its webhook configurations. make cluster-down removes the cluster.
 ================================================================================
 
 MSG

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when the committed generated files (deepcopy code, CRDs, RBAC, webhook
-# configuration) differ from what `make generate` produces from the markers in
+# configuration, typed clients in pkg/generated) differ from what `make generate` produces from the markers in
 # the Go code, or when one of them would no longer be produced at all (the
 # CRD of a deleted type, say). It generates into a temporary copy of the
 # source tree and never changes this one.
@@ -10,9 +10,10 @@ cd "$ROOT"
 
 # generated lists the generated files under a tree, relative to it.
 generated() {
-  (cd "$1" && find api config/crd/bases config/rbac config/webhook -type f \
+  (cd "$1" && find api config/crd/bases config/rbac config/webhook pkg/generated -type f \
     \( -name 'zz_generated.*.go' -o -path 'config/crd/bases/*.yaml' \
-    -o -path config/rbac/role.yaml -o -path config/webhook/manifests.yaml \) | sort)
+    -o -path config/rbac/role.yaml -o -path config/webhook/manifests.yaml \
+    -o -path 'pkg/generated/*' \) | sort)
 }
 
 copy=$(mktemp -d)

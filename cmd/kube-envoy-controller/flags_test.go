@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -46,7 +47,10 @@ func defaults() parsed {
 		BuiltinXDS:  proxy.XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000},
 		XDSBind:     ":18000",
 		QPS:         -1, // no client-side limit
-		Manager:     manager.Options{MetricsAddr: ":8080", ProbeAddr: ":8081", PprofAddr: "0", ConcurrentReconciles: 5},
+		Manager: manager.Options{
+			MetricsAddr: ":8443", MetricsSecure: true, ProbeAddr: ":8081", PprofAddr: "0", ConcurrentReconciles: 5,
+			LeaderElection: manager.LeaderElection{LeaseDuration: 12 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second},
+		},
 	}
 }
 
@@ -87,8 +91,14 @@ func TestFlags(t *testing.T) {
 		{"servers", "--metrics-bind-address=0 --health-probe-bind-address=:9081 --pprof-bind-address=:6060", func(p *parsed) {
 			p.Manager.MetricsAddr, p.Manager.ProbeAddr, p.Manager.PprofAddr = "0", ":9081", ":6060"
 		}},
+		{"plain metrics", "--metrics-bind-address=127.0.0.1:8080 --metrics-secure=false", func(p *parsed) {
+			p.Manager.MetricsAddr, p.Manager.MetricsSecure = "127.0.0.1:8080", false
+		}},
 		{"leader election", "--leader-elect --leader-election-namespace=ops", func(p *parsed) {
 			p.Manager.LeaderElect, p.Manager.LeaderElectionNamespace = true, "ops"
+		}},
+		{"leader election times", "--leader-elect-lease-duration=30s --leader-elect-renew-deadline=20s --leader-elect-retry-period=5s", func(p *parsed) {
+			p.Manager.LeaderElection = manager.LeaderElection{LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 5 * time.Second}
 		}},
 		{"concurrent reconciles", "--concurrent-reconciles=12", func(p *parsed) { p.Manager.ConcurrentReconciles = 12 }},
 		{"webhook", "--webhook-bind-address=:9443", func(p *parsed) { withWebhook(p, "", 9443) }},
@@ -148,12 +158,30 @@ func TestFlagErrors(t *testing.T) {
 		{"--concurrent-reconciles=0", "--concurrent-reconciles 0: want at least 1"},
 		{"--kube-api-qps=fast", "invalid value"},
 		{"--leader-elect=maybe", "invalid boolean value"},
+		{"--leader-elect-lease-duration=12", "invalid value"},
 		{"--no-such-flag", "flag provided but not defined"},
 		{"--leader-elect extra", "unexpected arguments"},
 	}
 	for _, tt := range tests {
 		if _, err := parse(strings.Fields(tt.args)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: got error %v, want one containing %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+// --version asks for the version alone: the other flags are not checked.
+func TestVersionFlag(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--version", "--controllers=nosuch"}, true},
+		{nil, false},
+	} {
+		fs := flag.NewFlagSet("kube-envoy-controller", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		if s, err := parseFlags(fs, tt.args); err != nil || s.showVersion != tt.want {
+			t.Errorf("%q: got %+v, %v; want showVersion %v", tt.args, s, err, tt.want)
 		}
 	}
 }

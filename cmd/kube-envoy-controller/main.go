@@ -20,6 +20,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/version"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 )
@@ -35,6 +36,10 @@ func run() error {
 	s, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
 		return err
+	}
+	if s.showVersion {
+		fmt.Println("kube-envoy-controller", version.String())
+		return nil
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&s.zap)))
 	log := ctrl.Log.WithName("setup")
@@ -57,6 +62,9 @@ func run() error {
 		if err := mgr.Add(opts.XDS); err != nil {
 			return err
 		}
+		if err := mgr.AddReadyzCheck("xds", opts.XDS.Listening); err != nil {
+			return err
+		}
 	}
 	started, err := controller.Setup(mgr, s.controllers, opts)
 	if err != nil {
@@ -70,11 +78,14 @@ func run() error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	// Ready once the informers have synced (the webhooks and xDS answer from
+	// them); the webhook and xDS servers add their own checks.
+	if err := mgr.AddReadyzCheck("informers", manager.CacheSynced(mgr.GetCache())); err != nil {
 		return err
 	}
 
-	log.Info("starting manager", "controllers", started, "apiServer", cfg.Host)
+	log.Info("starting manager", "version", version.Version(), "revision", version.Revision(),
+		"controllers", started, "apiServer", cfg.Host)
 	// SetupSignalHandler cancels on SIGTERM or SIGINT; Start then stops the
 	// controllers, waits for running reconciles and releases the lease.
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {

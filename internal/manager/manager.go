@@ -6,6 +6,7 @@ package manager
 import (
 	"cmp"
 	"crypto/tls"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -25,11 +27,17 @@ import (
 
 // Options are the manager settings that come from the command line.
 type Options struct {
-	MetricsAddr             string // "0" disables the metrics server
+	MetricsAddr string // "0" disables the metrics server
+	// MetricsSecure serves /metrics over HTTPS, to clients that authenticate
+	// with a token and are authorized for GET /metrics (TokenReview and
+	// SubjectAccessReview against the API server).
+	MetricsSecure           bool
 	ProbeAddr               string // "" or "0" disables the health probes
 	PprofAddr               string // "" or "0" disables Go's /debug/pprof endpoints
 	LeaderElect             bool
 	LeaderElectionNamespace string
+	// LeaderElection times the Lease; zero fields take DefaultLeaderElection's.
+	LeaderElection LeaderElection
 	// WebhookHost, WebhookPort and WebhookCertDir configure the webhook
 	// server (tls.crt and tls.key in WebhookCertDir). It starts only when a
 	// webhook is registered on it.
@@ -52,6 +60,26 @@ type Options struct {
 // number of workers for Deployments and ReplicaSets.
 const DefaultConcurrentReconciles = 5
 
+// LeaderElection are the leader election's times, as kube-controller-manager's
+// --leader-elect-* flags.
+type LeaderElection struct {
+	// LeaseDuration is how long a standby waits, after it last saw the
+	// Lease renewed, before it takes the Lease over.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader keeps trying to renew before it
+	// gives up leading (and the process exits).
+	RenewDeadline time.Duration
+	// RetryPeriod is how often the leader renews and the standbys look.
+	RetryPeriod time.Duration
+}
+
+// DefaultLeaderElection: a standby takes over from a leader that died
+// without giving the Lease up within LeaseDuration plus up to two retry
+// periods (each with up to 20% jitter): at most about 17 s. A leader that
+// stops gives the Lease up, and a standby takes over within a retry period.
+// client-go's defaults (15 s, 10 s, 2 s) allow about 20 s.
+var DefaultLeaderElection = LeaderElection{LeaseDuration: 12 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second}
+
 // LeaderElectionID names the Lease that replicas of the operator compete for.
 const LeaderElectionID = "kube-envoy-controller.kube-envoy-controller.io"
 
@@ -71,7 +99,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		Cache:  CacheOptions(),
 		// Every write names the operator as its field manager.
 		Client:                  client.Options{FieldOwner: objects.FieldOwner},
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  probe,
 		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElect,
@@ -79,14 +107,40 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		// Step down at once on SIGTERM, so that the next leader need not wait for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 ptr.To(cmp.Or(o.LeaderElection.LeaseDuration, DefaultLeaderElection.LeaseDuration)),
+		RenewDeadline:                 ptr.To(cmp.Or(o.LeaderElection.RenewDeadline, DefaultLeaderElection.RenewDeadline)),
+		RetryPeriod:                   ptr.To(cmp.Or(o.LeaderElection.RetryPeriod, DefaultLeaderElection.RetryPeriod)),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host:    o.WebhookHost,
 			Port:    o.WebhookPort,
 			CertDir: o.WebhookCertDir,
-			// HTTP/1.1 only: HTTP/2 lets a client reset streams that cost the server more than the client (CVE-2023-44487).
-			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+			TLSOpts: []func(*tls.Config){http1Only},
 		}),
 	})
+}
+
+// HTTP/1.1 only: HTTP/2 lets a client reset streams that cost the server more
+// than the client (CVE-2023-44487).
+func http1Only(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
+
+// The metrics server's authentication and authorization filter asks the API
+// server about each scraper's token.
+//
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// metricsOptions serves /metrics plainly, or, with MetricsSecure, over HTTPS
+// (a self-signed certificate) to scrapers whose token may GET /metrics.
+func metricsOptions(o Options) metricsserver.Options {
+	if !o.MetricsSecure {
+		return metricsserver.Options{BindAddress: o.MetricsAddr}
+	}
+	return metricsserver.Options{
+		BindAddress:    o.MetricsAddr,
+		SecureServing:  true,
+		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		TLSOpts:        []func(*tls.Config){http1Only},
+	}
 }
 
 // CacheOptions trims the manager's cache: managedFields are dropped from every

@@ -65,6 +65,9 @@ type Children struct {
 	updated, deleted []string
 	clashes          []string
 	err              error
+	// terminating is set when the owner's namespace is being deleted: the
+	// owner goes with it, and nothing more is created.
+	terminating bool
 }
 
 // Reconcile starts recording one reconcile of owner's children.
@@ -77,11 +80,15 @@ func (k Kit) Reconcile(ctx context.Context, owner client.Object, ownerKind strin
 // a foreign object, when the write failed, or when an earlier child's did.
 func Ensure[T client.Object](c *Children, child Child[T], desired T) T {
 	var zero T
-	if c.err != nil {
+	if c.err != nil || c.terminating {
 		return zero
 	}
 	name := fmt.Sprintf("%s %q", child.Kind, desired.GetName())
 	got, outcome, err := child.Ensure(c.ctx, c.kit.Client, c.kit.APIReader, c.owner, desired)
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		c.terminating = true
+		return zero
+	}
 	if err != nil {
 		c.err = err
 		return zero
@@ -105,7 +112,7 @@ func Ensure[T client.Object](c *Children, child Child[T], desired T) T {
 // DeleteRenamed deletes the children of the kind of list that the owner
 // controls under a name other than keep (see DeleteRenamed).
 func (c *Children) DeleteRenamed(kind string, list client.ObjectList, keep string) {
-	if c.err != nil {
+	if c.err != nil || c.terminating {
 		return
 	}
 	deleted, err := DeleteRenamed(c.ctx, c.kit.Client, c.owner, list, keep)
@@ -114,6 +121,10 @@ func (c *Children) DeleteRenamed(kind string, list client.ObjectList, keep strin
 	}
 	c.err = err
 }
+
+// Terminating reports whether the owner's namespace is being deleted: there
+// is nothing to report or retry, since the owner goes with it.
+func (c *Children) Terminating() bool { return c.terminating }
 
 // Err is the first write that failed, or nil.
 func (c *Children) Err() error { return c.err }

@@ -98,12 +98,17 @@ type Children interface {
 	Err() error
 	// Clashed reports whether a child's name is taken by a foreign object.
 	Clashed() bool
+	// Terminating reports whether the object's namespace is being deleted.
+	Terminating() bool
 }
 
 // Finish ends a reconcile of obj whose children went through kids (nil when
 // it has none): it reports the children's events, writes the status that set
 // gives a copy of obj, and returns the result by the package's policy.
 func Finish[T Object](ctx context.Context, w Writer, obj T, kids Children, set func(T)) (ctrl.Result, error) {
+	if kids != nil && kids.Terminating() {
+		return ctrl.Result{}, nil // the object goes with its namespace
+	}
 	after := obj.DeepCopyObject().(T)
 	set(after)
 	if kids != nil {

@@ -22,11 +22,18 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 )
 
-// The operator reads and writes the Secret with the webhook's certificate in
-// its own namespace only, and puts the CA into the webhook configuration.
+// The operator reads and writes one Secret, the webhook's certificate in its
+// own namespace, and puts the CA into its two webhook configurations: every
+// rule names its objects (resourceNames). list and watch are authorized by
+// resourceNames only for requests whose field selector picks that one name,
+// so the rotator's requests carry one (narrowTo). create cannot be
+// limited by name; the operator creates the Secret when it is missing (on
+// the host; config/default ships it).
 //
-// +kubebuilder:rbac:groups="",namespace=kube-envoy-controller,resources=secrets,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups="",namespace=kube-envoy-controller,resources=secrets,resourceNames=kube-envoy-controller-webhook-cert,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups="",namespace=kube-envoy-controller,resources=secrets,verbs=create
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,resourceNames=kube-envoy-controller-injector,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=kube-envoy-controller-validator,verbs=get;list;watch;update
 
 // CertOptions configure the certificate rotation.
 type CertOptions struct {
@@ -68,7 +75,12 @@ func addCertRotation(mgr ctrl.Manager, namespace string, o CertOptions) (<-chan 
 		return nil, err
 	}
 	ready := make(chan struct{})
-	if err := rotator.AddRotator(mgr, &rotator.CertRotator{
+	narrowed := narrowTo(mgr, map[string]string{
+		collectionPath("", "v1", namespace, "secrets"):                                              o.SecretName,
+		collectionPath("admissionregistration.k8s.io", "v1", "", "mutatingwebhookconfigurations"):   o.WebhookConfiguration,
+		collectionPath("admissionregistration.k8s.io", "v1", "", "validatingwebhookconfigurations"): o.ValidatingConfiguration,
+	})
+	if err := rotator.AddRotator(narrowed, &rotator.CertRotator{
 		SecretKey:      key,
 		CertDir:        o.Dir,
 		CAName:         "kube-envoy-controller-webhook-ca",

@@ -20,8 +20,12 @@ const ValidatePath = "/validate-example-com-v1-envoyconfig"
 // ValidatingConfiguration is the name of the generated ValidatingWebhookConfiguration.
 const ValidatingConfiguration = "kube-envoy-controller-validator"
 
+// The validator sees only EnvoyConfigs, and none in kube-system or the
+// operator's own namespace, so that an operator outage blocks nothing else
+// (README: "What a webhook outage blocks").
+//
 // +kubebuilder:webhookconfiguration:mutating=false,name=kube-envoy-controller-validator
-// +kubebuilder:webhook:path=/validate-example-com-v1-envoyconfig,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=example.com,resources=envoyconfigs,verbs=create;update,versions=v1,name=validate.envoyconfig.example.com,admissionReviewVersions=v1,timeoutSeconds=5,serviceName=kube-envoy-controller-webhook,serviceNamespace=kube-envoy-controller
+// +kubebuilder:webhook:path=/validate-example-com-v1-envoyconfig,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=example.com,resources=envoyconfigs,verbs=create;update,versions=v1,name=validate.envoyconfig.example.com,admissionReviewVersions=v1,timeoutSeconds=5,serviceName=kube-envoy-controller-webhook,serviceNamespace=kube-envoy-controller,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","kube-envoy-controller"]}]}}`
 
 // EnvoyConfigValidator refuses, at kubectl apply, an EnvoyConfig whose
 // resources do not decode strictly into Envoy's v3 protos, fail Envoy's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -161,6 +162,16 @@ func (s *Server) ClearFleet(fleet string) {
 	s.mu.Unlock()
 	s.cache.ClearSnapshot(fleet)
 	s.tracker.Forget(fleet)
+}
+
+// Listening is a readiness check: it fails until the server accepts connections.
+func (s *Server) Listening(*http.Request) error {
+	select {
+	case <-s.ready:
+		return nil
+	default:
+		return errors.New("the xDS server is not listening yet")
+	}
 }
 
 // NeedLeaderElection is false: every replica serves xDS.

@@ -165,15 +165,20 @@ type EnvoyStatus struct {
 // generated bootstrap, a Service in front of them, and an xDS server that
 // configures them.
 //
+// +genclient
+// +genclient:method=GetScale,verb=get,subresource=scale,result=k8s.io/api/autoscaling/v1.Scale
+// +genclient:method=UpdateScale,verb=update,subresource=scale,input=k8s.io/api/autoscaling/v1.Scale,result=k8s.io/api/autoscaling/v1.Scale
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
-// +kubebuilder:resource:scope=Namespaced
+// +kubebuilder:resource:scope=Namespaced,shortName=evy,categories=kec
 // +kubebuilder:validation:XValidation:rule="has(self.spec.name) || !format.dns1035Label().validate(self.metadata.name).hasValue()",message="metadata.name must be a DNS-1035 label when spec.name is not set: it names the fleet's Service"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be no more than 63 characters: it is used as a label value"
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`
 // +kubebuilder:printcolumn:name="xDS",type=string,JSONPath=`.status.xdsServer`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`,description="The Available condition: the fleet's Deployment has its minimum of available pods"
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`,description="The Degraded condition: the spec is invalid or a resource the fleet needs belongs to someone else"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Envoy struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -113,14 +113,17 @@ type EnvoyConfigStatus struct {
 // the proxies of one Envoy fleet. The operator validates them and serves them
 // over xDS; several EnvoyConfigs for one fleet are merged.
 //
+// +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Namespaced
+// +kubebuilder:resource:scope=Namespaced,shortName=evc,categories=kec
 // +kubebuilder:printcolumn:name="Envoy",type=string,JSONPath=`.spec.envoyRef`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.publishedVersion`
+// +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`,description="The Accepted condition: every resource is valid and its references exist"
 // +kubebuilder:printcolumn:name="Published",type=string,JSONPath=`.status.conditions[?(@.type=="Published")].status`
 // +kubebuilder:printcolumn:name="Acked",type=integer,JSONPath=`.status.proxies.acked`
 // +kubebuilder:printcolumn:name="Nacked",type=integer,JSONPath=`.status.proxies.nacked`
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`,description="The Degraded condition: proxies rejected the configuration, a name clashes, or the Envoy is missing"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EnvoyConfig struct {
 	metav1.TypeMeta   `json:",inline"`

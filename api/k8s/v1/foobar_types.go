@@ -71,14 +71,17 @@ type FooBarStatus struct {
 // FooBar runs spec.command once, as a Job, with FOO and BARZ from its spec. A
 // new generation of the spec runs the command again in a new Job.
 //
+// +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Namespaced
+// +kubebuilder:resource:scope=Namespaced,shortName=fb,categories=kec
 // +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, experimental-only"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="metadata.name must be no more than 52 characters: the Job's name adds the generation to it"
 // +kubebuilder:printcolumn:name="Command",type=string,JSONPath=`.spec.command`
 // +kubebuilder:printcolumn:name="Job",type=string,JSONPath=`.status.jobName`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Complete",type=string,JSONPath=`.status.conditions[?(@.type=="Complete")].status`,description="The Complete condition: the run has ended, its reason the phase"
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`,description="The Degraded condition: the Job cannot be created"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type FooBar struct {
 	metav1.TypeMeta   `json:",inline"`

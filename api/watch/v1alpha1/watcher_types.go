@@ -68,13 +68,15 @@ type WatcherStatus struct {
 // that match spec.selector, in namespaces labelled
 // kube-envoy-controller.io/injection=enabled.
 //
+// +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Namespaced
+// +kubebuilder:resource:scope=Namespaced,shortName=wtc,categories=kec
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 246",message="metadata.name must be no more than 246 characters: the ConfigMap <name>-config must be a valid name"
 // +kubebuilder:printcolumn:name="Container",type=string,JSONPath=`.spec.container.name`
 // +kubebuilder:printcolumn:name="ConfigMap",type=string,JSONPath=`.status.configMapName`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`,description="The Degraded condition: the Watcher's ConfigMap belongs to someone else"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Watcher struct {
 	metav1.TypeMeta   `json:",inline"`

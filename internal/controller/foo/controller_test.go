@@ -261,6 +261,42 @@ func TestSettledReconcileWritesNothing(t *testing.T) {
 	suite.ExpectNoWrites(t, ControllerName, foo, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(foo)})
 }
 
+// In a namespace being deleted, creates are refused: the Foo goes with its
+// namespace, so the refusal is neither an error to retry nor a Degraded status.
+func TestNamespaceBeingDeleted(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	foo := newFoo(ns, "leaving", "first", 1)
+	if err := suite.Client.Create(ctx, foo); err != nil {
+		t.Fatal(err)
+	}
+	waitDeployment(t, ns, "first", nil)
+	waitSettled(t, foo, nil)
+	// Envtest runs no namespace controller: the namespace stays terminating.
+	if err := suite.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, suite.Client, "", ns, &corev1.Namespace{}, func(n *corev1.Namespace) bool { return n.Status.Phase == corev1.NamespaceTerminating })
+
+	errorsBefore := testenv.ReconcileErrors(ControllerName)
+	patch := client.MergeFrom(foo.DeepCopy())
+	foo.Spec.DeploymentName = "second" // a new Deployment, which the namespace refuses
+	if err := suite.Client.Patch(ctx, foo, patch); err != nil {
+		t.Fatal(err)
+	}
+	suite.Touch(t, ControllerName, foo)
+	if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "second"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("Deployment second: %v, want it refused", err)
+	}
+	if n := testenv.ReconcileErrors(ControllerName) - errorsBefore; n != 0 {
+		t.Errorf("%v reconcile errors for a create its terminating namespace refused", n)
+	}
+	got := testenv.WaitFor(t, suite.Client, ns, foo.Name, &samplev1alpha1.Foo{}, nil)
+	if conditions.IsTrue(got.Status.Conditions, conditions.Degraded) {
+		t.Errorf("Degraded = %+v", testenv.Condition(got, conditions.Degraded))
+	}
+}
+
 func TestValidation(t *testing.T) {
 	ctx := context.Background()
 	ns := suite.Namespace(t)

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+const (
+	// BinaryName is the operator's binary, and BinaryPath where the image holds it: the entrypoint.
+	BinaryName = "kube-envoy-controller"
+	BinaryPath = "/usr/local/bin/" + BinaryName
+	// User is the image's user: distroless's nonroot, which the restricted
+	// Pod Security profile accepts (runAsNonRoot with a numeric user).
+	User = "65532:65532"
+	// VersionPackage holds the variables that -ldflags -X stamps.
+	VersionPackage = "github.com/kube-envoy-controller/kube-envoy-controller/internal/version"
+	// DefaultSource is the org.opencontainers.image.source label.
+	DefaultSource = "https://github.com/kube-envoy-controller/kube-envoy-controller"
+)
+
+// Spec describes the image to assemble.
+type Spec struct {
+	Version, Revision, Source string
+	// Created is every timestamp in the image: config, history and file
+	// modification times. The commit's time makes rebuilds identical.
+	Created time.Time
+	// Base holds an image per platform to build on. nil: the built-in
+	// minimal base, which needs no registry.
+	Base v1.ImageIndex
+	// BaseName is Base's reference, for the org.opencontainers.image.base.name label.
+	BaseName string
+}
+
+// Compile builds a static binary of the operator for platform p into out.
+// Every input that could differ between two builds of one commit is fixed:
+// paths (-trimpath), build IDs (-buildid=), VCS stamping (off: the revision
+// is stamped explicitly), cgo (off) and the instruction-set levels.
+func Compile(ctx context.Context, repo string, p v1.Platform, version, revision, out string) error {
+	ldflags := fmt.Sprintf("-s -w -buildid= -X %[1]s.version=%[2]s -X %[1]s.revision=%[3]s", VersionPackage, version, revision)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, "./cmd/kube-envoy-controller")
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOAMD64=v1", "GOARM64=v8.0")
+	if p.Architecture == "arm" && p.Variant != "" {
+		cmd.Env = append(cmd.Env, "GOARM="+strings.TrimPrefix(p.Variant, "v"))
+	}
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("compiling for %s: %w\n%s", p, err, stderr.String())
+	}
+	return nil
+}
+
+// Assemble puts each platform's binary (bins, by os/arch) on its base and
+// returns the multi-platform OCI image index.
+func Assemble(spec Spec, platforms []v1.Platform, bins map[string]string) (v1.ImageIndex, error) {
+	var minimal v1.Image
+	if spec.Base == nil {
+		var err error
+		if minimal, err = MinimalBase(spec.Created); err != nil {
+			return nil, err
+		}
+	}
+	var adds []mutate.IndexAddendum
+	for _, p := range platforms {
+		base := minimal
+		if spec.Base != nil {
+			var err error
+			if base, err = pickPlatform(spec.Base, p); err != nil {
+				return nil, err
+			}
+		}
+		bin, err := os.ReadFile(bins[p.String()])
+		if err != nil {
+			return nil, fmt.Errorf("the %s binary: %w", p, err)
+		}
+		img, err := onBase(base, p, bin, spec)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
+	}
+	return mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...), nil
+}
+
+// Labels are the image's OCI labels.
+func Labels(spec Spec) map[string]string {
+	l := map[string]string{
+		"org.opencontainers.image.source":   spec.Source,
+		"org.opencontainers.image.revision": spec.Revision,
+		"org.opencontainers.image.version":  spec.Version,
+		"org.opencontainers.image.title":    BinaryName,
+	}
+	if spec.BaseName != "" {
+		l["org.opencontainers.image.base.name"] = spec.BaseName
+	}
+	return l
+}
+
+// onBase adds the binary's layer to base and sets the image's configuration.
+func onBase(base v1.Image, p v1.Platform, bin []byte, spec Spec) (v1.Image, error) {
+	layer, err := tarLayer(spec.Created, []entry{
+		dir("usr/", 0o755), dir("usr/local/", 0o755), dir("usr/local/bin/", 0o755),
+		file(strings.TrimPrefix(BinaryPath, "/"), 0o755, bin),
+	})
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.Append(base, mutate.Addendum{
+		Layer:     layer,
+		MediaType: types.OCILayer,
+		History:   v1.History{Created: v1.Time{Time: spec.Created}, CreatedBy: "hack/image: " + BinaryPath + " " + spec.Version},
+	})
+	if err != nil {
+		return nil, err
+	}
+	img = mutate.ConfigMediaType(mutate.MediaType(img, types.OCIManifestSchema1), types.OCIConfigJSON)
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Variant = p.OS, p.Architecture, p.Variant
+	cf.Created = v1.Time{Time: spec.Created}
+	cf.Config.Entrypoint = []string{BinaryPath}
+	cf.Config.Cmd = nil
+	cf.Config.User = User
+	cf.Config.WorkingDir = "/"
+	if cf.Config.Labels == nil {
+		cf.Config.Labels = map[string]string{}
+	}
+	maps.Copy(cf.Config.Labels, Labels(spec))
+	return mutate.ConfigFile(img, cf)
+}
+
+// MinimalBase is the offline base: no distribution, only what a static Go
+// binary running as a non-root user needs. /etc/passwd and /etc/group name
+// the nonroot user (as distroless does), /tmp exists. There are no CA
+// certificates: in a cluster the operator talks only to the API server,
+// whose CA comes with the ServiceAccount token, and serves its own
+// certificates; a build that needs them uses --base (distroless static).
+func MinimalBase(created time.Time) (v1.Image, error) {
+	passwd := "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"
+	group := "root:x:0:\nnonroot:x:65532:\n"
+	layer, err := tarLayer(created, []entry{
+		dir("etc/", 0o755),
+		file("etc/passwd", 0o644, []byte(passwd)),
+		file("etc/group", 0o644, []byte(group)),
+		dir("home/", 0o755),
+		{name: "home/nonroot/", mode: 0o700, dir: true, uid: 65532, gid: 65532},
+		dir("tmp/", 0o1777),
+	})
+	if err != nil {
+		return nil, err
+	}
+	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	img, err = mutate.Append(img, mutate.Addendum{
+		Layer:     layer,
+		MediaType: types.OCILayer,
+		History:   v1.History{Created: v1.Time{Time: created}, CreatedBy: "hack/image: minimal base (/etc/passwd, /etc/group, /home/nonroot, /tmp)"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	return mutate.ConfigFile(img, cf)
+}
+
+// pickPlatform returns base's image for p.
+func pickPlatform(base v1.ImageIndex, p v1.Platform) (v1.Image, error) {
+	m, err := base.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range m.Manifests {
+		if d.Platform == nil || d.Platform.OS != p.OS || d.Platform.Architecture != p.Architecture {
+			continue
+		}
+		if p.Variant != "" && d.Platform.Variant != p.Variant {
+			continue
+		}
+		return base.Image(d.Digest)
+	}
+	return nil, fmt.Errorf("the base has no image for %s", p)
+}
+
+// WriteLayout writes idx as the OCI image layout dir (replacing it), its
+// index.json naming idx by refName (org.opencontainers.image.ref.name).
+func WriteLayout(dir string, idx v1.ImageIndex, refName string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	return p.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": refName}))
+}
+
+// entry is a file or directory of a layer, owned by root unless uid/gid say.
+type entry struct {
+	name     string
+	mode     int64
+	dir      bool
+	uid, gid int
+	data     []byte
+}
+
+func dir(name string, mode int64) entry            { return entry{name: name, mode: mode, dir: true} }
+func file(name string, mode int64, b []byte) entry { return entry{name: name, mode: mode, data: b} }
+
+// tarLayer returns a gzip-compressed layer of entries, in the order given,
+// every one modified at mtime: the same entries always give the same digest.
+func tarLayer(mtime time.Time, entries []entry) (*gzipLayer, error) {
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
+	if err != nil {
+		return nil, err
+	}
+	tw := tar.NewWriter(zw)
+	for _, e := range entries {
+		h := &tar.Header{
+			Name: e.name, Mode: e.mode, Uid: e.uid, Gid: e.gid, ModTime: mtime,
+			Typeflag: tar.TypeReg, Size: int64(len(e.data)),
+		}
+		if e.dir {
+			h.Typeflag, h.Size = tar.TypeDir, 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(e.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return newGzipLayer(buf.Bytes())
+}
+
+// gzipLayer is a layer held in memory, gzip-compressed.
+type gzipLayer struct {
+	gz             []byte
+	digest, diffID v1.Hash
+}
+
+func newGzipLayer(gz []byte) (*gzipLayer, error) {
+	l := &gzipLayer{gz: gz}
+	var err error
+	if l.digest, _, err = v1.SHA256(bytes.NewReader(gz)); err != nil {
+		return nil, err
+	}
+	rc, err := l.Uncompressed()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	if l.diffID, _, err = v1.SHA256(rc); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *gzipLayer) Digest() (v1.Hash, error)            { return l.digest, nil }
+func (l *gzipLayer) DiffID() (v1.Hash, error)            { return l.diffID, nil }
+func (l *gzipLayer) Size() (int64, error)                { return int64(len(l.gz)), nil }
+func (l *gzipLayer) MediaType() (types.MediaType, error) { return types.OCILayer, nil }
+func (l *gzipLayer) Compressed() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(l.gz)), nil
+}
+func (l *gzipLayer) Uncompressed() (io.ReadCloser, error) {
+	return gzip.NewReader(bytes.NewReader(l.gz))
+}

@@ -1,0 +1,395 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"debug/elf"
+	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
+)
+
+const testVersion = "v0.0.0-test.1"
+
+var (
+	platforms = []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}
+	created   = time.Unix(1700000000, 0).UTC()
+	spec      = Spec{Version: testVersion, Revision: "0123456789abcdef", Source: DefaultSource, Created: created}
+
+	compileOnce sync.Once
+	binaries    map[string]string
+	compileErr  error
+
+	assembleOnce sync.Once
+	assembledIdx v1.ImageIndex
+	assembleErr  error
+)
+
+// assembled is the image of the compiled binaries, assembled once.
+func assembled(t *testing.T) v1.ImageIndex {
+	t.Helper()
+	bins := compiled(t)
+	assembleOnce.Do(func() { assembledIdx, assembleErr = Assemble(spec, platforms, bins) })
+	if assembleErr != nil {
+		t.Fatal(assembleErr)
+	}
+	return assembledIdx
+}
+
+// compiled builds the operator once per platform for every test in this package.
+func compiled(t *testing.T) map[string]string {
+	t.Helper()
+	compileOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "image-test-")
+		if err != nil {
+			compileErr = err
+			return
+		}
+		binaries = map[string]string{}
+		for _, p := range platforms {
+			out := filepath.Join(dir, p.Architecture, BinaryName)
+			start := time.Now()
+			if compileErr = Compile(context.Background(), "../..", p, spec.Version, spec.Revision, out); compileErr != nil {
+				return
+			}
+			fmt.Printf("compiled %s in %s\n", p, time.Since(start).Round(100*time.Millisecond))
+			binaries[p.String()] = out
+		}
+	})
+	if compileErr != nil {
+		t.Fatal(compileErr)
+	}
+	return binaries
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binaries != nil {
+		for _, path := range binaries {
+			os.RemoveAll(filepath.Dir(filepath.Dir(path)))
+			break
+		}
+	}
+	os.Exit(code)
+}
+
+func TestImage(t *testing.T) {
+	bins := compiled(t)
+	idx := assembled(t)
+	// The layers' contents are validated once, below, as written to disk.
+	if err := validate.Index(idx, validate.Fast); err != nil {
+		t.Fatalf("the index is not valid: %v", err)
+	}
+
+	// Reproducible: the same binaries and spec give the same digest.
+	again, err := Assemble(spec, platforms, bins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, d2 := digest(t, idx), digest(t, again)
+	if d1 != d2 {
+		t.Fatalf("two builds gave %s and %s", d1, d2)
+	}
+
+	// The OCI layout: index.json names one index, tagged with the version,
+	// which holds an image per platform.
+	dir := filepath.Join(t.TempDir(), "layout")
+	if err := WriteLayout(dir, idx, testVersion); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "oci-layout")); err != nil || !strings.Contains(string(b), `"imageLayoutVersion"`) {
+		t.Fatalf("oci-layout: %q, %v", b, err)
+	}
+	top, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := top.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tm.Manifests) != 1 || tm.Manifests[0].MediaType != types.OCIImageIndex ||
+		tm.Manifests[0].Digest.String() != d1 || tm.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != testVersion {
+		t.Fatalf("index.json: want one OCI index %s named %s, got %+v", d1, testVersion, tm.Manifests)
+	}
+	read, err := top.ImageIndex(tm.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validate.Index(read); err != nil {
+		t.Fatalf("the index read back is not valid: %v", err)
+	}
+	im, err := read.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Manifests) != len(platforms) {
+		t.Fatalf("want %d manifests, got %d", len(platforms), len(im.Manifests))
+	}
+	for i, p := range platforms {
+		d := im.Manifests[i]
+		if d.Platform == nil || d.Platform.OS != p.OS || d.Platform.Architecture != p.Architecture || d.MediaType != types.OCIManifestSchema1 {
+			t.Fatalf("manifest %d: want an OCI manifest for %s, got %+v", i, p, d)
+		}
+		img, err := read.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkImage(t, img, p)
+	}
+}
+
+// checkImage checks one platform's image: its configuration, its files, and
+// that its binary is static and built for p. The binary for this machine's
+// architecture runs --version.
+func checkImage(t *testing.T, img v1.Image, p v1.Platform) {
+	t.Helper()
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.OS != p.OS || cf.Architecture != p.Architecture {
+		t.Errorf("%s: config says %s/%s", p, cf.OS, cf.Architecture)
+	}
+	if !cf.Created.Time.Equal(created) {
+		t.Errorf("%s: created %v, want %v", p, cf.Created.Time, created)
+	}
+	for _, h := range cf.History {
+		if !h.Created.Time.Equal(created) {
+			t.Errorf("%s: history %q created %v, want %v", p, h.CreatedBy, h.Created.Time, created)
+		}
+	}
+	c := cf.Config
+	if len(c.Entrypoint) != 1 || c.Entrypoint[0] != BinaryPath || len(c.Cmd) != 0 {
+		t.Errorf("%s: entrypoint %q cmd %q, want [%s]", p, c.Entrypoint, c.Cmd, BinaryPath)
+	}
+	if c.User != "65532:65532" {
+		t.Errorf("%s: user %q, want 65532:65532 (nonroot)", p, c.User)
+	}
+	for k, v := range map[string]string{
+		"org.opencontainers.image.source":   DefaultSource,
+		"org.opencontainers.image.revision": spec.Revision,
+		"org.opencontainers.image.version":  testVersion,
+	} {
+		if c.Labels[k] != v {
+			t.Errorf("%s: label %s=%q, want %q", p, k, c.Labels[k], v)
+		}
+	}
+
+	files := flatten(t, img)
+	if !strings.Contains(string(files["etc/passwd"].data), "nonroot:x:65532:65532:") {
+		t.Errorf("%s: /etc/passwd has no nonroot user 65532: %q", p, files["etc/passwd"].data)
+	}
+	bin, ok := files[strings.TrimPrefix(BinaryPath, "/")]
+	if !ok {
+		t.Fatalf("%s: no %s in the image", p, BinaryPath)
+	}
+	if bin.hdr.Mode&0o111 == 0 || bin.hdr.Uid != 0 {
+		t.Errorf("%s: %s has mode %o uid %d, want executable and owned by root", p, BinaryPath, bin.hdr.Mode, bin.hdr.Uid)
+	}
+	for n, f := range files {
+		if !f.hdr.ModTime.Equal(created) {
+			t.Errorf("%s: %s modified %v, want %v", p, n, f.hdr.ModTime, created)
+		}
+	}
+	ef, err := elf.NewFile(bytes.NewReader(bin.data))
+	if err != nil {
+		t.Fatalf("%s: the binary is not ELF: %v", p, err)
+	}
+	machine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[p.Architecture]
+	if ef.Machine != machine {
+		t.Errorf("%s: the binary is for %v", p, ef.Machine)
+	}
+	for _, prog := range ef.Progs {
+		if prog.Type == elf.PT_INTERP {
+			t.Errorf("%s: the binary has an interpreter: it is not static", p)
+		}
+	}
+	if p.Architecture != runtime.GOARCH {
+		return
+	}
+	path := filepath.Join(t.TempDir(), BinaryName)
+	if err := os.WriteFile(path, bin.data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(path, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s --version: %v\n%s", BinaryPath, err, out)
+	}
+	if want := "kube-envoy-controller " + testVersion + " (revision " + spec.Revision; !strings.HasPrefix(string(out), want) {
+		t.Errorf("--version printed %q, want it to start with %q", out, want)
+	}
+}
+
+// TestPushAndBase pushes the image to a registry (in-process) and builds on a
+// base image taken from that registry, as with IMAGE_BASE.
+func TestPushAndBase(t *testing.T) {
+	bins := compiled(t)
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+
+	idx := assembled(t)
+	tag, err := name.NewTag(host + "/kube-envoy-controller:" + testVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.WriteIndex(tag, idx); err != nil {
+		t.Fatal(err)
+	}
+	pulled, err := remote.Index(tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := digest(t, pulled), digest(t, idx); got != want {
+		t.Fatalf("pulled %s, pushed %s", got, want)
+	}
+
+	// A base with its own layer and environment, one image per platform.
+	baseIdx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, p := range platforms {
+		layer, err := tarLayer(created, []entry{dir("etc/", 0o755), file("etc/base-release", 0o644, []byte("test base "+p.Architecture+"\n"))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), mutate.Addendum{Layer: layer, MediaType: types.OCILayer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if img, err = mutate.Config(img, v1.Config{Env: []string{"BASE=1"}}); err != nil {
+			t.Fatal(err)
+		}
+		baseIdx = mutate.AppendManifests(baseIdx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
+	}
+	baseRef := host + "/base:1"
+	if err := remote.WriteIndex(mustTag(t, baseRef), baseIdx); err != nil {
+		t.Fatal(err)
+	}
+	base, err := remote.Index(mustTag(t, baseRef))
+	if err != nil {
+		t.Fatal(err)
+	}
+	onBase, err := Assemble(Spec{Version: testVersion, Revision: spec.Revision, Source: DefaultSource, Created: created, Base: base, BaseName: baseRef}, platforms, bins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := onBase.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range platforms {
+		img, err := onBase.Image(im.Manifests[i].Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := flatten(t, img)
+		if got := string(files["etc/base-release"].data); got != "test base "+p.Architecture+"\n" {
+			t.Errorf("%s: the base's file reads %q", p, got)
+		}
+		if _, ok := files[strings.TrimPrefix(BinaryPath, "/")]; !ok {
+			t.Errorf("%s: no binary on the base", p)
+		}
+		if _, ok := files["etc/passwd"]; ok {
+			t.Errorf("%s: the minimal base's /etc/passwd is on a given base", p)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf.Config.User != User || cf.Config.Labels["org.opencontainers.image.base.name"] != baseRef || len(cf.Config.Env) != 1 || cf.Config.Env[0] != "BASE=1" {
+			t.Errorf("%s: config %+v: want the user, the base's label and its environment", p, cf.Config)
+		}
+	}
+}
+
+func TestParsePlatforms(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+		err  bool
+	}{
+		{in: "linux/amd64,linux/arm64", want: "linux/amd64 linux/arm64"},
+		{in: "linux/arm/v7", want: "linux/arm/v7"},
+		{in: "windows/amd64", err: true},
+		{in: "", err: true},
+	} {
+		got, err := ParsePlatforms(tc.in)
+		if (err != nil) != tc.err {
+			t.Errorf("%q: error %v", tc.in, err)
+			continue
+		}
+		var s []string
+		for _, p := range got {
+			s = append(s, p.String())
+		}
+		if strings.Join(s, " ") != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.in, s, tc.want)
+		}
+	}
+}
+
+type tarFile struct {
+	hdr  *tar.Header
+	data []byte
+}
+
+// flatten returns the image's file system, upper layers over lower ones.
+func flatten(t *testing.T, img v1.Image) map[string]tarFile {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	out := map[string]tarFile{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimPrefix(h.Name, "/")] = tarFile{hdr: h, data: b}
+	}
+}
+
+func digest(t *testing.T, idx v1.ImageIndex) string {
+	t.Helper()
+	d, err := idx.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
+}
+
+func mustTag(t *testing.T, s string) name.Tag {
+	t.Helper()
+	tag, err := name.NewTag(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tag
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The install test: dist/install.yaml (make installer) applied with
+# server-side apply to a fresh local cluster, then the operator binary on this
+# host running as the installed ServiceAccount (a token from the TokenRequest
+# API), so that its RBAC is exercised for real; then
+# `go test -tags install ./test/install/...`. KWOK nodes run no containers, so
+# the operator's own pods are admitted and scheduled but do not run it.
+# Everything it starts is stopped again when it exits, on failure too.
+# Arguments are passed to go test. LDFLAGS stamps the binary (make passes it).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+NAME=${INSTALL_CLUSTER:-kec-install}
+DIR=$ROOT/tmp/$NAME
+op_pid=""
+start=$SECONDS
+step() { echo "[$((SECONDS - start))s] $*" >&2; }
+
+trap cleanup EXIT INT TERM
+
+hack/cluster.sh down "$NAME" # whatever an earlier run left
+hack/cluster.sh up "$NAME" --kube-apiserver-port 0
+export KUBECONFIG=$DIR/kubeconfig
+step "cluster $NAME is up"
+
+# Every object of the installer is accepted: server-side apply fails otherwise.
+objects=$(grep -c '^kind:' dist/install.yaml)
+applied=$(bin/kubectl apply --server-side -f dist/install.yaml | tee "$DIR/apply.log" | wc -l)
+if [[ $applied -ne $objects ]]; then
+  echo "dist/install.yaml has $objects objects, $applied were applied:" >&2
+  cat "$DIR/apply.log" >&2
+  exit 1
+fi
+# The operator's pods pass the restricted Pod Security profile and are scheduled.
+bin/kubectl -n kube-envoy-controller rollout status deployment/kube-envoy-controller --timeout 2m >/dev/null
+step "dist/install.yaml applied: $applied objects; the Deployment is available"
+
+# A kubeconfig with the ServiceAccount's token instead of the admin's certificate.
+server=$(bin/kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
+bin/kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d >"$DIR/ca.crt"
+token=$(bin/kubectl -n kube-envoy-controller create token kube-envoy-controller --duration 1h)
+sa_kubeconfig=$DIR/serviceaccount.kubeconfig
+rm -f "$sa_kubeconfig"
+KUBECONFIG=$sa_kubeconfig bin/kubectl config set-cluster install --server "$server" --certificate-authority "$DIR/ca.crt" --embed-certs >/dev/null
+KUBECONFIG=$sa_kubeconfig bin/kubectl config set-credentials kube-envoy-controller --token "$token" >/dev/null
+KUBECONFIG=$sa_kubeconfig bin/kubectl config set-context install --cluster install --user kube-envoy-controller >/dev/null
+KUBECONFIG=$sa_kubeconfig bin/kubectl config use-context install >/dev/null
+[[ $(bin/kubectl --kubeconfig "$sa_kubeconfig" auth whoami -o jsonpath='{.status.userInfo.username}') == \
+  system:serviceaccount:kube-envoy-controller:kube-envoy-controller ]]
+
+# The webhook configurations call the operator on this host instead of the Service.
+webhook_port=$(hack/webhook-local.sh free-port)
+hack/webhook-local.sh "$webhook_port"
+
+go build -ldflags "${LDFLAGS:-}" -o "$DIR/kube-envoy-controller" ./cmd/kube-envoy-controller
+step "the operator is built; running the tests"
+
+INSTALL_ROOT=$ROOT INSTALL_DIR=$DIR INSTALL_SA_KUBECONFIG=$sa_kubeconfig INSTALL_BINARY=$DIR/kube-envoy-controller \
+  INSTALL_WEBHOOK_PORT=$webhook_port INSTALL_VERSION=${VERSION:-} \
+  go test -tags install -count=1 -timeout 15m ./test/install/... "$@"
+step "done"
+if [[ -f $DIR/failover.txt ]]; then
+  echo "Leader takeover (docs/benchmarks.md):" >&2
+  cat "$DIR/failover.txt" >&2
+fi

@@ -1,0 +1,261 @@
+//go:build install
+
+package install
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+)
+
+// scope says where a grant applies.
+type scope int
+
+const (
+	everywhere   scope = iota // every namespace (a ClusterRole)
+	ownNamespace              // the operator's namespace only (a Role)
+)
+
+// grant is one line of the allowlist: verbs on resources of one API group,
+// limited to names when names is set.
+type grant struct {
+	scope     scope
+	group     string
+	resources string // comma-separated
+	names     string // comma-separated; "" means any name
+	verbs     string // comma-separated
+	why       string
+}
+
+// allowlist is every permission the operator's ServiceAccount holds beyond
+// what every authenticated account has: the test fails on a permission
+// that is missing here and on one listed here that is not granted. A
+// change to the operator's RBAC comes with a change here, with its reason.
+//
+// When the xDS server comes to serve the TLS Secrets that EnvoyConfigs
+// reference and to create client certificates for fleets, it needs Secrets
+// beyond the operator's namespace: add {everywhere, "", "secrets", "",
+// "get,list,watch"} (and create for the certificates), and narrow the
+// "Secrets of other namespaces" denial below to what stays denied, such
+// as Secrets in kube-system.
+var allowlist = []grant{
+	{everywhere, "", "configmaps,services", "", "create,delete,get,list,patch,update,watch", "Envoy fleets' bootstrap and Service; Watchers' ConfigMap"},
+	{everywhere, "apps", "deployments", "", "create,delete,get,list,patch,update,watch", "Envoy fleets and Foos"},
+	{everywhere, "", "pods", "", "create,delete,get,list,watch", "PodSets"},
+	{everywhere, "batch", "jobs", "", "create,delete,get,list,watch", "FooBars"},
+	{everywhere, "discovery.k8s.io", "endpointslices", "", "get,list,watch", "EDS from Services' endpoints"},
+	{everywhere, "events.k8s.io", "events", "", "create,patch", "events of every controller"},
+	{everywhere, "demo.k8s.io", "podsets", "", "get,list,watch", "the PodSet controller"},
+	{everywhere, "demo.k8s.io", "podsets/status", "", "get,patch,update", "the PodSet controller"},
+	{everywhere, "demo.k8s.io", "podsets/finalizers", "", "update", "owner references that block deletion"},
+	{everywhere, "example.com", "envoys,envoyconfigs", "", "get,list,watch", "the Envoy and EnvoyConfig controllers, the webhooks"},
+	{everywhere, "example.com", "envoys/status,envoyconfigs/status", "", "get,patch,update", "their status"},
+	{everywhere, "example.com", "envoys/finalizers", "", "update", "owner references that block deletion"},
+	{everywhere, "k8s.io", "foobars", "", "get,list,watch", "the FooBar controller"},
+	{everywhere, "k8s.io", "foobars/status", "", "get,patch,update", "its status"},
+	{everywhere, "k8s.io", "foobars/finalizers", "", "update", "owner references that block deletion"},
+	{everywhere, "samplecontroller.k8s.io", "foos", "", "get,list,watch", "the Foo controller"},
+	{everywhere, "samplecontroller.k8s.io", "foos/status", "", "get,patch,update", "its status"},
+	{everywhere, "samplecontroller.k8s.io", "foos/finalizers", "", "update", "owner references that block deletion"},
+	{everywhere, "watch.my.domain", "watchers", "", "get,list,watch", "the Watcher controller and the injector"},
+	{everywhere, "watch.my.domain", "watchers/status", "", "get,patch,update", "its status"},
+	{everywhere, "watch.my.domain", "watchers/finalizers", "", "update", "owner references that block deletion"},
+	{everywhere, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "kube-envoy-controller-injector", "get,list,update,watch", "the injector's caBundle"},
+	{everywhere, "admissionregistration.k8s.io", "validatingwebhookconfigurations", "kube-envoy-controller-validator", "get,list,update,watch", "the validator's caBundle"},
+	{everywhere, "authentication.k8s.io", "tokenreviews", "", "create", "authenticating metrics scrapers"},
+	{everywhere, "authorization.k8s.io", "subjectaccessreviews", "", "create", "authorizing metrics scrapers"},
+	{ownNamespace, "", "secrets", "kube-envoy-controller-webhook-cert", "get,list,update,watch", "the webhook's certificate"},
+	{ownNamespace, "", "secrets", "", "create", "the webhook's certificate Secret, if it is missing"},
+	{ownNamespace, "coordination.k8s.io", "leases", "kube-envoy-controller.kube-envoy-controller.io", "get,update", "leader election"},
+	{ownNamespace, "coordination.k8s.io", "leases", "", "create", "leader election"},
+	{ownNamespace, "", "events", "", "create,patch", "leader election's events"},
+	{ownNamespace, "events.k8s.io", "events", "", "create,patch", "leader election's events"},
+}
+
+// permissions expands grants into "verb group/resource[/name]" strings, for the namespace ns.
+func permissions(grants []grant, ns string) map[string]bool {
+	out := map[string]bool{}
+	for _, g := range grants {
+		if g.scope == ownNamespace && ns != operatorNamespace {
+			continue
+		}
+		expand(out, []string{g.group}, strings.Split(g.resources, ","), split(g.names), strings.Split(g.verbs, ","))
+	}
+	return out
+}
+
+func split(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+func expand(out map[string]bool, groups, resources, names, verbs []string) {
+	for _, g := range groups {
+		for _, r := range resources {
+			for _, v := range verbs {
+				if len(names) == 0 {
+					out[fmt.Sprintf("%s %s/%s", v, g, r)] = true
+				}
+				for _, n := range names {
+					out[fmt.Sprintf("%s %s/%s/%s", v, g, r, n)] = true
+				}
+			}
+		}
+	}
+}
+
+// rulesOf asks the API server, as cfg's user, for that user's rules in ns
+// (SelfSubjectRulesReview) and expands them like permissions. Non-resource
+// rules come as "verb url".
+func rulesOf(t *testing.T, cfg *rest.Config, ns string) map[string]bool {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	rr, err := cs.AuthorizationV1().SelfSubjectRulesReviews().Create(context.Background(),
+		&authorizationv1.SelfSubjectRulesReview{Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: ns}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.Status.Incomplete {
+		t.Fatalf("the rules review in %s is incomplete: %s", ns, rr.Status.EvaluationError)
+	}
+	out := map[string]bool{}
+	for _, r := range rr.Status.ResourceRules {
+		expand(out, r.APIGroups, r.Resources, r.ResourceNames, r.Verbs)
+	}
+	for _, r := range rr.Status.NonResourceRules {
+		for _, u := range r.NonResourceURLs {
+			for _, v := range r.Verbs {
+				out[v+" "+u] = true
+			}
+		}
+	}
+	return out
+}
+
+// tokenConfig returns cfg's server with a token for a ServiceAccount, from the TokenRequest API.
+func tokenConfig(t *testing.T, ns, sa string) (*rest.Config, string) {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(adminCfg)
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), sa,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(adminCfg)
+	cfg.BearerToken = tr.Status.Token
+	return cfg, tr.Status.Token
+}
+
+// TestServiceAccountPermissions compares what the installed ServiceAccount
+// may do, as the API server reports it, with the allowlist, in the
+// operator's namespace, another namespace and kube-system.
+func TestServiceAccountPermissions(t *testing.T) {
+	ctx := context.Background()
+	// What every ServiceAccount may do (discovery, self reviews): a new one
+	// with no binding of its own shows it.
+	kubectl(t, "create", "namespace", "rbac-baseline")
+	t.Cleanup(func() { kubectl(t, "delete", "namespace", "rbac-baseline", "--wait=false") })
+	kubectl(t, "-n", "rbac-baseline", "create", "serviceaccount", "nobody")
+	nobody, _ := tokenConfig(t, "rbac-baseline", "nobody")
+
+	for _, ns := range []string{operatorNamespace, "default", "kube-system"} {
+		t.Run(ns, func(t *testing.T) {
+			baseline := rulesOf(t, nobody, ns)
+			got := rulesOf(t, saCfg, ns)
+			want := permissions(allowlist, ns)
+			var extra, missing []string
+			for p := range got {
+				if !baseline[p] && !want[p] {
+					extra = append(extra, p)
+				}
+			}
+			for p := range want {
+				if !got[p] {
+					missing = append(missing, p)
+				}
+			}
+			slices.Sort(extra)
+			slices.Sort(missing)
+			if len(extra) > 0 {
+				t.Errorf("granted but not in the allowlist:\n  %s", strings.Join(extra, "\n  "))
+			}
+			if len(missing) > 0 {
+				t.Errorf("in the allowlist but not granted:\n  %s", strings.Join(missing, "\n  "))
+			}
+		})
+	}
+
+	sa := kubernetes.NewForConfigOrDie(saCfg)
+	// Another webhook configuration: neither read nor changed.
+	other := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses-webhook"}}
+	if err := admin.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(ctx, other) })
+	_, err := sa.AdmissionregistrationV1().ValidatingWebhookConfigurations().Patch(ctx, other.Name, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"taken":"over"}}}`), metav1.PatchOptions{})
+	wantForbidden(t, "patching another ValidatingWebhookConfiguration", err)
+	_, err = sa.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, other.Name, metav1.GetOptions{})
+	wantForbidden(t, "reading another MutatingWebhookConfiguration", err)
+	_, err = sa.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+	wantForbidden(t, "listing every ValidatingWebhookConfiguration", err)
+	// Its own, listed by name as the certificate rotator does, and updated.
+	list, err := sa.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx,
+		metav1.ListOptions{FieldSelector: "metadata.name=kube-envoy-controller-validator"})
+	if err != nil || len(list.Items) != 1 {
+		t.Errorf("listing its own ValidatingWebhookConfiguration by name: %v", err)
+	} else if _, err := sa.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, &list.Items[0], metav1.UpdateOptions{}); err != nil {
+		t.Errorf("updating its own ValidatingWebhookConfiguration: %v", err)
+	}
+
+	// Secrets: only the webhook certificate, in the operator's namespace.
+	_, err = sa.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
+	wantForbidden(t, "listing Secrets in default", err)
+	_, err = sa.CoreV1().Secrets("kube-system").Get(ctx, "anything", metav1.GetOptions{})
+	wantForbidden(t, "reading a Secret in kube-system", err)
+	_, err = sa.CoreV1().Secrets(operatorNamespace).List(ctx, metav1.ListOptions{})
+	wantForbidden(t, "listing every Secret of its own namespace", err)
+	if _, err := sa.CoreV1().Secrets(operatorNamespace).Get(ctx, "kube-envoy-controller-webhook-cert", metav1.GetOptions{}); err != nil {
+		t.Errorf("reading the webhook certificate: %v", err)
+	}
+
+	// Pods: created where a PodSet asks for them, but never in kube-system,
+	// where the ValidatingAdmissionPolicy refuses them (RBAC cannot).
+	pod := func(ns string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "rbac-probe", Namespace: ns},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+		}
+	}
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	_, err = sa.CoreV1().Pods("kube-system").Create(ctx, pod("kube-system"), dryRun)
+	wantForbidden(t, "creating a pod in kube-system", err)
+	if _, err := sa.CoreV1().Pods("default").Create(ctx, pod("default"), dryRun); err != nil {
+		t.Errorf("creating a pod in default (dry run): %v", err)
+	}
+	_, err = sa.CoreV1().ConfigMaps("kube-system").Create(ctx,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "rbac-probe", Namespace: "kube-system"}}, dryRun)
+	wantForbidden(t, "creating a ConfigMap in kube-system", err)
+}
+
+func wantForbidden(t *testing.T, what string, err error) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("%s: want Forbidden, got %v", what, err)
+	}
+}
