@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,98 +33,31 @@ func main() {
 }
 
 func run() error {
-	var (
-		controllers          string
-		metricsAddr          string
-		metricsSecure        bool
-		probeAddr            string
-		pprofAddr            string
-		leaderElect          bool
-		leaderElectNamespace string
-		qps                  float64
-		burst                int
-		xdsServiceAddress    string
-		xdsBindAddress       string
-		concurrentReconciles int
-		showVersion          bool
-	)
-	// --kubeconfig is registered by controller-runtime's config package.
-	flag.StringVar(&controllers, "controllers", "*", fmt.Sprintf(
-		"Comma-separated controllers to run: '*' runs all, 'name' enables one, '-name' disables one. Known: %s.",
-		strings.Join(controller.Names(), ", ")))
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint; 0 disables it.")
-	flag.BoolVar(&metricsSecure, "metrics-secure", true,
-		"Serve /metrics over HTTPS to scrapers whose token may GET /metrics (the API server reviews it); false serves plain HTTP to anyone.")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them.")
-	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address of Go's /debug/pprof endpoints (profiles, and the heap after a forced GC for the benchmarks); 0 disables them.")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica runs the controllers.")
-	flag.StringVar(&leaderElectNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; defaults to the pod's namespace in a cluster.")
-	le := manager.DefaultLeaderElection
-	flag.DurationVar(&le.LeaseDuration, "leader-elect-lease-duration", le.LeaseDuration,
-		"How long a standby replica waits, after it last saw the leader renew the Lease, before it takes over.")
-	flag.DurationVar(&le.RenewDeadline, "leader-elect-renew-deadline", le.RenewDeadline,
-		"How long the leader keeps trying to renew the Lease before it stops leading; less than the lease duration.")
-	flag.DurationVar(&le.RetryPeriod, "leader-elect-retry-period", le.RetryPeriod, "How often the leader renews the Lease and standbys try to take it.")
-	flag.Float64Var(&qps, "kube-api-qps", -1, "Client-side QPS limit towards the API server; 0 or less means none (the server's priority and fairness applies).")
-	flag.IntVar(&burst, "kube-api-burst", 0, "Client-side burst towards the API server, with a positive --kube-api-qps (at least twice the QPS).")
-	flag.StringVar(&xdsServiceAddress, "xds-service-address", "kube-envoy-controller-xds.kube-envoy-controller.svc:18000",
-		"host:port at which Envoy fleets without spec.xds reach the operator's built-in xDS server: the address of the Service in front of the operator.")
-	hookFlags := webhook.BindFlags(flag.CommandLine)
-	flag.IntVar(&concurrentReconciles, "concurrent-reconciles", manager.DefaultConcurrentReconciles,
-		"How many objects each controller reconciles at once (PodSet sets its own).")
-	flag.StringVar(&xdsBindAddress, "xds-bind-address", ":18000", "Address of the built-in xDS (ADS) server, served by every replica.")
-	flag.BoolVar(&showVersion, "version", false, "Print the version and exit.")
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(flag.CommandLine)
-	flag.Parse()
-	if showVersion {
+	s, err := parseFlags(flag.CommandLine, os.Args[1:])
+	if err != nil {
+		return err
+	}
+	if s.showVersion {
 		fmt.Println("kube-envoy-controller", version.String())
 		return nil
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&s.zap)))
 	log := ctrl.Log.WithName("setup")
 
-	selection, err := controller.ParseSelection(controllers)
-	if err != nil {
-		return err
-	}
-	builtinXDS, err := parseXDSAddress(xdsServiceAddress)
-	if err != nil {
-		return err
-	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	configureClient(cfg, float32(qps), burst)
+	configureClient(cfg, s.qps, s.burst)
 
-	var hookHost string
-	var hookPort int
-	if hookFlags.Enabled() {
-		if hookHost, hookPort, err = hookFlags.Server(); err != nil {
-			return err
-		}
-	}
-	mgr, err := manager.New(cfg, manager.Options{
-		WebhookHost:             hookHost,
-		WebhookPort:             hookPort,
-		WebhookCertDir:          hookFlags.CertDir,
-		MetricsAddr:             metricsAddr,
-		MetricsSecure:           metricsSecure,
-		ProbeAddr:               probeAddr,
-		PprofAddr:               pprofAddr,
-		LeaderElect:             leaderElect,
-		LeaderElectionNamespace: leaderElectNamespace,
-		LeaderElection:          le,
-		ConcurrentReconciles:    concurrentReconciles,
-	})
+	mgr, err := manager.New(cfg, s.manager)
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	opts := controller.Options{Fleet: fleet.Defaults{XDS: builtinXDS}}
-	if controller.Enabled(selection, envoyconfig.ControllerName) {
+	opts := controller.Options{Fleet: fleet.Defaults{XDS: s.builtinXDS}}
+	if controller.Enabled(s.controllers, envoyconfig.ControllerName) {
 		notify, events := envoyconfig.ProxyEvents()
-		opts.XDS = xds.NewServer(xdsBindAddress, ctrl.Log.WithName("xds"), notify)
+		opts.XDS = xds.NewServer(s.xdsBindAddress, ctrl.Log.WithName("xds"), notify)
 		opts.ProxyEvents = events
 		if err := mgr.Add(opts.XDS); err != nil {
 			return err
@@ -134,12 +66,12 @@ func run() error {
 			return err
 		}
 	}
-	started, err := controller.Setup(mgr, selection, opts)
+	started, err := controller.Setup(mgr, s.controllers, opts)
 	if err != nil {
 		return err
 	}
-	if hookFlags.Enabled() {
-		if err := webhook.Setup(mgr, hookFlags.Options()); err != nil {
+	if s.webhook != nil {
+		if err := webhook.Setup(mgr, *s.webhook); err != nil {
 			return fmt.Errorf("setting up the webhook: %w", err)
 		}
 	}

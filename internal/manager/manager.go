@@ -51,6 +51,9 @@ type Options struct {
 	// instead of being recovered and logged as an error: tests set it, so
 	// that a panic fails them.
 	PanicOnReconcilePanic bool
+	// SkipControllerNameValidation lets several managers in one process run
+	// controllers of the same name: tests that start replicas side by side.
+	SkipControllerNameValidation bool
 }
 
 // DefaultConcurrentReconciles matches kube-controller-manager's default
@@ -90,6 +93,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		Controller: ctrlconfig.Controller{
 			MaxConcurrentReconciles: cmp.Or(o.ConcurrentReconciles, DefaultConcurrentReconciles),
 			RecoverPanic:            ptr.To(!o.PanicOnReconcilePanic),
+			SkipNameValidation:      ptr.To(o.SkipControllerNameValidation),
 		},
 		Scheme: NewScheme(),
 		Cache:  CacheOptions(),

@@ -70,12 +70,18 @@ func addLabel(_ context.Context, req admission.Request) admission.Response {
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
 }
 
-// waitForServer waits until the webhook server accepts connections: until
-// then the API server fails every request in scope. Once it serves, the
+// waitForServer waits until the suite's webhook server accepts connections:
+// until then the API server fails every request in scope. Once it serves, the
 // check returns at once.
 func waitForServer(t *testing.T) {
 	t.Helper()
-	check := suite.Manager.GetWebhookServer().StartedChecker()
+	waitServing(t, suite.Manager)
+}
+
+// waitServing waits until mgr's webhook server accepts connections.
+func waitServing(t *testing.T, mgr ctrl.Manager) {
+	t.Helper()
+	check := mgr.GetWebhookServer().StartedChecker()
 	testenv.Eventually(t, "the webhook server", func() (bool, error) {
 		err := check(nil)
 		return err == nil, err

@@ -134,7 +134,31 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, proxyEvents <-chan event
 		Watches(&examplev1.Envoy{}, &handler.EnqueueRequestForObject{}).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.fleetsOfSlice)).
 		WatchesRawSource(source.Channel(proxyEvents, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			go r.enqueueOnElection(ctx, mgr.Elected(), q)
+			return nil
+		})).
 		Complete(r)
+}
+
+// enqueueOnElection queues every fleet that has EnvoyConfigs once this
+// replica is elected. Until then another replica wrote their status, with
+// the counts of its own proxies, and nothing else would make this one write
+// it before the next change of a fleet.
+func (r *Reconciler) enqueueOnElection(ctx context.Context, elected <-chan struct{}, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	select {
+	case <-elected:
+	case <-ctx.Done():
+		return
+	}
+	var list examplev1.EnvoyConfigList
+	if err := r.Client.List(ctx, &list); err != nil {
+		logf.FromContext(ctx).Error(err, "listing EnvoyConfigs after the election")
+		return
+	}
+	for i := range list.Items {
+		q.Add(fleetRequest(&list.Items[i]))
+	}
 }
 
 // +kubebuilder:rbac:groups=example.com,resources=envoyconfigs,verbs=get;list;watch

@@ -2,6 +2,7 @@ package envoyconfig
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/go-logr/logr"
+	dto "github.com/prometheus/client_model/go"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -114,9 +116,18 @@ func clusterNames(t *testing.T, p *xdstest.Proxy, nack string) (string, []string
 	return resp.GetVersionInfo(), names
 }
 
-// xdsClient returns the xDS server's address, once it listens.
-// fleetMetric returns the value of a metric of the manager's registry for one fleet.
+// fleetMetric returns the value of a gauge or counter of the manager's
+// registry for one fleet.
 func fleetMetric(t *testing.T, name, fleetID string) float64 {
+	t.Helper()
+	m := fleetSeries(t, name, fleetID)
+	return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+}
+
+// fleetSeries returns the series of a metric of the manager's registry for
+// one fleet, or, with fleetID "", the series of a metric without labels; nil
+// when there is none yet.
+func fleetSeries(t *testing.T, name, fleetID string) *dto.Metric {
 	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
@@ -127,14 +138,17 @@ func fleetMetric(t *testing.T, name, fleetID string) float64 {
 			continue
 		}
 		for _, m := range f.GetMetric() {
+			if fleetID == "" && len(m.GetLabel()) == 0 {
+				return m
+			}
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "fleet" && l.GetValue() == fleetID {
-					return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+					return m
 				}
 			}
 		}
 	}
-	return 0
+	return nil
 }
 
 // firstClusters ACKs responses until one has clusters: a fleet whose Envoy
@@ -150,6 +164,7 @@ func firstClusters(t *testing.T, p *xdstest.Proxy) (string, []string) {
 	return "", nil
 }
 
+// xdsClient returns the xDS server's address, once it listens.
 func xdsClient(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
@@ -286,6 +301,136 @@ func TestServiceEndpoints(t *testing.T) {
 	testenv.Eventually(t, "the third endpoint", func() (bool, error) {
 		return strings.Join(endpoints(), ",") == "10.0.0.1:8080,10.0.0.2:8080,10.0.0.9:8080", nil
 	})
+}
+
+// serviceEndpoints may name the pods' port by number: the EndpointSlice's
+// port of that number is served, not the others. Endpoints without a zone
+// are grouped in the locality "unknown", and every group carries a load
+// balancing weight, as proxyless gRPC clients require.
+func TestServiceEndpointsByPortNumber(t *testing.T) {
+	ns, fleetID := newFleet(t)
+	cfg := newConfig(ns, "eds", cluster("backend", "1s"), cluster("by-name", "1s"))
+	cfg.Spec.ServiceEndpoints = []examplev1.ServiceEndpoints{
+		{Cluster: "backend", Service: "web", Port: intstr.FromInt32(9090)},
+		// By name, the slice's other port: it shows when the slice was served.
+		{Cluster: "by-name", Service: "web", Port: intstr.FromString("http")},
+	}
+	create(t, cfg)
+	create(t, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-abc", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports: []discoveryv1.EndpointPort{
+			{Name: ptr.To("http"), Port: ptr.To[int32](8080)},
+			{Name: ptr.To("metrics"), Port: ptr.To[int32](9090)},
+		},
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+			{Addresses: []string{"10.0.0.2"}, Zone: ptr.To("zone-a"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+		},
+	})
+
+	// byZone returns a cluster's endpoints by locality zone, and the
+	// localities without a positive load balancing weight.
+	byZone := func(cluster string) (eps map[string]string, unweighted []string) {
+		eps = map[string]string{}
+		for _, r := range server.Resources(fleetID)[resourcev3.EndpointType] {
+			cla := r.(*endpointv3.ClusterLoadAssignment)
+			if cla.GetClusterName() != cluster {
+				continue
+			}
+			for _, g := range cla.GetEndpoints() {
+				zone := g.GetLocality().GetZone()
+				if g.GetLoadBalancingWeight().GetValue() == 0 {
+					unweighted = append(unweighted, zone)
+				}
+				var addrs []string
+				for _, e := range g.GetLbEndpoints() {
+					sa := e.GetEndpoint().GetAddress().GetSocketAddress()
+					addrs = append(addrs, sa.GetAddress()+":"+strconv.FormatUint(uint64(sa.GetPortValue()), 10))
+				}
+				eps[zone] = strings.Join(addrs, ",")
+			}
+		}
+		return eps, unweighted
+	}
+	testenv.Eventually(t, "the slice's endpoints in cluster by-name", func() (bool, error) {
+		eps, _ := byZone("by-name")
+		return len(eps) == 2, nil
+	})
+	for cluster, port := range map[string]string{"backend": "9090", "by-name": "8080"} {
+		want := map[string]string{"unknown": "10.0.0.1:" + port, "zone-a": "10.0.0.2:" + port}
+		got, unweighted := byZone(cluster)
+		if !maps.Equal(got, want) {
+			t.Errorf("cluster %s: endpoints by zone = %v, want %v", cluster, got, want)
+		}
+		if len(unweighted) > 0 {
+			t.Errorf("cluster %s: localities %q have no load balancing weight", cluster, unweighted)
+		}
+	}
+}
+
+// /metrics counts NACKs by fleet, and observes, once per published version,
+// the time from its publication until every connected proxy accepted it.
+func TestNACKCounterAndPublishToACKHistogram(t *testing.T) {
+	ctx := context.Background()
+	const (
+		nacks        = "kube_envoy_controller_xds_nacks_total"
+		publishToAck = "kube_envoy_controller_xds_publish_to_ack_seconds"
+	)
+	ns, fleetID := newFleet(t)
+	before := fleetSeries(t, publishToAck, "").GetHistogram()
+	start := time.Now()
+	cfg := newConfig(ns, "metrics", cluster("backend", "1s"))
+	create(t, cfg)
+	waitStatus(t, cfg, "the configuration to be published", func(c *examplev1.EnvoyConfig) bool {
+		return c.Status.PublishedVersion != "" && c.Status.PublishedVersion == server.Version(fleetID)
+	})
+
+	// Two proxies accept the version: one observation, no NACK.
+	addr := xdsClient(t)
+	proxies := []*xdstest.Proxy{
+		xdstest.Connect(t, xdstest.Dial(t, addr), fleetID, "pod-1", resourcev3.ClusterType),
+		xdstest.Connect(t, xdstest.Dial(t, addr), fleetID, "pod-2", resourcev3.ClusterType),
+	}
+	for _, p := range proxies {
+		firstClusters(t, p)
+	}
+	waitStatus(t, cfg, "both proxies to ACK", func(c *examplev1.EnvoyConfig) bool { return c.Status.Proxies.Acked == 2 })
+	elapsed := time.Since(start)
+	h := fleetSeries(t, publishToAck, "").GetHistogram()
+	if n := h.GetSampleCount() - before.GetSampleCount(); n != 1 {
+		t.Fatalf("%s has %d new observations after both proxies accepted one version, want 1", publishToAck, n)
+	}
+	// The observation lies between the create and now.
+	if d := h.GetSampleSum() - before.GetSampleSum(); d <= 0 || d > elapsed.Seconds() {
+		t.Errorf("%s observed %vs, want a time in (0, %v]", publishToAck, d, elapsed.Seconds())
+	}
+	if got := fleetMetric(t, nacks, fleetID); got != 0 {
+		t.Errorf("%s{fleet=%q} = %v before any NACK", nacks, fleetID, got)
+	}
+
+	// A new version: one proxy rejects it, the other accepts it. One NACK is
+	// counted, and no observation, since not every proxy accepted it.
+	patch := client.MergeFrom(cfg.DeepCopy())
+	cfg.Spec.Resources.Clusters = append(cfg.Spec.Resources.Clusters, cluster("extra", "2s"))
+	if err := suite.Client.Patch(ctx, cfg, patch); err != nil {
+		t.Fatal(err)
+	}
+	if _, names := clusterNames(t, proxies[0], "cluster extra: unsupported here"); len(names) != 2 {
+		t.Fatalf("proxy 1 got clusters %v, want the new version's two", names)
+	}
+	if _, names := clusterNames(t, proxies[1], ""); len(names) != 2 {
+		t.Fatalf("proxy 2 got clusters %v, want the new version's two", names)
+	}
+	waitStatus(t, cfg, "one NACK and one ACK of the new version", func(c *examplev1.EnvoyConfig) bool {
+		return c.Status.Proxies.Nacked == 1 && c.Status.Proxies.Acked == 1
+	})
+	if got := fleetMetric(t, nacks, fleetID); got != 1 {
+		t.Errorf("%s{fleet=%q} = %v, want 1", nacks, fleetID, got)
+	}
+	if n := fleetSeries(t, publishToAck, "").GetHistogram().GetSampleCount() - before.GetSampleCount(); n != 1 {
+		t.Errorf("%s has %d observations, want still 1: a version one proxy rejected was observed", publishToAck, n)
+	}
 }
 
 // When every connected proxy rejects a new version, the last version they

@@ -3,6 +3,7 @@ package podset
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 
@@ -18,6 +19,7 @@ import (
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 )
 
@@ -59,6 +61,15 @@ func waitPods(t *testing.T, ns string, n int) []corev1.Pod {
 		return len(pods) == n, nil
 	})
 	return pods
+}
+
+// startPodSet creates ps and waits for its spec.replicas pods.
+func startPodSet(t *testing.T, ps *demov1alpha1.PodSet) []corev1.Pod {
+	t.Helper()
+	if err := suite.Client.Create(context.Background(), ps); err != nil {
+		t.Fatal(err)
+	}
+	return waitPods(t, ps.Namespace, int(ps.Spec.Replicas))
 }
 
 // makeReady plays the scheduler's and the kubelet's part, which envtest lacks:
@@ -148,6 +159,62 @@ func TestTemplate(t *testing.T) {
 	if p.Labels["app"] != "web" || p.Spec.Containers[0].Image != "nginx:1" {
 		t.Errorf("pod labels %v image %s, want the template's", p.Labels, p.Spec.Containers[0].Image)
 	}
+}
+
+// A changed template applies to the pods created afterwards: the running
+// pods are neither updated nor replaced.
+func TestChangedTemplateAppliesToLaterPods(t *testing.T) {
+	ctx := context.Background()
+	ps := newPodSet(suite.Namespace(t), "retemplated", 1)
+	ps.Spec.Template = &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx:1"}}}}
+	first := startPodSet(t, ps)[0]
+	ns := ps.Namespace
+
+	patch := client.MergeFrom(ps.DeepCopy())
+	ps.Spec.Template.Spec.Containers[0].Image = "nginx:2"
+	if err := suite.Client.Patch(ctx, ps, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, ps, "the new generation observed", func(demov1alpha1.PodSetStatus) bool { return true })
+	suite.Touch(t, ControllerName, ps)
+	pods := livePods(t, ns)
+	if len(pods) != 1 || pods[0].UID != first.UID || pods[0].Spec.Containers[0].Image != "nginx:1" {
+		t.Fatalf("after the template change: %s, want pod %s unchanged, with nginx:1", podImages(pods), first.Name)
+	}
+
+	patch = client.MergeFrom(ps.DeepCopy())
+	ps.Spec.Replicas = 2
+	if err := suite.Client.Patch(ctx, ps, patch); err != nil {
+		t.Fatal(err)
+	}
+	pods = waitPods(t, ns, 2)
+	want := map[string]string{first.Name: "nginx:1"}
+	for _, p := range pods {
+		if p.Name != first.Name {
+			want[p.Name] = "nginx:2"
+		}
+	}
+	if got := podImages(pods); got != imagesOf(want) {
+		t.Errorf("pods after the scale-up: %s, want %s", got, imagesOf(want))
+	}
+}
+
+// podImages describes pods as "name=image" of their first container, sorted.
+func podImages(pods []corev1.Pod) string {
+	m := map[string]string{}
+	for _, p := range pods {
+		m[p.Name] = p.Spec.Containers[0].Image
+	}
+	return imagesOf(m)
+}
+
+func imagesOf(m map[string]string) string {
+	var out []string
+	for name, image := range m {
+		out = append(out, name+"="+image)
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }
 
 func TestScalesThroughSpecAndSubresource(t *testing.T) {
@@ -268,6 +335,42 @@ func TestOnlyControlledPodsCount(t *testing.T) {
 	}
 	if n := len(livePods(t, other)); n != 1 {
 		t.Errorf("%d pods in the other namespace, want only its own", n)
+	}
+}
+
+// A pod that carries the PodSet's controller ownerReference counts towards
+// its replicas whatever its other labels: here without the PodSet's label.
+// (The operator's managed-by label it needs: the manager caches no pod
+// without it.)
+func TestControlledPodCountsWhateverItsLabels(t *testing.T) {
+	ctx := context.Background()
+	ps := newPodSet(suite.Namespace(t), "adopter", 2)
+	own := startPodSet(t, ps)
+	ns := ps.Namespace
+	waitStatus(t, ps, "replicas 2", func(s demov1alpha1.PodSetStatus) bool { return s.Replicas == 2 })
+
+	foreign := Pod(ps)
+	foreign.GenerateName = ""
+	foreign.Name = "foreign"
+	foreign.Labels = map[string]string{"app": "foreign", objects.ManagedByLabel: objects.ManagedByValue}
+	if err := suite.Client.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	// Three pods count where two are wanted: one goes, and none is created.
+	waitPods(t, ns, 2)
+	suite.Touch(t, ControllerName, ps)
+	pods := livePods(t, ns)
+	if len(pods) != 2 {
+		t.Errorf("%d pods, want 2", len(pods))
+	}
+	if got := getPodSet(t, ps); got.Status.Replicas != 2 {
+		t.Errorf("status.replicas = %d, want 2", got.Status.Replicas)
+	}
+	names := map[string]bool{own[0].Name: true, own[1].Name: true, foreign.Name: true}
+	for _, p := range pods {
+		if !names[p.Name] {
+			t.Errorf("pod %s was created: the foreign-labelled pod did not count", p.Name)
+		}
 	}
 }
 

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
+)
+
+// settings is what the command line asks for, checked.
+type settings struct {
+	// controllers is the --controllers selection (controller.ParseSelection).
+	controllers []string
+	// builtinXDS is where fleets without spec.xds reach the operator's xDS server.
+	builtinXDS     proxy.XDSServer
+	xdsBindAddress string
+	// qps and burst are the client-side rate limit (see configureClient).
+	qps   float32
+	burst int
+	// manager holds the manager's options, the webhook server's included.
+	manager manager.Options
+	// webhook is nil when the webhook is disabled.
+	webhook *webhook.Options
+	zap     zap.Options
+	// showVersion asks for the version alone: the other flags are not checked.
+	showVersion bool
+}
+
+// parseFlags registers the binary's flags on fs, parses args and checks them.
+func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
+	var (
+		s                    settings
+		controllers          string
+		xdsServiceAddress    string
+		qps                  float64
+		concurrentReconciles int
+	)
+	config.RegisterFlags(fs) // --kubeconfig
+	fs.StringVar(&controllers, "controllers", "*", fmt.Sprintf(
+		"Comma-separated controllers to run: '*' runs all, 'name' enables one, '-name' disables one. Known: %s.",
+		strings.Join(controller.Names(), ", ")))
+	fs.StringVar(&s.manager.MetricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	fs.BoolVar(&s.manager.MetricsSecure, "metrics-secure", true,
+		"Serve /metrics over HTTPS to scrapers whose token may GET /metrics (the API server reviews it); false serves plain HTTP to anyone.")
+	fs.StringVar(&s.manager.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them.")
+	fs.StringVar(&s.manager.PprofAddr, "pprof-bind-address", "0", "Address of Go's /debug/pprof endpoints (profiles, and the heap after a forced GC for the benchmarks); 0 disables them.")
+	fs.BoolVar(&s.manager.LeaderElect, "leader-elect", false, "Elect a leader, so that only one replica runs the controllers.")
+	fs.StringVar(&s.manager.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; defaults to the pod's namespace in a cluster.")
+	le := &s.manager.LeaderElection
+	*le = manager.DefaultLeaderElection
+	fs.DurationVar(&le.LeaseDuration, "leader-elect-lease-duration", le.LeaseDuration,
+		"How long a standby replica waits, after it last saw the leader renew the Lease, before it takes over.")
+	fs.DurationVar(&le.RenewDeadline, "leader-elect-renew-deadline", le.RenewDeadline,
+		"How long the leader keeps trying to renew the Lease before it stops leading; less than the lease duration.")
+	fs.DurationVar(&le.RetryPeriod, "leader-elect-retry-period", le.RetryPeriod, "How often the leader renews the Lease and standbys try to take it.")
+	fs.Float64Var(&qps, "kube-api-qps", -1, "Client-side QPS limit towards the API server; 0 or less means none (the server's priority and fairness applies).")
+	fs.IntVar(&s.burst, "kube-api-burst", 0, "Client-side burst towards the API server, with a positive --kube-api-qps (at least twice the QPS).")
+	fs.StringVar(&xdsServiceAddress, "xds-service-address", "kube-envoy-controller-xds.kube-envoy-controller.svc:18000",
+		"host:port at which Envoy fleets without spec.xds reach the operator's built-in xDS server: the address of the Service in front of the operator.")
+	hookFlags := webhook.BindFlags(fs)
+	fs.IntVar(&concurrentReconciles, "concurrent-reconciles", manager.DefaultConcurrentReconciles,
+		"How many objects each controller reconciles at once (PodSet sets its own).")
+	fs.StringVar(&s.xdsBindAddress, "xds-bind-address", ":18000", "Address of the built-in xDS (ADS) server, served by every replica.")
+	fs.BoolVar(&s.showVersion, "version", false, "Print the version and exit.")
+	s.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if s.showVersion {
+		return &s, nil
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+
+	var err error
+	if s.controllers, err = controller.ParseSelection(controllers); err != nil {
+		return nil, err
+	}
+	if s.builtinXDS, err = parseXDSAddress(xdsServiceAddress); err != nil {
+		return nil, err
+	}
+	if concurrentReconciles < 1 {
+		return nil, fmt.Errorf("--concurrent-reconciles %d: want at least 1", concurrentReconciles)
+	}
+	s.manager.ConcurrentReconciles = concurrentReconciles
+	s.qps = float32(qps)
+	if hookFlags.Enabled() {
+		if s.manager.WebhookHost, s.manager.WebhookPort, err = hookFlags.Server(); err != nil {
+			return nil, err
+		}
+		s.manager.WebhookCertDir = hookFlags.CertDir
+		o := hookFlags.Options()
+		s.webhook = &o
+	}
+	return &s, nil
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
+)
+
+// parsed is what a command line comes to: the settings the binary acts on,
+// with the client's rate limit as configureClient sets it.
+type parsed struct {
+	Controllers []string
+	BuiltinXDS  proxy.XDSServer
+	XDSBind     string
+	QPS         float32
+	Burst       int
+	Manager     manager.Options
+	Webhook     *webhook.Options
+}
+
+func parse(args []string) (parsed, error) {
+	fs := flag.NewFlagSet("kube-envoy-controller", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	s, err := parseFlags(fs, args)
+	if err != nil {
+		return parsed{}, err
+	}
+	cfg := &rest.Config{}
+	configureClient(cfg, s.qps, s.burst)
+	return parsed{s.controllers, s.builtinXDS, s.xdsBindAddress, cfg.QPS, cfg.Burst, s.manager, s.webhook}, nil
+}
+
+// The defaults of the README's flag table.
+func defaults() parsed {
+	return parsed{
+		Controllers: []string{"*"},
+		BuiltinXDS:  proxy.XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000},
+		XDSBind:     ":18000",
+		QPS:         -1, // no client-side limit
+		Manager: manager.Options{
+			MetricsAddr: ":8443", MetricsSecure: true, ProbeAddr: ":8081", PprofAddr: "0", ConcurrentReconciles: 5,
+			LeaderElection: manager.LeaderElection{LeaseDuration: 12 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second},
+		},
+	}
+}
+
+// The webhook's settings with --webhook-bind-address alone.
+func webhookDefaults() *webhook.Options {
+	return &webhook.Options{Namespace: "kube-envoy-controller", Certs: &webhook.CertOptions{
+		Dir:                     "/tmp/k8s-webhook-server/serving-certs",
+		SecretName:              "kube-envoy-controller-webhook-cert",
+		DNSName:                 "kube-envoy-controller-webhook.kube-envoy-controller.svc",
+		WebhookConfiguration:    "kube-envoy-controller-injector",
+		ValidatingConfiguration: "kube-envoy-controller-validator",
+	}}
+}
+
+func TestFlags(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "")
+	withWebhook := func(p *parsed, host string, port int) {
+		p.Manager.WebhookHost, p.Manager.WebhookPort = host, port
+		p.Manager.WebhookCertDir = "/tmp/k8s-webhook-server/serving-certs"
+		p.Webhook = webhookDefaults()
+	}
+	tests := []struct {
+		name string
+		args string
+		want func(*parsed) // changes from defaults()
+	}{
+		{"defaults", "", func(*parsed) {}},
+		{"controllers", "--controllers=*,-foo", func(p *parsed) { p.Controllers = []string{"*", "-foo"} }},
+		{"one controller", "--controllers podset", func(p *parsed) { p.Controllers = []string{"podset"} }},
+		{"xds service address", "--xds-service-address=xds.example:19000", func(p *parsed) {
+			p.BuiltinXDS.Host, p.BuiltinXDS.Port = "xds.example", 19000
+		}},
+		{"xds bind address", "--xds-bind-address=127.0.0.1:18001", func(p *parsed) { p.XDSBind = "127.0.0.1:18001" }},
+		{"qps: burst at least twice", "--kube-api-qps=20", func(p *parsed) { p.QPS, p.Burst = 20, 40 }},
+		{"qps and burst", "--kube-api-qps=20 --kube-api-burst=100", func(p *parsed) { p.QPS, p.Burst = 20, 100 }},
+		{"burst below twice qps", "--kube-api-qps=20 --kube-api-burst=5", func(p *parsed) { p.QPS, p.Burst = 20, 40 }},
+		{"qps 0: no limit", "--kube-api-qps=0 --kube-api-burst=50", func(*parsed) {}},
+		{"servers", "--metrics-bind-address=0 --health-probe-bind-address=:9081 --pprof-bind-address=:6060", func(p *parsed) {
+			p.Manager.MetricsAddr, p.Manager.ProbeAddr, p.Manager.PprofAddr = "0", ":9081", ":6060"
+		}},
+		{"plain metrics", "--metrics-bind-address=127.0.0.1:8080 --metrics-secure=false", func(p *parsed) {
+			p.Manager.MetricsAddr, p.Manager.MetricsSecure = "127.0.0.1:8080", false
+		}},
+		{"leader election", "--leader-elect --leader-election-namespace=ops", func(p *parsed) {
+			p.Manager.LeaderElect, p.Manager.LeaderElectionNamespace = true, "ops"
+		}},
+		{"leader election times", "--leader-elect-lease-duration=30s --leader-elect-renew-deadline=20s --leader-elect-retry-period=5s", func(p *parsed) {
+			p.Manager.LeaderElection = manager.LeaderElection{LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 5 * time.Second}
+		}},
+		{"concurrent reconciles", "--concurrent-reconciles=12", func(p *parsed) { p.Manager.ConcurrentReconciles = 12 }},
+		{"webhook", "--webhook-bind-address=:9443", func(p *parsed) { withWebhook(p, "", 9443) }},
+		{"webhook on the host", "--webhook-bind-address=127.0.0.1:9443 --webhook-cert-dns-name=localhost --webhook-cert-write-files --webhook-cert-dir=/run/certs --namespace=ops",
+			func(p *parsed) {
+				withWebhook(p, "127.0.0.1", 9443)
+				p.Manager.WebhookCertDir = "/run/certs"
+				p.Webhook.Namespace = "ops"
+				p.Webhook.Certs.Dir, p.Webhook.Certs.DNSName, p.Webhook.Certs.WriteFiles = "/run/certs", "localhost", true
+			}},
+		{"webhook namespace names the certificate", "--webhook-bind-address=:9443 --namespace=ops", func(p *parsed) {
+			withWebhook(p, "", 9443)
+			p.Webhook.Namespace, p.Webhook.Certs.DNSName = "ops", "kube-envoy-controller-webhook.ops.svc"
+		}},
+		{"webhook without rotation", "--webhook-bind-address=:9443 --webhook-cert-rotation=false", func(p *parsed) {
+			withWebhook(p, "", 9443)
+			p.Webhook.Certs = nil
+		}},
+		{"webhook disabled ignores its other flags", "--webhook-bind-address=0 --webhook-cert-rotation=false", func(*parsed) {}},
+		{"kubeconfig and logging", "--kubeconfig=/dev/null --zap-log-level=debug --zap-devel", func(*parsed) {}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parse(strings.Fields(tt.args))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := defaults()
+			tt.want(&want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s:\n got %s\nwant %s", tt.args, show(got), show(want))
+			}
+		})
+	}
+}
+
+// show renders p as JSON, pointers followed, for a readable failure.
+func show(p parsed) string {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
+
+func TestFlagErrors(t *testing.T) {
+	tests := []struct{ args, want string }{
+		{"--controllers=nosuch", `--controllers: unknown controller "nosuch"`},
+		{"--controllers=*,-nosuch", `unknown controller "-nosuch"`},
+		{"--controllers=", "--controllers: empty"},
+		{"--xds-service-address=xds", "--xds-service-address"},
+		{"--xds-service-address=:18000", "want host:port"},
+		{"--xds-service-address=xds:0", "want host:port"},
+		{"--xds-service-address=xds:65536", "want host:port"},
+		{"--webhook-bind-address=9443", "--webhook-bind-address"},
+		{"--webhook-bind-address=:0", "--webhook-bind-address"},
+		{"--concurrent-reconciles=0", "--concurrent-reconciles 0: want at least 1"},
+		{"--kube-api-qps=fast", "invalid value"},
+		{"--leader-elect=maybe", "invalid boolean value"},
+		{"--leader-elect-lease-duration=12", "invalid value"},
+		{"--no-such-flag", "flag provided but not defined"},
+		{"--leader-elect extra", "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		if _, err := parse(strings.Fields(tt.args)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: got error %v, want one containing %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+// --version asks for the version alone: the other flags are not checked.
+func TestVersionFlag(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--version", "--controllers=nosuch"}, true},
+		{nil, false},
+	} {
+		fs := flag.NewFlagSet("kube-envoy-controller", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		if s, err := parseFlags(fs, tt.args); err != nil || s.showVersion != tt.want {
+			t.Errorf("%q: got %+v, %v; want showVersion %v", tt.args, s, err, tt.want)
+		}
+	}
+}
