@@ -114,15 +114,24 @@ const Timeout = 2 * time.Minute
 // Eventually polls cond until it holds, failing the test after Timeout.
 func Eventually(t testing.TB, what string, cond func() (bool, error)) {
 	t.Helper()
+	Poll(t, 50*time.Millisecond, Timeout, what, cond)
+}
+
+// Poll calls cond every interval until it holds, failing the test after
+// timeout. An error from cond does not end the wait: it is what the failure
+// reports if cond never holds (a call that failed once must not fail a test
+// that would have passed a moment later).
+func Poll(t testing.TB, interval, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
 	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, Timeout, true,
+	err := wait.PollUntilContextTimeout(context.Background(), interval, timeout, true,
 		func(context.Context) (bool, error) {
 			ok, err := cond()
 			last = err
 			return ok, nil
 		})
 	if err != nil {
-		t.Fatalf("timed out waiting for %s (last error: %v)", what, last)
+		t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
 	}
 }
 

@@ -8,7 +8,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,11 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 )
 
 var k8s client.Client
@@ -70,22 +69,10 @@ func sample(name string) string {
 	return filepath.Join(os.Getenv("E2E_ROOT"), "config", "samples", name)
 }
 
-// eventually polls cond every half second until it holds or timeout passes.
-// An error from cond does not end the wait: it is what the failure reports
-// if cond never holds (an error such as a kubectl call that failed once must
-// not fail a test that would have passed a second later).
+// eventually polls cond until it holds or timeout passes (testenv.Poll).
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true,
-		func(context.Context) (bool, error) {
-			ok, err := cond()
-			last = err
-			return ok, nil
-		})
-	if err != nil {
-		t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
-	}
+	testenv.Poll(t, 500*time.Millisecond, timeout, what, cond)
 }
 
 // waitJSONPath waits until `kubectl -n ns get <resource...> -o jsonpath=<path>`

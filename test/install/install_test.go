@@ -9,7 +9,6 @@ package install
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
@@ -24,12 +23,12 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 )
 
 // Namespace and ServiceAccount of the installation.
@@ -99,19 +98,10 @@ func kubectlStdin(stdin string, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
-// eventually polls cond every 100ms until it holds or timeout passes.
+// eventually polls cond until it holds or timeout passes (testenv.Poll).
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true,
-		func(context.Context) (bool, error) {
-			ok, err := cond()
-			last = err
-			return ok, nil
-		})
-	if err != nil {
-		t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
-	}
+	testenv.Poll(t, 100*time.Millisecond, timeout, what, cond)
 }
 
 // waitJSONPath waits until `kubectl -n ns get <resource> -o jsonpath=<path>` prints want.
