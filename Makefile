@@ -28,8 +28,14 @@ TOOLS       := $(addprefix $(BIN)/,$(KUBE_TOOLS) $(OTHER_TOOLS))
 
 # The operator's version, stamped into the binary (--version, the startup log,
 # kube_envoy_controller_build_info) and used as the image's tag.
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# Computed once, when make starts (a recursive ?= would run git again at each
+# use, and a tree edited meanwhile would stamp two versions); either can be set.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+endif
+ifeq ($(origin REVISION),undefined)
+REVISION := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+endif
 VERSION_PKG := github.com/kube-envoy-controller/kube-envoy-controller/internal/version
 LDFLAGS := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)
 
