@@ -133,7 +133,7 @@ test-scripts: $(BIN)/controller-gen ## Tests of the scripts in hack/: the cleanu
 
 .PHONY: unit
 unit: tools ## Unit tests and envtest integration tests (a real kube-apiserver and etcd from bin/), and the image build's tests.
-	go test -count=1 -race $(GO_PACKAGES)
+	hack/unit.sh
 	cd hack/image && go test -count=1 ./...
 
 .PHONY: e2e
