@@ -162,16 +162,6 @@ func FromError(err error) *Problem {
 	return &Problem{Reason: reason, Message: err.Error()}
 }
 
-// First returns the first problem that is not nil.
-func First(problems ...*Problem) *Problem {
-	for _, p := range problems {
-		if p != nil {
-			return p
-		}
-	}
-	return nil
-}
-
 // DeploymentRolledOut reports whether the Deployment controller has finished
 // rolling out d's current template at want replicas, as `kubectl rollout
 // status` judges.
