@@ -7,11 +7,13 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 // ValidatePath is where the webhook server serves the EnvoyConfig validator.
@@ -25,50 +27,80 @@ const ValidatingConfiguration = "kube-envoy-controller-validator"
 // (README: "What a webhook outage blocks").
 //
 // +kubebuilder:webhookconfiguration:mutating=false,name=kube-envoy-controller-validator
-// +kubebuilder:webhook:path=/validate-example-com-v1-envoyconfig,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=example.com,resources=envoyconfigs,verbs=create;update,versions=v1,name=validate.envoyconfig.example.com,admissionReviewVersions=v1,timeoutSeconds=5,serviceName=kube-envoy-controller-webhook,serviceNamespace=kube-envoy-controller,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","kube-envoy-controller"]}]}}`
+// +kubebuilder:webhook:path=/validate-example-com-v1-envoyconfig,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=example.com,resources=envoyconfigs,verbs=create;update;delete,versions=v1,name=validate.envoyconfig.example.com,admissionReviewVersions=v1,timeoutSeconds=5,serviceName=kube-envoy-controller-webhook,serviceNamespace=kube-envoy-controller,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","kube-envoy-controller"]}]}}`
 
-// EnvoyConfigValidator refuses, at kubectl apply, an EnvoyConfig whose
-// resources do not decode strictly into Envoy's v3 protos, fail Envoy's
-// validation rules, or reference route configurations or clusters that exist
-// nowhere in its fleet. The message names the resource and the field. The
-// EnvoyConfig controller checks again, for objects that got in another way.
+// EnvoyConfigValidator refuses, at kubectl apply or delete, a change to an
+// EnvoyConfig that would leave its fleet worse: resources that do not decode
+// strictly into Envoy's v3 protos or fail Envoy's validation rules, and
+// references (to route configurations and clusters) that the change would
+// leave leading nowhere, its own or those of another EnvoyConfig of the
+// fleet. It judges the fleet as it would be after the change, for CREATE,
+// UPDATE and DELETE, with the translation the controller uses. The message
+// names the EnvoyConfig, the resource and the field. The controller checks
+// again, for objects that got in another way.
 type EnvoyConfigValidator struct {
 	// Client reads the fleet's other EnvoyConfigs (from the cache).
-	Client  client.Reader
-	Decoder admission.Decoder
+	Client client.Reader
+	// APIReader reads a namespace, uncached, when a delete would break references.
+	APIReader client.Reader
+	Decoder   admission.Decoder
 }
+
+// The validator lets every EnvoyConfig of a namespace being deleted go, in
+// whatever order the namespace controller deletes them.
+//
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 
 // Handle implements admission.Handler.
 func (v *EnvoyConfigValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+	cfg := &examplev1.EnvoyConfig{}
+	var err error
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update:
+		err = v.Decoder.Decode(req, cfg)
+	case admissionv1.Delete:
+		err = v.Decoder.DecodeRaw(req.OldObject, cfg)
+	default:
 		return admission.Allowed("")
 	}
-	cfg := &examplev1.EnvoyConfig{}
-	if err := v.Decoder.Decode(req, cfg); err != nil {
+	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	var list examplev1.EnvoyConfigList
 	if err := v.Client.List(ctx, &list, client.InNamespace(cfg.Namespace)); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	var others []xds.Config
-	for _, o := range list.Items {
-		if o.Spec.EnvoyRef != cfg.Spec.EnvoyRef || o.Name == cfg.Name || !o.DeletionTimestamp.IsZero() {
-			continue
-		}
-		name := o.Namespace + "/" + o.Name
-		resources, errs := xds.Parse(name, o.Spec.Resources)
-		if len(errs) == 0 {
-			others = append(others, xds.Config{Name: name, Created: o.CreationTimestamp.Time, Resources: resources})
+	name := cfg.Namespace + "/" + cfg.Name
+	var before []translate.Config
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Spec.EnvoyRef == cfg.Spec.EnvoyRef && o.DeletionTimestamp.IsZero() {
+			before = append(before, translate.FromObject(o))
 		}
 	}
-	errs := xds.Check(cfg.Namespace+"/"+cfg.Name, cfg.Spec.Resources, others)
-	if len(errs) == 0 {
+	var after *translate.Config
+	if req.Operation != admissionv1.Delete {
+		c := translate.FromObject(cfg)
+		after = &c
+	}
+	problems := translate.Admit(before, name, after)
+	if len(problems) == 0 {
 		return admission.Allowed("")
 	}
-	msgs := make([]string, len(errs))
-	for i, err := range errs {
-		msgs[i] = err.Error()
+	what := "is invalid"
+	if req.Operation == admissionv1.Delete {
+		if v.namespaceTerminating(ctx, cfg.Namespace) {
+			return admission.Allowed("the namespace is being deleted")
+		}
+		what = "cannot be deleted"
 	}
-	return admission.Denied(fmt.Sprintf("EnvoyConfig %s is invalid: %s", cfg.Name, strings.Join(msgs, "; ")))
+	return admission.Denied(fmt.Sprintf("EnvoyConfig %s %s: %s", cfg.Name, what, strings.Join(problems, "; ")))
+}
+
+func (v *EnvoyConfigValidator) namespaceTerminating(ctx context.Context, name string) bool {
+	ns := &corev1.Namespace{}
+	if err := v.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return apierrors.IsNotFound(err)
+	}
+	return !ns.DeletionTimestamp.IsZero()
 }

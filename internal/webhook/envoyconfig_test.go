@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -84,6 +85,58 @@ func TestEnvoyConfigAdmission(t *testing.T) {
 	cfg.Spec.Resources.Clusters = rawList(`{"name": "backend", "type": "EDS"}`, `{"name": "backend", "type": "EDS"}`)
 	if err := suite.Client.Update(ctx, cfg); err == nil || !strings.Contains(err.Error(), `cluster "backend" is already defined`) {
 		t.Errorf("update: got %v, want a denial for the duplicate cluster", err)
+	}
+
+	// The fleet is judged as it would be after the change: an update that
+	// drops the cluster another EnvoyConfig's route needs is refused, and so
+	// is deleting the EnvoyConfig that defines it. Both name what would break.
+	const breaks = `it would break EnvoyConfig ` // + ns/routes
+	if err := suite.Client.Get(ctx, clientKey(ns, "clusters"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Spec.Resources.Clusters = rawList(strings.Replace(edsCluster, `"backend"`, `"other"`, 1))
+	err := suite.Client.Update(ctx, cfg)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), breaks+ns+`/routes: spec.resources.routes[0] ("local"): cluster "backend" does not exist`) {
+		t.Errorf("update: got %v, want a denial that names the broken route", err)
+	}
+	err = suite.Client.Delete(ctx, envoyConfig(ns, "clusters", examplev1.EnvoyResources{}))
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cannot be deleted: "+breaks+ns+"/routes") {
+		t.Errorf("delete: got %v, want a denial that names the broken route", err)
+	}
+	// Once nothing needs it, it may go.
+	if err := suite.Client.Delete(ctx, envoyConfig(ns, "routes", examplev1.EnvoyResources{})); err != nil {
+		t.Fatalf("deleting the routes: %v", err)
+	}
+	testenv.Eventually(t, "the clusters to be deletable", func() (bool, error) {
+		err := suite.Client.Delete(ctx, envoyConfig(ns, "clusters", examplev1.EnvoyResources{}))
+		return err == nil, err
+	})
+}
+
+// In a namespace being deleted, every EnvoyConfig may go, in any order: the
+// namespace controller must not be stuck on references.
+func TestEnvoyConfigDeleteInTerminatingNamespace(t *testing.T) {
+	ctx := context.Background()
+	waitForServer(t)
+	ns := suite.Namespace(t)
+	if err := suite.Client.Create(ctx, envoyConfig(ns, "clusters", examplev1.EnvoyResources{Clusters: rawList(edsCluster)})); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the routes to be admitted", func() (bool, error) {
+		err := suite.Client.Create(ctx, envoyConfig(ns, "routes", examplev1.EnvoyResources{Routes: rawList(toBackend)}))
+		return err == nil, err
+	})
+	clusters := envoyConfig(ns, "clusters", examplev1.EnvoyResources{})
+	if err := suite.Client.Delete(ctx, clusters); !apierrors.IsForbidden(err) {
+		t.Fatalf("delete before the namespace goes: got %v, want a denial", err)
+	}
+	if err := suite.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	// The test API server runs no namespace controller: the namespace stays
+	// Terminating, and its EnvoyConfigs are deleted here as that controller would.
+	if err := suite.Client.Delete(ctx, clusters); err != nil {
+		t.Errorf("delete in a terminating namespace: %v", err)
 	}
 }
 

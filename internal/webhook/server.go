@@ -37,7 +37,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		RecoverPanic: ptr.To(true),
 	}
 	validator := &admission.Webhook{
-		Handler:      &EnvoyConfigValidator{Client: mgr.GetClient(), Decoder: admission.NewDecoder(mgr.GetScheme())},
+		Handler:      &EnvoyConfigValidator{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Decoder: admission.NewDecoder(mgr.GetScheme())},
 		RecoverPanic: ptr.To(true),
 	}
 	register := func() {

@@ -7,13 +7,15 @@ import (
 	"hash"
 )
 
-// contentHash hashes a sequence of byte strings unambiguously (each is
-// length-prefixed).
-type contentHash struct{ h hash.Hash }
+// Hash hashes a sequence of strings and byte strings unambiguously (each is
+// length-prefixed): the versions of the control plane are such hashes.
+type Hash struct{ h hash.Hash }
 
-func newHash() *contentHash { return &contentHash{h: sha256.New()} }
+// NewHash returns an empty Hash.
+func NewHash() *Hash { return &Hash{h: sha256.New()} }
 
-func (c *contentHash) add(parts ...any) {
+// Add adds parts, each a string or a []byte.
+func (c *Hash) Add(parts ...any) {
 	for _, p := range parts {
 		var b []byte
 		switch v := p.(type) {
@@ -29,4 +31,5 @@ func (c *contentHash) add(parts ...any) {
 	}
 }
 
-func (c *contentHash) sum() string { return hex.EncodeToString(c.h.Sum(nil))[:16] }
+// Sum returns the hash so far, in 16 hex digits.
+func (c *Hash) Sum() string { return hex.EncodeToString(c.h.Sum(nil))[:16] }

@@ -88,12 +88,12 @@ func Decode(k Kind, raw []byte) (types.Resource, string, error) {
 
 // Resource is one decoded resource and where it came from.
 type Resource struct {
-	Kind     Kind
-	Name     string
-	Message  types.Resource
-	Path     string // e.g. spec.resources.listeners[0], for messages
-	Source   string // namespace/name of the EnvoyConfig
-	position int
+	Kind    Kind
+	Name    string
+	Message types.Resource
+	Path    string // e.g. spec.resources.listeners[0], for messages
+	Source  string // namespace/name of the EnvoyConfig
+
 }
 
 // Parse decodes every resource of an EnvoyConfig's spec. It returns the
@@ -122,17 +122,18 @@ func Parse(source string, res examplev1.EnvoyResources) ([]Resource, []error) {
 			}
 			key := k.TypeURL + "/" + name
 			if first, dup := seen[key]; dup {
-				errs = append(errs, fmt.Errorf("%s: %s %q is already defined at %s", path, singular(k), name, first))
+				errs = append(errs, fmt.Errorf("%s: %s %q is already defined at %s", path, k.Noun(), name, first))
 				continue
 			}
 			seen[key] = path
-			out = append(out, Resource{Kind: k, Name: name, Message: msg, Path: path, Source: source, position: len(out)})
+			out = append(out, Resource{Kind: k, Name: name, Message: msg, Path: path, Source: source})
 		}
 	}
 	return out, errs
 }
 
-func singular(k Kind) string {
+// Noun names one resource of the kind in messages, e.g. "route configuration".
+func (k Kind) Noun() string {
 	return map[string]string{"listeners": "listener", "routes": "route configuration", "clusters": "cluster",
 		"endpoints": "cluster load assignment", "secrets": "secret"}[k.Field]
 }
@@ -145,15 +146,15 @@ func Version(resources map[string][]types.Resource) string {
 		typeURLs = append(typeURLs, t)
 	}
 	sort.Strings(typeURLs)
-	h := newHash()
+	h := NewHash()
 	for _, t := range typeURLs {
 		k := KindOf(t)
 		rs := append([]types.Resource(nil), resources[t]...)
 		sort.Slice(rs, func(i, j int) bool { return k.name(rs[i]) < k.name(rs[j]) })
 		for _, r := range rs {
 			b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(r)
-			h.add(t, k.name(r), b)
+			h.Add(t, k.name(r), b)
 		}
 	}
-	return h.sum()
+	return h.Sum()
 }

@@ -3,10 +3,9 @@ package xds
 import (
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
@@ -78,13 +77,10 @@ func TestParseValid(t *testing.T) {
 	if len(rs) != 5 {
 		t.Fatalf("got %d resources, want 5", len(rs))
 	}
-	fleet := Build([]Config{{Name: "ns/a", Resources: rs}}, nil)
-	if len(fleet.Rejected) != 0 || len(fleet.Clashes) != 0 {
-		t.Fatalf("rejected %v, clashes %v", fleet.Rejected, fleet.Clashes)
-	}
+	byType := resourcesByType(rs)
 	for _, typ := range []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType} {
-		if len(fleet.Resources[typ]) != 1 {
-			t.Errorf("%s: %d resources", typ, len(fleet.Resources[typ]))
+		if len(byType[typ]) != 1 {
+			t.Errorf("%s: %d resources", typ, len(byType[typ]))
 		}
 	}
 }
@@ -165,130 +161,40 @@ func TestParseDuplicateName(t *testing.T) {
 	}
 }
 
-func mustParse(t *testing.T, name string, created time.Time, res examplev1.EnvoyResources) Config {
+func resourcesByType(rs []Resource) map[string][]types.Resource {
+	out := map[string][]types.Resource{}
+	for _, r := range rs {
+		out[r.Kind.TypeURL] = append(out[r.Kind.TypeURL], r.Message)
+	}
+	return out
+}
+
+func mustParse(t *testing.T, res examplev1.EnvoyResources) map[string][]types.Resource {
 	t.Helper()
-	rs, errs := Parse(name, res)
+	rs, errs := Parse("ns/a", res)
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
-	return Config{Name: name, Created: created, Resources: rs}
-}
-
-func TestReferences(t *testing.T) {
-	t0 := time.Now()
-	tests := []struct {
-		name string
-		res  examplev1.EnvoyResources
-		want string
-	}{
-		{"listener's route configuration missing", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{raw(validListener)}},
-			`spec.resources.listeners[0] ("http"): route configuration "local" does not exist`},
-		{"route's cluster missing", examplev1.EnvoyResources{Routes: []runtime.RawExtension{raw(validRoute)}},
-			`spec.resources.routes[0] ("local"): cluster "backend" does not exist`},
-		{"tcp proxy's cluster missing", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{raw(`
-name: tcp
-address: {socket_address: {address: 0.0.0.0, port_value: 9000}}
-filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy, stat_prefix: t, cluster: db}}]}]`)}},
-			`spec.resources.listeners[0] ("tcp"): cluster "db" does not exist`},
-		{"inline route's cluster missing", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{raw(`
-name: api
-api_listener:
-  api_listener:
-    "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-    stat_prefix: api
-    route_config: {name: inline, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {prefix: ""}, route: {cluster: gone}}]}]}
-    http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]`)}},
-			`spec.resources.listeners[0] ("api"): cluster "gone" does not exist`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			fleet := Build([]Config{mustParse(t, "ns/a", t0, tt.res)}, nil)
-			errs := fleet.Rejected["ns/a"]
-			if len(errs) != 1 || errs[0].Error() != tt.want {
-				t.Errorf("rejected = %v, want %q", errs, tt.want)
-			}
-			if n := len(fleet.Resources[resourcev3.ListenerType]) + len(fleet.Resources[resourcev3.RouteType]); n != 0 {
-				t.Errorf("a rejected config's resources were served: %v", fleet.Resources)
-			}
-		})
-	}
-}
-
-// References may cross configs: one config's route may send traffic to another's cluster.
-func TestReferencesAcrossConfigs(t *testing.T) {
-	t0 := time.Now()
-	routes := mustParse(t, "ns/routes", t0, examplev1.EnvoyResources{
-		Listeners: []runtime.RawExtension{raw(validListener)}, Routes: []runtime.RawExtension{raw(validRoute)}})
-	clusters := mustParse(t, "ns/clusters", t0, examplev1.EnvoyResources{Clusters: []runtime.RawExtension{raw(validCluster)}})
-	fleet := Build([]Config{routes, clusters}, nil)
-	if len(fleet.Rejected) != 0 || len(fleet.Resources[resourcev3.ClusterType]) != 1 || len(fleet.Resources[resourcev3.ListenerType]) != 1 {
-		t.Errorf("rejected %v, resources %v", fleet.Rejected, fleet.Resources)
-	}
-}
-
-// A rejected config falls back to its last accepted version: no proxy loses what it had.
-func TestRejectedConfigKeepsLastGood(t *testing.T) {
-	t0 := time.Now()
-	good := mustParse(t, "ns/a", t0, validResources())
-	before := Build([]Config{good}, nil)
-
-	changed := validResources()
-	changed.Clusters = nil // the route now leads nowhere
-	bad := mustParse(t, "ns/a", t0, changed)
-	after := Build([]Config{bad}, map[string]Config{"ns/a": good})
-	if len(after.Rejected["ns/a"]) == 0 {
-		t.Fatal("the dangling reference was not reported")
-	}
-	if after.Version != before.Version {
-		t.Errorf("version %s, want the last good %s", after.Version, before.Version)
-	}
-}
-
-func TestMergeClash(t *testing.T) {
-	t0 := time.Now()
-	older := mustParse(t, "ns/older", t0, examplev1.EnvoyResources{Clusters: []runtime.RawExtension{raw(validCluster)}})
-	newerRes := examplev1.EnvoyResources{Clusters: []runtime.RawExtension{raw(strings.Replace(validCluster, "connect_timeout: 1s", "connect_timeout: 9s", 1))}}
-	newer := mustParse(t, "ns/newer", t0.Add(time.Second), newerRes)
-	fleet := Build([]Config{newer, older}, nil)
-	cs := fleet.Resources[resourcev3.ClusterType]
-	if len(cs) != 1 {
-		t.Fatalf("clusters = %v", cs)
-	}
-	if d := clusterTimeout(cs[0]); d != time.Second {
-		t.Errorf("the newer config's cluster won (timeout %s)", d)
-	}
-	if len(fleet.Clashes["ns/older"]) != 1 || len(fleet.Clashes["ns/newer"]) != 1 {
-		t.Errorf("clashes = %v: both configs must be told", fleet.Clashes)
-	}
-	if !strings.Contains(fleet.Clashes["ns/newer"][0], `cluster "backend" (spec.resources.clusters[0]) is also defined by EnvoyConfig ns/older, which is older and wins`) {
-		t.Errorf("message = %q", fleet.Clashes["ns/newer"][0])
-	}
+	return resourcesByType(rs)
 }
 
 func TestVersionIsContentHash(t *testing.T) {
-	t0 := time.Now()
 	second := raw(strings.Replace(validCluster, "name: backend", "name: second", 1))
 	first := validResources()
 	first.Clusters = append(first.Clusters, second)
-	a := Build([]Config{mustParse(t, "ns/a", t0, first)}, nil)
-	// The same content, from another config, written with other spacing, its
+	a := Version(mustParse(t, first))
+	// The same content, written with other spacing, its
 	// clusters in another order.
 	res := validResources()
 	res.Listeners = []runtime.RawExtension{raw(strings.ReplaceAll(validListener, "\n", "\n\n"))}
 	res.Clusters = []runtime.RawExtension{second, res.Clusters[0]}
-	b := Build([]Config{mustParse(t, "ns/b", t0.Add(time.Hour), res)}, nil)
-	if a.Version != b.Version {
-		t.Errorf("same content, versions %s and %s", a.Version, b.Version)
+	b := Version(mustParse(t, res))
+	if a != b {
+		t.Errorf("same content, versions %s and %s", a, b)
 	}
 	res.Clusters = []runtime.RawExtension{raw(strings.Replace(validCluster, "1s", "2s", 1)), second}
-	c := Build([]Config{mustParse(t, "ns/b", t0, res)}, nil)
-	if c.Version == a.Version {
+	c := Version(mustParse(t, res))
+	if c == a {
 		t.Error("different content, same version")
 	}
-}
-
-func clusterTimeout(r any) time.Duration {
-	return r.(interface {
-		GetConnectTimeout() *durationpb.Duration
-	}).GetConnectTimeout().AsDuration()
 }

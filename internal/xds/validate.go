@@ -60,7 +60,8 @@ var protojsonPosition = regexp.MustCompile(`\(line (\d+):(\d+)\)`)
 // which gives only a position in the JSON.
 func explainDecodeError(err error, js []byte) error {
 	m := protojsonPosition.FindStringSubmatch(err.Error())
-	if m == nil || m[1] != "1" {
+	if m == nil || m[1] != "1" || strings.Contains(err.Error(), "unknown field") {
+		// protojson names an unknown field itself.
 		return err
 	}
 	col, _ := strconv.Atoi(m[2])

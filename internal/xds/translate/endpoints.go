@@ -1,14 +1,10 @@
-// Package envoyconfig is the EnvoyConfig controller: it turns the
-// EnvoyConfigs of each Envoy fleet into one validated configuration, publishes
-// it on the built-in xDS server, and reports what the fleet's proxies made of it.
-//
-// endpoints.go and status.go are pure; controller.go reads, publishes and reports.
-package envoyconfig
+package translate
 
 import (
 	"cmp"
 	"fmt"
 	"sort"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -108,20 +104,52 @@ func matchPort(ports []discoveryv1.EndpointPort, want intstr.IntOrString) (int32
 	return 0, false
 }
 
-// endpointResources returns se as resources of the fleet, named for messages
-// by their place in the spec.
-func endpointResources(source string, ses []examplev1.ServiceEndpoints, slicesFor func(service string) []discoveryv1.EndpointSlice) []xds.Resource {
-	var out []xds.Resource
+var endpointKind = xds.KindOf(resourcev3.EndpointType)
+
+// endpointWarnings explains serviceEndpoints that can yield no endpoints
+// although their Service has some: a port that none of its EndpointSlices has.
+func endpointWarnings(ses []examplev1.ServiceEndpoints, slices map[string][]discoveryv1.EndpointSlice) []string {
+	var out []string
 	for i, se := range ses {
-		out = append(out, xds.Resource{
-			Kind:    endpointKind,
-			Name:    se.Cluster,
-			Message: LoadAssignment(se, slicesFor(se.Service)),
-			Path:    fmt.Sprintf("spec.serviceEndpoints[%d]", i),
-			Source:  source,
-		})
+		ss := slices[se.Service]
+		if len(ss) == 0 {
+			continue // no endpoints yet: nothing to say about the port
+		}
+		found := false
+		var have []string
+		for _, s := range ss {
+			if _, ok := matchPort(s.Ports, se.Port); ok {
+				found = true
+				break
+			}
+			for _, p := range s.Ports {
+				if p.Port != nil {
+					have = append(have, portName(p))
+				}
+			}
+		}
+		if !found {
+			out = append(out, fmt.Sprintf("spec.serviceEndpoints[%d].port: Service %q has no endpoint port %s (its EndpointSlices have %s)",
+				i, se.Service, se.Port.String(), strings.Join(unique(have), ", ")))
+		}
 	}
 	return out
 }
 
-var endpointKind = xds.KindOf(resourcev3.EndpointType)
+func portName(p discoveryv1.EndpointPort) string {
+	if p.Name != nil && *p.Name != "" {
+		return fmt.Sprintf("%s (%d)", *p.Name, *p.Port)
+	}
+	return fmt.Sprint(*p.Port)
+}
+
+func unique(in []string) []string {
+	sort.Strings(in)
+	out := in[:0]
+	for i, s := range in {
+		if i == 0 || s != in[i-1] {
+			out = append(out, s)
+		}
+	}
+	return out
+}

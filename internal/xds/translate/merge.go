@@ -1,9 +1,8 @@
-package xds
+package translate
 
 import (
 	"fmt"
 	"sort"
-	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -14,98 +13,28 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 )
-
-// Config is one EnvoyConfig's contribution to its fleet.
-type Config struct {
-	// Name is the EnvoyConfig's namespace/name.
-	Name string
-	// Created orders configs: on a name clash the older one's resource wins.
-	Created   time.Time
-	Resources []Resource
-}
-
-// Fleet is the merged configuration of one fleet.
-type Fleet struct {
-	// Resources by xDS type URL.
-	Resources map[string][]types.Resource
-	// Version is a hash of Resources.
-	Version string
-	// Clashes holds, by config name, the resources it shares a name with
-	// another config: both are told, and the older config's resource is served.
-	Clashes map[string][]string
-	// Rejected holds, by config name, why the config was left out: resources
-	// that reference what does not exist.
-	Rejected map[string][]error
-}
-
-// Build merges configs into one fleet's configuration. A config whose
-// resources reference listeners' routes or routes' clusters that exist
-// nowhere in the fleet is rejected: it is replaced by its entry in lastGood
-// (the last version of it that was accepted), or left out if it has none, so
-// that a proxy never loses configuration it had.
-func Build(configs []Config, lastGood map[string]Config) Fleet {
-	rejected := map[string][]error{}
-	current := append([]Config(nil), configs...)
-	for range len(configs) + 1 {
-		merged, clashes := merge(current)
-		problems := checkReferences(merged)
-		if len(problems) == 0 {
-			fleet := Fleet{Resources: byType(merged), Clashes: clashes, Rejected: rejected}
-			fleet.Version = Version(fleet.Resources)
-			return fleet
-		}
-		var next []Config
-		for _, c := range current {
-			if errs := problems[c.Name]; len(errs) > 0 {
-				if _, already := rejected[c.Name]; !already {
-					rejected[c.Name] = errs
-				}
-				if good, ok := lastGood[c.Name]; ok && !sameConfig(good, c) {
-					next = append(next, good)
-				}
-				continue
-			}
-			next = append(next, c)
-		}
-		current = next
-	}
-	// Unreachable: every round removes at least one config.
-	return Fleet{Resources: map[string][]types.Resource{}, Rejected: rejected, Version: Version(nil)}
-}
-
-func sameConfig(a, b Config) bool {
-	if len(a.Resources) != len(b.Resources) {
-		return false
-	}
-	for i := range a.Resources {
-		if a.Resources[i].Message != b.Resources[i].Message {
-			return false
-		}
-	}
-	return true
-}
 
 type resourceKey struct{ typeURL, name string }
 
 // merge keeps, for every type and name, the resource of the oldest config.
-func merge(configs []Config) (map[resourceKey]Resource, map[string][]string) {
-	sorted := append([]Config(nil), configs...)
+func merge(configs []parsed) (map[resourceKey]xds.Resource, map[string][]string) {
+	sorted := append([]parsed(nil), configs...)
 	sort.SliceStable(sorted, func(i, j int) bool {
-		if !sorted[i].Created.Equal(sorted[j].Created) {
-			return sorted[i].Created.Before(sorted[j].Created)
+		if !sorted[i].created.Equal(sorted[j].created) {
+			return sorted[i].created.Before(sorted[j].created)
 		}
-		return sorted[i].Name < sorted[j].Name
+		return sorted[i].name < sorted[j].name
 	})
-	winners := map[resourceKey]Resource{}
+	winners := map[resourceKey]xds.Resource{}
 	clashes := map[string][]string{}
 	for _, c := range sorted {
-		for _, r := range c.Resources {
+		for _, r := range c.resources {
 			key := resourceKey{r.Kind.TypeURL, r.Name}
 			if w, taken := winners[key]; taken {
 				if w.Source != r.Source {
-					what := fmt.Sprintf("%s %q", singular(r.Kind), r.Name)
+					what := fmt.Sprintf("%s %q", r.Kind.Noun(), r.Name)
 					clashes[r.Source] = append(clashes[r.Source],
 						fmt.Sprintf("%s (%s) is also defined by EnvoyConfig %s, which is older and wins", what, r.Path, w.Source))
 					clashes[w.Source] = append(clashes[w.Source],
@@ -119,7 +48,7 @@ func merge(configs []Config) (map[resourceKey]Resource, map[string][]string) {
 	return winners, clashes
 }
 
-func byType(merged map[resourceKey]Resource) map[string][]types.Resource {
+func byType(merged map[resourceKey]xds.Resource) map[string][]types.Resource {
 	out := map[string][]types.Resource{}
 	keys := make([]resourceKey, 0, len(merged))
 	for k := range merged {
@@ -140,13 +69,13 @@ func byType(merged map[resourceKey]Resource) map[string][]types.Resource {
 // checkReferences returns, by config name, the references that lead nowhere:
 // a listener's route configuration (RDS) that no config defines, and a
 // cluster named by a route or a TCP proxy that no config defines.
-func checkReferences(merged map[resourceKey]Resource) map[string][]error {
+func checkReferences(merged map[resourceKey]xds.Resource) map[string][]error {
 	has := func(typeURL, name string) bool { _, ok := merged[resourceKey{typeURL, name}]; return ok }
 	problems := map[string][]error{}
-	report := func(r Resource, format string, args ...any) {
+	report := func(r xds.Resource, format string, args ...any) {
 		problems[r.Source] = append(problems[r.Source], fmt.Errorf("%s (%q): %s", r.Path, r.Name, fmt.Sprintf(format, args...)))
 	}
-	checkClusters := func(r Resource, clusters []string) {
+	checkClusters := func(r xds.Resource, clusters []string) {
 		for _, c := range clusters {
 			if !has(resourcev3.ClusterType, c) {
 				report(r, "cluster %q does not exist", c)
@@ -172,8 +101,8 @@ func checkReferences(merged map[resourceKey]Resource) map[string][]error {
 	return problems
 }
 
-func sortedResources(merged map[resourceKey]Resource) []Resource {
-	out := make([]Resource, 0, len(merged))
+func sortedResources(merged map[resourceKey]xds.Resource) []xds.Resource {
+	out := make([]xds.Resource, 0, len(merged))
 	for _, r := range merged {
 		out = append(out, r)
 	}
@@ -248,19 +177,3 @@ func routeClusters(rc *routev3.RouteConfiguration) []string {
 	return out
 }
 
-// Check returns what is wrong with one EnvoyConfig's resources, given the
-// other EnvoyConfigs of its fleet: resources that do not decode or validate,
-// and references that lead nowhere in the fleet with it. Admission uses it.
-func Check(name string, res examplev1.EnvoyResources, others []Config) []error {
-	resources, errs := Parse(name, res)
-	if len(errs) > 0 {
-		return errs
-	}
-	configs := []Config{{Name: name, Resources: resources}}
-	for _, o := range others {
-		if o.Name != name {
-			configs = append(configs, o)
-		}
-	}
-	return Build(configs, nil).Rejected[name]
-}

@@ -1,0 +1,60 @@
+package translate
+
+import (
+	"fmt"
+)
+
+// Admit checks a change to one EnvoyConfig of a fleet, as admission sees
+// it, against the fleet as it would be after the change. before holds the
+// fleet's EnvoyConfigs before the change; after is the changed EnvoyConfig,
+// or nil when name is being deleted. It returns what is wrong with after's
+// own resources, and every reference in the fleet that the change would
+// leave leading nowhere, naming the EnvoyConfig and the resource. A
+// reference that already led nowhere before the change is not the change's
+// fault and is not returned.
+func Admit(before []Config, name string, after *Config) []string {
+	if after != nil {
+		if _, errs := parseErrors(*after); len(errs) > 0 {
+			return messages(errs)
+		}
+	}
+	var was, will []Config
+	for _, c := range before {
+		if _, errs := parseErrors(c); len(errs) > 0 {
+			continue // content the controller does not serve as it is
+		}
+		was = append(was, c)
+		if c.Name != name {
+			will = append(will, c)
+		}
+	}
+	if after != nil {
+		will = append(will, *after)
+	}
+	already := map[string]bool{}
+	for config, errs := range checkReferences(mergeOf(was)) {
+		for _, e := range errs {
+			already[config+"\x00"+e.Error()] = true
+		}
+	}
+	var out []string
+	broken := checkReferences(mergeOf(will))
+	for _, config := range sortedKeys(broken) {
+		for _, e := range broken[config] {
+			if already[config+"\x00"+e.Error()] {
+				continue
+			}
+			if config == name {
+				out = append(out, e.Error())
+			} else {
+				out = append(out, fmt.Sprintf("it would break EnvoyConfig %s: %v", config, e))
+			}
+		}
+	}
+	return out
+}
+
+func parseErrors(c Config) (parsed, []error) {
+	resources, errs := xdsParse(c)
+	return parsed{name: c.Name, created: c.Created, resources: resources}, errs
+}

@@ -1,0 +1,68 @@
+package translate
+
+import (
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+)
+
+func raw(s string) runtime.RawExtension { return runtime.RawExtension{Raw: []byte(s)} }
+
+func config(name string, res examplev1.EnvoyResources) Config {
+	return Config{Name: "ns/" + name, Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: res}}
+}
+
+const (
+	listenerL = `{"name": "http", "address": {"socket_address": {"address": "0.0.0.0", "port_value": 8080}}, "filter_chains": [{"filters": [{"name": "hcm", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager", "stat_prefix": "h", "rds": {"route_config_name": "r", "config_source": {"ads": {}}}, "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}]}}]}]}`
+	routeR    = `{"name": "r", "virtual_hosts": [{"name": "all", "domains": ["*"], "routes": [{"match": {"prefix": "/"}, "route": {"cluster": "k"}}]}]}`
+)
+
+func clusterNamed(name string) runtime.RawExtension {
+	return raw(`{"name": "` + name + `", "type": "EDS", "connect_timeout": "1s", "eds_cluster_config": {"eds_config": {"ads": {}}}}`)
+}
+
+// Admission judges the fleet as it would be after the change, for create,
+// update and delete, and blames a change only for what it breaks.
+func TestAdmit(t *testing.T) {
+	L := config("l", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{raw(listenerL)}})
+	R := config("r", examplev1.EnvoyResources{Routes: []runtime.RawExtension{raw(routeR)}})
+	C := config("c", examplev1.EnvoyResources{Clusters: []runtime.RawExtension{clusterNamed("k"), clusterNamed("other")}})
+	cOnlyOther := config("c", examplev1.EnvoyResources{Clusters: []runtime.RawExtension{clusterNamed("other")}})
+	badCluster := config("c", examplev1.EnvoyResources{Clusters: []runtime.RawExtension{raw(`{"name": "k", "type": "EDS", "bogus": 1}`)}})
+	rToM := config("r", examplev1.EnvoyResources{Routes: []runtime.RawExtension{raw(`{"name": "r", "virtual_hosts": [{"name": "all", "domains": ["*"], "routes": [{"match": {"prefix": "/"}, "route": {"cluster": "m"}}]}]}`)}})
+	tests := []struct {
+		name   string
+		before []Config
+		change string
+		after  *Config
+		want   []string
+	}{
+		{"create a consistent config", []Config{L, R}, "ns/c", &C, nil},
+		{"create a route to a missing cluster", []Config{L}, "ns/r", &R,
+			[]string{`spec.resources.routes[0] ("r"): cluster "k" does not exist`}},
+		{"update that removes a cluster another config's route needs", []Config{L, R, C}, "ns/c", &cOnlyOther,
+			[]string{`it would break EnvoyConfig ns/r: spec.resources.routes[0] ("r"): cluster "k" does not exist`}},
+		{"delete of the config whose cluster a route needs", []Config{L, R, C}, "ns/c", nil,
+			[]string{`it would break EnvoyConfig ns/r: spec.resources.routes[0] ("r"): cluster "k" does not exist`}},
+		{"delete of the route configuration a listener needs", []Config{L, R, C}, "ns/r", nil,
+			[]string{`it would break EnvoyConfig ns/l: spec.resources.listeners[0] ("http"): route configuration "r" does not exist`}},
+		{"delete of a config nothing needs", []Config{L, R, C}, "ns/l", nil, nil},
+		{"update to a route whose cluster is missing", []Config{L, R, C}, "ns/r", &rToM,
+			[]string{`spec.resources.routes[0] ("r"): cluster "m" does not exist`}},
+		{"an invalid resource is refused before references", []Config{L, R, C}, "ns/c", &badCluster,
+			[]string{`spec.resources.clusters[0]: proto: (line 1:2): unknown field "bogus"`}},
+		{"a reference that already dangled is not the change's fault", []Config{L, R}, "ns/x",
+			&Config{Name: "ns/x", Spec: examplev1.EnvoyConfigSpec{Resources: examplev1.EnvoyResources{Clusters: []runtime.RawExtension{clusterNamed("other")}}}}, nil},
+		{"an update that fixes what dangled", []Config{L, R, cOnlyOther}, "ns/c", &C, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Admit(tt.before, tt.change, tt.after); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Admit = %q\nwant    %q", got, tt.want)
+			}
+		})
+	}
+}

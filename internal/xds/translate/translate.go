@@ -1,0 +1,307 @@
+// Package translate is the first stage of the control plane, and pure: it
+// turns a fleet's EnvoyConfigs and the EndpointSlices they use into the
+// fleet's intermediate representation, the IR: which content of each
+// EnvoyConfig is served, the Envoy resources the fleet gets, and what is
+// wrong with each EnvoyConfig. Admission (Admit) and the controller
+// (Translate) decide with the same functions.
+//
+// The rule it keeps: a proxy never loses configuration because another
+// EnvoyConfig changed. A change whose content is invalid, or whose
+// references lead nowhere, is not served: its EnvoyConfig's published
+// content is, if it has any. When a change elsewhere breaks the references
+// of content that is served (a cluster a route needs was removed or its
+// EnvoyConfig deleted), the fleet is held: it keeps serving its published
+// revision whole, until the references are whole again.
+package translate
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+)
+
+// Config is one EnvoyConfig of a fleet.
+type Config struct {
+	// Name is the EnvoyConfig's namespace/name.
+	Name string `json:"name"`
+	// Created orders configs: on a name clash the older one's resource wins.
+	Created time.Time                  `json:"created"`
+	Spec    examplev1.EnvoyConfigSpec `json:"spec"`
+}
+
+// Recorded returns c as a revision records it: without its inline secrets,
+// which are served from the EnvoyConfigs as they are now and never stored
+// elsewhere.
+func (c Config) Recorded() Config {
+	c.Spec.Resources.Secrets = nil
+	return c
+}
+
+// sameContent reports whether a and b serve the same recorded content.
+func sameContent(a, b Config) bool {
+	ja, _ := json.Marshal(a.Recorded().Spec)
+	jb, _ := json.Marshal(b.Recorded().Spec)
+	return string(ja) == string(jb)
+}
+
+// Input is everything a fleet's IR is made from.
+type Input struct {
+	// Configs are the fleet's EnvoyConfigs, as they are now.
+	Configs []Config
+	// Published are the EnvoyConfigs as the fleet's published revision
+	// serves them (Recorded); empty when nothing was published.
+	Published []Config
+	// Slices holds the EndpointSlices of the Services that
+	// spec.serviceEndpoints name, by Service name.
+	Slices map[string][]discoveryv1.EndpointSlice
+}
+
+// Served says which content of an EnvoyConfig the fleet gets.
+type Served string
+
+const (
+	// ServedCurrent: the EnvoyConfig as it is now.
+	ServedCurrent Served = "Current"
+	// ServedPublished: its published content, not the current one.
+	ServedPublished Served = "Published"
+	// NotServed: none of it (it was never published).
+	NotServed Served = "None"
+)
+
+// ConfigStatus is what translation found about one EnvoyConfig.
+type ConfigStatus struct {
+	Served Served `json:"served"`
+	// Invalid holds its resources that do not decode or validate.
+	Invalid []string `json:"invalid,omitempty"`
+	// Dangling holds its references that lead nowhere in the fleet.
+	Dangling []string `json:"dangling,omitempty"`
+	// Clashes holds the resources it shares a name with another EnvoyConfig.
+	Clashes []string `json:"clashes,omitempty"`
+	// Endpoints holds warnings about spec.serviceEndpoints, such as a port
+	// that no EndpointSlice of the Service has.
+	Endpoints []string `json:"endpoints,omitempty"`
+}
+
+// IR is the fleet's intermediate representation.
+type IR struct {
+	// Served is the content the fleet is served, by EnvoyConfig (Recorded,
+	// sorted by name): the fleet's next revision.
+	Served []Config
+	// Version is the revision's version: a hash of Served.
+	Version string
+	// Resources are the Envoy resources the fleet gets, by type URL: those of
+	// Served, the endpoints of their Services, and the current EnvoyConfigs'
+	// secrets.
+	Resources map[string][]types.Resource
+	// Configs holds each current EnvoyConfig's status, by name.
+	Configs map[string]ConfigStatus
+	// Held, when set, is why the fleet keeps its published revision whole:
+	// references of content it serves would lead nowhere.
+	Held []string
+}
+
+// Translate makes the fleet's IR.
+func Translate(in Input) IR {
+	ir := IR{Configs: map[string]ConfigStatus{}}
+	published := map[string]Config{}
+	for _, p := range in.Published {
+		published[p.Name] = p
+	}
+
+	// choice is the content each EnvoyConfig offers: its current content, or
+	// when that is invalid its published content.
+	choice := map[string]Config{}
+	for _, c := range in.Configs {
+		st := ConfigStatus{Served: ServedCurrent}
+		if _, errs := parseErrors(c); len(errs) > 0 {
+			st.Invalid = messages(errs)
+			st.Served = NotServed
+			if p, ok := published[c.Name]; ok {
+				choice[c.Name], st.Served = p, ServedPublished
+			}
+		} else {
+			choice[c.Name] = c.Recorded()
+		}
+		ir.Configs[c.Name] = st
+	}
+
+	// A change whose references lead nowhere falls back to what was
+	// published. When references of unchanged content break, the change that
+	// broke them is elsewhere (or a deleted EnvoyConfig): hold the fleet.
+	for {
+		dangling := checkReferences(mergeOf(configsOf(choice)))
+		if len(dangling) == 0 {
+			break
+		}
+		progress := false
+		for _, name := range sortedKeys(dangling) {
+			st, current := ir.Configs[name]
+			if !current {
+				continue // a deleted EnvoyConfig's published content; unchanged by definition
+			}
+			st.Dangling = messages(dangling[name])
+			if p, ok := published[name]; ok && sameContent(p, choice[name]) {
+				ir.Configs[name] = st
+				continue // unchanged: it cannot fall back
+			}
+			progress = true
+			if p, ok := published[name]; ok {
+				choice[name], st.Served = p, ServedPublished
+			} else {
+				delete(choice, name)
+				st.Served = NotServed
+			}
+			ir.Configs[name] = st
+		}
+		if !progress {
+			ir.Held = heldBecause(dangling)
+			choice = published
+			for name, st := range ir.Configs {
+				p, ok := published[name]
+				switch {
+				case !ok:
+					st.Served = NotServed
+				case st.Served == ServedCurrent && !sameContent(p, configNamed(in.Configs, name)):
+					st.Served = ServedPublished
+				}
+				ir.Configs[name] = st
+			}
+			break
+		}
+	}
+
+	ir.Served = configsOf(choice)
+	ir.Version = Version(ir.Served)
+	var clashes map[string][]string
+	ir.Resources, clashes = Render(ir.Served, in.Configs, in.Slices)
+	for name, st := range ir.Configs {
+		st.Clashes = clashes[name]
+		st.Endpoints = endpointWarnings(configNamed(in.Configs, name).Spec.ServiceEndpoints, in.Slices)
+		ir.Configs[name] = st
+	}
+	return ir
+}
+
+// Render returns the resources a fleet gets from the content it serves:
+// served's resources, the endpoints of the Services served's
+// serviceEndpoints name (from slices), and the secrets of current (the
+// EnvoyConfigs as they are now). It also returns, by EnvoyConfig, the
+// resources that clash with another's. Every replica renders a revision
+// with it, so every replica serves the same content.
+func Render(served, current []Config, slices map[string][]discoveryv1.EndpointSlice) (map[string][]types.Resource, map[string][]string) {
+	parsedConfigs := make([]parsed, 0, len(served))
+	for _, c := range served {
+		p := parse(c.Recorded())
+		for i, se := range c.Spec.ServiceEndpoints {
+			p.resources = append(p.resources, xds.Resource{
+				Kind: endpointKind, Name: se.Cluster, Message: LoadAssignment(se, slices[se.Service]),
+				Path: fmt.Sprintf("spec.serviceEndpoints[%d]", i), Source: c.Name,
+			})
+		}
+		parsedConfigs = append(parsedConfigs, p)
+	}
+	for _, c := range current {
+		secrets := parse(Config{Name: c.Name, Created: c.Created,
+			Spec: examplev1.EnvoyConfigSpec{Resources: examplev1.EnvoyResources{Secrets: c.Spec.Resources.Secrets}}})
+		parsedConfigs = append(parsedConfigs, secrets)
+	}
+	merged, clashes := merge(parsedConfigs)
+	return byType(merged), clashes
+}
+
+// Version is a revision's version: a hash of the content it serves.
+func Version(served []Config) string {
+	h := xds.NewHash()
+	for _, c := range served {
+		b, _ := json.Marshal(c.Recorded().Spec)
+		h.Add(c.Name, b)
+	}
+	return h.Sum()
+}
+
+// parsed is one EnvoyConfig's valid resources.
+type parsed struct {
+	name      string
+	created   time.Time
+	resources []xds.Resource
+}
+
+func parse(c Config) parsed {
+	p, _ := parseErrors(c)
+	return p
+}
+
+func xdsParse(c Config) ([]xds.Resource, []error) { return xds.Parse(c.Name, c.Spec.Resources) }
+
+// mergeOf merges configs' resources, with an EDS resource for each of
+// their serviceEndpoints (its name is all that references need).
+func mergeOf(configs []Config) map[resourceKey]xds.Resource {
+	ps := make([]parsed, 0, len(configs))
+	for _, c := range configs {
+		p := parse(c)
+		for i, se := range c.Spec.ServiceEndpoints {
+			p.resources = append(p.resources, xds.Resource{Kind: endpointKind, Name: se.Cluster,
+				Path: fmt.Sprintf("spec.serviceEndpoints[%d]", i), Source: c.Name})
+		}
+		ps = append(ps, p)
+	}
+	merged, _ := merge(ps)
+	return merged
+}
+
+func configsOf(m map[string]Config) []Config {
+	out := make([]Config, 0, len(m))
+	for _, c := range m {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func configNamed(configs []Config, name string) Config {
+	for _, c := range configs {
+		if c.Name == name {
+			return c
+		}
+	}
+	return Config{}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func messages(errs []error) []string {
+	out := make([]string, len(errs))
+	for i, e := range errs {
+		out[i] = e.Error()
+	}
+	return out
+}
+
+func heldBecause(dangling map[string][]error) []string {
+	var out []string
+	for _, name := range sortedKeys(dangling) {
+		for _, e := range dangling[name] {
+			out = append(out, fmt.Sprintf("EnvoyConfig %s: %v", name, e))
+		}
+	}
+	return out
+}
+
+// FromObject returns an EnvoyConfig as translation sees it.
+func FromObject(c *examplev1.EnvoyConfig) Config {
+	return Config{Name: c.Namespace + "/" + c.Name, Created: c.CreationTimestamp.Time, Spec: c.Spec}
+}
