@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
@@ -29,6 +30,10 @@ type settings struct {
 	// webhook is nil when the webhook is disabled.
 	webhook *webhook.Options
 	zap     zap.Options
+	// namespace is the operator's own namespace (--namespace).
+	namespace string
+	// replica names this replica in the reports of its xDS proxies.
+	replica string
 	// showVersion asks for the version alone: the other flags are not checked.
 	showVersion bool
 }
@@ -68,6 +73,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	fs.IntVar(&concurrentReconciles, "concurrent-reconciles", manager.DefaultConcurrentReconciles,
 		"How many objects each controller reconciles at once (PodSet sets its own).")
 	fs.StringVar(&s.xdsBindAddress, "xds-bind-address", ":18000", "Address of the built-in xDS (ADS) server, served by every replica.")
+	fs.StringVar(&s.replica, "replica-name", defaultReplicaName(),
+		"Name of this replica in the reports of its xDS proxies, unique among the replicas; defaults to $POD_NAME, else the host name.")
 	fs.BoolVar(&s.showVersion, "version", false, "Print the version and exit.")
 	s.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -81,6 +88,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	}
 
 	var err error
+	s.namespace = hookFlags.Namespace
+	if s.replica == "" {
+		return nil, fmt.Errorf("--replica-name: empty")
+	}
 	if s.controllers, err = controller.ParseSelection(controllers); err != nil {
 		return nil, err
 	}
@@ -101,4 +112,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 		s.webhook = &o
 	}
 	return &s, nil
+}
+
+// defaultReplicaName is $POD_NAME, or else the host's name.
+func defaultReplicaName() string {
+	if pod := os.Getenv("POD_NAME"); pod != "" {
+		return pod
+	}
+	host, _ := os.Hostname()
+	return host
 }

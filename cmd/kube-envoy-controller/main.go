@@ -22,7 +22,6 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/version"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 )
 
 func main() {
@@ -54,15 +53,12 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	opts := controller.Options{Fleet: fleet.Defaults{XDS: s.builtinXDS}}
+	opts := controller.Options{Fleet: fleet.Defaults{XDS: s.builtinXDS}, Namespace: s.namespace}
 	if controller.Enabled(s.controllers, envoyconfig.ControllerName) {
-		notify, events := envoyconfig.ProxyEvents()
-		opts.XDS = xds.NewServer(s.xdsBindAddress, ctrl.Log.WithName("xds"), notify)
-		opts.ProxyEvents = events
-		if err := mgr.Add(opts.XDS); err != nil {
-			return err
-		}
-		if err := mgr.AddReadyzCheck("xds", opts.XDS.Listening); err != nil {
+		opts.XDS, err = envoyconfig.AddServer(mgr, envoyconfig.ServerOptions{
+			BindAddress: s.xdsBindAddress, Namespace: s.namespace, Replica: s.replica, Pod: os.Getenv("POD_NAME"),
+		})
+		if err != nil {
 			return err
 		}
 	}

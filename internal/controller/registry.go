@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoyconfig"
@@ -24,10 +23,11 @@ import (
 type Options struct {
 	// Fleet holds what every Envoy fleet gets unless its spec says otherwise.
 	Fleet fleet.Defaults
-	// XDS is the built-in xDS server, and ProxyEvents the changes of its
-	// proxies (see envoyconfig.ProxyEvents). The envoyconfig controller needs them.
-	XDS         *xds.Server
-	ProxyEvents <-chan event.GenericEvent
+	// XDS is the built-in xDS server (envoyconfig.AddServer), which the
+	// envoyconfig controller needs.
+	XDS *xds.Server
+	// Namespace is the operator's namespace.
+	Namespace string
 }
 
 // Entry is one controller: its name in --controllers, and how to start it.
@@ -45,7 +45,7 @@ var All = []Entry{
 		if o.XDS == nil {
 			return fmt.Errorf("the envoyconfig controller needs the xDS server")
 		}
-		return envoyconfig.NewReconciler(mgr, o.XDS).SetupWithManager(mgr, o.ProxyEvents)
+		return envoyconfig.NewReconciler(mgr, o.XDS, o.Namespace).SetupWithManager(mgr)
 	}},
 	{Name: foo.ControllerName, Setup: func(mgr ctrl.Manager, _ Options) error {
 		return foo.NewReconciler(mgr).SetupWithManager(mgr)

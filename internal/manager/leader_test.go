@@ -3,19 +3,20 @@ package manager_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoyconfig"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
@@ -35,9 +36,10 @@ type replica struct {
 	stop    func()
 }
 
-// startReplica starts a replica that competes for the Lease in leaseNS. It
-// is stopped when the test ends, unless Stop stopped it first.
-func startReplica(t *testing.T, leaseNS string) *replica {
+// startReplica starts the replica named name, which competes for the Lease
+// in leaseNS, the operator's namespace, where it reports its proxies. It is
+// stopped when the test ends, unless Stop stopped it first.
+func startReplica(t *testing.T, leaseNS, name string) *replica {
 	t.Helper()
 	r := &replica{Writes: &testenv.RequestCounter{}}
 	var err error
@@ -48,12 +50,11 @@ func startReplica(t *testing.T, leaseNS string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notify, events := envoyconfig.ProxyEvents()
-	r.XDS = xds.NewServer("127.0.0.1:0", logr.Discard(), notify)
-	if err := r.Manager.Add(r.XDS); err != nil {
+	r.XDS, err = envoyconfig.AddServer(r.Manager, envoyconfig.ServerOptions{BindAddress: "127.0.0.1:0", Namespace: leaseNS, Replica: name})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := controller.Setup(r.Manager, []string{envoyconfig.ControllerName}, controller.Options{XDS: r.XDS, ProxyEvents: events}); err != nil {
+	if _, err := controller.Setup(r.Manager, []string{envoyconfig.ControllerName}, controller.Options{XDS: r.XDS, Namespace: leaseNS}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -103,23 +104,23 @@ func (r *replica) xdsAddr(t *testing.T) string {
 // statusWrites returns the EnvoyConfig status writes r sent.
 func (r *replica) statusWrites() []string { return r.Writes.WritesTo("/envoyconfigs/") }
 
-// Two replicas against one API server: the leader alone writes EnvoyConfig
-// status, with the counts of the proxies connected to it; every replica
-// serves the fleets' configuration over xDS. When the leader stops, the other
-// replica takes over the status.
-func TestLeaderWritesStatusEveryReplicaServesXDS(t *testing.T) {
+// Two replicas against one API server, with the fleet's proxies split
+// between them. Every replica serves the one revision the leader recorded;
+// the status counts the proxies of both; a rollback is decided and reported
+// once, and survives a failover and a restart; the follower writes nothing
+// but its own report.
+func TestReplicasServeTheRecordedRevision(t *testing.T) {
 	ctx := context.Background()
 	leaseNS := suite.Namespace(t)
-	leader := startReplica(t, leaseNS)
+	leader := startReplica(t, leaseNS, "replica-a")
 	waitLeader(t, leader)
-	follower := startReplica(t, leaseNS)
+	follower := startReplica(t, leaseNS, "replica-b")
 
 	ns := suite.Namespace(t)
 	envoy := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns}}
 	cfg := &examplev1.EnvoyConfig{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: examplev1.EnvoyResources{Clusters: []runtime.RawExtension{{Raw: []byte(
-			`{"name": "backend", "type": "EDS", "connect_timeout": "1s", "eds_cluster_config": {"eds_config": {"ads": {}, "resource_api_version": "V3"}}}`)}}}},
+		Spec:       examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: examplev1.EnvoyResources{Clusters: []runtime.RawExtension{cluster("backend")}}},
 	}
 	for _, obj := range []client.Object{envoy, cfg} {
 		if err := suite.Client.Create(ctx, obj); err != nil {
@@ -128,10 +129,9 @@ func TestLeaderWritesStatusEveryReplicaServesXDS(t *testing.T) {
 	}
 	fleetID := fleet.Of(envoy).String()
 
-	// Both replicas publish the fleet's configuration; a proxy connected
-	// to the follower gets it.
+	// Both replicas serve the recorded revision.
 	var version string
-	testenv.Eventually(t, "both replicas to publish the fleet", func() (bool, error) {
+	testenv.Eventually(t, "both replicas to serve the fleet", func() (bool, error) {
 		version = leader.XDS.Version(fleetID)
 		_, hasCluster := leader.XDS.Resources(fleetID)[resourcev3.ClusterType]
 		return hasCluster && version == follower.XDS.Version(fleetID), nil
@@ -139,43 +139,118 @@ func TestLeaderWritesStatusEveryReplicaServesXDS(t *testing.T) {
 	if follower.IsLeader() {
 		t.Fatal("both replicas are leaders")
 	}
-	p := xdstest.Connect(t, xdstest.Dial(t, follower.xdsAddr(t)), fleetID, "pod-1", resourcev3.ClusterType)
-	resp, err := p.Next("")
-	if err != nil {
-		t.Fatal(err)
+	proxies := []*xdstest.Proxy{
+		xdstest.Connect(t, xdstest.Dial(t, follower.xdsAddr(t)), fleetID, "pod-1", resourcev3.ClusterType),
+		xdstest.Connect(t, xdstest.Dial(t, leader.xdsAddr(t)), fleetID, "pod-2", resourcev3.ClusterType),
 	}
-	if len(resp.GetResources()) != 1 || resp.GetVersionInfo() != version {
-		t.Fatalf("a proxy of the follower got version %q with %d resources, want %q with the cluster", resp.GetVersionInfo(), len(resp.GetResources()), version)
+	for _, p := range proxies {
+		if names := clusterNames(t, p, ""); !slices.Equal(names, []string{"backend"}) {
+			t.Fatalf("a proxy got clusters %v, want backend", names)
+		}
 	}
-	c := &clusterv3.Cluster{}
-	if err := resp.GetResources()[0].UnmarshalTo(c); err != nil || c.GetName() != "backend" {
-		t.Fatalf("a proxy of the follower got %v (%v), want cluster backend", c, err)
-	}
-	testenv.Eventually(t, "the follower to record the proxy's ACK", func() (bool, error) {
-		return follower.XDS.Tracker().Counts(fleetID, version).Acked == 1, nil
-	})
-
-	// The status is the leader's: its xDS server has no proxy.
+	// The status counts the proxies of both replicas.
 	testenv.WaitSettled(t, suite.Client, cfg, func(c *examplev1.EnvoyConfig) bool {
-		return c.Status.PublishedVersion == version && c.Status.Proxies.Connected == 0
+		return c.Status.PublishedVersion == version && c.Status.Proxies.Connected == 2 && c.Status.Proxies.Acked == 2
 	})
 	if len(leader.statusWrites()) == 0 {
 		t.Error("the leader wrote no status")
 	}
-	// The follower, woken by its proxy's ACK, writes nothing.
+	// The follower, woken by its proxy's ACK, writes nothing in the fleet's namespace.
 	for deadline := time.Now().Add(testenv.SettledWindow); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if w := follower.Writes.WritesTo("/namespaces/" + ns + "/"); len(w) != 0 {
 			t.Fatalf("the follower sent write requests: %v", w)
 		}
 	}
 
-	// The leader goes; the follower is elected and reports its own proxy.
+	// Every proxy, on either replica, rejects the next version: the leader
+	// rolls back once, and both replicas serve the accepted version again.
+	patch := client.MergeFrom(cfg.DeepCopy())
+	cfg.Spec.Resources.Clusters = append(cfg.Spec.Resources.Clusters, cluster("extra"))
+	if err := suite.Client.Patch(ctx, cfg, patch); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range proxies {
+		if names := clusterNames(t, p, "cluster extra: unsupported here"); len(names) != 2 {
+			t.Fatalf("a proxy got clusters %v, want the new version's two", names)
+		}
+	}
+	testenv.WaitSettled(t, suite.Client, cfg, func(c *examplev1.EnvoyConfig) bool {
+		return c.Status.PublishedVersion == version && conditions.Reason(c.Status.Conditions, conditions.Degraded) == envoyconfig.ReasonRolledBack
+	})
+	testenv.Eventually(t, "both replicas to serve the accepted version again", func() (bool, error) {
+		return leader.XDS.Version(fleetID) == version && follower.XDS.Version(fleetID) == version, nil
+	})
+	for _, p := range proxies {
+		if names := clusterNames(t, p, ""); !slices.Equal(names, []string{"backend"}) {
+			t.Errorf("after the rollback a proxy got clusters %v", names)
+		}
+	}
+	if n := countEvents(t, ns, envoy.Name, "Warning RolledBack"); n != 1 {
+		t.Errorf("the rollback was reported %d times on the Envoy, want once", n)
+	}
+
+	// The leader goes: the follower takes over and keeps the rollback; the
+	// status counts the proxy left.
 	leader.Stop()
 	waitLeader(t, follower)
 	testenv.WaitSettled(t, suite.Client, cfg, func(c *examplev1.EnvoyConfig) bool {
-		return c.Status.PublishedVersion == version && c.Status.Proxies.Connected == 1 && c.Status.Proxies.Acked == 1
+		return c.Status.PublishedVersion == version && c.Status.Proxies.Connected == 1 &&
+			conditions.Reason(c.Status.Conditions, conditions.Degraded) == envoyconfig.ReasonRolledBack
 	})
 	if w := follower.statusWrites(); !slices.Contains(w, "PUT /apis/example.com/v1/namespaces/"+ns+"/envoyconfigs/web/status") {
 		t.Errorf("the new leader's writes %v hold no status update", w)
 	}
+	// The old leader restarts: from the recorded history it serves the
+	// accepted version, never the rejected one.
+	restarted := startReplica(t, leaseNS, "replica-a")
+	testenv.Eventually(t, "the restarted replica to serve the fleet", func() (bool, error) {
+		return restarted.XDS.Version(fleetID) != "", nil
+	})
+	if got := restarted.XDS.Version(fleetID); got != version {
+		t.Errorf("the restarted replica serves %s, want the accepted %s", got, version)
+	}
+	p := xdstest.Connect(t, xdstest.Dial(t, restarted.xdsAddr(t)), fleetID, "pod-3", resourcev3.ClusterType)
+	if names := clusterNames(t, p, ""); !slices.Equal(names, []string{"backend"}) {
+		t.Errorf("a proxy of the restarted replica got clusters %v", names)
+	}
+	if n := countEvents(t, ns, envoy.Name, "Warning RolledBack"); n != 1 {
+		t.Errorf("after the failover the rollback was reported %d times, want once", n)
+	}
+}
+
+func cluster(name string) runtime.RawExtension {
+	return runtime.RawExtension{Raw: []byte(`{"name": "` + name + `", "type": "EDS", "connect_timeout": "1s", "eds_cluster_config": {"eds_config": {"ads": {}, "resource_api_version": "V3"}}}`)}
+}
+
+// clusterNames answers a proxy's next response, and returns its clusters.
+func clusterNames(t *testing.T, p *xdstest.Proxy, nack string) []string {
+	t.Helper()
+	resp, err := p.Next(nack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, a := range resp.GetResources() {
+		c := &clusterv3.Cluster{}
+		if err := a.UnmarshalTo(c); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, c.GetName())
+	}
+	return names
+}
+
+func countEvents(t *testing.T, ns, name, prefix string) int {
+	t.Helper()
+	events, err := suite.Events(ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range events {
+		if strings.HasPrefix(e, prefix) {
+			n++
+		}
+	}
+	return n
 }

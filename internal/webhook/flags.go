@@ -38,7 +38,7 @@ func BindFlags(fs *flag.FlagSet) *Flags {
 	fs.BoolVar(&f.CertWriteFiles, "webhook-cert-write-files", false, "Copy the generated certificate from its Secret into --webhook-cert-dir, for an operator that runs outside the cluster, where no kubelet mounts the Secret.")
 	fs.StringVar(&f.WebhookConfiguration, "webhook-configuration", "kube-envoy-controller-injector", "MutatingWebhookConfiguration that gets the generated CA as caBundle.")
 	fs.StringVar(&f.ValidatingConfiguration, "validating-webhook-configuration", ValidatingConfiguration, "ValidatingWebhookConfiguration that gets the generated CA as caBundle.")
-	fs.StringVar(&f.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace), "The operator's own namespace: its pods are never injected, and it holds the webhook's certificate Secret. Defaults to $POD_NAMESPACE.")
+	fs.StringVar(&f.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace), "The operator's own namespace: its pods are never injected; it holds the webhook's certificate Secret and the replicas' reports of their xDS proxies. Defaults to $POD_NAMESPACE.")
 	return f
 }
 

@@ -5,6 +5,7 @@
 package xds
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -71,7 +72,9 @@ func Decode(k Kind, raw []byte) (types.Resource, string, error) {
 	}
 	msg := k.newMsg()
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(js, msg); err != nil {
-		return nil, "", explainDecodeError(err, js)
+		// protojson puts a space or, at random, a no-break space after
+		// "proto:", so that nobody matches its messages; ours are stable.
+		return nil, "", explainDecodeError(errors.New(strings.ReplaceAll(err.Error(), "\u00a0", " ")), js)
 	}
 	if err := msg.(validator).ValidateAll(); err != nil {
 		return nil, k.name(msg), err

@@ -35,18 +35,14 @@ type Server struct {
 	fleets map[string]*fleetVersions
 }
 
-// fleetVersions is what the server remembers of a fleet's publications.
+// fleetVersions is what the server remembers of a fleet's publication.
 type fleetVersions struct {
 	// version is the fleet's published version.
 	version string
-	// labels holds, by type URL and content hash, the version a type's
-	// content was first published at: a type whose content did not change
-	// keeps its version, so its subscribers are not sent it again.
-	labels map[string]map[string]string
+	// content is a hash of every type's version: the same version may be
+	// published again with other endpoints or secrets, which are live.
+	content string
 }
-
-// maxLabels bounds the content hashes remembered per fleet and type.
-const maxLabels = 64
 
 // fleetHash makes the snapshot cache key proxies by fleet, so that every
 // proxy of a fleet, sidecars included, gets the fleet's configuration.
@@ -81,40 +77,29 @@ func (s *Server) Addr(ctx context.Context) (net.Addr, error) {
 }
 
 // SetFleet publishes a fleet's configuration as version. Each type of
-// resource is versioned on its own: a type whose content is unchanged keeps
-// the version it had, so that its subscribers are not sent it again (an
-// endpoint change pushes only EDS). Publishing the version already published
-// does nothing.
+// resource is versioned on its own, by a hash of its content: a type whose
+// content is unchanged keeps its version, so that its subscribers are not
+// sent it again (an endpoint change pushes only EDS), and every replica
+// gives the same content the same version. Publishing what is already
+// published does nothing.
 func (s *Server) SetFleet(ctx context.Context, fleet, version string, resources map[string][]types.Resource) error {
+	snap := &cachev3.Snapshot{}
+	typeVersions := map[string]string{}
+	content := NewHash()
+	for _, k := range Kinds {
+		items := resources[k.TypeURL]
+		label := Version(map[string][]types.Resource{k.TypeURL: items})
+		typeVersions[k.TypeURL] = label
+		content.Add(k.TypeURL, label)
+		snap.Resources[cachev3.GetResponseType(k.TypeURL)] = cachev3.NewResources(label, items)
+	}
 	s.mu.Lock()
 	fv := s.fleets[fleet]
-	if fv == nil {
-		fv = &fleetVersions{labels: map[string]map[string]string{}}
-		s.fleets[fleet] = fv
-	}
-	if fv.version == version {
+	if fv != nil && fv.version == version && fv.content == content.Sum() {
 		s.mu.Unlock()
 		return nil
 	}
-	snap := &cachev3.Snapshot{}
-	typeVersions := map[string]string{}
-	for _, k := range Kinds {
-		items := resources[k.TypeURL]
-		content := Version(map[string][]types.Resource{k.TypeURL: items})
-		labels := fv.labels[k.TypeURL]
-		if labels == nil || len(labels) >= maxLabels {
-			labels = map[string]string{}
-			fv.labels[k.TypeURL] = labels
-		}
-		label, ok := labels[content]
-		if !ok {
-			label = version
-			labels[content] = label
-		}
-		typeVersions[k.TypeURL] = label
-		snap.Resources[cachev3.GetResponseType(k.TypeURL)] = cachev3.NewResources(label, items)
-	}
-	fv.version = version
+	s.fleets[fleet] = &fleetVersions{version: version, content: content.Sum()}
 	s.mu.Unlock()
 
 	if err := snap.Consistent(); err != nil {
@@ -127,6 +112,15 @@ func (s *Server) SetFleet(ctx context.Context, fleet, version string, resources 
 	}
 	s.tracker.Published(fleet, version, typeVersions)
 	return nil
+}
+
+// TypeVersion returns the version a type's resources are served at to fleet, or "".
+func (s *Server) TypeVersion(fleet, typeURL string) string {
+	snap, err := s.cache.GetSnapshot(fleet)
+	if err != nil || snap == nil {
+		return ""
+	}
+	return snap.GetVersion(typeURL)
 }
 
 // Version returns the version of the fleet's published configuration, or "".
@@ -192,7 +186,7 @@ func (s *Server) Start(ctx context.Context) error {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 5 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	)
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, s.cache, s.tracker))
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, s.cache, newNoResend(s.tracker)))
 	s.log.Info("serving xDS", "address", s.bound.String())
 
 	done := make(chan error, 1)

@@ -78,7 +78,7 @@ func TestSotwAckAndNack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.GetVersionInfo() != "v1" || len(resp.GetResources()) != 1 {
+	if resp.GetVersionInfo() != s.TypeVersion(fleet, resourcev3.ClusterType) || len(resp.GetResources()) != 1 {
 		t.Fatalf("response = version %s, %d resources", resp.GetVersionInfo(), len(resp.GetResources()))
 	}
 	waitCounts(t, s, "v1", ProxyCounts{Connected: 1, Acked: 1})
@@ -95,7 +95,7 @@ func TestSotwAckAndNack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.GetVersionInfo() != "v2" {
+	if resp.GetVersionInfo() != s.TypeVersion(fleet, resourcev3.ClusterType) {
 		t.Fatalf("got version %s after v1, want v2 (the unchanged content was pushed again?)", resp.GetVersionInfo())
 	}
 	waitCounts(t, s, "v2", ProxyCounts{Connected: 1, Nacked: 1, LastNACK: "cluster b: bad"})
@@ -222,7 +222,7 @@ func TestNoResendAfterNack(t *testing.T) {
 	if err := s.SetFleet(ctx, fleet, "v2", clusters("a", "bad")); err != nil {
 		t.Fatal(err)
 	}
-	if resp, err := p.Next("bad cluster"); err != nil || resp.GetVersionInfo() != "v2" {
+	if resp, err := p.Next("bad cluster"); err != nil || resp.GetVersionInfo() != s.TypeVersion(fleet, resourcev3.ClusterType) {
 		t.Fatalf("got %v, %v; want v2", resp.GetVersionInfo(), err)
 	}
 	waitCounts(t, s, "v2", ProxyCounts{Connected: 1, Nacked: 1, LastNACK: "bad cluster"})
@@ -233,7 +233,7 @@ func TestNoResendAfterNack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.GetVersionInfo() != "v3" {
+	if resp.GetVersionInfo() != s.TypeVersion(fleet, resourcev3.ClusterType) {
 		t.Errorf("after a NACK of v2 the proxy was sent %s, want v3", resp.GetVersionInfo())
 	}
 }
@@ -259,8 +259,14 @@ func TestOnlyChangedTypesArePushed(t *testing.T) {
 	c := xdstest.Dial(t, addr)
 	cds := xdstest.Connect(t, c, fleet, "pod-cds", resourcev3.ClusterType)
 	eds := xdstest.Connect(t, c, fleet, "pod-eds", resourcev3.EndpointType, "a")
+	typeOf := func(p *xdstest.Proxy) string {
+		if p == eds {
+			return resourcev3.EndpointType
+		}
+		return resourcev3.ClusterType
+	}
 	for _, p := range []*xdstest.Proxy{cds, eds} {
-		if resp, err := p.Next(""); err != nil || resp.GetVersionInfo() != "v1" {
+		if resp, err := p.Next(""); err != nil || resp.GetVersionInfo() != s.TypeVersion(fleet, typeOf(p)) {
 			t.Fatalf("first response: %v, %v", resp.GetVersionInfo(), err)
 		}
 	}
@@ -269,7 +275,7 @@ func TestOnlyChangedTypesArePushed(t *testing.T) {
 	if err := s.SetFleet(ctx, fleet, "v2", withEndpoint(81)); err != nil {
 		t.Fatal(err)
 	}
-	if resp, err := eds.Next(""); err != nil || resp.GetVersionInfo() != "v2" {
+	if resp, err := eds.Next(""); err != nil || resp.GetVersionInfo() != s.TypeVersion(fleet, resourcev3.EndpointType) {
 		t.Fatalf("EDS after the change: %v, %v", resp.GetVersionInfo(), err)
 	}
 	waitCounts(t, s, "v2", ProxyCounts{Connected: 2, Acked: 2})
@@ -294,7 +300,7 @@ func TestOnlyChangedTypesArePushed(t *testing.T) {
 	}
 	select {
 	case v := <-got:
-		if v != "v3" {
+		if v != s.TypeVersion(fleet, resourcev3.ClusterType) {
 			t.Errorf("CDS subscriber got %s, want v3", v)
 		}
 	case <-time.After(10 * time.Second):

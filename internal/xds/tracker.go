@@ -27,6 +27,9 @@ type Tracker struct {
 	now          func() time.Time
 }
 
+// maxVersions bounds the publications remembered per fleet.
+const maxVersions = 64
+
 type publication struct {
 	version string
 	at      time.Time
@@ -119,7 +122,7 @@ func (t *Tracker) countsLocked(fleet, version string) ProxyCounts {
 func (t *Tracker) Published(fleet, version string, typeVersions map[string]string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.typeVersions[fleet] == nil || len(t.typeVersions[fleet]) >= maxLabels {
+	if t.typeVersions[fleet] == nil || len(t.typeVersions[fleet]) >= maxVersions {
 		t.typeVersions[fleet] = map[string]map[string]string{}
 	}
 	t.typeVersions[fleet][version] = typeVersions
@@ -183,14 +186,13 @@ func (t *Tracker) closed(id int64) {
 }
 
 // request records a request: the node (only the first request of a stream
-// may carry it), and an ACK or NACK of the response named by nonce. For a
-// NACK it returns the version that was rejected.
-func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version string, errorDetail string, isNack bool) (rejected string) {
+// may carry it), and an ACK or NACK of the response named by nonce.
+func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version string, errorDetail string, isNack bool) {
 	t.mu.Lock()
 	s, ok := t.streams[id]
 	if !ok {
 		t.mu.Unlock()
-		return ""
+		return
 	}
 	if s.node == "" && node != nil {
 		s.node, s.fleet = node.GetId(), FleetID(node)
@@ -202,8 +204,7 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 			version = s.sent[nonce] // delta: the version is the one sent with that nonce
 		}
 		if isNack {
-			rejected = s.sent[nonce]
-			s.nacked[typeURL] = nack{version: rejected, detail: errorDetail}
+			s.nacked[typeURL] = nack{version: s.sent[nonce], detail: errorDetail}
 			metricNacks.WithLabelValues(s.fleet).Inc()
 		} else {
 			s.acked[typeURL] = version
@@ -221,7 +222,6 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 	if (changed || node != nil) && fleet != "" {
 		t.notify(fleet)
 	}
-	return rejected
 }
 
 func (t *Tracker) response(id int64, nonce, version string) {
@@ -238,18 +238,10 @@ func (t *Tracker) OnStreamOpen(_ context.Context, id int64, _ string) error { re
 // OnStreamClosed implements sotw.Callbacks.
 func (t *Tracker) OnStreamClosed(id int64, _ *corev3.Node) { t.closed(id) }
 
-// OnStreamRequest implements sotw.Callbacks. It runs before the server reads
-// the request. A NACK carries the last version the proxy accepted, and the
-// snapshot cache answers a request whose version differs from the current one
-// at once: it would send the rejected version straight back, and a proxy would
-// reject it again, in a loop. So a NACK is recorded as being at the rejected
-// version: the proxy's next response is the next version.
+// OnStreamRequest implements sotw.Callbacks.
 func (t *Tracker) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) error {
-	rejected := t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetVersionInfo(),
+	t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetVersionInfo(),
 		r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
-	if rejected != "" {
-		r.VersionInfo = rejected
-	}
 	return nil
 }
 
@@ -281,3 +273,19 @@ func (t *Tracker) OnFetchRequest(context.Context, *discoveryv3.DiscoveryRequest)
 
 // OnFetchResponse implements rest.Callbacks.
 func (t *Tracker) OnFetchResponse(*discoveryv3.DiscoveryRequest, *discoveryv3.DiscoveryResponse) {}
+
+// Fleets returns the fleets that have a connected proxy.
+func (t *Tracker) Fleets() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range t.streams {
+		if s.node != "" && !seen[s.fleet] {
+			seen[s.fleet] = true
+			out = append(out, s.fleet)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

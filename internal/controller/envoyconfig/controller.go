@@ -1,3 +1,11 @@
+// Package envoyconfig is the EnvoyConfig controller, the shell around the
+// control plane's stages: it reads a fleet's EnvoyConfigs, EndpointSlices,
+// stored revision history and the replicas' proxy reports; translates them
+// (xds/translate); on the leader, decides what is served (xds/publish) and
+// records the decision in the API server; on every replica, serves the
+// recorded revision (xds.Server); and on the leader, reports on every
+// EnvoyConfig. Every replica thus serves exactly what is recorded, after a
+// restart or a failover too.
 package envoyconfig
 
 import (
@@ -6,10 +14,9 @@ import (
 	"fmt"
 	"sync"
 
-	cachetypes "github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -24,9 +31,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 // ControllerName is the controller's name in --controllers, logs and events.
@@ -41,46 +51,39 @@ const (
 // Reconciler keeps each fleet's configuration on the xDS server. Its requests
 // name fleets (the namespace and name of an Envoy), not EnvoyConfigs: every
 // EnvoyConfig of a fleet is merged into one configuration. It runs on every
-// replica, since every replica serves xDS; only the leader writes status.
+// replica, since every replica serves xDS; only the leader decides what is
+// published, and writes.
 type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
 	Status   status.Writer
 	Server   *xds.Server
-	// IsLeader reports whether this replica may write status.
+	// IsLeader reports whether this replica decides and writes.
 	IsLeader func() bool
+	// Namespace is the operator's namespace, which holds the replicas' reports.
+	Namespace string
 
-	mu     sync.Mutex
-	fleets map[string]*fleetState
+	mu      sync.Mutex
+	reports map[string]parsedReport // by ConfigMap name
 }
 
-// fleetState is what the controller remembers of a fleet between reconciles.
-type fleetState struct {
-	// lastGood holds, by EnvoyConfig, its last accepted version.
-	lastGood map[string]xds.Config
-	current  published
-	// acked is the last version every connected proxy accepted.
-	acked *published
-	// rolledBackFrom is the version that every proxy rejected; it is not
-	// published again until the configuration changes. rollbackDetail is a
-	// proxy's error_detail for it.
-	rolledBackFrom, rollbackDetail string
+// parsedReport is a replica's report as read at a resourceVersion.
+type parsedReport struct {
+	resourceVersion string
+	report          publish.Report
 }
 
-type published struct {
-	version   string
-	resources map[string][]cachetypes.Resource
-}
-
-// NewReconciler returns a Reconciler for mgr that publishes on server.
-func NewReconciler(mgr ctrl.Manager, server *xds.Server) *Reconciler {
+// NewReconciler returns a Reconciler for mgr that serves on server; the
+// replicas' reports are in namespace.
+func NewReconciler(mgr ctrl.Manager, server *xds.Server, namespace string) *Reconciler {
 	elected := mgr.Elected()
 	recorder := mgr.GetEventRecorder(ControllerName)
 	return &Reconciler{
-		Client:   mgr.GetClient(),
-		Recorder: recorder,
-		Status:   status.Writer{Client: mgr.GetClient(), Recorder: recorder},
-		Server:   server,
+		Client:    mgr.GetClient(),
+		Recorder:  recorder,
+		Status:    status.Writer{Client: mgr.GetClient(), Recorder: recorder},
+		Server:    server,
+		Namespace: namespace,
 		IsLeader: func() bool {
 			select {
 			case <-elected:
@@ -89,28 +92,12 @@ func NewReconciler(mgr ctrl.Manager, server *xds.Server) *Reconciler {
 				return false
 			}
 		},
-		fleets: map[string]*fleetState{},
+		reports: map[string]parsedReport{},
 	}
 }
 
-// ProxyEvents returns a notify function for xds.NewServer that wakes the
-// controller when a fleet's proxies change, and the channel it feeds.
-func ProxyEvents() (func(fleet string), chan event.GenericEvent) {
-	ch := make(chan event.GenericEvent, 4096)
-	return func(fleetID string) {
-		id, err := fleet.Parse(fleetID)
-		if err != nil {
-			return // not a fleet any Envoy could have
-		}
-		select {
-		case ch <- event.GenericEvent{Object: &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Namespace: id.Namespace, Name: id.Name}}}:
-		default: // the controller is behind; a later event or reconcile catches up
-		}
-	}, ch
-}
-
-// SetupWithManager registers the controller. proxyEvents comes from ProxyEvents.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, proxyEvents <-chan event.GenericEvent) error {
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &examplev1.EnvoyConfig{}, envoyRefIndex, func(o client.Object) []string {
@@ -133,7 +120,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, proxyEvents <-chan event
 		Watches(&examplev1.EnvoyConfig{}, fleetsOfConfig{}).
 		Watches(&examplev1.Envoy{}, &handler.EnqueueRequestForObject{}).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.fleetsOfSlice)).
-		WatchesRawSource(source.Channel(proxyEvents, &handler.EnqueueRequestForObject{})).
+		// Revision histories, and the replicas' reports of their proxies.
+		Watches(&corev1.ConfigMap{}, controlPlaneConfigMaps{r}).
 		WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			go r.enqueueOnElection(ctx, mgr.Elected(), q)
 			return nil
@@ -165,149 +153,222 @@ func (r *Reconciler) enqueueOnElection(ctx context.Context, elected <-chan struc
 // +kubebuilder:rbac:groups=example.com,resources=envoyconfigs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=example.com,resources=envoys,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile publishes one fleet's configuration and reports on its EnvoyConfigs.
+// Reconcile serves one fleet's recorded revision and, on the leader, decides
+// what it is and reports on the fleet's EnvoyConfigs.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	fleetID := fleet.ID{Namespace: req.Namespace, Name: req.Name}.String()
+	log := logf.FromContext(ctx)
+	id := fleet.ID{Namespace: req.Namespace, Name: req.Name}
+	fleetID := id.String()
 	var list examplev1.EnvoyConfigList
 	if err := r.Client.List(ctx, &list, client.InNamespace(req.Namespace), client.MatchingFields{envoyRefIndex: req.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
 	configs := make([]*examplev1.EnvoyConfig, 0, len(list.Items))
+	current := make([]translate.Config, 0, len(list.Items))
 	for i := range list.Items {
 		if list.Items[i].DeletionTimestamp.IsZero() {
 			configs = append(configs, &list.Items[i])
+			current = append(current, translate.FromObject(&list.Items[i]))
 		}
 	}
+	envoy := &examplev1.Envoy{}
 	envoyMissing := false
-	if err := r.Client.Get(ctx, req.NamespacedName, &examplev1.Envoy{}); apierrors.IsNotFound(err) {
+	if err := r.Client.Get(ctx, req.NamespacedName, envoy); apierrors.IsNotFound(err) {
 		envoyMissing = true
 	} else if err != nil {
 		return ctrl.Result{}, err
 	}
-
-	r.mu.Lock()
-	fs := r.fleets[fleetID]
-	if fs == nil {
-		fs = &fleetState{lastGood: map[string]xds.Config{}}
-		r.fleets[fleetID] = fs
+	stored := &corev1.ConfigMap{}
+	found := true
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: publish.HistoryName(req.Name)}, stored); apierrors.IsNotFound(err) {
+		found = false
+	} else if err != nil {
+		return ctrl.Result{}, err
 	}
+	var hist publish.History
+	if found {
+		if _, ours := publish.IsHistory(stored); !ours {
+			found = false // an object of ours with that name, but no history: creating one will clash
+		} else if h, err := publish.FromConfigMap(stored); err != nil {
+			log.Error(err, "the fleet's revision history is unreadable; the leader writes it afresh", "fleet", fleetID)
+		} else {
+			hist = h
+		}
+	}
+	leader := r.IsLeader()
+
 	if len(configs) == 0 && envoyMissing {
-		delete(r.fleets, fleetID)
-		r.mu.Unlock()
+		// The fleet is really gone: nothing to serve, and no history to keep.
 		r.Server.ClearFleet(fleetID)
+		if leader && found {
+			err := r.Client.Delete(ctx, stored, client.Preconditions{UID: &stored.UID})
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
 		return ctrl.Result{}, nil
 	}
-	states, err := r.publish(ctx, fleetID, fs, configs)
-	r.mu.Unlock()
+
+	var published []translate.Config
+	if rev := hist.Served(); rev != nil {
+		published = rev.Configs
+	}
+	slices, err := r.slices(ctx, req.Namespace, current, published)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	ir := translate.Translate(translate.Input{Configs: current, Published: published, Slices: slices})
 
-	if !r.IsLeader() {
+	var (
+		publishErr error
+		clashed    bool
+	)
+	if leader {
+		d := publish.Decide(hist, ir, publish.Sum(r.readReports(ctx), fleetID, hist.Current))
+		if d.Changed(hist) {
+			if publishErr = r.record(ctx, id, stored, found, d.History); publishErr == nil {
+				r.announce(ctx, fleetID, hist, d, envoy, envoyMissing, configs)
+				hist = d.History
+			} else {
+				clashed = apierrors.IsAlreadyExists(publishErr)
+			}
+		}
+	}
+
+	// Serve what is recorded.
+	if rev := hist.Served(); rev != nil {
+		resources, _ := translate.Render(rev.Configs, current, slices)
+		if err := r.Server.SetFleet(ctx, fleetID, hist.Current, resources); err != nil {
+			return ctrl.Result{}, fmt.Errorf("serving %s: %w", fleetID, err)
+		}
+	}
+	if !leader {
 		return ctrl.Result{}, nil
+	}
+
+	acks := publish.Sum(r.readReports(ctx), fleetID, hist.Current)
+	base := State{Held: ir.Held, EnvoyMissing: envoyMissing, PublishedVersion: hist.Current, Proxies: acks}
+	if rev := hist.Find(ir.Version); rev != nil && rev.Rejected != "" {
+		base.Rejected = rev.Rejected
+		base.RolledBack = hist.Current != ir.Version
+	}
+	if rev := hist.Served(); rev != nil && rev.Rejected != "" && base.Rejected == "" {
+		base.ServedRejected = rev.Rejected
+	}
+	if publishErr != nil {
+		base.PublishError = fmt.Sprintf("recording the fleet's revision in ConfigMap %s: %s", publish.HistoryName(req.Name), conditions.FromError(publishErr))
 	}
 	var errs []error
 	for _, c := range configs {
-		s := states[key(c)]
-		s.EnvoyMissing = envoyMissing
+		s := base
+		s.Config = ir.Configs[translate.FromObject(c).Name]
 		after := c.DeepCopy()
 		after.Status = Status(c, s)
 		if err := r.Status.Write(ctx, c, after); !apierrors.IsNotFound(err) { // a deleted config needs no status
 			errs = append(errs, err)
 		}
 	}
-	return status.Result(errors.Join(errs...), false)
+	if publishErr != nil && !clashed {
+		errs = append(errs, publishErr)
+	}
+	return status.Result(errors.Join(errs...), clashed)
 }
 
-// publish builds the fleet's configuration from configs, publishes it (or
-// rolls back to the last version every proxy accepted) and returns each
-// config's state. r.mu is held.
-func (r *Reconciler) publish(ctx context.Context, fleetID string, fs *fleetState, configs []*examplev1.EnvoyConfig) (map[string]State, error) {
+// record stores the fleet's history: the leader's decision.
+func (r *Reconciler) record(ctx context.Context, id fleet.ID, stored *corev1.ConfigMap, found bool, h publish.History) error {
+	want, err := publish.HistoryConfigMap(id, h)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return r.Client.Create(ctx, want)
+	}
+	updated := stored.DeepCopy()
+	updated.BinaryData, updated.Data = want.BinaryData, nil
+	updated.Labels, updated.Annotations = want.Labels, want.Annotations
+	return r.Client.Update(ctx, updated) // a conflict means another leader wrote it: read again
+}
+
+// announce logs a recorded decision and records its events, once, on the
+// fleet's Envoy (or, without one, on its first EnvoyConfig).
+func (r *Reconciler) announce(ctx context.Context, fleetID string, prev publish.History, d publish.Decision, envoy *examplev1.Envoy, envoyMissing bool, configs []*examplev1.EnvoyConfig) {
 	log := logf.FromContext(ctx)
-	states := map[string]State{}
-	var valid []xds.Config
-	present := map[string]bool{}
-	for _, c := range configs {
-		k := key(c)
-		present[k] = true
-		resources, errs := xds.Parse(k, c.Spec.Resources)
-		resources = append(resources, endpointResources(k, c.Spec.ServiceEndpoints, r.slicesFor(ctx, c.Namespace))...)
-		if len(errs) > 0 {
-			states[k] = State{Invalid: errs}
-			if good, ok := fs.lastGood[k]; ok {
-				valid = append(valid, good)
-			}
-			continue
+	if d.History.Current != prev.Current {
+		log.Info("published fleet configuration", "fleet", fleetID, "version", d.History.Current, "action", d.Action, "previous", prev.Current)
+	}
+	var regarding client.Object = envoy
+	if envoyMissing {
+		if len(configs) == 0 {
+			return
 		}
-		valid = append(valid, xds.Config{Name: k, Created: c.CreationTimestamp.Time, Resources: resources})
+		regarding = configs[0]
 	}
-	for k := range fs.lastGood {
-		if !present[k] {
-			delete(fs.lastGood, k) // deleted EnvoyConfigs are no longer served
+	for _, e := range d.Events {
+		typ := corev1.EventTypeNormal
+		if e.Warning {
+			typ = corev1.EventTypeWarning
 		}
+		log.Info(e.Message, "fleet", fleetID, "reason", e.Reason)
+		r.Recorder.Eventf(regarding, nil, typ, e.Reason, "Publish", "%s", e.Message)
 	}
-
-	fleet := xds.Build(valid, fs.lastGood)
-	for _, c := range valid {
-		if _, rejected := fleet.Rejected[c.Name]; !rejected && len(states[c.Name].Invalid) == 0 {
-			fs.lastGood[c.Name] = c
-		}
-	}
-
-	if fleet.Version != fs.rolledBackFrom {
-		fs.rolledBackFrom = ""
-		if err := r.Server.SetFleet(ctx, fleetID, fleet.Version, fleet.Resources); err != nil {
-			return nil, fmt.Errorf("publishing %s: %w", fleetID, err)
-		}
-		if fs.current.version != fleet.Version {
-			log.Info("published fleet configuration", "fleet", fleetID, "version", fleet.Version)
-		}
-		fs.current = published{version: fleet.Version, resources: fleet.Resources}
-	}
-
-	counts := r.Server.Tracker().Counts(fleetID, fs.current.version)
-	if counts.Connected > 0 && counts.Acked == counts.Connected {
-		fs.acked = &published{version: fs.current.version, resources: fs.current.resources}
-	}
-	if counts.Connected > 0 && counts.Nacked == counts.Connected && fs.acked != nil && fs.acked.version != fs.current.version {
-		// Every proxy rejected the newest version: serve the last one they accepted.
-		log.Info("every proxy rejected the configuration; rolling back", "fleet", fleetID,
-			"rejected", fs.current.version, "restored", fs.acked.version, "detail", counts.LastNACK)
-		fs.rolledBackFrom, fs.rollbackDetail = fs.current.version, counts.LastNACK
-		if err := r.Server.SetFleet(ctx, fleetID, fs.acked.version, fs.acked.resources); err != nil {
-			return nil, fmt.Errorf("rolling back %s: %w", fleetID, err)
-		}
-		fs.current = *fs.acked
-		// The leader's status writer records the Warning event of the
-		// configs' Degraded condition (reason RolledBack).
-		counts = r.Server.Tracker().Counts(fleetID, fs.current.version)
-	}
-
-	for _, c := range configs {
-		k := key(c)
-		s := states[k]
-		s.Rejected = fleet.Rejected[k]
-		s.Clashes = fleet.Clashes[k]
-		s.PublishedVersion = fs.current.version
-		s.RolledBack = fs.rolledBackFrom != ""
-		s.RollbackDetail = fs.rollbackDetail
-		s.Proxies = counts
-		states[k] = s
-	}
-	return states, nil
 }
 
-func (r *Reconciler) slicesFor(ctx context.Context, ns string) func(service string) []discoveryv1.EndpointSlice {
-	return func(service string) []discoveryv1.EndpointSlice {
-		var list discoveryv1.EndpointSliceList
-		if err := r.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: service}); err != nil {
-			logf.FromContext(ctx).Error(err, "listing EndpointSlices", "service", service)
-			return nil
-		}
-		return list.Items
+// readReports returns every replica's report, parsing each only when it changed.
+func (r *Reconciler) readReports(ctx context.Context) []publish.Report {
+	var list corev1.ConfigMapList
+	if err := r.Client.List(ctx, &list, client.InNamespace(r.Namespace),
+		client.MatchingLabels{publish.ComponentLabel: publish.ReportComponent}); err != nil {
+		logf.FromContext(ctx).Error(err, "listing the replicas' proxy reports")
+		return nil
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[string]bool{}
+	out := make([]publish.Report, 0, len(list.Items))
+	for i := range list.Items {
+		cm := &list.Items[i]
+		seen[cm.Name] = true
+		p, ok := r.reports[cm.Name]
+		if !ok || p.resourceVersion != cm.ResourceVersion {
+			rep, err := publish.ReportFromConfigMap(cm)
+			if err != nil {
+				logf.FromContext(ctx).Error(err, "reading a replica's proxy report")
+				continue
+			}
+			p = parsedReport{resourceVersion: cm.ResourceVersion, report: rep}
+			r.reports[cm.Name] = p
+		}
+		out = append(out, p.report)
+	}
+	for name := range r.reports {
+		if !seen[name] {
+			delete(r.reports, name)
+		}
+	}
+	return out
+}
+
+// slices returns, by Service, the EndpointSlices of the Services that the
+// fleet's EnvoyConfigs, current and published, take endpoints from.
+func (r *Reconciler) slices(ctx context.Context, ns string, configs ...[]translate.Config) (map[string][]discoveryv1.EndpointSlice, error) {
+	out := map[string][]discoveryv1.EndpointSlice{}
+	for _, cs := range configs {
+		for _, c := range cs {
+			for _, se := range c.Spec.ServiceEndpoints {
+				if _, done := out[se.Service]; done {
+					continue
+				}
+				var list discoveryv1.EndpointSliceList
+				if err := r.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: se.Service}); err != nil {
+					return nil, err
+				}
+				out[se.Service] = list.Items
+			}
+		}
+	}
+	return out, nil
 }
 
 // fleetsOfSlice maps an EndpointSlice to the fleets whose EnvoyConfigs use its Service.
@@ -355,3 +416,47 @@ func (fleetsOfConfig) Generic(_ context.Context, e event.GenericEvent, q workque
 }
 
 func key(c *examplev1.EnvoyConfig) string { return c.Namespace + "/" + c.Name }
+
+// controlPlaneConfigMaps enqueues the fleet of a revision history, and the
+// fleets whose entries changed in a replica's report.
+type controlPlaneConfigMaps struct{ r *Reconciler }
+
+func (h controlPlaneConfigMaps) enqueue(o client.Object, old client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if envoy, ok := publish.IsHistory(o); ok {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: envoy}})
+		return
+	}
+	if !publish.IsReport(o) || o.GetNamespace() != h.r.Namespace {
+		return
+	}
+	report := func(o client.Object) publish.Report {
+		cm, ok := o.(*corev1.ConfigMap)
+		if !ok {
+			return nil
+		}
+		rep, _ := publish.ReportFromConfigMap(cm)
+		return rep
+	}
+	var before publish.Report
+	if old != nil {
+		before = report(old)
+	}
+	for _, fleetID := range publish.Changed(before, report(o)) {
+		if id, err := fleet.Parse(fleetID); err == nil {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
+		}
+	}
+}
+
+func (h controlPlaneConfigMaps) Create(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(e.Object, nil, q)
+}
+func (h controlPlaneConfigMaps) Update(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(e.ObjectNew, e.ObjectOld, q)
+}
+func (h controlPlaneConfigMaps) Delete(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(e.Object, nil, q)
+}
+func (h controlPlaneConfigMaps) Generic(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(e.Object, nil, q)
+}

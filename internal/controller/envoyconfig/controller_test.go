@@ -11,14 +11,15 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,17 +38,31 @@ var (
 	server *xds.Server
 )
 
+// operatorNamespace holds the replicas' reports of their proxies.
+const operatorNamespace = "kec-system"
+
 func TestMain(m *testing.M) {
 	suite.Main(m, func(mgr ctrl.Manager) error {
-		notify, events := ProxyEvents()
-		server = xds.NewServer("127.0.0.1:0", logr.Discard(), notify)
-		if err := mgr.Add(server); err != nil {
+		if err := createNamespace(mgr.GetConfig(), operatorNamespace); err != nil {
 			return err
 		}
-		r := NewReconciler(mgr, server)
+		var err error
+		server, err = AddServer(mgr, ServerOptions{BindAddress: "127.0.0.1:0", Namespace: operatorNamespace, Replica: "replica-a"})
+		if err != nil {
+			return err
+		}
+		r := NewReconciler(mgr, server, operatorNamespace)
 		suite.Reconciler = r
-		return r.SetupWithManager(mgr, events)
+		return r.SetupWithManager(mgr)
 	})
+}
+
+func createNamespace(cfg *rest.Config, name string) error {
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	return c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 }
 
 func raw(s string) runtime.RawExtension { return runtime.RawExtension{Raw: []byte(s)} }
@@ -187,7 +202,8 @@ func TestPublishesToTheFleetsProxies(t *testing.T) {
 		t.Fatalf("proxy got clusters %v", names)
 	}
 	got := waitStatus(t, cfg, "one proxy to ACK", func(c *examplev1.EnvoyConfig) bool { return c.Status.Proxies.Acked == 1 })
-	if got.Status.PublishedVersion != version || got.Status.Proxies.Connected != 1 || got.Status.ContentHash == "" {
+	if got.Status.PublishedVersion != server.Version(fleetID) || version != server.TypeVersion(fleetID, resourcev3.ClusterType) ||
+		got.Status.Proxies.Connected != 1 || got.Status.ContentHash == "" {
 		t.Errorf("status = %+v, proxy got version %s", got.Status, version)
 	}
 	for typ, want := range map[string]metav1.ConditionStatus{ConditionAccepted: "True", ConditionPublished: "True", conditions.Degraded: "False"} {
@@ -449,7 +465,7 @@ func TestRollbackWhenEveryProxyRejects(t *testing.T) {
 	for _, p := range proxies {
 		v1, _ = firstClusters(t, p)
 	}
-	waitStatus(t, cfg, "both proxies to ACK", func(c *examplev1.EnvoyConfig) bool { return c.Status.Proxies.Acked == 2 })
+	accepted := waitStatus(t, cfg, "both proxies to ACK", func(c *examplev1.EnvoyConfig) bool { return c.Status.Proxies.Acked == 2 }).Status.PublishedVersion
 
 	patch := client.MergeFrom(cfg.DeepCopy())
 	cfg.Spec.Resources.Clusters = append(cfg.Spec.Resources.Clusters, cluster("extra", "2s"))
@@ -465,8 +481,8 @@ func TestRollbackWhenEveryProxyRejects(t *testing.T) {
 	got := waitStatus(t, cfg, "a rollback", func(c *examplev1.EnvoyConfig) bool {
 		return condition(c, conditions.Degraded).Reason == ReasonRolledBack
 	})
-	if got.Status.PublishedVersion != v1 || server.Version(fleetID) != v1 {
-		t.Errorf("published %s, want the rolled-back-to %s", server.Version(fleetID), v1)
+	if got.Status.PublishedVersion != accepted || server.Version(fleetID) != accepted {
+		t.Errorf("published %s, want the rolled-back-to %s", server.Version(fleetID), accepted)
 	}
 	if c := condition(got, ConditionPublished); c.Status != "False" || c.Reason != ReasonRolledBack {
 		t.Errorf("Published = %+v", c)

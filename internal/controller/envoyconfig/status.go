@@ -11,7 +11,8 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 // Condition types and reasons of an EnvoyConfig (Degraded is conditions.Degraded).
@@ -22,31 +23,45 @@ const (
 	ReasonValid             = "Valid"
 	ReasonInvalidResources  = "InvalidResources"
 	ReasonReferencesMissing = "ReferencesMissing"
-	ReasonPublished         = "Published"
-	ReasonNotPublished      = "NotPublished"
-	ReasonRolledBack        = "RolledBack"
-	ReasonNacked            = "Nacked"
-	ReasonNameClash         = "NameClash"
-	ReasonEnvoyNotFound     = "EnvoyNotFound"
+	// ReasonHeld: the change would leave references of the fleet leading
+	// nowhere, so the fleet keeps its published revision.
+	ReasonHeld         = "Held"
+	ReasonPublished    = "Published"
+	ReasonNotPublished = "NotPublished"
+	ReasonRolledBack   = "RolledBack"
+	// ReasonRejected: every proxy rejected the served version, and none
+	// accepted an earlier one to go back to.
+	ReasonRejected      = "Rejected"
+	ReasonNacked        = "Nacked"
+	ReasonNameClash     = "NameClash"
+	ReasonEnvoyNotFound = "EnvoyNotFound"
+	// ReasonNoEndpointPort: a serviceEndpoints port that the Service's
+	// EndpointSlices do not have, so the cluster gets no endpoints.
+	ReasonNoEndpointPort = "NoEndpointPort"
+	// ReasonPublishFailed: the fleet's revision could not be recorded.
+	ReasonPublishFailed = "PublishFailed"
 )
 
 // State is what the controller found about one EnvoyConfig and its fleet.
 type State struct {
-	// Invalid holds the resources that failed to decode or validate.
-	Invalid []error
-	// Rejected holds the references that lead nowhere in the fleet.
-	Rejected []error
-	// Clashes holds resources another EnvoyConfig of the fleet also defines.
-	Clashes      []string
+	// Config is what translation found about the EnvoyConfig.
+	Config translate.ConfigStatus
+	// Held is why the fleet keeps its published revision whole, if it does.
+	Held         []string
 	EnvoyMissing bool
-	// PublishedVersion is the fleet's version on the xDS server.
+	// PublishedVersion is the fleet's served revision.
 	PublishedVersion string
-	// RolledBack is set when the fleet's proxies all rejected the newest
-	// version, and the last version they accepted was published again.
+	// Rejected is set when every proxy rejected the fleet's newest content
+	// (a proxy's error_detail); RolledBack when an earlier version is
+	// served instead.
+	Rejected   string
 	RolledBack bool
-	// RollbackDetail is a proxy's reason for rejecting the rolled-back version.
-	RollbackDetail string
-	Proxies        xds.ProxyCounts
+	// ServedRejected is set when the served version itself was rejected by
+	// every proxy, with nothing to go back to.
+	ServedRejected string
+	Proxies        publish.Acks
+	// PublishError is why the revision could not be recorded.
+	PublishError string
 }
 
 // ContentHash is a short hash of an EnvoyConfig's spec.
@@ -65,22 +80,28 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 		ObservedGeneration: c.Generation,
 		Proxies: examplev1.ProxyStatus{
 			Connected: int32(s.Proxies.Connected), Acked: int32(s.Proxies.Acked),
-			Nacked: int32(s.Proxies.Nacked), LastNACK: s.Proxies.LastNACK,
+			Nacked: int32(s.Proxies.Nacked), LastNACK: publish.Truncate(s.Proxies.LastNACK),
 		},
 		Conditions: append([]metav1.Condition(nil), c.Status.Conditions...),
 	}
 	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
 		conditions.Set(&st.Conditions, c.Generation, typ, status, reason, msg)
 	}
+	cs := s.Config
+	kept := map[translate.Served]string{
+		translate.ServedPublished: fmt.Sprintf("the fleet keeps this EnvoyConfig's published content (version %s)", s.PublishedVersion),
+		translate.NotServed:       "none of it is served",
+	}[cs.Served]
 
-	accepted := false
 	switch {
-	case len(s.Invalid) > 0:
-		set(ConditionAccepted, metav1.ConditionFalse, ReasonInvalidResources, joinErrors(s.Invalid))
-	case len(s.Rejected) > 0:
-		set(ConditionAccepted, metav1.ConditionFalse, ReasonReferencesMissing, joinErrors(s.Rejected))
+	case len(cs.Invalid) > 0:
+		set(ConditionAccepted, metav1.ConditionFalse, ReasonInvalidResources, strings.Join(cs.Invalid, "; "))
+	case len(cs.Dangling) > 0 && cs.Served != translate.ServedCurrent:
+		set(ConditionAccepted, metav1.ConditionFalse, ReasonReferencesMissing, strings.Join(cs.Dangling, "; ")+"; "+kept)
+	case len(s.Held) > 0 && cs.Served != translate.ServedCurrent:
+		set(ConditionAccepted, metav1.ConditionFalse, ReasonHeld, "this change is not served: it would leave references in the fleet leading nowhere: "+
+			strings.Join(s.Held, "; ")+"; "+kept)
 	default:
-		accepted = true
 		set(ConditionAccepted, metav1.ConditionTrue, ReasonValid, "every resource is valid and its references exist")
 	}
 
@@ -88,21 +109,34 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 	case s.RolledBack:
 		set(ConditionPublished, metav1.ConditionFalse, ReasonRolledBack,
 			fmt.Sprintf("every proxy rejected the newest version; version %s, which they accepted, is served again", s.PublishedVersion))
-	case !accepted:
-		set(ConditionPublished, metav1.ConditionFalse, ReasonNotPublished,
-			"this version is not served; the fleet keeps the last accepted version of this EnvoyConfig, if any")
+	case s.Rejected != "":
+		set(ConditionPublished, metav1.ConditionFalse, ReasonRejected, "every proxy rejected the newest version: "+s.Rejected)
+	case s.PublishError != "":
+		set(ConditionPublished, metav1.ConditionFalse, ReasonPublishFailed, s.PublishError)
+	case cs.Served != translate.ServedCurrent:
+		set(ConditionPublished, metav1.ConditionFalse, ReasonNotPublished, "this version is not served: "+kept)
 	default:
 		set(ConditionPublished, metav1.ConditionTrue, ReasonPublished, fmt.Sprintf("served to the fleet as version %s", s.PublishedVersion))
 	}
 
 	switch {
 	case s.RolledBack:
-		set(conditions.Degraded, metav1.ConditionTrue, ReasonRolledBack, "every connected proxy rejected the newest version: "+s.RollbackDetail)
+		set(conditions.Degraded, metav1.ConditionTrue, ReasonRolledBack, "every connected proxy rejected the newest version: "+s.Rejected)
+	case s.Rejected != "" || s.ServedRejected != "":
+		set(conditions.Degraded, metav1.ConditionTrue, ReasonRejected, "every connected proxy rejected the served version, and none accepted an earlier one: "+
+			s.Rejected+s.ServedRejected)
+	case s.PublishError != "":
+		set(conditions.Degraded, metav1.ConditionTrue, ReasonPublishFailed, s.PublishError)
 	case s.Proxies.Nacked > 0:
 		set(conditions.Degraded, metav1.ConditionTrue, ReasonNacked,
 			fmt.Sprintf("%d of %d proxies rejected version %s: %s", s.Proxies.Nacked, s.Proxies.Connected, s.PublishedVersion, s.Proxies.LastNACK))
-	case len(s.Clashes) > 0:
-		set(conditions.Degraded, metav1.ConditionTrue, ReasonNameClash, strings.Join(s.Clashes, "; "))
+	case len(cs.Dangling) > 0 && cs.Served == translate.ServedCurrent:
+		set(conditions.Degraded, metav1.ConditionTrue, ReasonReferencesMissing, strings.Join(cs.Dangling, "; ")+
+			fmt.Sprintf("; the fleet keeps serving version %s, in which they exist, until this is fixed", s.PublishedVersion))
+	case len(cs.Clashes) > 0:
+		set(conditions.Degraded, metav1.ConditionTrue, ReasonNameClash, strings.Join(cs.Clashes, "; "))
+	case len(cs.Endpoints) > 0:
+		set(conditions.Degraded, metav1.ConditionTrue, ReasonNoEndpointPort, strings.Join(cs.Endpoints, "; "))
 	case s.EnvoyMissing:
 		set(conditions.Degraded, metav1.ConditionTrue, ReasonEnvoyNotFound,
 			fmt.Sprintf("Envoy %q does not exist in this namespace; the configuration is served to proxies of that fleet identity", c.Spec.EnvoyRef))
@@ -110,12 +144,4 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 		set(conditions.Degraded, metav1.ConditionFalse, conditions.AsExpected, "")
 	}
 	return st
-}
-
-func joinErrors(errs []error) string {
-	msgs := make([]string, 0, len(errs))
-	for _, e := range errs {
-		msgs = append(msgs, e.Error())
-	}
-	return strings.Join(msgs, "; ")
 }

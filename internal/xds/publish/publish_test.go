@@ -1,0 +1,186 @@
+package publish
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
+)
+
+func ir(version string) translate.IR {
+	return translate.IR{Version: version, Served: []translate.Config{{Name: "ns/" + version}}}
+}
+
+func rev(version string, acked bool, rejected string) Revision {
+	r := Revision{Version: version, Acked: acked, Rejected: rejected}
+	if rejected == "" {
+		r.Configs = []translate.Config{{Name: "ns/" + version}}
+	}
+	return r
+}
+
+// versions lists a history as "v1* v2+ v3!": * served, + acked, ! rejected.
+func versions(h History) string {
+	var out []string
+	for _, r := range h.Revisions {
+		s := r.Version
+		if r.Version == h.Current {
+			s += "*"
+		}
+		if r.Acked {
+			s += "+"
+		}
+		if r.Rejected != "" {
+			s += "!"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " ")
+}
+
+func TestDecide(t *testing.T) {
+	tests := []struct {
+		name   string
+		prev   History
+		ir     string
+		acks   Acks
+		action Action
+		want   string
+		event  string
+	}{
+		{"first publish", History{}, "v1", Acks{}, Publish, "v1*", ""},
+		{"nothing new, no proxies", History{Current: "v1", Revisions: []Revision{rev("v1", false, "")}}, "v1", Acks{}, Unchanged, "v1*", ""},
+		{"every proxy acked: marked", History{Current: "v1", Revisions: []Revision{rev("v1", false, "")}}, "v1",
+			Acks{Connected: 3, Acked: 3}, Unchanged, "v1*+", ""},
+		{"some acked: not marked", History{Current: "v1", Revisions: []Revision{rev("v1", false, "")}}, "v1",
+			Acks{Connected: 3, Acked: 2}, Unchanged, "v1*", ""},
+		{"a new version is published", History{Current: "v1", Revisions: []Revision{rev("v1", true, "")}}, "v2",
+			Acks{Connected: 3, Acked: 3}, Publish, "v2* v1+", ""},
+		{"every proxy rejected: roll back", History{Current: "v2", Revisions: []Revision{rev("v2", false, ""), rev("v1", true, "")}}, "v2",
+			Acks{Connected: 2, Nacked: 2, LastNACK: "bad cluster"}, RollBack, "v1*+ v2!", "RolledBack"},
+		{"some rejected: no rollback", History{Current: "v2", Revisions: []Revision{rev("v2", false, ""), rev("v1", true, "")}}, "v2",
+			Acks{Connected: 2, Nacked: 1, Acked: 1}, Unchanged, "v2* v1+", ""},
+		{"proxies of a lagging replica have not answered: no rollback", History{Current: "v2", Revisions: []Revision{rev("v2", false, ""), rev("v1", true, "")}}, "v2",
+			Acks{Connected: 3, Nacked: 2}, Unchanged, "v2* v1+", ""},
+		{"rejected after it was acked: no rollback", History{Current: "v2", Revisions: []Revision{rev("v2", true, ""), rev("v1", true, "")}}, "v2",
+			Acks{Connected: 2, Nacked: 2}, Unchanged, "v2*+ v1+", ""},
+		{"rejected with nothing to go back to: stays served, marked", History{Current: "v1", Revisions: []Revision{rev("v1", false, "")}}, "v1",
+			Acks{Connected: 1, Nacked: 1, LastNACK: "no"}, Unchanged, "v1*!", "Rejected"},
+		{"after a rollback the rejected content is held", History{Current: "v1", Revisions: []Revision{rev("v1", true, ""), rev("v2", false, "bad")}}, "v2",
+			Acks{Connected: 2, Acked: 2}, Hold, "v1*+ v2!", ""},
+		{"restart after a rollback: same decision from the stored history", History{Current: "v1", Revisions: []Revision{rev("v1", true, ""), rev("v2", false, "bad")}}, "v2",
+			Acks{}, Hold, "v1*+ v2!", ""},
+		{"changed content after a rollback is published", History{Current: "v1", Revisions: []Revision{rev("v1", true, ""), rev("v2", false, "bad")}}, "v3",
+			Acks{Connected: 2, Acked: 2}, Publish, "v3* v1+ v2!", ""},
+		{"back to an older acked content keeps its mark", History{Current: "v2", Revisions: []Revision{rev("v2", true, ""), rev("v1", true, "")}}, "v1",
+			Acks{}, Publish, "v1*+ v2+", ""},
+		{"rollback and a new version at once: the new one is published", History{Current: "v2", Revisions: []Revision{rev("v2", false, ""), rev("v1", true, "")}}, "v3",
+			Acks{Connected: 1, Nacked: 1}, RollBack, "v3* v1+ v2!", "RolledBack"},
+		{"history is bounded, the rollback target kept",
+			History{Current: "v6", Revisions: []Revision{rev("v6", false, ""), rev("v5", false, ""), rev("v4", false, ""), rev("v3", false, ""), rev("v2", false, ""), rev("v1", true, "")}},
+			"v7", Acks{}, Publish, "v7* v6 v5 v4 v1+", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := versions(tt.prev)
+			d := Decide(tt.prev, ir(tt.ir), tt.acks)
+			if d.Action != tt.action || versions(d.History) != tt.want {
+				t.Errorf("got %s %q, want %s %q", d.Action, versions(d.History), tt.action, tt.want)
+			}
+			if versions(tt.prev) != before {
+				t.Errorf("Decide changed its input history: %q, was %q", versions(tt.prev), before)
+			}
+			var reasons []string
+			for _, e := range d.Events {
+				reasons = append(reasons, e.Reason)
+			}
+			if got := strings.Join(reasons, ","); got != tt.event {
+				t.Errorf("events %q, want %q", got, tt.event)
+			}
+			for _, r := range d.History.Revisions {
+				if r.Rejected != "" && r.Version != d.History.Current && r.Configs != nil {
+					t.Errorf("rejected revision %s, not served, still holds content", r.Version)
+				}
+				if r.Version == d.History.Current && r.Configs == nil {
+					t.Errorf("the served revision %s holds no content", r.Version)
+				}
+			}
+		})
+	}
+}
+
+// A decision that changes nothing asks for no write.
+func TestDecisionChanged(t *testing.T) {
+	h := History{Current: "v1", Revisions: []Revision{rev("v1", true, "")}}
+	if d := Decide(h, ir("v1"), Acks{Connected: 1, Acked: 1}); d.Changed(h) {
+		t.Error("a settled fleet's decision changed the history")
+	}
+	if d := Decide(h, ir("v2"), Acks{}); !d.Changed(h) {
+		t.Error("a publish did not change the history")
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	long := strings.Repeat("é", 3<<20)
+	got := Truncate(long)
+	if len(got) > MaxDetail || !strings.HasSuffix(got, "…") || !strings.HasPrefix(long, strings.TrimSuffix(got, "…")) {
+		t.Errorf("Truncate gave %d bytes", len(got))
+	}
+	if Truncate("short") != "short" {
+		t.Error("a short detail was cut")
+	}
+}
+
+// The stored history reads back as it was, and a fleet's ConfigMap is
+// always the same bytes for the same history: an unchanged history is no write.
+func TestHistoryRoundTrip(t *testing.T) {
+	h := History{Current: "v2", Revisions: []Revision{rev("v2", false, ""), rev("v1", true, ""), rev("v0", false, "bad")}}
+	id := fleet.ID{Namespace: "ns", Name: "edge"}
+	a, err := HistoryConfigMap(id, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := HistoryConfigMap(id, h)
+	if string(a.BinaryData[historyKey]) != string(b.BinaryData[historyKey]) {
+		t.Error("the same history encoded twice differs")
+	}
+	got, err := FromConfigMap(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if versions(got) != versions(h) || got.Served().Configs[0].Name != "ns/v2" {
+		t.Errorf("read back %q", versions(got))
+	}
+	if envoy, ok := IsHistory(a); !ok || envoy != "edge" || a.Name != "edge-xds" {
+		t.Errorf("IsHistory = %q %v, name %s", envoy, ok, a.Name)
+	}
+}
+
+func TestSum(t *testing.T) {
+	reports := []Report{
+		{"ns/edge": {Version: "v2", Connected: 2, Nacked: 2, LastNACK: "bad"}},
+		{"ns/edge": {Version: "v1", Connected: 3, Acked: 3}, "ns/other": {Version: "v9", Connected: 1, Acked: 1}},
+	}
+	if got := Sum(reports, "ns/edge", "v2"); got != (Acks{Connected: 5, Nacked: 2, LastNACK: "bad"}) {
+		t.Errorf("Sum = %+v", got)
+	}
+	if got := Sum(reports, "ns/edge", "v1"); got != (Acks{Connected: 5, Acked: 3}) {
+		t.Errorf("Sum = %+v", got)
+	}
+	if got := Changed(reports[0], reports[1]); strings.Join(got, ",") != "ns/edge,ns/other" {
+		t.Errorf("Changed = %v", got)
+	}
+}
+
+func TestReportName(t *testing.T) {
+	for _, replica := range []string{"kube-envoy-controller-7d9f-abcde", "Host_Name.local", strings.Repeat("x", 300)} {
+		name := ReportName(replica)
+		if len(name) > 253 || strings.ToLower(name) != name || strings.ContainsAny(name, "_ ") {
+			t.Errorf("ReportName(%q) = %q", replica, name)
+		}
+	}
+	if ReportName("A_b") == ReportName("a-b") {
+		t.Error("two replicas share a report")
+	}
+}
