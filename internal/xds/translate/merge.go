@@ -176,4 +176,3 @@ func routeClusters(rc *routev3.RouteConfiguration) []string {
 	}
 	return out
 }
-

@@ -32,7 +32,7 @@ type Config struct {
 	// Name is the EnvoyConfig's namespace/name.
 	Name string `json:"name"`
 	// Created orders configs: on a name clash the older one's resource wins.
-	Created time.Time                  `json:"created"`
+	Created time.Time                 `json:"created"`
 	Spec    examplev1.EnvoyConfigSpec `json:"spec"`
 }
 

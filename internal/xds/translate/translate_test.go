@@ -20,8 +20,8 @@ var update = flag.Bool("update", false, "rewrite testdata/out from the current o
 // testCase is a file of testdata/in: a fleet's EnvoyConfigs, what its
 // published revision serves, and the EndpointSlices of its Services.
 type testCase struct {
-	Published      []Config                   `json:"published"`
-	Configs        []Config                   `json:"configs"`
+	Published      []Config                    `json:"published"`
+	Configs        []Config                    `json:"configs"`
 	EndpointSlices []discoveryv1.EndpointSlice `json:"endpointSlices"`
 }
 
