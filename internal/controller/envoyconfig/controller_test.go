@@ -3,6 +3,7 @@ package envoyconfig
 import (
 	"context"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
@@ -517,4 +519,88 @@ func TestNameClash(t *testing.T) {
 	if len(cs) != 1 || cs[0].(*clusterv3.Cluster).GetConnectTimeout().AsDuration() != time.Second {
 		t.Errorf("served %v, want the older config's cluster", cs)
 	}
+}
+
+const (
+	rdsListener = `{"name": "http", "address": {"socket_address": {"address": "0.0.0.0", "port_value": 8080}}, "filter_chains": [{"filters": [{"name": "hcm", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager", "stat_prefix": "h", "rds": {"route_config_name": "r", "config_source": {"ads": {}, "resource_api_version": "V3"}}, "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}]}}]}]}`
+	routeToK    = `{"name": "r", "virtual_hosts": [{"name": "all", "domains": ["*"], "routes": [{"match": {"prefix": "/"}, "route": {"cluster": "k"}}]}]}`
+)
+
+// served returns the names of the fleet's served resources of typeURL.
+func served(fleetID, typeURL string) []string {
+	var names []string
+	for _, r := range server.Resources(fleetID)[typeURL] {
+		names = append(names, cachev3.GetResourceName(r))
+	}
+	return names
+}
+
+// A change to one EnvoyConfig never takes configuration away from the
+// fleet because of another's references (the webhook, which would refuse
+// these changes, does not run here). L's listener uses R's route, which
+// sends traffic to C's cluster k. C dropping k, then C's deletion, leave the
+// fleet serving what it had, and the EnvoyConfigs say why. Once the
+// EnvoyConfigs are really gone, the fleet is served nothing.
+func TestCascadeNeverEmptiesTheFleet(t *testing.T) {
+	ctx := context.Background()
+	ns, fleetID := newFleet(t)
+	l := newConfig(ns, "l")
+	l.Spec.Resources.Listeners = []runtime.RawExtension{raw(rdsListener)}
+	r := newConfig(ns, "r")
+	r.Spec.Resources.Routes = []runtime.RawExtension{raw(routeToK)}
+	c := newConfig(ns, "c", cluster("k", "1s"), cluster("other", "1s"))
+	for _, o := range []*examplev1.EnvoyConfig{c, r, l} {
+		create(t, o)
+	}
+	for _, o := range []*examplev1.EnvoyConfig{c, r, l} {
+		waitStatus(t, o, "published", func(c *examplev1.EnvoyConfig) bool { return condition(c, ConditionPublished).Status == "True" })
+	}
+	wantServed := func(when string) {
+		t.Helper()
+		if got := served(fleetID, resourcev3.ListenerType); !slices.Equal(got, []string{"http"}) {
+			t.Errorf("%s: listeners %v, want http", when, got)
+		}
+		if got := served(fleetID, resourcev3.ClusterType); !slices.Contains(got, "k") {
+			t.Errorf("%s: clusters %v, want k among them", when, got)
+		}
+	}
+	wantServed("at first")
+
+	// C drops cluster k: the change is held, and C says what it would break.
+	patch := client.MergeFrom(c.DeepCopy())
+	c.Spec.Resources.Clusters = []runtime.RawExtension{cluster("other", "1s")}
+	if err := suite.Client.Patch(ctx, c, patch); err != nil {
+		t.Fatal(err)
+	}
+	got := waitStatus(t, c, "C's change to be held", func(c *examplev1.EnvoyConfig) bool { return condition(c, ConditionAccepted).Reason == ReasonHeld })
+	if msg := condition(got, ConditionAccepted).Message; !strings.Contains(msg, "EnvoyConfig "+ns+`/r: spec.resources.routes[0] ("r"): cluster "k" does not exist`) {
+		t.Errorf("C's Accepted message does not name what it breaks: %q", msg)
+	}
+	waitStatus(t, r, "R to be told", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, conditions.Degraded).Reason == ReasonReferencesMissing
+	})
+	wantServed("after C dropped k")
+
+	// C is deleted: the fleet keeps serving C's published content.
+	if err := suite.Client.Delete(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitGone(t, suite.Client, ns, c.Name, &examplev1.EnvoyConfig{})
+	got = waitStatus(t, r, "R to be told", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, conditions.Degraded).Reason == ReasonReferencesMissing
+	})
+	if msg := condition(got, conditions.Degraded).Message; !strings.Contains(msg, `cluster "k" does not exist`) || !strings.Contains(msg, "keeps serving version") {
+		t.Errorf("R's Degraded message: %q", msg)
+	}
+	wantServed("after C was deleted")
+
+	// The fleet's EnvoyConfigs are really gone: nothing is served.
+	for _, o := range []*examplev1.EnvoyConfig{l, r} {
+		if err := suite.Client.Delete(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, "the fleet to be served nothing", func() (bool, error) {
+		return len(served(fleetID, resourcev3.ListenerType))+len(served(fleetID, resourcev3.ClusterType)) == 0 && server.Version(fleetID) != "", nil
+	})
 }
