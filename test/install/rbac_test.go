@@ -52,9 +52,10 @@ type grant struct {
 // "Secrets of other namespaces" denial below to what stays denied, such
 // as Secrets in kube-system.
 var allowlist = []grant{
-	{everywhere, "", "configmaps,services", "", "create,delete,get,list,patch,update,watch", "Envoy fleets' bootstrap and Service; Watchers' ConfigMap"},
+	{everywhere, "", "configmaps,services", "", "create,delete,get,list,patch,update,watch", "Envoy fleets' bootstrap and Service; Watchers' ConfigMap; fleets' xDS revision history; the replicas' reports of their proxies"},
 	{everywhere, "apps", "deployments", "", "create,delete,get,list,patch,update,watch", "Envoy fleets and Foos"},
-	{everywhere, "", "pods", "", "create,delete,get,list,watch", "PodSets"},
+	{everywhere, "", "pods", "", "create,delete,get,list,watch", "PodSets; a replica's own pod, which owns its proxy report"},
+	{everywhere, "", "namespaces", "", "get", "the EnvoyConfig validator lets every EnvoyConfig of a namespace being deleted go"},
 	{everywhere, "batch", "jobs", "", "create,delete,get,list,watch", "FooBars"},
 	{everywhere, "discovery.k8s.io", "endpointslices", "", "get,list,watch", "EDS from Services' endpoints"},
 	{everywhere, "events.k8s.io", "events", "", "create,patch", "events of every controller"},
