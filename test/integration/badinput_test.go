@@ -185,6 +185,9 @@ var invalidManifests = []badInput{
 	{name: "envoy resources unqualified extended resource", field: "spec.resources", why: "resource name", manifest: envoyHead + `spec:
   resources:
     limits: {gpu: 1}`},
+	{name: "envoy resources extended resource not a qualified name", field: "spec.resources", why: "qualified name", manifest: envoyHead + `spec:
+  resources:
+    limits: {"0/": 1}`},
 	{name: "envoy resources claims", field: "spec.resources", why: "claims", manifest: envoyHead + `spec:
   resources:
     claims: [{name: gpu}]`},
@@ -265,6 +268,12 @@ var invalidManifests = []badInput{
     image: busybox
     resources:
       limits: {memory: "-1Gi"}`},
+	{name: "watcher container extended resource not a qualified name", field: "spec.container.resources.requests", why: "qualified name", manifest: watcherHead + `spec:
+  container:
+    name: tail
+    image: busybox
+    resources:
+      requests: {"-bad/x": 1}`},
 	{name: "watcher volume name Bad_Vol", field: "spec.volume.name", why: "DNS-1123 label", manifest: watcherHead + watcherContainer + `  volume: {name: Bad_Vol, emptyDir: {}}`},
 	{name: "watcher imagePullSecrets name invalid", field: "spec.imagePullSecrets.name", why: "DNS-1123 subdomain", manifest: watcherHead + watcherContainer + `  imagePullSecrets: {name: Bad_Secret}`},
 	{name: "watcher without container", field: "spec.container", why: "Required", manifest: watcherHead + `spec: {}`},
