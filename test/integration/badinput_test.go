@@ -278,6 +278,8 @@ var invalidManifests = []badInput{
 	{name: "watcher imagePullSecrets name invalid", field: "spec.imagePullSecrets.name", why: "DNS-1123 subdomain", manifest: watcherHead + watcherContainer + `  imagePullSecrets: {name: Bad_Secret}`},
 	{name: "watcher without container", field: "spec.container", why: "Required", manifest: watcherHead + `spec: {}`},
 	{name: "watcher configData key with a slash", field: "spec.configData", why: "keys must consist of", manifest: watcherHead + watcherContainer + `  configData: {"a/b": x}`},
+	{name: "watcher configData key ..", field: "spec.configData", why: "must not be '.' or start with '..'", manifest: watcherHead + watcherContainer + `  configData: {"..": x}`},
+	{name: "watcher configBinaryData key .", field: "spec.configBinaryData", why: "must not be '.' or start with '..'", manifest: watcherHead + watcherContainer + `  configBinaryData: {".": eA==}`},
 	{name: "watcher configData and configBinaryData share a key", field: "spec.configData", why: "share a key", manifest: watcherHead + watcherContainer + `  configData: {a: x}
   configBinaryData: {a: eA==}`},
 	{name: "watcher unknown field", field: "spec.containers", why: "unknown field", manifest: watcherHead + watcherContainer + `  containers: []`},

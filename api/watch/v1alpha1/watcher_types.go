@@ -34,12 +34,12 @@ type WatcherSpec struct {
 
 	// ConfigData is the string data of the Watcher's ConfigMap.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253 && k.matches('^[-._a-zA-Z0-9]+$'))",message="spec.configData keys must consist of alphanumeric characters, '-', '_' or '.'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253 && k.matches('^[-._a-zA-Z0-9]+$') && k != '.' && !k.startsWith('..'))",message="spec.configData keys must consist of alphanumeric characters, '-', '_' or '.', and must not be '.' or start with '..'"
 	ConfigData map[string]string `json:"configData,omitempty"`
 
 	// ConfigBinaryData is the binary data of the Watcher's ConfigMap.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253 && k.matches('^[-._a-zA-Z0-9]+$'))",message="spec.configBinaryData keys must consist of alphanumeric characters, '-', '_' or '.'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253 && k.matches('^[-._a-zA-Z0-9]+$') && k != '.' && !k.startsWith('..'))",message="spec.configBinaryData keys must consist of alphanumeric characters, '-', '_' or '.', and must not be '.' or start with '..'"
 	ConfigBinaryData map[string][]byte `json:"configBinaryData,omitempty"`
 
 	// ImagePullSecrets names a Secret, in the pod's namespace, added to the
