@@ -2,6 +2,7 @@ package fuzz
 
 import (
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 
@@ -49,3 +50,5 @@ func valid(t *testing.T, what string, errs field.ErrorList, obj any) {
 		t.Fatalf("%s is invalid: %v\n%s", what, errs.ToAggregate(), b)
 	}
 }
+
+var long = strings.Repeat
