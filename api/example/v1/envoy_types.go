@@ -68,7 +68,7 @@ type EnvoySpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:XValidation:rule="self.all(p, self.exists_one(q, q.port == p.port))",message="port numbers must be unique"
 	// +kubebuilder:validation:XValidation:rule="self.all(p, self.exists_one(q, (has(q.targetPort) ? q.targetPort : q.port) == (has(p.targetPort) ? p.targetPort : p.port)))",message="the ports Envoy listens on (targetPort, or port when targetPort is not set) must be unique"
-	// +kubebuilder:validation:XValidation:rule="!self.exists(p, (has(p.targetPort) ? p.targetPort : p.port) in [19000, 19001])",message="19000 and 19001 are reserved for Envoy's admin and its ready/stats listener: neither may be a targetPort, nor the port of an entry without targetPort"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(p, (has(p.targetPort) ? p.targetPort : p.port) in [19000, 19001])",message="targetPort 19000 and 19001 are reserved for Envoy's admin and its ready/stats listener (an entry without targetPort listens on its port)"
 	Ports []EnvoyPort `json:"ports,omitempty"`
 
 	// ServiceType is the type of the fleet's Service.
