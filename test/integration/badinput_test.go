@@ -9,8 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/crdschema"
 )
 
 // The manifests below are what a user would write and apply: each invalid one
@@ -550,6 +553,41 @@ func TestValidEdgeCasesAreAdmitted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := create(ctx, t, client, ns, tc.manifest); err != nil {
 				t.Fatalf("refused: %v\n%s", err, tc.manifest)
+			}
+		})
+	}
+}
+
+// The fuzz tests keep the specs that internal/crdschema admits, in process:
+// it must refuse and admit what this API server does.
+func TestInProcessSchemaAgrees(t *testing.T) {
+	check := func(t *testing.T, manifest string) field.ErrorList {
+		t.Helper()
+		u, _ := decode(t, manifest)
+		s, err := crdschema.LoadFromRoot(u.GetKind())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Admit(u.Object)
+	}
+	for _, tc := range invalidManifests {
+		if tc.why == "unknown field" {
+			continue // strict decoding, before validation; the fuzz tests decode into Go types
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			errs := check(t, tc.manifest)
+			if len(errs) == 0 {
+				t.Fatalf("admitted in process; the API server refuses it, naming %s", tc.field)
+			}
+			if msg := errs.ToAggregate().Error(); !strings.Contains(msg, tc.field) {
+				t.Errorf("the errors do not name %s:\n%s", tc.field, msg)
+			}
+		})
+	}
+	for _, tc := range validManifests {
+		t.Run(tc.name, func(t *testing.T) {
+			if errs := check(t, tc.manifest); len(errs) > 0 {
+				t.Fatalf("refused in process; the API server admits it: %v", errs.ToAggregate())
 			}
 		})
 	}
