@@ -139,10 +139,11 @@ unit: tools ## Unit tests and envtest integration tests (a real kube-apiserver a
 	cd hack/image && go test -count=1 ./...
 
 FUZZTIME ?= 30s
+FUZZMINIMIZETIME ?= 5s
 
 .PHONY: fuzz
 fuzz: ## Run every Go fuzz target for FUZZTIME (default 30s) each, one after another, and print the executions each reached.
-	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+	FUZZTIME=$(FUZZTIME) FUZZMINIMIZETIME=$(FUZZMINIMIZETIME) hack/fuzz.sh
 
 .PHONY: e2e
 e2e: tools ## End-to-end tests on a fresh local cluster, with the operator binary.
