@@ -67,7 +67,9 @@ build: ## Build the operator into bin/kube-envoy-controller, stamped with VERSIO
 
 .PHONY: generate
 generate: $(BIN)/controller-gen ## Generate deepcopy code, CRDs, RBAC, the webhook configuration and the typed clients from the markers.
-	$(BIN)/controller-gen object paths=./api/...
+	@# gotypesalias=0: the deepcopy generator drops the values of a map whose value type is an alias
+	@# (api/example/v1 LabelValue, an alias only for its CRD markers); with aliases resolved, it copies them.
+	GODEBUG=gotypesalias=0 $(BIN)/controller-gen object paths=./api/...
 	$(BIN)/controller-gen rbac:roleName=kube-envoy-controller crd:generateEmbeddedObjectMeta=true webhook paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
@@ -135,6 +137,13 @@ test-scripts: $(BIN)/controller-gen ## Tests of the scripts in hack/: the cleanu
 unit: tools ## Unit tests and envtest integration tests (a real kube-apiserver and etcd from bin/), and the image build's tests.
 	hack/unit.sh
 	cd hack/image && go test -count=1 ./...
+
+FUZZTIME ?= 30s
+FUZZMINIMIZETIME ?= 5s
+
+.PHONY: fuzz
+fuzz: ## Run every Go fuzz target for FUZZTIME (default 30s) each, one after another, and print the executions each reached.
+	FUZZTIME=$(FUZZTIME) FUZZMINIMIZETIME=$(FUZZMINIMIZETIME) hack/fuzz.sh
 
 .PHONY: e2e
 e2e: tools ## End-to-end tests on a fresh local cluster, with the operator binary.

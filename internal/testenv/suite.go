@@ -64,6 +64,9 @@ func (s *Suite) Main(m *testing.M, setup func(ctrl.Manager) error) {
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		// Start fails after it started etcd and kube-apiserver when a CRD
+		// is refused; they must not outlive the test.
+		_ = env.Stop()
 		os.Exit(1)
 	}
 	code := s.run(m, cfg, &env.WebhookInstallOptions, setup)

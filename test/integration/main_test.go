@@ -39,6 +39,9 @@ func run(m *testing.M) int {
 	}
 	if cfg, err = env.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		// Start fails after it started etcd and kube-apiserver when a CRD
+		// is refused; they must not outlive the test.
+		_ = env.Stop()
 		return 1
 	}
 	defer func() {

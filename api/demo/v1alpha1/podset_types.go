@@ -17,6 +17,11 @@ type PodSetSpec struct {
 	// container "busybox" (image busybox) running `sleep 3600`. A changed
 	// template applies to pods created afterwards; running pods are left alone.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.metadata) || !has(self.metadata.labels) || self.metadata.labels.all(k, size(k) <= 317 && k.matches('^([-a-z0-9.]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))",fieldPath=".metadata.labels",message="every key must be a valid label key"
+	// +kubebuilder:validation:XValidation:rule="!has(self.metadata) || !has(self.metadata.labels) || self.metadata.labels.all(k, size(self.metadata.labels[k]) <= 63)",fieldPath=".metadata.labels",message="every value must be a label value of at most 63 characters"
+	// +kubebuilder:validation:XValidation:rule="!has(self.metadata) || !has(self.metadata.annotations) || self.metadata.annotations.all(k, size(k) <= 317 && k.matches('^([-A-Za-z0-9.]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))",fieldPath=".metadata.annotations",message="every key must be a valid annotation key"
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.containers) || self.spec.containers.all(c, size(c.name) <= 63)",fieldPath=".spec.containers",message="every container name must be a DNS-1123 label of at most 63 characters"
+	// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.restartPolicy) || self.spec.restartPolicy in ['Always', 'OnFailure', 'Never']",fieldPath=".spec.restartPolicy",message="must be Always, OnFailure or Never"
 	Template *corev1.PodTemplateSpec `json:"template,omitempty"`
 }
 

@@ -6,7 +6,6 @@ import (
 )
 
 // EnvoySpec is the desired state of a fleet of Envoy proxies.
-// +kubebuilder:validation:XValidation:rule="!has(self.ports) || !self.ports.exists(p, p.targetPort == 19001 || p.targetPort == 19000)",message="spec.ports: targetPort 19000 and 19001 are reserved for Envoy's admin and its ready/stats listener"
 type EnvoySpec struct {
 	// Name is the name of the fleet's Deployment and Service. Defaults to the
 	// Envoy's metadata.name.
@@ -38,10 +37,21 @@ type EnvoySpec struct {
 	// +optional
 	// +kubebuilder:default="envoyproxy/envoy:v1.40.0"
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self == self.trim()",message="must not have leading or trailing whitespace"
 	Image string `json:"image,omitempty"`
 
-	// Resources are the Envoy container's compute resources.
+	// Resources are the Envoy container's compute resources. They are
+	// checked as the API server checks a container's, so that a fleet whose
+	// pods could not be created is refused up front.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.claims) || size(self.claims) == 0",message="claims must be empty: the fleet's pods declare no resource claims"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-') || k.contains('/'))",message="requests: each resource name must be cpu, memory, ephemeral-storage, hugepages-<size> or a domain-prefixed extended resource such as example.com/device"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(k, !k.contains('/') || !format.qualifiedName().validate(k).hasValue())",message="requests: an extended resource name must be a qualified name such as example.com/device"
+	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-') || k.contains('/'))",message="limits: each resource name must be cpu, memory, ephemeral-storage, hugepages-<size> or a domain-prefixed extended resource such as example.com/device"
+	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(k, !k.contains('/') || !format.qualifiedName().validate(k).hasValue())",message="limits: an extended resource name must be a qualified name such as example.com/device"
+	// +kubebuilder:validation:XValidation:rule="['cpu', 'memory', 'ephemeral-storage'].all(r, (!has(self.requests) || !(r in self.requests) || !isQuantity(string(self.requests[r])) || !quantity(string(self.requests[r])).isLessThan(quantity('0'))) && (!has(self.limits) || !(r in self.limits) || !isQuantity(string(self.limits[r])) || !quantity(string(self.limits[r])).isLessThan(quantity('0'))))",message="cpu, memory and ephemeral-storage quantities must not be negative"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !has(self.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.requests) || !(r in self.limits) || !isQuantity(string(self.requests[r])) || !isQuantity(string(self.limits[r])) || !quantity(string(self.limits[r])).isLessThan(quantity(string(self.requests[r]))))",message="requests must not exceed limits"
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// LogLevel is Envoy's --log-level.
@@ -57,7 +67,8 @@ type EnvoySpec struct {
 	// +kubebuilder:default={{name: http, port: 80, targetPort: 8080}}
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:XValidation:rule="self.all(p, self.exists_one(q, q.port == p.port))",message="port numbers must be unique"
-	// +kubebuilder:validation:XValidation:rule="self.all(p, self.exists_one(q, q.targetPort == p.targetPort))",message="targetPort numbers must be unique"
+	// +kubebuilder:validation:XValidation:rule="self.all(p, self.exists_one(q, (has(q.targetPort) ? q.targetPort : q.port) == (has(p.targetPort) ? p.targetPort : p.port)))",message="the ports Envoy listens on (targetPort, or port when targetPort is not set) must be unique"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(p, (has(p.targetPort) ? p.targetPort : p.port) in [19000, 19001])",message="targetPort 19000 and 19001 are reserved for Envoy's admin and its ready/stats listener (an entry without targetPort listens on its port)"
 	Ports []EnvoyPort `json:"ports,omitempty"`
 
 	// ServiceType is the type of the fleet's Service.
@@ -69,13 +80,26 @@ type EnvoySpec struct {
 	// PodLabels are added to the labels of the fleet's pods. The labels the
 	// operator selects pods by cannot be set here.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k in ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/managed-by'])",message="app.kubernetes.io/name, app.kubernetes.io/instance and app.kubernetes.io/managed-by are set by the operator"
-	PodLabels map[string]string `json:"podLabels,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",message="every key must be a valid label key: an optional DNS subdomain prefix and '/', then a name of at most 63 alphanumeric characters, '-', '_' or '.' that starts and ends with an alphanumeric character"
+	PodLabels map[string]LabelValue `json:"podLabels,omitempty"`
 
 	// PodAnnotations are added to the annotations of the fleet's pods.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k.lowerAscii()).hasValue())",message="every key must be a valid annotation key: an optional DNS subdomain prefix and '/', then a name of at most 63 alphanumeric characters, '-', '_' or '.' that starts and ends with an alphanumeric character"
+	// +kubebuilder:validation:XValidation:rule="!('kube-envoy-controller.io/bootstrap-hash' in self)",message="kube-envoy-controller.io/bootstrap-hash is set by the operator"
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
 }
+
+// LabelValue is the value of a label. It is an alias, so that the fields
+// stay map[string]string in Go; it exists for the bound on its length, without
+// which the API server would refuse the validation of every value as too
+// costly.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:XValidation:rule="!format.labelValue().validate(self).hasValue()",message="must be a valid label value: empty, or at most 63 alphanumeric characters, '-', '_' or '.' that starts and ends with an alphanumeric character"
+type LabelValue = string
 
 // XDS names an xDS management server.
 type XDS struct {

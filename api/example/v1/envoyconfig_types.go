@@ -10,10 +10,11 @@ import (
 // by the operator's xDS server.
 type EnvoyConfigSpec struct {
 	// EnvoyRef is the name of the Envoy, in this namespace, whose proxies get
-	// this configuration.
+	// this configuration. It must be a name an Envoy can have.
 	// +required
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="must be the name of an Envoy: a DNS-1123 subdomain (lower case alphanumeric characters, '-' or '.', starting and ending with an alphanumeric character) of at most 63 characters"
 	EnvoyRef string `json:"envoyRef"`
 
 	// Resources are raw Envoy v3 resources, written as YAML or JSON objects

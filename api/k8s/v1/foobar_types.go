@@ -23,6 +23,8 @@ type FooBarSpec struct {
 	// +optional
 	// +kubebuilder:default=busybox
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self == self.trim()",message="must not have leading or trailing whitespace"
 	Image string `json:"image,omitempty"`
 }
 

@@ -16,25 +16,36 @@ type WatcherSpec struct {
 	// is injected into. Its environment also comes from the Watcher's
 	// ConfigMap (status.configMapName).
 	// +required
+	// +kubebuilder:validation:XValidation:rule="!has(self.name) || (size(self.name) <= 63 && self.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",fieldPath=".name",message="must be a DNS-1123 label: at most 63 lower case alphanumeric characters or '-', starting and ending with an alphanumeric character"
+	// +kubebuilder:validation:XValidation:rule="!has(self.image) || self.image == self.image.trim()",fieldPath=".image",message="must not have leading or trailing whitespace"
+	// +kubebuilder:validation:XValidation:rule="!has(self.ports) || self.ports.all(p, p.containerPort >= 1 && p.containerPort <= 65535)",fieldPath=".ports",message="every containerPort must be between 1 and 65535"
+	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || self.resources.requests.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-') || k.contains('/'))",fieldPath=".resources.requests",message="each resource name must be cpu, memory, ephemeral-storage, hugepages-<size> or a domain-prefixed extended resource such as example.com/device"
+	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || self.resources.requests.all(k, !k.contains('/') || !format.qualifiedName().validate(k).hasValue())",fieldPath=".resources.requests",message="an extended resource name must be a qualified name such as example.com/device"
+	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || self.resources.limits.all(k, k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-') || k.contains('/'))",fieldPath=".resources.limits",message="each resource name must be cpu, memory, ephemeral-storage, hugepages-<size> or a domain-prefixed extended resource such as example.com/device"
+	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || self.resources.limits.all(k, !k.contains('/') || !format.qualifiedName().validate(k).hasValue())",fieldPath=".resources.limits",message="an extended resource name must be a qualified name such as example.com/device"
+	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || ['cpu', 'memory', 'ephemeral-storage'].all(r, (!has(self.resources.requests) || !(r in self.resources.requests) || !isQuantity(string(self.resources.requests[r])) || !quantity(string(self.resources.requests[r])).isLessThan(quantity('0'))) && (!has(self.resources.limits) || !(r in self.resources.limits) || !isQuantity(string(self.resources.limits[r])) || !quantity(string(self.resources.limits[r])).isLessThan(quantity('0'))))",fieldPath=".resources",message="cpu, memory and ephemeral-storage quantities must not be negative"
+	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !has(self.resources.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.resources.requests) || !(r in self.resources.limits) || !isQuantity(string(self.resources.requests[r])) || !isQuantity(string(self.resources.limits[r])) || !quantity(string(self.resources.limits[r])).isLessThan(quantity(string(self.resources.requests[r]))))",fieldPath=".resources",message="requests must not exceed limits"
 	Container corev1.Container `json:"container"`
 
 	// Volume is added to the pod along with the container.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.name) || (size(self.name) <= 63 && self.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",fieldPath=".name",message="must be a DNS-1123 label: at most 63 lower case alphanumeric characters or '-', starting and ending with an alphanumeric character"
 	Volume corev1.Volume `json:"volume,omitzero"`
 
 	// ConfigData is the string data of the Watcher's ConfigMap.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253 && k.matches('^[-._a-zA-Z0-9]+$'))",message="spec.configData keys must consist of alphanumeric characters, '-', '_' or '.'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253 && k.matches('^[-._a-zA-Z0-9]+$') && k != '.' && !k.startsWith('..'))",message="spec.configData keys must consist of alphanumeric characters, '-', '_' or '.', and must not be '.' or start with '..'"
 	ConfigData map[string]string `json:"configData,omitempty"`
 
 	// ConfigBinaryData is the binary data of the Watcher's ConfigMap.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253 && k.matches('^[-._a-zA-Z0-9]+$'))",message="spec.configBinaryData keys must consist of alphanumeric characters, '-', '_' or '.'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 253 && k.matches('^[-._a-zA-Z0-9]+$') && k != '.' && !k.startsWith('..'))",message="spec.configBinaryData keys must consist of alphanumeric characters, '-', '_' or '.', and must not be '.' or start with '..'"
 	ConfigBinaryData map[string][]byte `json:"configBinaryData,omitempty"`
 
 	// ImagePullSecrets names a Secret, in the pod's namespace, added to the
 	// pod's imagePullSecrets.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.name) || self.name == '' || (size(self.name) <= 253 && self.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'))",fieldPath=".name",message="must be the name of a Secret: a DNS-1123 subdomain"
 	ImagePullSecrets corev1.LocalObjectReference `json:"imagePullSecrets,omitzero"`
 
 	// Selector injects the Watcher into every pod of its namespace whose
@@ -42,6 +53,11 @@ type WatcherSpec struct {
 	// watch.my.domain/inject annotation. When it is omitted, only the
 	// annotation injects the Watcher; an empty selector matches every pod.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",fieldPath=".matchExpressions",message="every operator must be In, NotIn, Exists or DoesNotExist"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist']) || (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",fieldPath=".matchExpressions",message="values must be set for the operators In and NotIn, and must be empty for Exists and DoesNotExist"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, size(e.key) > 0 && size(e.key) <= 317)",fieldPath=".matchExpressions",message="every key must be a label key of 1 to 317 characters"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.all(k, size(k) <= 317 && k.matches('^([-a-z0-9.]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))",fieldPath=".matchLabels",message="every key must be a valid label key"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.all(k, size(self.matchLabels[k]) <= 63)",fieldPath=".matchLabels",message="every value must be a label value of at most 63 characters"
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }
 
@@ -72,7 +88,7 @@ type WatcherStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=wtc,categories=kec
-// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 246",message="metadata.name must be no more than 246 characters: the ConfigMap <name>-config must be a valid name"
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be no more than 63 characters: it is the value of the label app.kubernetes.io/instance on the Watcher's ConfigMap"
 // +kubebuilder:printcolumn:name="Container",type=string,JSONPath=`.spec.container.name`
 // +kubebuilder:printcolumn:name="ConfigMap",type=string,JSONPath=`.status.configMapName`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

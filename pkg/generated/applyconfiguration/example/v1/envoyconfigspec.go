@@ -11,7 +11,7 @@ package v1
 // by the operator's xDS server.
 type EnvoyConfigSpecApplyConfiguration struct {
 	// EnvoyRef is the name of the Envoy, in this namespace, whose proxies get
-	// this configuration.
+	// this configuration. It must be a name an Envoy can have.
 	EnvoyRef *string `json:"envoyRef,omitempty"`
 	// Resources are raw Envoy v3 resources, written as YAML or JSON objects
 	// in Envoy's own field names (for example a listener's "name",

@@ -28,7 +28,9 @@ type EnvoySpecApplyConfiguration struct {
 	XDS *XDSApplyConfiguration `json:"xds,omitempty"`
 	// Image is the Envoy container image.
 	Image *string `json:"image,omitempty"`
-	// Resources are the Envoy container's compute resources.
+	// Resources are the Envoy container's compute resources. They are
+	// checked as the API server checks a container's, so that a fleet whose
+	// pods could not be created is refused up front.
 	Resources *corev1.ResourceRequirementsApplyConfiguration `json:"resources,omitempty"`
 	// LogLevel is Envoy's --log-level.
 	LogLevel *string `json:"logLevel,omitempty"`

@@ -1,0 +1,594 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/crdschema"
+)
+
+// The manifests below are what a user would write and apply: each invalid one
+// must be refused by the API server (schema, CEL or admission), with an error
+// that names the offending field, so that the user knows what to fix; each
+// valid edge case must be admitted.
+
+// resources maps the kinds under test to their resources.
+var resources = map[string]schema.GroupVersionResource{
+	"Envoy":       {Group: "example.com", Version: "v1", Resource: "envoys"},
+	"EnvoyConfig": {Group: "example.com", Version: "v1", Resource: "envoyconfigs"},
+	"Watcher":     {Group: "watch.my.domain", Version: "v1alpha1", Resource: "watchers"},
+	"Foo":         {Group: "samplecontroller.k8s.io", Version: "v1alpha1", Resource: "foos"},
+	"PodSet":      {Group: "demo.k8s.io", Version: "v1alpha1", Resource: "podsets"},
+	"FooBar":      {Group: "k8s.io", Version: "v1", Resource: "foobars"},
+}
+
+// head is the start of a manifest of kind named name; the case's own lines follow.
+func head(kind, name string) string {
+	gvr := resources[kind]
+	return "apiVersion: " + gvr.GroupVersion().String() + "\nkind: " + kind + "\nmetadata:\n  name: " + name + "\n"
+}
+
+// Heads of the kinds, each with a valid name.
+var (
+	envoyHead   = head("Envoy", "edge")
+	configHead  = head("EnvoyConfig", "routes")
+	watcherHead = head("Watcher", "logs")
+	fooHead     = head("Foo", "web")
+	podSetHead  = head("PodSet", "pods")
+	fooBarHead  = head("FooBar", "run")
+)
+
+// A minimal valid Watcher spec, for cases that change one field.
+const watcherContainer = `spec:
+  container:
+    name: tail
+    image: busybox
+`
+
+var long = strings.Repeat
+
+// badInput is a manifest the API server must refuse.
+type badInput struct {
+	name     string
+	manifest string
+	// field is the offending field, as the error must name it.
+	field string
+	// why is a part of the message that says what is wrong with it.
+	why string
+}
+
+var invalidManifests = []badInput{
+	// Envoy: labels and annotations of the fleet's pods.
+	{name: "envoy podLabels value over 63 characters", field: "spec.podLabels.team", why: "63", manifest: envoyHead + `spec:
+  podLabels:
+    team: ` + long("a", 64)},
+	{name: "envoy podLabels value with a space", field: "spec.podLabels", why: "label value", manifest: envoyHead + `spec:
+  podLabels:
+    team: "a b"`},
+	{name: "envoy podLabels value ending in a dash", field: "spec.podLabels", why: "label value", manifest: envoyHead + `spec:
+  podLabels:
+    team: a-`},
+	{name: "envoy podLabels key with a space", field: "spec.podLabels", why: "label key", manifest: envoyHead + `spec:
+  podLabels:
+    "bad key": x`},
+	{name: "envoy podLabels key with an invalid prefix", field: "spec.podLabels", why: "label key", manifest: envoyHead + `spec:
+  podLabels:
+    Bad_Prefix/team: x`},
+	{name: "envoy podLabels key name over 63 characters", field: "spec.podLabels", why: "label key", manifest: envoyHead + `spec:
+  podLabels:
+    ` + long("k", 64) + `: x`},
+	{name: "envoy podLabels empty key", field: "spec.podLabels", why: "label key", manifest: envoyHead + `spec:
+  podLabels:
+    "": x`},
+	{name: "envoy podLabels sets the selector label", field: "spec.podLabels", why: "set by the operator", manifest: envoyHead + `spec:
+  podLabels:
+    app.kubernetes.io/instance: other`},
+	{name: "envoy podAnnotations key with a space", field: "spec.podAnnotations", why: "annotation key", manifest: envoyHead + `spec:
+  podAnnotations:
+    "bad key": x`},
+	{name: "envoy podAnnotations key with an empty name", field: "spec.podAnnotations", why: "annotation key", manifest: envoyHead + `spec:
+  podAnnotations:
+    example.com/: x`},
+	{name: "envoy podAnnotations sets the bootstrap hash", field: "spec.podAnnotations", why: "set by the operator", manifest: envoyHead + `spec:
+  podAnnotations:
+    kube-envoy-controller.io/bootstrap-hash: x`},
+
+	// Envoy: ports.
+	{name: "envoy targetPort reserved for the admin", field: "spec.ports", why: "reserved", manifest: envoyHead + `spec:
+  ports:
+  - {name: admin, port: 80, targetPort: 19000}`},
+	{name: "envoy port without targetPort on the ready port", field: "spec.ports", why: "reserved", manifest: envoyHead + `spec:
+  ports:
+  - {name: stats, port: 19001}`},
+	{name: "envoy duplicate port numbers", field: "spec.ports", why: "port numbers must be unique", manifest: envoyHead + `spec:
+  ports:
+  - {name: a, port: 80, targetPort: 8080}
+  - {name: b, port: 80, targetPort: 8081}`},
+	{name: "envoy duplicate targetPorts", field: "spec.ports", why: "must be unique", manifest: envoyHead + `spec:
+  ports:
+  - {name: a, port: 80, targetPort: 8080}
+  - {name: b, port: 81, targetPort: 8080}`},
+	{name: "envoy port defaulting its targetPort onto another's", field: "spec.ports", why: "must be unique", manifest: envoyHead + `spec:
+  ports:
+  - {name: a, port: 80, targetPort: 8080}
+  - {name: b, port: 8080}`},
+	{name: "envoy duplicate port names", field: "spec.ports[1]", why: "Duplicate value", manifest: envoyHead + `spec:
+  ports:
+  - {name: a, port: 80}
+  - {name: a, port: 81}`},
+	{name: "envoy port 0", field: "spec.ports[0].port", why: "greater than or equal to 1", manifest: envoyHead + `spec:
+  ports:
+  - {name: http, port: 0}`},
+	{name: "envoy port over 65535", field: "spec.ports[0].port", why: "less than or equal to 65535", manifest: envoyHead + `spec:
+  ports:
+  - {name: http, port: 65536}`},
+	{name: "envoy targetPort over 65535", field: "spec.ports[0].targetPort", why: "less than or equal to 65535", manifest: envoyHead + `spec:
+  ports:
+  - {name: http, port: 80, targetPort: 70000}`},
+	{name: "envoy port name in capitals", field: "spec.ports[0].name", why: "DNS-1035", manifest: envoyHead + `spec:
+  ports:
+  - {name: HTTP, port: 80}`},
+	{name: "envoy port name over 15 characters", field: "spec.ports[0].name", why: "15", manifest: envoyHead + `spec:
+  ports:
+  - {name: ` + long("p", 16) + `, port: 80}`},
+	{name: "envoy port without a name", field: "spec.ports[0].name", why: "Required", manifest: envoyHead + `spec:
+  ports:
+  - {port: 80}`},
+	{name: "envoy port without a port", field: "spec.ports[0].port", why: "Required", manifest: envoyHead + `spec:
+  ports:
+  - {name: http}`},
+	{name: "envoy port as a string", field: "spec.ports[0].port", why: "integer", manifest: envoyHead + `spec:
+  ports:
+  - {name: http, port: "eighty"}`},
+
+	// Envoy: the rest of the spec.
+	{name: "envoy negative replicas", field: "spec.replicas", why: "greater than or equal to 0", manifest: envoyHead + `spec:
+  replicas: -1`},
+	{name: "envoy unknown logLevel", field: "spec.logLevel", why: "Unsupported value", manifest: envoyHead + `spec:
+  logLevel: verbose`},
+	{name: "envoy ExternalName serviceType", field: "spec.serviceType", why: "Unsupported value", manifest: envoyHead + `spec:
+  serviceType: ExternalName`},
+	{name: "envoy spec.name not a DNS-1035 label", field: "spec.name", why: "DNS-1035", manifest: envoyHead + `spec:
+  name: Bad_Name`},
+	{name: "envoy spec.name over 63 characters", field: "spec.name", why: "63", manifest: envoyHead + `spec:
+  name: ` + long("n", 64)},
+	{name: "envoy configMapName not a subdomain", field: "spec.configMapName", why: "DNS-1123 subdomain", manifest: envoyHead + `spec:
+  configMapName: Bad_Name`},
+	{name: "envoy empty image", field: "spec.image", why: "at least 1", manifest: envoyHead + `spec:
+  image: ""`},
+	{name: "envoy image with surrounding spaces", field: "spec.image", why: "whitespace", manifest: envoyHead + `spec:
+  image: " envoyproxy/envoy:v1.40.0"`},
+	{name: "envoy xds host not a host", field: "spec.xds.host", why: "DNS name or an IP address", manifest: envoyHead + `spec:
+  xds: {host: "not a host", port: 18000}`},
+	{name: "envoy xds without host", field: "spec.xds.host", why: "Required", manifest: envoyHead + `spec:
+  xds: {port: 18000}`},
+	{name: "envoy xds port 0", field: "spec.xds.port", why: "greater than or equal to 1", manifest: envoyHead + `spec:
+  xds: {host: xds.example.com, port: 0}`},
+	{name: "envoy xds cluster name with a space", field: "spec.xds.name", why: "should match", manifest: envoyHead + `spec:
+  xds: {name: "xds cluster", host: xds.example.com, port: 18000}`},
+	{name: "envoy resources quantity not a quantity", field: "spec.resources.limits", why: "should match", manifest: envoyHead + `spec:
+  resources:
+    limits: {cpu: lots}`},
+	{name: "envoy resources requests above limits", field: "spec.resources", why: "requests must not exceed limits", manifest: envoyHead + `spec:
+  resources:
+    requests: {memory: 2Gi}
+    limits: {memory: 1Gi}`},
+	{name: "envoy resources negative request", field: "spec.resources", why: "must not be negative", manifest: envoyHead + `spec:
+  resources:
+    requests: {cpu: "-100m"}`},
+	{name: "envoy resources unqualified extended resource", field: "spec.resources", why: "resource name", manifest: envoyHead + `spec:
+  resources:
+    limits: {gpu: 1}`},
+	{name: "envoy resources extended resource not a qualified name", field: "spec.resources", why: "qualified name", manifest: envoyHead + `spec:
+  resources:
+    limits: {"0/": 1}`},
+	{name: "envoy resources claims", field: "spec.resources", why: "claims", manifest: envoyHead + `spec:
+  resources:
+    claims: [{name: gpu}]`},
+	{name: "envoy unknown field", field: "spec.replica", why: "unknown field", manifest: envoyHead + `spec:
+  replica: 3`},
+	{name: "envoy name over 63 characters", field: "metadata.name", why: "63", manifest: head("Envoy", long("e", 64))},
+	{name: "envoy name with a dot and no spec.name", field: "metadata.name", why: "DNS-1035", manifest: head("Envoy", "edge.proxy")},
+	{name: "envoy name in capitals", field: "metadata.name", why: "subdomain", manifest: head("Envoy", "Edge")},
+
+	// EnvoyConfig: the Envoy it configures.
+	{name: "envoyconfig envoyRef with capitals and underscore", field: "spec.envoyRef", why: "DNS-1123", manifest: configHead + `spec:
+  envoyRef: Bad_Ref`},
+	{name: "envoyconfig empty envoyRef", field: "spec.envoyRef", why: "at least 1", manifest: configHead + `spec:
+  envoyRef: ""`},
+	{name: "envoyconfig without envoyRef", field: "spec.envoyRef", why: "Required", manifest: configHead + `spec: {}`},
+	{name: "envoyconfig envoyRef over 63 characters", field: "spec.envoyRef", why: "63", manifest: configHead + `spec:
+  envoyRef: ` + long("e", 64)},
+	{name: "envoyconfig envoyRef with a slash", field: "spec.envoyRef", why: "DNS-1123", manifest: configHead + `spec:
+  envoyRef: other/edge`},
+	{name: "envoyconfig envoyRef starting with a dash", field: "spec.envoyRef", why: "DNS-1123", manifest: configHead + `spec:
+  envoyRef: -edge`},
+	{name: "envoyconfig envoyRef as a number", field: "spec.envoyRef", why: "string", manifest: configHead + `spec:
+  envoyRef: 42`},
+	{name: "envoyconfig without spec", field: "spec", why: "Required", manifest: configHead},
+
+	// Watcher: its selector.
+	{name: "watcher selector operator Bogus", field: "spec.selector.matchExpressions", why: "In, NotIn, Exists or DoesNotExist", manifest: watcherHead + watcherContainer + `  selector:
+    matchExpressions:
+    - {key: app, operator: Bogus, values: [web]}`},
+	{name: "watcher selector In without values", field: "spec.selector.matchExpressions", why: "values", manifest: watcherHead + watcherContainer + `  selector:
+    matchExpressions:
+    - {key: app, operator: In}`},
+	{name: "watcher selector Exists with values", field: "spec.selector.matchExpressions", why: "values", manifest: watcherHead + watcherContainer + `  selector:
+    matchExpressions:
+    - {key: app, operator: Exists, values: [web]}`},
+	{name: "watcher selector expression key empty", field: "spec.selector.matchExpressions", why: "label key", manifest: watcherHead + watcherContainer + `  selector:
+    matchExpressions:
+    - {key: "", operator: Exists}`},
+	{name: "watcher selector matchLabels key invalid", field: "spec.selector.matchLabels", why: "label key", manifest: watcherHead + watcherContainer + `  selector:
+    matchLabels: {"bad key": web}`},
+	{name: "watcher selector matchLabels value over 63 characters", field: "spec.selector.matchLabels", why: "label value", manifest: watcherHead + watcherContainer + `  selector:
+    matchLabels: {app: ` + long("v", 64) + `}`},
+	{name: "watcher selector expression without operator", field: "spec.selector.matchExpressions[0].operator", why: "Required", manifest: watcherHead + watcherContainer + `  selector:
+    matchExpressions:
+    - {key: app}`},
+
+	// Watcher: its container, volume and pull secret.
+	{name: "watcher container name Bad_Name", field: "spec.container.name", why: "DNS-1123 label", manifest: watcherHead + `spec:
+  container: {name: Bad_Name, image: busybox}`},
+	{name: "watcher container name over 63 characters", field: "spec.container.name", why: "DNS-1123 label", manifest: watcherHead + `spec:
+  container: {name: ` + long("c", 64) + `, image: busybox}`},
+	{name: "watcher container without name", field: "spec.container.name", why: "Required", manifest: watcherHead + `spec:
+  container: {image: busybox}`},
+	{name: "watcher container without image", field: "spec.container.image", why: "required", manifest: watcherHead + `spec:
+  container: {name: tail}`},
+	{name: "watcher container image with surrounding spaces", field: "spec.container.image", why: "whitespace", manifest: watcherHead + `spec:
+  container: {name: tail, image: "busybox "}`},
+	{name: "watcher container port 0", field: "spec.container.ports", why: "containerPort", manifest: watcherHead + `spec:
+  container:
+    name: tail
+    image: busybox
+    ports: [{containerPort: 0}]`},
+	{name: "watcher container port over 65535", field: "spec.container.ports", why: "containerPort", manifest: watcherHead + `spec:
+  container:
+    name: tail
+    image: busybox
+    ports: [{containerPort: 65536}]`},
+	{name: "watcher container resources requests above limits", field: "spec.container.resources", why: "requests must not exceed limits", manifest: watcherHead + `spec:
+  container:
+    name: tail
+    image: busybox
+    resources:
+      requests: {cpu: "2"}
+      limits: {cpu: 500m}`},
+	{name: "watcher container resources negative limit", field: "spec.container.resources", why: "must not be negative", manifest: watcherHead + `spec:
+  container:
+    name: tail
+    image: busybox
+    resources:
+      limits: {memory: "-1Gi"}`},
+	{name: "watcher container extended resource not a qualified name", field: "spec.container.resources.requests", why: "qualified name", manifest: watcherHead + `spec:
+  container:
+    name: tail
+    image: busybox
+    resources:
+      requests: {"-bad/x": 1}`},
+	{name: "watcher volume name Bad_Vol", field: "spec.volume.name", why: "DNS-1123 label", manifest: watcherHead + watcherContainer + `  volume: {name: Bad_Vol, emptyDir: {}}`},
+	{name: "watcher imagePullSecrets name invalid", field: "spec.imagePullSecrets.name", why: "DNS-1123 subdomain", manifest: watcherHead + watcherContainer + `  imagePullSecrets: {name: Bad_Secret}`},
+	{name: "watcher without container", field: "spec.container", why: "Required", manifest: watcherHead + `spec: {}`},
+	{name: "watcher configData key with a slash", field: "spec.configData", why: "keys must consist of", manifest: watcherHead + watcherContainer + `  configData: {"a/b": x}`},
+	{name: "watcher configData key ..", field: "spec.configData", why: "must not be '.' or start with '..'", manifest: watcherHead + watcherContainer + `  configData: {"..": x}`},
+	{name: "watcher configBinaryData key .", field: "spec.configBinaryData", why: "must not be '.' or start with '..'", manifest: watcherHead + watcherContainer + `  configBinaryData: {".": eA==}`},
+	{name: "watcher configData and configBinaryData share a key", field: "spec.configData", why: "share a key", manifest: watcherHead + watcherContainer + `  configData: {a: x}
+  configBinaryData: {a: eA==}`},
+	{name: "watcher unknown field", field: "spec.containers", why: "unknown field", manifest: watcherHead + watcherContainer + `  containers: []`},
+	{name: "watcher name of 100 characters", field: "metadata.name", why: "63", manifest: head("Watcher", long("w", 100)) + watcherContainer},
+	{name: "watcher name of 64 characters", field: "metadata.name", why: "63", manifest: head("Watcher", long("w", 64)) + watcherContainer},
+
+	// Foo.
+	{name: "foo deploymentName Bad_Name", field: "spec.deploymentName", why: "DNS-1123 subdomain", manifest: fooHead + `spec:
+  deploymentName: Bad_Name`},
+	{name: "foo without deploymentName", field: "spec.deploymentName", why: "Required", manifest: fooHead + `spec:
+  replicas: 1`},
+	{name: "foo empty deploymentName", field: "spec.deploymentName", why: "at least 1", manifest: fooHead + `spec:
+  deploymentName: ""`},
+	{name: "foo deploymentName over 253 characters", field: "spec.deploymentName", why: "253", manifest: fooHead + `spec:
+  deploymentName: ` + long("d", 254)},
+	{name: "foo replicas 0", field: "spec.replicas", why: "greater than or equal to 1", manifest: fooHead + `spec:
+  deploymentName: web
+  replicas: 0`},
+	{name: "foo replicas 11", field: "spec.replicas", why: "less than or equal to 10", manifest: fooHead + `spec:
+  deploymentName: web
+  replicas: 11`},
+	{name: "foo replicas as a string", field: "spec.replicas", why: "integer", manifest: fooHead + `spec:
+  deploymentName: web
+  replicas: three`},
+	{name: "foo name over 63 characters", field: "metadata.name", why: "63", manifest: head("Foo", long("f", 64)) + `spec:
+  deploymentName: web`},
+	{name: "foo unknown field", field: "spec.deployment", why: "unknown field", manifest: fooHead + `spec:
+  deploymentName: web
+  deployment: web`},
+
+	// PodSet.
+	{name: "podset negative replicas", field: "spec.replicas", why: "greater than or equal to 0", manifest: podSetHead + `spec:
+  replicas: -1`},
+	{name: "podset replicas as a string", field: "spec.replicas", why: "integer", manifest: podSetHead + `spec:
+  replicas: two`},
+	{name: "podset template without containers", field: "spec.template.spec.containers", why: "Required", manifest: podSetHead + `spec:
+  template:
+    spec: {}`},
+	{name: "podset template container name over 63 characters", field: "spec.template.spec.containers", why: "DNS-1123 label", manifest: podSetHead + `spec:
+  template:
+    spec:
+      containers: [{name: ` + long("c", 64) + `, image: busybox}]`},
+	{name: "podset template duplicate container names", field: "spec.template.spec.containers[1]", why: "Duplicate value", manifest: podSetHead + `spec:
+  template:
+    spec:
+      containers: [{name: a, image: busybox}, {name: a, image: busybox}]`},
+	{name: "podset template label key invalid", field: "spec.template.metadata.labels", why: "label key", manifest: podSetHead + `spec:
+  template:
+    metadata:
+      labels: {"bad key": x}
+    spec:
+      containers: [{name: a, image: busybox}]`},
+	{name: "podset template label value over 63 characters", field: "spec.template.metadata.labels", why: "label value", manifest: podSetHead + `spec:
+  template:
+    metadata:
+      labels: {app: ` + long("v", 64) + `}
+    spec:
+      containers: [{name: a, image: busybox}]`},
+	{name: "podset template annotation key invalid", field: "spec.template.metadata.annotations", why: "annotation key", manifest: podSetHead + `spec:
+  template:
+    metadata:
+      annotations: {"bad key": x}
+    spec:
+      containers: [{name: a, image: busybox}]`},
+	{name: "podset template restartPolicy unknown", field: "spec.template.spec.restartPolicy", why: "Always, OnFailure or Never", manifest: podSetHead + `spec:
+  template:
+    spec:
+      restartPolicy: Sometimes
+      containers: [{name: a, image: busybox}]`},
+	{name: "podset name over 63 characters", field: "metadata.name", why: "63", manifest: head("PodSet", long("p", 64)) + `spec:
+  replicas: 1`},
+	{name: "podset unknown field", field: "spec.replica", why: "unknown field", manifest: podSetHead + `spec:
+  replica: 1`},
+
+	// FooBar.
+	{name: "foobar empty command", field: "spec.command", why: "at least 1", manifest: fooBarHead + `spec:
+  command: ""`},
+	{name: "foobar without command", field: "spec.command", why: "Required", manifest: fooBarHead + `spec:
+  foo: x`},
+	{name: "foobar empty image", field: "spec.image", why: "at least 1", manifest: fooBarHead + `spec:
+  command: "true"
+  image: ""`},
+	{name: "foobar image with surrounding spaces", field: "spec.image", why: "whitespace", manifest: fooBarHead + `spec:
+  command: "true"
+  image: "busybox "`},
+	{name: "foobar foo as a number", field: "spec.foo", why: "string", manifest: fooBarHead + `spec:
+  command: "true"
+  foo: 42`},
+	{name: "foobar name over 52 characters", field: "metadata.name", why: "52", manifest: head("FooBar", long("r", 53)) + `spec:
+  command: "true"`},
+	{name: "foobar name in capitals", field: "metadata.name", why: "subdomain", manifest: head("FooBar", "Run") + `spec:
+  command: "true"`},
+	{name: "foobar unknown field", field: "spec.cmd", why: "unknown field", manifest: fooBarHead + `spec:
+  command: "true"
+  cmd: "true"`},
+	{name: "foobar without spec", field: "spec", why: "Required", manifest: fooBarHead},
+}
+
+// validManifests are edge cases that must be admitted.
+var validManifests = []struct{ name, manifest string }{
+	{"envoy port without targetPort", head("Envoy", "no-target-port") + `spec:
+  ports:
+  - {name: http, port: 8080}`},
+	{"envoy ports without targetPort, mixed", head("Envoy", "mixed-ports") + `spec:
+  ports:
+  - {name: http, port: 8080}
+  - {name: https, port: 443, targetPort: 8443}
+  - {name: grpc, port: 9000}`},
+	{"envoy ports at both ends of the range", head("Envoy", "port-range") + `spec:
+  ports:
+  - {name: low, port: 1}
+  - {name: high, port: 65535}`},
+	{"envoy no replicas", head("Envoy", "no-replicas") + `spec:
+  replicas: 0`},
+	{"envoy with a dotted name and spec.name", head("Envoy", "edge.proxy") + `spec:
+  name: edge-proxy`},
+	{"envoy name of 63 characters", head("Envoy", "e"+long("x", 62))},
+	{"envoy podLabels at their limits", head("Envoy", "labels") + `spec:
+  podLabels:
+    example.com/team: ` + long("v", 63) + `
+    ` + long("k", 63) + `: ""
+    tier: a.b_c-d`},
+	{"envoy podAnnotations with any value", head("Envoy", "annotations") + `spec:
+  podAnnotations:
+    example.com/note: "any text, even with spaces: and colons"
+    Capital.Key/Name: x`},
+	{"envoy xds on an IP address", head("Envoy", "xds-ip") + `spec:
+  xds: {host: 10.0.0.1, port: 18000}`},
+	{"envoy resources requests equal to limits", head("Envoy", "resources") + `spec:
+  resources:
+    requests: {cpu: 500m, memory: 1Gi, hugepages-2Mi: 2Mi, example.com/device: 1}
+    limits: {cpu: "0.5", memory: 1073741824, hugepages-2Mi: 2Mi, example.com/device: 1}`},
+	{"envoy resources limits only", head("Envoy", "limits-only") + `spec:
+  resources:
+    limits: {cpu: 2}`},
+	{"envoyconfig envoyRef of 63 characters", head("EnvoyConfig", "long-ref") + `spec:
+  envoyRef: ` + long("e", 63)},
+	{"envoyconfig envoyRef with a dot", head("EnvoyConfig", "dotted-ref") + `spec:
+  envoyRef: edge.proxy`},
+	{"watcher minimal", head("Watcher", "minimal") + watcherContainer},
+	{"watcher name of 63 characters", head("Watcher", long("w", 63)) + watcherContainer},
+	{"watcher empty selector", head("Watcher", "everything") + watcherContainer + `  selector: {}`},
+	{"watcher selector of every operator", head("Watcher", "operators") + watcherContainer + `  selector:
+    matchLabels: {example.com/app: web}
+    matchExpressions:
+    - {key: tier, operator: In, values: [a, b]}
+    - {key: tier, operator: NotIn, values: [c]}
+    - {key: example.com/debug, operator: DoesNotExist}
+    - {key: role, operator: Exists}`},
+	{"watcher with volume, pull secret and resources", head("Watcher", "full") + `spec:
+  container:
+    name: tail
+    image: busybox
+    ports: [{containerPort: 1}, {containerPort: 65535}]
+    resources:
+      requests: {cpu: 100m}
+      limits: {cpu: 100m}
+  volume: {name: logs, emptyDir: {}}
+  imagePullSecrets: {name: registry.example.com}
+  configData: {LEVEL: debug}
+  configBinaryData: {blob: eA==}`},
+	{"foo replicas at both bounds", head("Foo", "bounds") + `spec:
+  deploymentName: ` + strings.Repeat("d.", 126) + `d
+  replicas: 10`},
+	{"foo replicas 1", head("Foo", "one") + `spec:
+  deploymentName: one
+  replicas: 1`},
+	{"podset replicas 0", head("PodSet", "empty") + `spec:
+  replicas: 0`},
+	{"podset without spec fields", head("PodSet", "defaults") + `spec: {}`},
+	{"podset with a template", head("PodSet", "template") + `spec:
+  replicas: 2
+  template:
+    metadata:
+      labels: {app: web, example.com/tier: ""}
+      annotations: {note: "free text"}
+    spec:
+      restartPolicy: Never
+      containers: [{name: web, image: nginx}, {name: sidecar, image: busybox}]`},
+	{"podset name of 63 characters", head("PodSet", long("p", 63)) + `spec:
+  replicas: 1`},
+	{"foobar name of 52 characters", head("FooBar", long("r", 52)) + `spec:
+  command: "true"`},
+	{"foobar with an empty environment", head("FooBar", "empty-env") + `spec:
+  command: echo "$FOO$BARZ"
+  foo: ""
+  barz: ""
+  image: registry.example.com/tools/busybox:1.36`},
+}
+
+// decode parses a manifest into an object for the dynamic client.
+func decode(t *testing.T, manifest string) (*unstructured.Unstructured, schema.GroupVersionResource) {
+	t.Helper()
+	js, err := yaml.YAMLToJSON([]byte(manifest))
+	if err != nil {
+		t.Fatalf("the manifest is not YAML: %v\n%s", err, manifest)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(js); err != nil {
+		t.Fatalf("the manifest is not an object: %v\n%s", err, manifest)
+	}
+	gvr, ok := resources[u.GetKind()]
+	if !ok {
+		t.Fatalf("no resource for kind %q", u.GetKind())
+	}
+	return u, gvr
+}
+
+// create sends the manifest as kubectl apply does when the object is new: a
+// create, with strict field validation (kubectl's default).
+func create(ctx context.Context, t *testing.T, client dynamic.Interface, ns, manifest string) (*unstructured.Unstructured, error) {
+	t.Helper()
+	u, gvr := decode(t, manifest)
+	return client.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
+}
+
+func TestInvalidManifestsAreRefused(t *testing.T) {
+	if n := len(invalidManifests); n < 60 {
+		t.Fatalf("only %d invalid manifests", n)
+	}
+	kinds := map[string]int{}
+	for _, tc := range invalidManifests {
+		u, _ := decode(t, tc.manifest)
+		kinds[u.GetKind()]++
+	}
+	for kind := range resources {
+		if kinds[kind] == 0 {
+			t.Errorf("no invalid manifest of kind %s", kind)
+		}
+	}
+
+	ctx := context.Background()
+	client := dynamic.NewForConfigOrDie(cfg)
+	ns := namespace(t)
+	seen := map[string]bool{}
+	for _, tc := range invalidManifests {
+		if seen[tc.name] {
+			t.Fatalf("two cases named %q", tc.name)
+		}
+		seen[tc.name] = true
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := create(ctx, t, client, ns, tc.manifest)
+			if err == nil {
+				// Admitted: remove it, so that it does not hide the next case of this name.
+				_, gvr := decode(t, tc.manifest)
+				_ = client.Resource(gvr).Namespace(ns).Delete(ctx, got.GetName(), metav1.DeleteOptions{})
+				t.Fatalf("admitted; want it refused, naming %s:\n%s", tc.field, tc.manifest)
+			}
+			if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+				t.Fatalf("refused for another reason than the manifest (%s): %v", apierrors.ReasonForError(err), err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.field) {
+				t.Errorf("the error does not name %s:\n%s", tc.field, msg)
+			}
+			if !strings.Contains(msg, tc.why) {
+				t.Errorf("the error does not say %q:\n%s", tc.why, msg)
+			}
+		})
+	}
+}
+
+func TestValidEdgeCasesAreAdmitted(t *testing.T) {
+	ctx := context.Background()
+	client := dynamic.NewForConfigOrDie(cfg)
+	ns := namespace(t)
+	for _, tc := range validManifests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := create(ctx, t, client, ns, tc.manifest); err != nil {
+				t.Fatalf("refused: %v\n%s", err, tc.manifest)
+			}
+		})
+	}
+}
+
+// The fuzz tests keep the specs that internal/crdschema admits, in process:
+// it must refuse and admit what this API server does.
+func TestInProcessSchemaAgrees(t *testing.T) {
+	check := func(t *testing.T, manifest string) field.ErrorList {
+		t.Helper()
+		u, _ := decode(t, manifest)
+		s, err := crdschema.LoadFromRoot(u.GetKind())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Admit(u.Object)
+	}
+	for _, tc := range invalidManifests {
+		if tc.why == "unknown field" {
+			continue // strict decoding, before validation; the fuzz tests decode into Go types
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			errs := check(t, tc.manifest)
+			if len(errs) == 0 {
+				t.Fatalf("admitted in process; the API server refuses it, naming %s", tc.field)
+			}
+			if msg := errs.ToAggregate().Error(); !strings.Contains(msg, tc.field) {
+				t.Errorf("the errors do not name %s:\n%s", tc.field, msg)
+			}
+		})
+	}
+	for _, tc := range validManifests {
+		t.Run(tc.name, func(t *testing.T) {
+			if errs := check(t, tc.manifest); len(errs) > 0 {
+				t.Fatalf("refused in process; the API server admits it: %v", errs.ToAggregate())
+			}
+		})
+	}
+}
