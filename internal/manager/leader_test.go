@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -225,17 +224,9 @@ func cluster(name string) runtime.RawExtension {
 // clusterNames answers a proxy's next response, and returns its clusters.
 func clusterNames(t *testing.T, p *xdstest.Proxy, nack string) []string {
 	t.Helper()
-	resp, err := p.Next(nack)
+	_, names, err := p.NextNames(nack)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var names []string
-	for _, a := range resp.GetResources() {
-		c := &clusterv3.Cluster{}
-		if err := a.UnmarshalTo(c); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, c.GetName())
 	}
 	return names
 }

@@ -107,11 +107,9 @@ func (s *Server) SetFleet(ctx context.Context, fleet, version string, resources 
 		// a missing ClusterLoadAssignment is allowed (the cluster has no endpoints yet).
 		s.log.V(1).Info("snapshot is not consistent", "fleet", fleet, "reason", err.Error())
 	}
-	if err := s.cache.SetSnapshot(ctx, fleet, snap); err != nil {
-		return err
-	}
+	// The tracker learns the versions before any proxy can answer them.
 	s.tracker.Published(fleet, version, typeVersions)
-	return nil
+	return s.cache.SetSnapshot(ctx, fleet, snap)
 }
 
 // TypeVersion returns the version a type's resources are served at to fleet, or "".

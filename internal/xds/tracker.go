@@ -119,18 +119,19 @@ func (t *Tracker) countsLocked(fleet, version string) ProxyCounts {
 // Published records that fleet's configuration is now version, with each
 // type at the version typeVersions gives it, so that ACKs can be judged and
 // the time until every proxy accepts it measured.
+// The fleet's proxies are judged anew, so notify is called.
 func (t *Tracker) Published(fleet, version string, typeVersions map[string]string) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.typeVersions[fleet] == nil || len(t.typeVersions[fleet]) >= maxVersions {
 		t.typeVersions[fleet] = map[string]map[string]string{}
 	}
 	t.typeVersions[fleet][version] = typeVersions
-	if p, ok := t.published[fleet]; ok && p.version == version {
-		return
+	if p, ok := t.published[fleet]; !ok || p.version != version {
+		t.published[fleet] = publication{version: version, at: t.now()}
+		metricPushes.WithLabelValues(fleet).Inc()
 	}
-	t.published[fleet] = publication{version: version, at: t.now()}
-	metricPushes.WithLabelValues(fleet).Inc()
+	t.mu.Unlock()
+	t.notify(fleet)
 }
 
 // Forget drops what the tracker knows of a fleet's publications.

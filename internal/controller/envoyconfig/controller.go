@@ -33,6 +33,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
@@ -54,10 +55,12 @@ const (
 // replica, since every replica serves xDS; only the leader decides what is
 // published, and writes.
 type Reconciler struct {
-	Client   client.Client
-	Recorder events.EventRecorder
-	Status   status.Writer
-	Server   *xds.Server
+	Client client.Client
+	// APIReader reads past the cache, when a create says the cache is behind.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Status    status.Writer
+	Server    *xds.Server
 	// IsLeader reports whether this replica decides and writes.
 	IsLeader func() bool
 	// Namespace is the operator's namespace, which holds the replicas' reports.
@@ -80,6 +83,7 @@ func NewReconciler(mgr ctrl.Manager, server *xds.Server, namespace string) *Reco
 	recorder := mgr.GetEventRecorder(ControllerName)
 	return &Reconciler{
 		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
 		Recorder:  recorder,
 		Status:    status.Writer{Client: mgr.GetClient(), Recorder: recorder},
 		Server:    server,
@@ -228,10 +232,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if leader {
 		d := publish.Decide(hist, ir, publish.Sum(r.readReports(ctx), fleetID, hist.Current))
 		if d.Changed(hist) {
-			if publishErr = r.record(ctx, id, stored, found, d.History); publishErr == nil {
+			publishErr = r.record(ctx, id, stored, found, d.History)
+			switch {
+			case publishErr == nil:
 				r.announce(ctx, fleetID, hist, d, envoy, envoyMissing, configs)
 				hist = d.History
-			} else {
+			case apierrors.IsConflict(publishErr) || r.isOurHistory(ctx, id, publishErr):
+				// The cache was behind the history: decide again on what is stored.
+				return ctrl.Result{RequeueAfter: status.ConflictRetry}, nil
+			default:
 				clashed = apierrors.IsAlreadyExists(publishErr)
 			}
 		}
@@ -289,6 +298,20 @@ func (r *Reconciler) record(ctx context.Context, id fleet.ID, stored *corev1.Con
 	updated.BinaryData, updated.Data = want.BinaryData, nil
 	updated.Labels, updated.Annotations = want.Labels, want.Annotations
 	return r.Client.Update(ctx, updated) // a conflict means another leader wrote it: read again
+}
+
+// isOurHistory reports whether err is the refused create of a history that
+// exists and is the operator's: the cache had not seen it yet.
+func (r *Reconciler) isOurHistory(ctx context.Context, id fleet.ID, err error) bool {
+	if !apierrors.IsAlreadyExists(err) {
+		return false
+	}
+	cm := &corev1.ConfigMap{}
+	if r.APIReader.Get(ctx, client.ObjectKey{Namespace: id.Namespace, Name: publish.HistoryName(id.Name)}, cm) != nil {
+		return false
+	}
+	_, ours := publish.IsHistory(cm)
+	return ours && cm.Labels[objects.ManagedByLabel] == objects.ManagedByValue
 }
 
 // announce logs a recorded decision and records its events, once, on the

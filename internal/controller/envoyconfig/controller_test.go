@@ -2,6 +2,7 @@ package envoyconfig
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -103,8 +104,11 @@ func waitStatus(t *testing.T, c *examplev1.EnvoyConfig, what string, cond func(*
 	t.Helper()
 	got := &examplev1.EnvoyConfig{}
 	testenv.Eventually(t, what, func() (bool, error) {
-		err := suite.Client.Get(context.Background(), client.ObjectKeyFromObject(c), got)
-		return err == nil && got.Status.ObservedGeneration == got.Generation && cond(got), err
+		if err := suite.Client.Get(context.Background(), client.ObjectKeyFromObject(c), got); err != nil {
+			return false, err
+		}
+		// The status so far is what a failure reports.
+		return got.Status.ObservedGeneration == got.Generation && cond(got), fmt.Errorf("status %+v", got.Status)
 	})
 	return got
 }
@@ -118,19 +122,11 @@ func condition(c *examplev1.EnvoyConfig, typ string) metav1.Condition {
 
 func clusterNames(t *testing.T, p *xdstest.Proxy, nack string) (string, []string) {
 	t.Helper()
-	resp, err := p.Next(nack)
+	version, names, err := p.NextNames(nack)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, a := range resp.GetResources() {
-		c := &clusterv3.Cluster{}
-		if err := a.UnmarshalTo(c); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, c.GetName())
-	}
-	return resp.GetVersionInfo(), names
+	return version, names
 }
 
 // fleetMetric returns the value of a gauge or counter of the manager's

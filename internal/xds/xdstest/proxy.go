@@ -6,6 +6,7 @@ package xdstest
 import (
 	"context"
 	"fmt"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"testing"
 	"time"
 
@@ -106,4 +107,22 @@ func (p *Proxy) Answer(resp *discoveryv3.DiscoveryResponse, nackDetail string) e
 		req.VersionInfo = p.Accepted
 	}
 	return p.Stream.Send(req)
+}
+
+// NextNames is Next for a proxy that wants only the names of the resources
+// it is sent (clusters, listeners, route configurations, secrets, or the
+// cluster names of load assignments), with the response's version.
+func (p *Proxy) NextNames(nackDetail string) (version string, names []string, err error) {
+	resp, err := p.Next(nackDetail)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, a := range resp.GetResources() {
+		m, err := a.UnmarshalNew()
+		if err != nil {
+			return "", nil, err
+		}
+		names = append(names, cachev3.GetResourceName(m))
+	}
+	return resp.GetVersionInfo(), names, nil
 }
