@@ -42,7 +42,7 @@ func (s *Server) Healthy(*http.Request) error {
 	defer s.probe.mu.Unlock()
 	if s.probe.inFlight {
 		if waited := time.Since(s.probe.since); waited >= s.stuckAfter {
-			return fmt.Errorf("the xDS snapshot cache has been locked for %s: no fleet can be published", waited.Round(time.Second))
+			return fmt.Errorf("the xDS snapshot cache has been locked for %s: no fleet can be published", waited.Truncate(time.Millisecond))
 		}
 		return nil
 	}
