@@ -504,8 +504,6 @@ func TestHealthy(t *testing.T) {
 		_, _ = s.cache.SnapshotCache.CreateWatch(&cachev3.Request{Node: &corev3.Node{Cluster: fleet}, TypeUrl: resourcev3.ClusterType, VersionInfo: "old"},
 			stream.NewSotwSubscription(nil, true), wedge)
 	}()
-	published := make(chan error, 1)
-	go func() { published <- s.SetFleet(ctx, "ns/other", "v1", clusters("b")) }()
 	eventually(t, "the health check to fail", func() bool {
 		err := s.Healthy(nil)
 		if err != nil {
@@ -513,6 +511,9 @@ func TestHealthy(t *testing.T) {
 		}
 		return err != nil
 	})
+	// A publication waits for the cache.
+	published := make(chan error, 1)
+	go func() { published <- s.SetFleet(ctx, "ns/other", "v1", clusters("b")) }()
 	select {
 	case err := <-published:
 		t.Fatalf("a fleet was published while the cache was stuck (%v): the wedge is not one", err)
