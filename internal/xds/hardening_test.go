@@ -426,6 +426,7 @@ func TestOnlyPublishedFleetsAreServedAndCounted(t *testing.T) {
 	ctx := context.Background()
 	s, addr := startServer(t)
 	const ghost = "ns/ghost"
+	t.Cleanup(func() { s.ClearFleet(ghost) }) // metric series are global
 	p := xdstest.Connect(t, xdstest.Dial(t, addr), ghost, "pod-1", resourcev3.ClusterType)
 	eventually(t, "the stream's watch to wait", func() bool { return s.cache.waiting(ghost) == 1 })
 	unpublished := func(when string) {
