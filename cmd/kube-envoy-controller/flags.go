@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 
@@ -111,8 +112,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	if s.xdsLimits.MaxConnections < 1 {
 		return nil, fmt.Errorf("--xds-max-connections %d: want at least 1", s.xdsLimits.MaxConnections)
 	}
-	if s.xdsLimits.MaxStreamsPerConnection < 1 {
-		return nil, fmt.Errorf("--xds-max-streams-per-connection %d: want at least 1", s.xdsLimits.MaxStreamsPerConnection)
+	if s.xdsLimits.MaxStreamsPerConnection < 1 || s.xdsLimits.MaxStreamsPerConnection > math.MaxUint32 {
+		return nil, fmt.Errorf("--xds-max-streams-per-connection %d: want at least 1, at most %d", s.xdsLimits.MaxStreamsPerConnection, uint32(math.MaxUint32))
 	}
 	s.qps = float32(qps)
 	if hookFlags.Enabled() {

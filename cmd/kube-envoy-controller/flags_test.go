@@ -164,6 +164,7 @@ func TestFlagErrors(t *testing.T) {
 		{"--concurrent-reconciles=0", "--concurrent-reconciles 0: want at least 1"},
 		{"--xds-max-connections=0", "--xds-max-connections 0: want at least 1"},
 		{"--xds-max-streams-per-connection=-1", "--xds-max-streams-per-connection -1: want at least 1"},
+		{"--xds-max-streams-per-connection=4294967296", "at most 4294967295"},
 		{"--xds-max-connections=many", "invalid value"},
 		{"--kube-api-qps=fast", "invalid value"},
 		{"--leader-elect=maybe", "invalid boolean value"},

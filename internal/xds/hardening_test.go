@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -360,7 +361,7 @@ func TestConnectionLimit(t *testing.T) {
 
 // Limits that allow nothing are refused.
 func TestLimitsCheck(t *testing.T) {
-	for _, l := range []Limits{{0, 1}, {1, 0}, {-1, -1}} {
+	for _, l := range []Limits{{0, 1}, {1, 0}, {-1, -1}, {1, math.MaxUint32 + 1}} {
 		if err := NewServer("127.0.0.1:0", logr.Discard(), nil).SetLimits(l); err == nil {
 			t.Errorf("%+v was accepted", l)
 		}

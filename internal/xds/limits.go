@@ -2,6 +2,7 @@ package xds
 
 import (
 	"errors"
+	"math"
 	"net"
 	"sync"
 )
@@ -29,8 +30,8 @@ func (l Limits) Check() error {
 	if l.MaxConnections < 1 {
 		errs = append(errs, errors.New("the connection limit must be at least 1"))
 	}
-	if l.MaxStreamsPerConnection < 1 {
-		errs = append(errs, errors.New("the stream limit per connection must be at least 1"))
+	if l.MaxStreamsPerConnection < 1 || l.MaxStreamsPerConnection > math.MaxUint32 {
+		errs = append(errs, errors.New("the stream limit per connection must be at least 1, and fit HTTP/2's 32 bits"))
 	}
 	return errors.Join(errs...)
 }
