@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 )
 
 // settings is what the command line asks for, checked.
@@ -22,6 +24,7 @@ type settings struct {
 	// builtinXDS is where fleets without spec.xds reach the operator's xDS server.
 	builtinXDS     proxy.XDSServer
 	xdsBindAddress string
+	xdsLimits      xds.Limits
 	// qps and burst are the client-side rate limit (see configureClient).
 	qps   float32
 	burst int
@@ -73,6 +76,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	fs.IntVar(&concurrentReconciles, "concurrent-reconciles", manager.DefaultConcurrentReconciles,
 		"How many objects each controller reconciles at once (PodSet sets its own).")
 	fs.StringVar(&s.xdsBindAddress, "xds-bind-address", ":18000", "Address of the built-in xDS (ADS) server, served by every replica.")
+	fs.IntVar(&s.xdsLimits.MaxConnections, "xds-max-connections", xds.DefaultLimits.MaxConnections,
+		"Connections the xDS server holds at once, on each replica; one more is closed at once, and its client retries.")
+	fs.IntVar(&s.xdsLimits.MaxStreamsPerConnection, "xds-max-streams-per-connection", xds.DefaultLimits.MaxStreamsPerConnection,
+		"Concurrent streams of one xDS connection (Envoy opens one ADS stream per connection).")
 	fs.StringVar(&s.replica, "replica-name", defaultReplicaName(),
 		"Name of this replica in the reports of its xDS proxies, unique among the replicas; defaults to $POD_NAME, else the host name.")
 	fs.BoolVar(&s.showVersion, "version", false, "Print the version and exit.")
@@ -102,6 +109,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 		return nil, fmt.Errorf("--concurrent-reconciles %d: want at least 1", concurrentReconciles)
 	}
 	s.manager.ConcurrentReconciles = concurrentReconciles
+	if s.xdsLimits.MaxConnections < 1 {
+		return nil, fmt.Errorf("--xds-max-connections %d: want at least 1", s.xdsLimits.MaxConnections)
+	}
+	if s.xdsLimits.MaxStreamsPerConnection < 1 || s.xdsLimits.MaxStreamsPerConnection > math.MaxUint32 {
+		return nil, fmt.Errorf("--xds-max-streams-per-connection %d: want at least 1, at most %d", s.xdsLimits.MaxStreamsPerConnection, uint32(math.MaxUint32))
+	}
 	s.qps = float32(qps)
 	if hookFlags.Enabled() {
 		if s.manager.WebhookHost, s.manager.WebhookPort, err = hookFlags.Server(); err != nil {

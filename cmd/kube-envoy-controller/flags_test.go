@@ -14,6 +14,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 )
 
 // parsed is what a command line comes to: the settings the binary acts on,
@@ -22,6 +23,7 @@ type parsed struct {
 	Controllers []string
 	BuiltinXDS  proxy.XDSServer
 	XDSBind     string
+	XDSLimits   xds.Limits
 	QPS         float32
 	Burst       int
 	Manager     manager.Options
@@ -37,7 +39,7 @@ func parse(args []string) (parsed, error) {
 	}
 	cfg := &rest.Config{}
 	configureClient(cfg, s.qps, s.burst)
-	return parsed{s.controllers, s.builtinXDS, s.xdsBindAddress, cfg.QPS, cfg.Burst, s.manager, s.webhook}, nil
+	return parsed{s.controllers, s.builtinXDS, s.xdsBindAddress, s.xdsLimits, cfg.QPS, cfg.Burst, s.manager, s.webhook}, nil
 }
 
 // The defaults of the README's flag table.
@@ -46,6 +48,7 @@ func defaults() parsed {
 		Controllers: []string{"*"},
 		BuiltinXDS:  proxy.XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000},
 		XDSBind:     ":18000",
+		XDSLimits:   xds.Limits{MaxConnections: 10000, MaxStreamsPerConnection: 100},
 		QPS:         -1, // no client-side limit
 		Manager: manager.Options{
 			MetricsAddr: ":8443", MetricsSecure: true, ProbeAddr: ":8081", PprofAddr: "0", ConcurrentReconciles: 5,
@@ -84,6 +87,9 @@ func TestFlags(t *testing.T) {
 			p.BuiltinXDS.Host, p.BuiltinXDS.Port = "xds.example", 19000
 		}},
 		{"xds bind address", "--xds-bind-address=127.0.0.1:18001", func(p *parsed) { p.XDSBind = "127.0.0.1:18001" }},
+		{"xds limits", "--xds-max-connections=500 --xds-max-streams-per-connection=4", func(p *parsed) {
+			p.XDSLimits = xds.Limits{MaxConnections: 500, MaxStreamsPerConnection: 4}
+		}},
 		{"qps: burst at least twice", "--kube-api-qps=20", func(p *parsed) { p.QPS, p.Burst = 20, 40 }},
 		{"qps and burst", "--kube-api-qps=20 --kube-api-burst=100", func(p *parsed) { p.QPS, p.Burst = 20, 100 }},
 		{"burst below twice qps", "--kube-api-qps=20 --kube-api-burst=5", func(p *parsed) { p.QPS, p.Burst = 20, 40 }},
@@ -156,6 +162,10 @@ func TestFlagErrors(t *testing.T) {
 		{"--webhook-bind-address=9443", "--webhook-bind-address"},
 		{"--webhook-bind-address=:0", "--webhook-bind-address"},
 		{"--concurrent-reconciles=0", "--concurrent-reconciles 0: want at least 1"},
+		{"--xds-max-connections=0", "--xds-max-connections 0: want at least 1"},
+		{"--xds-max-streams-per-connection=-1", "--xds-max-streams-per-connection -1: want at least 1"},
+		{"--xds-max-streams-per-connection=4294967296", "at most 4294967295"},
+		{"--xds-max-connections=many", "invalid value"},
 		{"--kube-api-qps=fast", "invalid value"},
 		{"--leader-elect=maybe", "invalid boolean value"},
 		{"--leader-elect-lease-duration=12", "invalid value"},

@@ -57,6 +57,7 @@ func run() error {
 	if controller.Enabled(s.controllers, envoyconfig.ControllerName) {
 		opts.XDS, err = envoyconfig.AddServer(mgr, envoyconfig.ServerOptions{
 			BindAddress: s.xdsBindAddress, Namespace: s.namespace, Replica: s.replica, Pod: os.Getenv("POD_NAME"),
+			Limits: s.xdsLimits,
 		})
 		if err != nil {
 			return err

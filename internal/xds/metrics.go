@@ -23,6 +23,12 @@ var (
 		Name: "kube_envoy_controller_xds_nacks_total",
 		Help: "Responses rejected by proxies (NACK), by fleet.",
 	}, []string{"fleet"})
+	// metricRefused has no fleet label: what a refused client claims is not
+	// a fleet, and must not make a series.
+	metricRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kube_envoy_controller_xds_refused_total",
+		Help: "Streams and connections the xDS server refused, by reason: unknown_type, wildcard_secret, connection_limit.",
+	}, []string{"reason"})
 	metricPublishToAck = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "kube_envoy_controller_xds_publish_to_ack_seconds",
 		Help:    "Time from publishing a fleet's new configuration to its acceptance by every connected proxy of the fleet.",
@@ -30,6 +36,13 @@ var (
 	})
 )
 
+// The reasons of metricRefused.
+const (
+	refusedType           = "unknown_type"
+	refusedWildcardSecret = "wildcard_secret"
+	refusedConnection     = "connection_limit"
+)
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(metricConnected, metricPushes, metricAcks, metricNacks, metricPublishToAck)
+	ctrlmetrics.Registry.MustRegister(metricConnected, metricPushes, metricAcks, metricNacks, metricPublishToAck, metricRefused)
 }

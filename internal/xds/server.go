@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -24,7 +25,7 @@ import (
 // one port. Every replica of the operator runs one: it needs no leader.
 type Server struct {
 	addr    string
-	cache   cachev3.SnapshotCache
+	cache   *fleetCache
 	tracker *Tracker
 	log     logr.Logger
 	// ready is closed once the server listens; bound is then set.
@@ -33,6 +34,12 @@ type Server struct {
 
 	mu     sync.Mutex
 	fleets map[string]*fleetVersions
+
+	limits Limits
+	// stuckAfter, serveEnded and probe serve Healthy.
+	stuckAfter time.Duration
+	serveEnded atomic.Bool
+	probe      cacheProbe
 }
 
 // fleetVersions is what the server remembers of a fleet's publication.
@@ -55,11 +62,14 @@ func (fleetHash) ID(node *corev3.Node) string { return FleetID(node) }
 func NewServer(addr string, log logr.Logger, notify func(fleet string)) *Server {
 	return &Server{
 		addr:    addr,
-		cache:   cachev3.NewSnapshotCache(true, fleetHash{}, nil),
+		cache:   newFleetCache(cachev3.NewSnapshotCache(true, fleetHash{}, nil)),
 		tracker: NewTracker(notify),
 		log:     log,
 		ready:   make(chan struct{}),
 		fleets:  map[string]*fleetVersions{},
+
+		limits:     DefaultLimits,
+		stuckAfter: DefaultStuckAfter,
 	}
 }
 
@@ -107,7 +117,9 @@ func (s *Server) SetFleet(ctx context.Context, fleet, version string, resources 
 		// a missing ClusterLoadAssignment is allowed (the cluster has no endpoints yet).
 		s.log.V(1).Info("snapshot is not consistent", "fleet", fleet, "reason", err.Error())
 	}
-	// The tracker learns the versions before any proxy can answer them.
+	// The tracker learns the versions before any proxy can answer them: a
+	// proxy that was waiting for the fleet may answer as soon as the cache
+	// has the snapshot.
 	s.tracker.Published(fleet, version, typeVersions)
 	return s.cache.SetSnapshot(ctx, fleet, snap)
 }
@@ -177,18 +189,23 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("xds: listening on %s: %w", s.addr, err)
 	}
 	s.bound = lis.Addr()
+	lis = limitConnections(lis, s.limits.MaxConnections)
 	close(s.ready)
 	g := grpc.NewServer(
-		grpc.MaxConcurrentStreams(1<<20),
+		grpc.MaxConcurrentStreams(uint32(s.limits.MaxStreamsPerConnection)),
 		// Find dead proxies and let them find a dead server; allow their keepalives.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 5 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	)
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, s.cache, newNoResend(s.tracker)))
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, s.cache, guard{newNoResend(s.tracker)}))
 	s.log.Info("serving xDS", "address", s.bound.String())
 
 	done := make(chan error, 1)
-	go func() { done <- g.Serve(lis) }()
+	go func() {
+		err := g.Serve(lis)
+		s.serveEnded.Store(true)
+		done <- err
+	}()
 	select {
 	case err := <-done:
 		return err

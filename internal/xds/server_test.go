@@ -25,8 +25,17 @@ const fleet = "ns/edge"
 // startServer runs a Server on a loopback port for the test's duration.
 func startServer(t *testing.T) (*Server, string) {
 	t.Helper()
+	return startServerWith(t, nil)
+}
+
+// startServerWith is startServer with configure applied to the server before it starts.
+func startServerWith(t *testing.T, configure func(*Server)) (*Server, string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := NewServer("127.0.0.1:0", logr.Discard(), nil)
+	if configure != nil {
+		configure(s)
+	}
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()
 	addr, err := s.Addr(ctx)

@@ -16,6 +16,11 @@ import (
 // the world and delta streams alike. It implements go-control-plane's
 // server callbacks. notify is called, outside the lock, whenever a fleet's
 // proxies change state.
+//
+// A stream may claim any fleet. Only fleets that are published (Published,
+// until Forget) are counted, reported, notified and have metric series: a
+// stream of another fleet is only remembered, as one entry until it closes,
+// and counts once its fleet is published.
 type Tracker struct {
 	mu        sync.Mutex
 	streams   map[int64]*proxyStream
@@ -118,34 +123,61 @@ func (t *Tracker) countsLocked(fleet, version string) ProxyCounts {
 
 // Published records that fleet's configuration is now version, with each
 // type at the version typeVersions gives it, so that ACKs can be judged and
-// the time until every proxy accepts it measured.
-// The fleet's proxies are judged anew, so notify is called.
+// the time until every proxy accepts it measured. The fleet's proxies are
+// judged anew, so notify is called.
 func (t *Tracker) Published(fleet, version string, typeVersions map[string]string) {
+	t.recordPublication(fleet, version, typeVersions)
+	t.notify(fleet)
+}
+
+func (t *Tracker) recordPublication(fleet, version string, typeVersions map[string]string) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.typeVersions[fleet] == nil || len(t.typeVersions[fleet]) >= maxVersions {
 		t.typeVersions[fleet] = map[string]map[string]string{}
 	}
 	t.typeVersions[fleet][version] = typeVersions
-	if p, ok := t.published[fleet]; !ok || p.version != version {
-		t.published[fleet] = publication{version: version, at: t.now()}
-		metricPushes.WithLabelValues(fleet).Inc()
+	p, known := t.published[fleet]
+	if known && p.version == version {
+		return
 	}
-	t.mu.Unlock()
-	t.notify(fleet)
+	t.published[fleet] = publication{version: version, at: t.now()}
+	metricPushes.WithLabelValues(fleet).Inc()
+	if !known {
+		// Its proxies that connected before count from now on.
+		t.changedLocked(fleet)
+	}
 }
 
-// Forget drops what the tracker knows of a fleet's publications.
+// Forget drops what the tracker knows of a fleet's publications, and the
+// fleet's metric series: it is no longer published.
 func (t *Tracker) Forget(fleet string) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	_, known := t.published[fleet]
 	delete(t.published, fleet)
 	delete(t.typeVersions, fleet)
+	for _, m := range []interface{ DeleteLabelValues(...string) bool }{metricConnected, metricPushes, metricAcks, metricNacks} {
+		m.DeleteLabelValues(fleet)
+	}
+	t.mu.Unlock()
+	if known {
+		t.notify(fleet)
+	}
+}
+
+// knownLocked reports whether fleet is published.
+func (t *Tracker) knownLocked(fleet string) bool {
+	_, ok := t.published[fleet]
+	return ok
 }
 
 // changedLocked updates the fleet's metrics after its proxies changed, and
 // observes the publish-to-ACK time once every connected proxy accepted the
 // published version.
 func (t *Tracker) changedLocked(fleet string) {
+	if !t.knownLocked(fleet) {
+		return
+	}
 	connected := 0
 	for _, s := range t.streams {
 		if s.fleet == fleet && s.node != "" {
@@ -176,7 +208,7 @@ func (t *Tracker) closed(id int64) {
 	s, ok := t.streams[id]
 	delete(t.streams, id)
 	fleet := ""
-	if ok {
+	if ok && t.knownLocked(s.fleet) {
 		fleet = s.fleet
 		t.changedLocked(fleet)
 	}
@@ -199,6 +231,7 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 		s.node, s.fleet = node.GetId(), FleetID(node)
 	}
 	s.requested[typeURL] = true
+	known := t.knownLocked(s.fleet)
 	changed := false
 	if nonce != "" {
 		if version == "" {
@@ -206,11 +239,15 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 		}
 		if isNack {
 			s.nacked[typeURL] = nack{version: s.sent[nonce], detail: errorDetail}
-			metricNacks.WithLabelValues(s.fleet).Inc()
+			if known {
+				metricNacks.WithLabelValues(s.fleet).Inc()
+			}
 		} else {
 			s.acked[typeURL] = version
 			delete(s.nacked, typeURL)
-			metricAcks.WithLabelValues(s.fleet).Inc()
+			if known {
+				metricAcks.WithLabelValues(s.fleet).Inc()
+			}
 		}
 		delete(s.sent, nonce)
 		changed = true
@@ -220,7 +257,7 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 		t.changedLocked(fleet)
 	}
 	t.mu.Unlock()
-	if (changed || node != nil) && fleet != "" {
+	if (changed || node != nil) && known {
 		t.notify(fleet)
 	}
 }
@@ -275,14 +312,14 @@ func (t *Tracker) OnFetchRequest(context.Context, *discoveryv3.DiscoveryRequest)
 // OnFetchResponse implements rest.Callbacks.
 func (t *Tracker) OnFetchResponse(*discoveryv3.DiscoveryRequest, *discoveryv3.DiscoveryResponse) {}
 
-// Fleets returns the fleets that have a connected proxy.
+// Fleets returns the published fleets that have a connected proxy.
 func (t *Tracker) Fleets() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	seen := map[string]bool{}
 	var out []string
 	for _, s := range t.streams {
-		if s.node != "" && !seen[s.fleet] {
+		if s.node != "" && !seen[s.fleet] && t.knownLocked(s.fleet) {
 			seen[s.fleet] = true
 			out = append(out, s.fleet)
 		}

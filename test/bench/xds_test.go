@@ -316,8 +316,10 @@ func runLoadClients() {
 		out.Flush()
 		outMu.Unlock()
 	}
+	// At most 50 streams a connection: the server allows 100 by default
+	// (--xds-max-streams-per-connection), and Envoy itself opens one.
 	var conns []discoveryv3.AggregatedDiscoveryServiceClient
-	for range 10 {
+	for range max(10, (n+49)/50) {
 		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

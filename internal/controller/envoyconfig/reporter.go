@@ -156,13 +156,22 @@ type ServerOptions struct {
 	Namespace string
 	// Replica names this replica; Pod is its pod, if any.
 	Replica, Pod string
+	// Limits bound the server's connections and streams; zero means xds.DefaultLimits.
+	Limits xds.Limits
 }
 
 // AddServer adds to mgr this replica's xDS server and the reporter of its
-// proxies, and a readiness check that passes once the server listens.
+// proxies, a readiness check that passes once the server listens, and a
+// health and a readiness check that fail when it can no longer publish.
 func AddServer(mgr ctrl.Manager, o ServerOptions) (*xds.Server, error) {
 	reporter := NewReporter(mgr.GetClient(), mgr.GetAPIReader(), o.Namespace, o.Replica, o.Pod)
 	server := xds.NewServer(o.BindAddress, ctrl.Log.WithName("xds"), reporter.Notify)
+	if o.Limits == (xds.Limits{}) {
+		o.Limits = xds.DefaultLimits
+	}
+	if err := server.SetLimits(o.Limits); err != nil {
+		return nil, err
+	}
 	reporter.Server = server
 	if err := mgr.Add(server); err != nil {
 		return nil, err
@@ -171,6 +180,12 @@ func AddServer(mgr ctrl.Manager, o ServerOptions) (*xds.Server, error) {
 		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("xds", server.Listening); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("xds-publishing", server.Healthy); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("xds-publishing", server.Healthy); err != nil {
 		return nil, err
 	}
 	return server, nil

@@ -12,14 +12,16 @@ import (
 	"fmt"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 // MaxRevisions bounds a fleet's history.
 const MaxRevisions = 5
 
-// MaxDetail bounds a NACK's error_detail wherever it is kept.
-const MaxDetail = 1024
+// MaxDetail bounds a NACK's error_detail wherever it is kept; the xDS
+// server cuts it to that as it arrives.
+const MaxDetail = xds.MaxNACKDetail
 
 // Revision is one version of a fleet's content that was published.
 type Revision struct {

@@ -1,0 +1,538 @@
+package xds
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
+	"github.com/go-logr/logr"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
+)
+
+// eventually polls cond until it holds; the bound only ends a test that
+// will not pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// refusals reads the refusal counter of reason.
+func refusals(t *testing.T, reason string) float64 {
+	t.Helper()
+	m := &dto.Metric{}
+	if err := metricRefused.WithLabelValues(reason).Write(m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// wantCode fails unless err is a gRPC status with code.
+func wantCode(t *testing.T, what string, err error, code codes.Code) {
+	t.Helper()
+	if status.Code(err) != code {
+		t.Errorf("%s: got %v, want %s", what, err, code)
+	}
+}
+
+// A client that pipelines 2000 requests for types the server does not serve
+// is refused at its first one, and does not hold up another fleet's push.
+func TestUnknownTypesAreRefused(t *testing.T) {
+	ctx := context.Background()
+	s, addr := startServer(t)
+	const victim, other = "ns/victim", "ns/other"
+	for _, f := range []string{victim, other} {
+		if err := s.SetFleet(ctx, f, "v1", clusters("a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := xdstest.Connect(t, xdstest.Dial(t, addr), other, "pod-1", resourcev3.ClusterType)
+	if _, err := p.Next(""); err != nil {
+		t.Fatal(err)
+	}
+	refused := refusals(t, refusedType)
+
+	// The hostile client claims a published fleet and never reads. Each
+	// request names another type, at a version the cache does not have: a
+	// cache that took them would answer each one on the stream's channel.
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hostile, err := xdstest.Dial(t, addr).StreamAggregatedResources(hctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan int, 1)
+	started := make(chan struct{})
+	go func() {
+		n := 0
+		for ; n < 2000; n++ {
+			if n == 100 {
+				close(started)
+			}
+			req := &discoveryv3.DiscoveryRequest{TypeUrl: fmt.Sprintf("type.googleapis.com/hostile.T%d", n), VersionInfo: "x"}
+			if n == 0 {
+				req.Node = &corev3.Node{Id: "hostile", Cluster: victim}
+			}
+			if hostile.Send(req) != nil {
+				break // the server ended the stream
+			}
+		}
+		if n < 100 {
+			close(started)
+		}
+		sent <- n
+	}()
+	<-started
+
+	// The other fleet's push, while the hostile requests arrive.
+	begin := time.Now()
+	if err := s.SetFleet(ctx, other, "v2", clusters("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := p.Next("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	delay := time.Since(begin)
+	if resp.GetVersionInfo() != s.TypeVersion(other, resourcev3.ClusterType) || len(resp.GetResources()) != 2 {
+		t.Fatalf("the other fleet got version %s with %d clusters, want v2's two", resp.GetVersionInfo(), len(resp.GetResources()))
+	}
+	_, err = hostile.Recv()
+	wantCode(t, "the hostile stream", err, codes.InvalidArgument)
+	cancel()
+	n := <-sent
+	t.Logf("the other fleet's push reached its proxy %v after publication, during %d hostile requests sent", delay, n)
+	if got := refusals(t, refusedType) - refused; got != 1 {
+		t.Errorf("%v refusals counted, want 1: the stream ends at its first unknown type", got)
+	}
+	// The victim fleet is still served.
+	q := xdstest.Connect(t, xdstest.Dial(t, addr), victim, "pod-2", resourcev3.ClusterType)
+	if _, err := q.Next(""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The cache is guarded on its own too: a watch of an unknown type never
+// reaches the snapshot cache, whoever creates it.
+func TestFleetCacheRefusesUnknownTypes(t *testing.T) {
+	inner := cachev3.NewSnapshotCache(true, fleetHash{}, nil)
+	c := newFleetCache(inner)
+	node := &corev3.Node{Id: "x", Cluster: fleet}
+	if err := c.SetSnapshot(context.Background(), fleet, &cachev3.Snapshot{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.CreateWatch(&cachev3.Request{Node: node, TypeUrl: "type.googleapis.com/other.T", VersionInfo: "x"},
+		stream.NewSotwSubscription(nil, true), make(chan cachev3.Response))
+	wantCode(t, "sotw", err, codes.InvalidArgument)
+	_, err = c.CreateDeltaWatch(&cachev3.DeltaRequest{Node: node, TypeUrl: "type.googleapis.com/other.T"},
+		stream.NewDeltaSubscription(nil, nil, nil, true), make(chan cachev3.DeltaResponse))
+	wantCode(t, "delta", err, codes.InvalidArgument)
+	if keys := inner.GetStatusKeys(); len(keys) != 0 {
+		t.Errorf("the snapshot cache has entries %v", keys)
+	}
+}
+
+func secrets(names ...string) map[string][]types.Resource {
+	r := clusters("a")
+	for _, n := range names {
+		r[resourcev3.SecretType] = append(r[resourcev3.SecretType], &tlsv3.Secret{Name: n})
+	}
+	return r
+}
+
+// A wildcard subscription to secrets is refused, over both protocols; a
+// subscription by name gets the named secret alone.
+func TestWildcardSecretsAreRefused(t *testing.T) {
+	ctx := context.Background()
+	s, addr := startServer(t)
+	if err := s.SetFleet(ctx, fleet, "v1", secrets("s1", "s2")); err != nil {
+		t.Fatal(err)
+	}
+	c := xdstest.Dial(t, addr)
+	node := &corev3.Node{Id: "pod", Cluster: fleet}
+	sotw := func(names ...string) (*discoveryv3.DiscoveryResponse, error) {
+		st, err := c.StreamAggregatedResources(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer st.CloseSend() //nolint:errcheck // the test is done with it
+		if err := st.Send(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: resourcev3.SecretType, ResourceNames: names}); err != nil {
+			return nil, err
+		}
+		return st.Recv()
+	}
+	delta := func(names ...string) (*discoveryv3.DeltaDiscoveryResponse, error) {
+		st, err := c.DeltaAggregatedResources(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer st.CloseSend() //nolint:errcheck // the test is done with it
+		if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: resourcev3.SecretType, ResourceNamesSubscribe: names}); err != nil {
+			return nil, err
+		}
+		return st.Recv()
+	}
+	refused := refusals(t, refusedWildcardSecret)
+	_, err := sotw()
+	wantCode(t, "sotw without names", err, codes.InvalidArgument)
+	_, err = sotw("*")
+	wantCode(t, "sotw *", err, codes.InvalidArgument)
+	_, err = sotw("s1", "*")
+	wantCode(t, "sotw s1 and *", err, codes.InvalidArgument)
+	_, err = delta()
+	wantCode(t, "delta without names", err, codes.InvalidArgument)
+	_, err = delta("*")
+	wantCode(t, "delta *", err, codes.InvalidArgument)
+	if got := refusals(t, refusedWildcardSecret) - refused; got != 5 {
+		t.Errorf("%v wildcard refusals counted, want 5", got)
+	}
+
+	// (A state of the world ADS request is answered once it names every
+	// resource of its type: the snapshot cache keeps ADS responses consistent.)
+	resp, err := sotw("s1", "s2")
+	if err != nil || len(resp.GetResources()) != 2 {
+		t.Fatalf("sotw s1 and s2: %v, %v", resp, err)
+	}
+	dresp, err := delta("s1")
+	if err != nil || len(dresp.GetResources()) != 1 || dresp.GetResources()[0].GetName() != "s1" {
+		t.Fatalf("delta s1: %v, %v", dresp, err)
+	}
+}
+
+// A state of the world request without names, after named ones, subscribes
+// to no secret: the cache, which would send them all, never sees it.
+func TestUnsubscribingFromEverySecretGetsNothing(t *testing.T) {
+	inner := cachev3.NewSnapshotCache(true, fleetHash{}, nil)
+	c := newFleetCache(inner)
+	snap, err := cachev3.NewSnapshot("v1", map[string][]types.Resource{resourcev3.SecretType: {&tlsv3.Secret{Name: "s1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetSnapshot(context.Background(), fleet, snap); err != nil {
+		t.Fatal(err)
+	}
+	sub := stream.NewSotwSubscription([]string{"s1"}, true)
+	sub.SetResourceSubscription(nil) // the names are dropped
+	if sub.IsWildcard() {
+		t.Fatal("the subscription is a wildcard")
+	}
+	ch := make(chan cachev3.Response, 1)
+	cancel, err := c.CreateWatch(&cachev3.Request{Node: &corev3.Node{Cluster: fleet}, TypeUrl: resourcev3.SecretType, VersionInfo: "old"}, sub, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	if len(ch) != 0 {
+		t.Error("a request without names was sent the fleet's secrets")
+	}
+	if info := inner.GetStatusInfo(fleet); info != nil && info.GetNumWatches() != 0 {
+		t.Errorf("the cache has %d watches", info.GetNumWatches())
+	}
+}
+
+// dial connects for the test's duration, and returns the connection too.
+func dial(t *testing.T, addr string) (*grpc.ClientConn, discoveryv3.AggregatedDiscoveryServiceClient) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
+}
+
+// A connection gets at most MaxStreamsPerConnection streams at once; another
+// waits until one ends.
+func TestStreamsPerConnectionLimit(t *testing.T) {
+	ctx := context.Background()
+	s, addr := startServerWith(t, func(s *Server) {
+		if err := s.SetLimits(Limits{MaxConnections: 10, MaxStreamsPerConnection: 2}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
+		t.Fatal(err)
+	}
+	_, c := dial(t, addr)
+	var open []*xdstest.Proxy
+	for i := range 2 {
+		p := xdstest.Connect(t, c, fleet, fmt.Sprintf("pod-%d", i), resourcev3.ClusterType)
+		if _, err := p.Next(""); err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, p)
+	}
+	// A third stream cannot start while two are open: its start ends
+	// with its context, whatever the wait.
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if st, err := c.StreamAggregatedResources(short); err == nil {
+		err = st.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "pod-3", Cluster: fleet}, TypeUrl: resourcev3.ClusterType})
+		if err == nil {
+			_, err = st.Recv()
+		}
+		wantCode(t, "a third stream", err, codes.DeadlineExceeded)
+	} else {
+		wantCode(t, "a third stream", err, codes.DeadlineExceeded)
+	}
+	waitCounts(t, s, "v1", ProxyCounts{Connected: 2, Acked: 2})
+
+	// One ends: a third one starts.
+	if err := open[0].Stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	p := xdstest.Connect(t, c, fleet, "pod-3", resourcev3.ClusterType)
+	if _, err := p.Next(""); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, s, "v1", ProxyCounts{Connected: 2, Acked: 2})
+}
+
+// The server holds at most MaxConnections connections; one more is closed
+// at once, and a client gets in again once a connection ends.
+func TestConnectionLimit(t *testing.T) {
+	ctx := context.Background()
+	s, addr := startServerWith(t, func(s *Server) {
+		if err := s.SetLimits(Limits{MaxConnections: 2, MaxStreamsPerConnection: 10}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
+		t.Fatal(err)
+	}
+	var conns []*grpc.ClientConn
+	for i := range 2 {
+		conn, c := dial(t, addr)
+		if _, err := xdstest.Connect(t, c, fleet, fmt.Sprintf("pod-%d", i), resourcev3.ClusterType).Next(""); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, conn)
+	}
+	refused := refusals(t, refusedConnection)
+	// try opens a stream on a new connection and returns its first response's error.
+	try := func() error {
+		conn, c := dial(t, addr)
+		defer conn.Close()
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		st, err := c.StreamAggregatedResources(sctx)
+		if err != nil {
+			return err
+		}
+		if err := st.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "pod-x", Cluster: fleet}, TypeUrl: resourcev3.ClusterType}); err != nil {
+			_, err = st.Recv() // the stream's status
+			return err
+		}
+		_, err = st.Recv()
+		return err
+	}
+	wantCode(t, "a third connection", try(), codes.Unavailable)
+	if got := refusals(t, refusedConnection) - refused; got < 1 {
+		t.Errorf("%v connections refused, want at least 1", got)
+	}
+	waitCounts(t, s, "v1", ProxyCounts{Connected: 2, Acked: 2})
+
+	conns[0].Close()
+	eventually(t, "a connection to be let in once one ended", func() bool { return try() == nil })
+}
+
+// Limits that allow nothing are refused.
+func TestLimitsCheck(t *testing.T) {
+	for _, l := range []Limits{{0, 1}, {1, 0}, {-1, -1}, {1, math.MaxUint32 + 1}} {
+		if err := NewServer("127.0.0.1:0", logr.Discard(), nil).SetLimits(l); err == nil {
+			t.Errorf("%+v was accepted", l)
+		}
+	}
+	if err := NewServer("127.0.0.1:0", logr.Discard(), nil).SetLimits(DefaultLimits); err != nil {
+		t.Errorf("the default limits: %v", err)
+	}
+}
+
+// A NACK's error_detail is cut to MaxNACKDetail as it arrives.
+func TestNACKDetailIsCut(t *testing.T) {
+	ctx := context.Background()
+	s, addr := startServer(t)
+	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
+		t.Fatal(err)
+	}
+	p := xdstest.Connect(t, xdstest.Dial(t, addr), fleet, "pod-1", resourcev3.ClusterType)
+	if _, err := p.Next(""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetFleet(ctx, fleet, "v2", clusters("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	huge := "cluster b: " + strings.Repeat("é", 3<<19) // 3 MiB
+	if _, err := p.Next(huge); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the NACK", func() bool { return s.Tracker().Counts(fleet, "v2").Nacked == 1 })
+	got := s.Tracker().Counts(fleet, "v2").LastNACK
+	if len(got) > MaxNACKDetail || !strings.HasPrefix(huge, strings.TrimSuffix(got, "…")) || len(got) < MaxNACKDetail-8 {
+		t.Errorf("the NACK's detail is kept as %d bytes (%.20q…), want at most %d, a prefix of it", len(got), got, MaxNACKDetail)
+	}
+}
+
+// fleetSeries lists the xDS metrics that have a series for fleet.
+func fleetSeries(t *testing.T, fleet string) []string {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range families {
+		if !strings.HasPrefix(f.GetName(), "kube_envoy_controller_xds_") {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "fleet" && l.GetValue() == fleet {
+					out = append(out, f.GetName())
+				}
+			}
+		}
+	}
+	return out
+}
+
+// A stream that claims a fleet that is not published gets nothing and
+// leaves no trace but itself: no cache entry, no metric series, no report.
+// Once the fleet is published it is served; once the fleet is cleared, its
+// series and entries go, and the stream waits for the fleet again.
+func TestOnlyPublishedFleetsAreServedAndCounted(t *testing.T) {
+	ctx := context.Background()
+	s, addr := startServer(t)
+	const ghost = "ns/ghost"
+	t.Cleanup(func() { s.ClearFleet(ghost) }) // metric series are global
+	p := xdstest.Connect(t, xdstest.Dial(t, addr), ghost, "pod-1", resourcev3.ClusterType)
+	eventually(t, "the stream's watch to wait", func() bool { return s.cache.waiting(ghost) == 1 })
+	unpublished := func(when string) {
+		t.Helper()
+		if keys := s.cache.SnapshotCache.GetStatusKeys(); slices.Contains(keys, ghost) {
+			t.Errorf("%s: the snapshot cache has an entry for %s", when, ghost)
+		}
+		if series := fleetSeries(t, ghost); len(series) > 0 {
+			t.Errorf("%s: metric series for %s: %v", when, ghost, series)
+		}
+		if fleets := s.Tracker().Fleets(); slices.Contains(fleets, ghost) {
+			t.Errorf("%s: the tracker reports %s", when, ghost)
+		}
+	}
+	unpublished("before publication")
+
+	if err := s.SetFleet(ctx, ghost, "v1", clusters("a")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := p.Next("")
+	if err != nil || resp.GetVersionInfo() != s.TypeVersion(ghost, resourcev3.ClusterType) {
+		t.Fatalf("after publication: %v, %v", resp.GetVersionInfo(), err)
+	}
+	eventually(t, "the ACK to count", func() bool { return s.Tracker().Counts(ghost, "v1") == ProxyCounts{Connected: 1, Acked: 1} })
+	if series := fleetSeries(t, ghost); len(series) < 3 { // connected, pushes, acks
+		t.Errorf("series once published: %v", series)
+	}
+	if !slices.Contains(s.cache.SnapshotCache.GetStatusKeys(), ghost) || !slices.Equal(s.Tracker().Fleets(), []string{ghost}) {
+		t.Errorf("once published: cache entries %v, tracker fleets %v", s.cache.SnapshotCache.GetStatusKeys(), s.Tracker().Fleets())
+	}
+
+	s.ClearFleet(ghost)
+	unpublished("after ClearFleet")
+	eventually(t, "the stream's new watch to wait again", func() bool { return s.cache.waiting(ghost) == 1 })
+
+	// Published again, the fleet reaches the stream that stayed open.
+	if err := s.SetFleet(ctx, ghost, "v2", clusters("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = p.Next("")
+	if err != nil || len(resp.GetResources()) != 2 {
+		t.Fatalf("published again: %v, %v", resp, err)
+	}
+}
+
+// Healthy fails while the snapshot cache is stuck, and after the serve loop ended.
+func TestHealthy(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := NewServer("127.0.0.1:0", logr.Discard(), nil)
+	s.stuckAfter = 100 * time.Millisecond
+	if err := s.Healthy(nil); err != nil {
+		t.Errorf("before Start: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Start(ctx) }()
+	if _, err := s.Addr(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a healthy server", func() bool { return s.Healthy(nil) == nil })
+	// Settle: every probe answers.
+	for range 5 {
+		if err := s.Healthy(nil); err != nil {
+			t.Fatalf("a serving server: %v", err)
+		}
+		time.Sleep(s.stuckAfter)
+	}
+
+	// Wedge the snapshot cache as go-control-plane's own code can: a watch
+	// answered on a channel nobody reads, while the cache's lock is held.
+	wedge := make(chan cachev3.Response)
+	go func() {
+		_, _ = s.cache.SnapshotCache.CreateWatch(&cachev3.Request{Node: &corev3.Node{Cluster: fleet}, TypeUrl: resourcev3.ClusterType, VersionInfo: "old"},
+			stream.NewSotwSubscription(nil, true), wedge)
+	}()
+	eventually(t, "the health check to fail", func() bool {
+		err := s.Healthy(nil)
+		if err != nil {
+			t.Logf("while the cache is stuck: %v", err)
+		}
+		return err != nil
+	})
+	// A publication waits for the cache.
+	published := make(chan error, 1)
+	go func() { published <- s.SetFleet(ctx, "ns/other", "v1", clusters("b")) }()
+	select {
+	case err := <-published:
+		t.Fatalf("a fleet was published while the cache was stuck (%v): the wedge is not one", err)
+	default:
+	}
+
+	<-wedge // unstick it
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the health check to pass again", func() bool { return s.Healthy(nil) == nil })
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Healthy(nil); err == nil {
+		t.Error("a server whose serve loop ended passed the health check")
+	}
+}
