@@ -229,7 +229,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		publishErr error
 		clashed    bool
 	)
-	if leader {
+	// A fleet that never had an EnvoyConfig is served empty, and nothing is
+	// recorded for it.
+	unrecorded := len(configs) == 0 && !found
+	if leader && !unrecorded {
 		d := publish.Decide(hist, ir, publish.Sum(r.readReports(ctx), fleetID, hist.Current))
 		if d.Changed(hist) {
 			publishErr = r.record(ctx, id, stored, found, d.History)
@@ -240,6 +243,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			case apierrors.IsConflict(publishErr) || r.isOurHistory(ctx, id, publishErr):
 				// The cache was behind the history: decide again on what is stored.
 				return ctrl.Result{RequeueAfter: status.ConflictRetry}, nil
+			case apierrors.HasStatusCause(publishErr, corev1.NamespaceTerminatingCause):
+				return ctrl.Result{}, nil // the fleet goes with its namespace
 			default:
 				clashed = apierrors.IsAlreadyExists(publishErr)
 			}
@@ -250,6 +255,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if rev := hist.Served(); rev != nil {
 		resources, _ := translate.Render(rev.Configs, current, slices)
 		if err := r.Server.SetFleet(ctx, fleetID, hist.Current, resources); err != nil {
+			return ctrl.Result{}, fmt.Errorf("serving %s: %w", fleetID, err)
+		}
+	} else if unrecorded {
+		if err := r.Server.SetFleet(ctx, fleetID, ir.Version, ir.Resources); err != nil {
 			return ctrl.Result{}, fmt.Errorf("serving %s: %w", fleetID, err)
 		}
 	}

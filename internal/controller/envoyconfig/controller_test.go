@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
@@ -33,6 +35,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
@@ -599,4 +602,20 @@ func TestCascadeNeverEmptiesTheFleet(t *testing.T) {
 	testenv.Eventually(t, "the fleet to be served nothing", func() (bool, error) {
 		return len(served(fleetID, resourcev3.ListenerType))+len(served(fleetID, resourcev3.ClusterType)) == 0 && server.Version(fleetID) != "", nil
 	})
+}
+
+// A fleet without EnvoyConfigs is served empty, and nothing is recorded for
+// it: an Envoy costs the control plane no write until it is configured.
+func TestFleetWithoutConfigsRecordsNothing(t *testing.T) {
+	ns, fleetID := newFleet(t)
+	testenv.Eventually(t, "the fleet to be served", func() (bool, error) { return server.Version(fleetID) != "", nil })
+	envoy := &examplev1.Envoy{}
+	if err := suite.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "edge"}, envoy); err != nil {
+		t.Fatal(err)
+	}
+	suite.ExpectNoWrites(t, ControllerName, envoy, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "edge"}})
+	err := suite.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: publish.HistoryName("edge")}, &corev1.ConfigMap{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the fleet's history: got %v, want none", err)
+	}
 }
