@@ -168,9 +168,7 @@ func secrets(names ...string) map[string][]types.Resource {
 func TestWildcardSecretsAreRefused(t *testing.T) {
 	ctx := context.Background()
 	s, addr := startServer(t)
-	if err := s.SetFleet(ctx, fleet, "v1", secrets("s1", "s2")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v1", secrets("s1", "s2"))
 	c := xdstest.Dial(t, addr)
 	node := &corev3.Node{Id: "pod", Cluster: fleet}
 	sotw := func(names ...string) (*discoveryv3.DiscoveryResponse, error) {
@@ -273,9 +271,7 @@ func TestStreamsPerConnectionLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v1", clusters("a"))
 	_, c := dial(t, addr)
 	var open []*xdstest.Proxy
 	for i := range 2 {
@@ -320,9 +316,7 @@ func TestConnectionLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v1", clusters("a"))
 	var conns []*grpc.ClientConn
 	for i := range 2 {
 		conn, c := dial(t, addr)
@@ -373,18 +367,13 @@ func TestLimitsCheck(t *testing.T) {
 
 // A NACK's error_detail is cut to MaxNACKDetail as it arrives.
 func TestNACKDetailIsCut(t *testing.T) {
-	ctx := context.Background()
 	s, addr := startServer(t)
-	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v1", clusters("a"))
 	p := xdstest.Connect(t, xdstest.Dial(t, addr), fleet, "pod-1", resourcev3.ClusterType)
 	if _, err := p.Next(""); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetFleet(ctx, fleet, "v2", clusters("a", "b")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v2", clusters("a", "b"))
 	huge := "cluster b: " + strings.Repeat("é", 3<<19) // 3 MiB
 	if _, err := p.Next(huge); err != nil {
 		t.Fatal(err)
@@ -487,9 +476,7 @@ func TestHealthy(t *testing.T) {
 	if _, err := s.Addr(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v1", clusters("a"))
 	eventually(t, "a healthy server", func() bool { return s.Healthy(nil) == nil })
 	// Settle: every probe answers.
 	for range 5 {

@@ -51,6 +51,14 @@ func startServerWith(t *testing.T, configure func(*Server)) (*Server, string) {
 	return s, addr.String()
 }
 
+// mustPublish publishes resources to the test fleet as version.
+func mustPublish(t *testing.T, s *Server, version string, resources map[string][]types.Resource) {
+	t.Helper()
+	if err := s.SetFleet(context.Background(), fleet, version, resources); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func clusters(names ...string) map[string][]types.Resource {
 	var rs []types.Resource
 	for _, n := range names {
@@ -77,11 +85,8 @@ func waitCounts(t *testing.T, s *Server, version string, want ProxyCounts) {
 }
 
 func TestSotwAckAndNack(t *testing.T) {
-	ctx := context.Background()
 	s, addr := startServer(t)
-	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v1", clusters("a"))
 	p := xdstest.Connect(t, xdstest.Dial(t, addr), fleet, "pod-1", resourcev3.ClusterType)
 	resp, err := p.Next("")
 	if err != nil {
@@ -94,12 +99,8 @@ func TestSotwAckAndNack(t *testing.T) {
 
 	// Unchanged content is not pushed again, even under a new version: the
 	// content hash, not the label, decides.
-	if err := s.SetFleet(ctx, fleet, "v1-again", clusters("a")); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetFleet(ctx, fleet, "v2", clusters("a", "b")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v1-again", clusters("a"))
+	mustPublish(t, s, "v2", clusters("a", "b"))
 	resp, err = p.Next("cluster b: bad")
 	if err != nil {
 		t.Fatal(err)
@@ -115,9 +116,7 @@ func TestSotwAckAndNack(t *testing.T) {
 func TestDeltaAckAndNack(t *testing.T) {
 	ctx := context.Background()
 	s, addr := startServer(t)
-	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v1", clusters("a"))
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st, err := xdstest.Dial(t, addr).DeltaAggregatedResources(sctx)
@@ -140,9 +139,7 @@ func TestDeltaAckAndNack(t *testing.T) {
 	waitCounts(t, s, "v1", ProxyCounts{Connected: 1, Acked: 1})
 
 	// Delta sends only what changed: the new cluster b, not a again.
-	if err := s.SetFleet(ctx, fleet, "v2", clusters("a", "b")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v2", clusters("a", "b"))
 	resp, err = st.Recv()
 	if err != nil {
 		t.Fatal(err)
@@ -160,11 +157,8 @@ func TestDeltaAckAndNack(t *testing.T) {
 // 500 concurrent ADS streams of one fleet all receive and ACK a new version.
 func TestManyProxies(t *testing.T) {
 	const n = 500
-	ctx := context.Background()
 	s, addr := startServer(t)
-	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v1", clusters("a"))
 	// A few connections carry the streams, as many proxies behind few nodes would.
 	var conns []discoveryv3.AggregatedDiscoveryServiceClient
 	for range 10 {
@@ -186,9 +180,7 @@ func TestManyProxies(t *testing.T) {
 		}()
 	}
 	waitCounts(t, s, "v1", ProxyCounts{Connected: n, Acked: n})
-	if err := s.SetFleet(ctx, fleet, "v2", clusters("a", "b")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v2", clusters("a", "b"))
 	waitCounts(t, s, "v2", ProxyCounts{Connected: n, Acked: n})
 	wg.Wait()
 	close(errs)
@@ -199,11 +191,8 @@ func TestManyProxies(t *testing.T) {
 
 // A closed stream is no longer counted.
 func TestDisconnect(t *testing.T) {
-	ctx := context.Background()
 	s, addr := startServer(t)
-	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v1", clusters("a"))
 	p := xdstest.Connect(t, xdstest.Dial(t, addr), fleet, "pod-1", resourcev3.ClusterType)
 	if _, err := p.Next(""); err != nil {
 		t.Fatal(err)
@@ -219,25 +208,18 @@ func TestDisconnect(t *testing.T) {
 // it (which would reject it again, in a loop): its next response is the
 // next version.
 func TestNoResendAfterNack(t *testing.T) {
-	ctx := context.Background()
 	s, addr := startServer(t)
-	if err := s.SetFleet(ctx, fleet, "v1", clusters("a")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v1", clusters("a"))
 	p := xdstest.Connect(t, xdstest.Dial(t, addr), fleet, "pod-1", resourcev3.ClusterType)
 	if _, err := p.Next(""); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetFleet(ctx, fleet, "v2", clusters("a", "bad")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v2", clusters("a", "bad"))
 	if resp, err := p.Next("bad cluster"); err != nil || resp.GetVersionInfo() != s.TypeVersion(fleet, resourcev3.ClusterType) {
 		t.Fatalf("got %v, %v; want v2", resp.GetVersionInfo(), err)
 	}
 	waitCounts(t, s, "v2", ProxyCounts{Connected: 1, Nacked: 1, LastNACK: "bad cluster"})
-	if err := s.SetFleet(ctx, fleet, "v3", clusters("a", "good")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v3", clusters("a", "good"))
 	resp, err := p.Next("")
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +232,6 @@ func TestNoResendAfterNack(t *testing.T) {
 // An endpoint change pushes only EDS: a proxy subscribed to clusters is not
 // sent them again, and still counts as having accepted the new version.
 func TestOnlyChangedTypesArePushed(t *testing.T) {
-	ctx := context.Background()
 	s, addr := startServer(t)
 	withEndpoint := func(port uint32) map[string][]types.Resource {
 		r := clusters("a")
@@ -262,9 +243,7 @@ func TestOnlyChangedTypesArePushed(t *testing.T) {
 			}}}}}}
 		return r
 	}
-	if err := s.SetFleet(ctx, fleet, "v1", withEndpoint(80)); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v1", withEndpoint(80))
 	c := xdstest.Dial(t, addr)
 	cds := xdstest.Connect(t, c, fleet, "pod-cds", resourcev3.ClusterType)
 	eds := xdstest.Connect(t, c, fleet, "pod-eds", resourcev3.EndpointType, "a")
@@ -281,9 +260,7 @@ func TestOnlyChangedTypesArePushed(t *testing.T) {
 	}
 	waitCounts(t, s, "v1", ProxyCounts{Connected: 2, Acked: 2})
 
-	if err := s.SetFleet(ctx, fleet, "v2", withEndpoint(81)); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v2", withEndpoint(81))
 	if resp, err := eds.Next(""); err != nil || resp.GetVersionInfo() != s.TypeVersion(fleet, resourcev3.EndpointType) {
 		t.Fatalf("EDS after the change: %v, %v", resp.GetVersionInfo(), err)
 	}
@@ -304,9 +281,7 @@ func TestOnlyChangedTypesArePushed(t *testing.T) {
 	}
 	r := withEndpoint(81)
 	r[resourcev3.ClusterType] = clusters("a", "b")[resourcev3.ClusterType]
-	if err := s.SetFleet(ctx, fleet, "v3", r); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, s, "v3", r)
 	select {
 	case v := <-got:
 		if v != s.TypeVersion(fleet, resourcev3.ClusterType) {
