@@ -58,11 +58,20 @@ type FooBarStatus struct {
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 
+	// StartedJob is the Job created for the run of the current generation. It
+	// is recorded before the Job is created, and once recorded that Job is
+	// never created again: if it disappears before its outcome is known, the
+	// run is reported as lost (phase Failed, Complete reason JobLost) rather
+	// than run a second time. A new generation runs in a new Job.
+	// +optional
+	StartedJob string `json:"startedJob,omitempty"`
+
 	// ObservedGeneration is the generation of the spec that this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Complete (True once the run ended, its reason the phase) and
+	// Conditions: Complete (True once the run ended, its reason the phase, or
+	// JobLost when its Job disappeared before its outcome was known) and
 	// Degraded (True when the Job cannot be created).
 	// +optional
 	// +listType=map

@@ -260,3 +260,57 @@ func TestValidation(t *testing.T) {
 		t.Errorf("spec = %+v, want image defaulted to busybox", fb.Spec)
 	}
 }
+
+// A Job deleted while it runs, before its outcome is recorded, is not created
+// again: that would run the command a second time. The run ends as lost, and
+// the status says why; a new generation runs the command again.
+func TestLostJobIsNotRunAgain(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	fb := newFooBar(ns, "lost", "echo once")
+	if err := suite.Client.Create(ctx, fb); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, ns, "lost-1")
+	jobRunning(t, j)
+	if got := waitPhase(t, fb, k8sv1.PhaseRunning); got.Status.StartedJob != "lost-1" {
+		t.Errorf("startedJob = %q while its Job runs", got.Status.StartedJob)
+	}
+
+	if err := suite.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	got := waitPhase(t, fb, k8sv1.PhaseFailed)
+	c := meta.FindStatusCondition(got.Status.Conditions, ConditionComplete)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonJobLost ||
+		!strings.Contains(c.Message, `Job "lost-1" disappeared before its outcome was known`) {
+		t.Errorf("Complete = %+v", c)
+	}
+	suite.WaitEvent(t, ns, "lost", `Warning Failed Job "lost-1" disappeared before its outcome was known`)
+
+	// However often it is reconciled, the generation's Job is not created again.
+	suite.Touch(t, ControllerName, got)
+	if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lost-1"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the lost run's Job was created again (err %v)", err)
+	}
+	var jobs batchv1.JobList
+	if err := suite.Client.List(ctx, &jobs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Items) != 0 {
+		t.Errorf("%d Jobs after the run was lost, want none", len(jobs.Items))
+	}
+
+	// A new generation is a new run.
+	if err := suite.Client.Get(ctx, client.ObjectKeyFromObject(fb), fb); err != nil {
+		t.Fatal(err)
+	}
+	fb.Spec.Command = "echo again"
+	if err := suite.Client.Update(ctx, fb); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, ns, "lost-2")
+	if got := waitPhase(t, fb, k8sv1.PhasePending); got.Status.StartedJob != "lost-2" {
+		t.Errorf("startedJob = %q for generation 2", got.Status.StartedJob)
+	}
+}

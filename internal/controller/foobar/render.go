@@ -53,11 +53,52 @@ func Image(fb *k8sv1.FooBar) string {
 	return fb.Spec.Image
 }
 
-// Desired returns the Job that fb's current generation wants, or nil when
-// that generation already ran to its end: a finished run is never run again,
-// even if its Job was deleted.
+// Step is what a reconcile does about the run of a FooBar's current generation.
+type Step string
+
+const (
+	// StepStart: the run was never started. The reconcile records the start
+	// in status (StartStatus), and only then creates the Job.
+	StepStart Step = "Start"
+	// StepFollow: the run was started. Its Job is followed, and never created
+	// again: a Job that is gone was deleted (by someone, or its TTL after
+	// finishing) before its outcome was recorded, and creating it again would
+	// run the command twice.
+	StepFollow Step = "Follow"
+	// StepNone: the run ended, or was lost. Nothing runs again until the
+	// next generation, even if the Job is deleted.
+	StepNone Step = "None"
+)
+
+// Plan returns what a reconcile does about fb's current generation, from
+// fb's status alone: the status, not the Job, is the record of a run.
+func Plan(fb *k8sv1.FooBar) Step {
+	switch {
+	case Finished(fb):
+		return StepNone
+	case Started(fb):
+		return StepFollow
+	}
+	return StepStart
+}
+
+// Started reports whether fb's status records that the Job of its current
+// generation was created, or was about to be.
+func Started(fb *k8sv1.FooBar) bool {
+	return fb.Status.StartedJob == JobName(fb)
+}
+
+// StartStatus is the status written before the current generation's Job is
+// created: Pending, with the start recorded.
+func StartStatus(fb *k8sv1.FooBar) k8sv1.FooBarStatus {
+	return Status(fb, Observed{Started: true})
+}
+
+// Desired returns the Job to create for fb's current generation, or nil when
+// none may be: the run was started already (its Job is followed, never
+// created again), or it ended.
 func Desired(fb *k8sv1.FooBar) *batchv1.Job {
-	if Finished(fb) {
+	if Plan(fb) != StepStart {
 		return nil
 	}
 	return Job(fb)
@@ -114,10 +155,21 @@ func Finished(fb *k8sv1.FooBar) bool {
 	return fb.Status.ObservedGeneration == fb.Generation && fb.Status.JobName == JobName(fb) && IsFinished(fb.Status.Phase)
 }
 
+// ReasonJobLost is the reason of the Complete condition of a run whose Job
+// disappeared before its outcome was known.
+const ReasonJobLost = "JobLost"
+
 // Observed is what the controller found, for computing status.
 type Observed struct {
 	// Job is the Job of the current generation, or nil if there is none.
 	Job *batchv1.Job
+	// Started is whether the current generation's Job was created, or may
+	// have been: its start is recorded, and a create that was surely refused
+	// did not undo it.
+	Started bool
+	// Lost is whether the Job of a started run is gone (or was replaced by
+	// an object fb does not control) before its outcome was recorded.
+	Lost bool
 	// Problem is why the FooBar is Degraded, or nil: a failed write, or its
 	// Job's name taken by a foreign object.
 	Problem *conditions.Problem
@@ -168,7 +220,19 @@ func Status(fb *k8sv1.FooBar, obs Observed) k8sv1.FooBarStatus {
 		ObservedGeneration: fb.Generation,
 		Conditions:         append([]metav1.Condition(nil), fb.Status.Conditions...),
 	}
+	if obs.Started || obs.Lost {
+		st.StartedJob = JobName(fb)
+	}
 	conditions.SetDegraded(&st.Conditions, fb.Generation, obs.Problem)
+	if obs.Lost {
+		// Whether the command ran, and how it ended, is unknown; running it
+		// again could run it twice. The run ends here, as failed; a new
+		// generation runs it again.
+		st.Phase = k8sv1.PhaseFailed
+		conditions.Set(&st.Conditions, fb.Generation, ConditionComplete, metav1.ConditionTrue, ReasonJobLost,
+			fmt.Sprintf("Job %q disappeared before its outcome was known; the command of generation %d is not run again", JobName(fb), fb.Generation))
+		return st
+	}
 	if p := obs.Problem; p != nil && obs.Job == nil {
 		st.Phase = k8sv1.PhasePending
 		conditions.Set(&st.Conditions, fb.Generation, ConditionComplete, metav1.ConditionFalse, string(k8sv1.PhasePending), p.Message)

@@ -133,21 +133,69 @@ func TestStatus(t *testing.T) {
 	}
 }
 
-// A finished generation wants no Job: it is never run again.
-func TestDesired(t *testing.T) {
-	fb := sampleFooBar()
-	if j := Desired(fb); j == nil || j.Name != "foobar-sample-1" {
-		t.Fatalf("Desired = %v, want the Job of generation 1", j)
+// The status alone decides what a reconcile does: a generation's Job is
+// created only if its start was never recorded, so the command of one
+// generation runs at most once, whatever happens to its Job.
+func TestPlan(t *testing.T) {
+	tests := []struct {
+		name   string
+		status k8sv1.FooBarStatus
+		want   Step
+	}{
+		{"never reconciled", k8sv1.FooBarStatus{}, StepStart},
+		{"pending, start not recorded (its create was refused)",
+			k8sv1.FooBarStatus{Phase: k8sv1.PhasePending, JobName: "foobar-sample-1", ObservedGeneration: 1}, StepStart},
+		{"started", k8sv1.FooBarStatus{Phase: k8sv1.PhasePending, JobName: "foobar-sample-1", StartedJob: "foobar-sample-1", ObservedGeneration: 1}, StepFollow},
+		{"running", k8sv1.FooBarStatus{Phase: k8sv1.PhaseRunning, JobName: "foobar-sample-1", StartedJob: "foobar-sample-1", ObservedGeneration: 1}, StepFollow},
+		{"succeeded", k8sv1.FooBarStatus{Phase: k8sv1.PhaseSucceeded, JobName: "foobar-sample-1", StartedJob: "foobar-sample-1", ObservedGeneration: 1}, StepNone},
+		{"failed", k8sv1.FooBarStatus{Phase: k8sv1.PhaseFailed, JobName: "foobar-sample-1", StartedJob: "foobar-sample-1", ObservedGeneration: 1}, StepNone},
+		{"lost", Status(sampleFooBar(), Observed{Lost: true}), StepNone},
+		{"the previous generation started", k8sv1.FooBarStatus{Phase: k8sv1.PhaseRunning, JobName: "foobar-sample-0", StartedJob: "foobar-sample-0", ObservedGeneration: 0}, StepStart},
+		{"the previous generation finished", k8sv1.FooBarStatus{Phase: k8sv1.PhaseSucceeded, JobName: "foobar-sample-0", StartedJob: "foobar-sample-0", ObservedGeneration: 0}, StepStart},
 	}
-	for _, phase := range []k8sv1.FooBarPhase{k8sv1.PhaseSucceeded, k8sv1.PhaseFailed} {
-		fb.Status = k8sv1.FooBarStatus{Phase: phase, JobName: "foobar-sample-1", ObservedGeneration: 1}
-		if j := Desired(fb); j != nil {
-			t.Errorf("%s: Desired = %s, want none", phase, j.Name)
+	for _, tt := range tests {
+		fb := sampleFooBar()
+		fb.Status = tt.status
+		if got := Plan(fb); got != tt.want {
+			t.Errorf("%s: Plan = %s, want %s", tt.name, got, tt.want)
+		}
+		if j := Desired(fb); (j != nil) != (tt.want == StepStart) || (j != nil && j.Name != "foobar-sample-1") {
+			t.Errorf("%s: Desired = %v, want a Job only to start one", tt.name, j)
 		}
 	}
-	fb.Status.Phase = k8sv1.PhaseRunning
-	if Desired(fb) == nil {
-		t.Errorf("a running generation still wants its Job")
+}
+
+// The status written before the Job is created records the start; one whose
+// Job disappeared before its outcome was known says so, and ends the run.
+func TestStartedAndLostStatus(t *testing.T) {
+	fb := sampleFooBar()
+	st := StartStatus(fb)
+	if st.StartedJob != "foobar-sample-1" || st.Phase != k8sv1.PhasePending || st.ObservedGeneration != 1 {
+		t.Errorf("start: %+v", st)
+	}
+	fb.Status = st
+	if st := Status(fb, Observed{}); st.StartedJob != "" {
+		t.Errorf("a status of a run not started records a start: %+v", st)
+	}
+
+	st = Status(fb, Observed{Started: true, Lost: true})
+	if st.StartedJob != "foobar-sample-1" || st.Phase != k8sv1.PhaseFailed || st.CompletionTime != nil {
+		t.Errorf("lost: %+v", st)
+	}
+	c := meta.FindStatusCondition(st.Conditions, ConditionComplete)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonJobLost ||
+		!strings.Contains(c.Message, `Job "foobar-sample-1" disappeared before its outcome was known`) {
+		t.Errorf("Complete = %+v", c)
+	}
+	if meta.IsStatusConditionTrue(st.Conditions, conditions.Degraded) {
+		t.Errorf("a lost run is Degraded: %+v", st.Conditions)
+	}
+	fb.Status = st
+	if !Finished(fb) || Desired(fb) != nil {
+		t.Error("a lost run is not over: its Job would be created again")
+	}
+	if st := Status(fb, Observed{}); st.Phase != k8sv1.PhaseFailed || meta.FindStatusCondition(st.Conditions, ConditionComplete).Reason != ReasonJobLost {
+		t.Errorf("a lost run does not keep its status: %+v", st)
 	}
 }
 
@@ -169,6 +217,11 @@ func TestTransitions(t *testing.T) {
 		{"failed", fb(k8sv1.PhaseRunning, "j-1"), fb(k8sv1.PhaseFailed, "j-1"), `Warning Failed Job "j-1" failed: backoff`},
 		{"still succeeded", fb(k8sv1.PhaseSucceeded, "j-1"), fb(k8sv1.PhaseSucceeded, "j-1"), ""},
 		{"next generation failed", fb(k8sv1.PhaseFailed, "j-1"), fb(k8sv1.PhaseFailed, "j-2"), `Warning Failed Job "j-2" failed: backoff`},
+		{"lost", fb(k8sv1.PhaseRunning, "foobar-sample-1"), func() *k8sv1.FooBar {
+			f := sampleFooBar()
+			f.Status = Status(f, Observed{Lost: true})
+			return f
+		}(), `Warning Failed Job "foobar-sample-1" disappeared before its outcome was known; the command of generation 1 is not run again`},
 	}
 	for _, tt := range tests {
 		var got []string

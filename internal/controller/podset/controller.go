@@ -77,13 +77,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// owner returns the request of the PodSet that controls pod, if one does.
-func owner(pod client.Object) (reconcile.Request, bool) {
+// owner returns the request of the PodSet that controls pod, and that
+// PodSet's UID, if one does. The UID tells a PodSet from an earlier one of
+// the same name.
+func owner(pod client.Object) (reconcile.Request, types.UID, bool) {
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil || ref.Kind != "PodSet" || ref.APIVersion != demov1alpha1.GroupVersion.String() {
-		return reconcile.Request{}, false
+		return reconcile.Request{}, "", false
 	}
-	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: pod.GetNamespace(), Name: ref.Name}}, true
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: pod.GetNamespace(), Name: ref.Name}}, ref.UID, true
 }
 
 func podKey(pod client.Object) string { return pod.GetNamespace() + "/" + pod.GetName() }
@@ -94,39 +96,39 @@ func (r *Reconciler) podHandler() handler.EventHandler {
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) {
-			req, ok := owner(e.Object)
+			req, uid, ok := owner(e.Object)
 			if !ok {
 				return
 			}
-			r.exp.CreationObserved(req.String())
+			r.exp.CreationObserved(req.String(), uid)
 			if e.Object.GetDeletionTimestamp() != nil {
 				// Seen for the first time already being deleted (after a restart, say).
-				r.exp.DeletionObserved(req.String(), podKey(e.Object))
+				r.exp.DeletionObserved(req.String(), uid, podKey(e.Object))
 			}
 			q.Add(req)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) {
-			if old, ok := owner(e.ObjectOld); ok {
-				if cur, ok := owner(e.ObjectNew); !ok || cur != old {
+			if old, _, ok := owner(e.ObjectOld); ok {
+				if cur, _, ok := owner(e.ObjectNew); !ok || cur != old {
 					q.Add(old) // the pod was released or moved to another owner
 				}
 			}
-			req, ok := owner(e.ObjectNew)
+			req, uid, ok := owner(e.ObjectNew)
 			if !ok {
 				return
 			}
 			if e.ObjectNew.GetDeletionTimestamp() != nil && e.ObjectOld.GetDeletionTimestamp() == nil {
 				// A graceful deletion: the pod stops counting now, not when it is gone.
-				r.exp.DeletionObserved(req.String(), podKey(e.ObjectNew))
+				r.exp.DeletionObserved(req.String(), uid, podKey(e.ObjectNew))
 			}
 			q.Add(req)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) {
-			req, ok := owner(e.Object)
+			req, uid, ok := owner(e.Object)
 			if !ok {
 				return
 			}
-			r.exp.DeletionObserved(req.String(), podKey(e.Object))
+			r.exp.DeletionObserved(req.String(), uid, podKey(e.Object))
 			q.Add(req)
 		},
 	}
@@ -156,7 +158,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// Whether the cache holds every pod we created and none we deleted must be
 	// known before the pods are listed: an event observed in between would
 	// otherwise satisfy the expectations for a list that misses its pod.
-	satisfied := r.exp.Satisfied(key)
+	satisfied := r.exp.Satisfied(key, ps.UID)
 	var list corev1.PodList
 	if err := r.Client.List(ctx, &list, client.InNamespace(ps.Namespace),
 		client.MatchingFields{objects.ControllerUIDIndex: string(ps.UID)}); err != nil {
@@ -181,7 +183,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if res, err := status.Result(errors.Join(manageErr, r.Status.Write(ctx, ps, after)), false); err != nil || res.RequeueAfter > 0 {
 		return res, err // a failed create or delete is retried with backoff
 	}
-	if !r.exp.Satisfied(key) {
+	if !r.exp.Satisfied(key, ps.UID) {
 		// The pod events normally settle the expectations first; this is the
 		// safety net for events that never come.
 		return ctrl.Result{RequeueAfter: ExpectationsTimeout}, nil
@@ -206,13 +208,13 @@ func (r *Reconciler) manage(ctx context.Context, ps *demov1alpha1.PodSet, key st
 		n := min(-diff, BurstReplicas)
 		// Expect every creation before sending the first: the informer may
 		// deliver a pod before its create returns.
-		r.exp.ExpectCreations(key, n)
+		r.exp.ExpectCreations(key, ps.UID, n)
 		created, err := slowStartBatch(n, 1, func() error {
 			return r.Client.Create(ctx, Pod(ps))
 		})
 		// The creations that failed or were never sent will not be observed.
 		for range n - created {
-			r.exp.CreationObserved(key)
+			r.exp.CreationObserved(key, ps.UID)
 		}
 		if created > 0 {
 			log.V(1).Info("created pods", "count", created, "replicas", ps.Spec.Replicas)
@@ -230,7 +232,7 @@ func (r *Reconciler) manage(ctx context.Context, ps *demov1alpha1.PodSet, key st
 		for i, p := range victims {
 			keys[i] = podKey(p)
 		}
-		r.exp.ExpectDeletions(key, keys)
+		r.exp.ExpectDeletions(key, ps.UID, keys)
 		var (
 			wg       sync.WaitGroup
 			deleted  atomic.Int32
@@ -246,7 +248,7 @@ func (r *Reconciler) manage(ctx context.Context, ps *demov1alpha1.PodSet, key st
 					return
 				}
 				// Gone already, or not deleted: no event will come for it.
-				r.exp.DeletionObserved(key, podKey(p))
+				r.exp.DeletionObserved(key, ps.UID, podKey(p))
 				if !apierrors.IsNotFound(err) {
 					errMu.Lock()
 					if firstErr == nil {

@@ -5,57 +5,98 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestExpectations(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	e := newExpectations()
 	e.now = func() time.Time { return now }
-	const key = "ns/ps"
+	const key, uid = "ns/ps", types.UID("uid-1")
 
-	if !e.Satisfied(key) {
+	if !e.Satisfied(key, uid) {
 		t.Fatal("a PodSet never seen must be satisfied")
 	}
-	e.ExpectCreations(key, 2)
-	if e.Satisfied(key) {
+	e.ExpectCreations(key, uid, 2)
+	if e.Satisfied(key, uid) {
 		t.Fatal("satisfied with two creations outstanding")
 	}
-	e.CreationObserved(key)
-	e.CreationObserved("ns/other") // another PodSet's pod changes nothing here
-	if e.Satisfied(key) {
+	e.CreationObserved(key, uid)
+	e.CreationObserved("ns/other", "uid-2") // another PodSet's pod changes nothing here
+	if e.Satisfied(key, uid) {
 		t.Fatal("satisfied with one creation outstanding")
 	}
-	e.CreationObserved(key)
-	if !e.Satisfied(key) {
+	e.CreationObserved(key, uid)
+	if !e.Satisfied(key, uid) {
 		t.Fatal("not satisfied after both creations were observed")
 	}
 
-	e.ExpectDeletions(key, []string{"ns/a", "ns/b"})
-	e.DeletionObserved(key, "ns/a")
-	e.DeletionObserved(key, "ns/a") // the same pod seen again (deletionTimestamp, then gone)
-	e.DeletionObserved(key, "ns/c") // a pod nobody asked to delete
-	if e.Satisfied(key) {
+	e.ExpectDeletions(key, uid, []string{"ns/a", "ns/b"})
+	e.DeletionObserved(key, uid, "ns/a")
+	e.DeletionObserved(key, uid, "ns/a") // the same pod seen again (deletionTimestamp, then gone)
+	e.DeletionObserved(key, uid, "ns/c") // a pod nobody asked to delete
+	if e.Satisfied(key, uid) {
 		t.Fatal("satisfied while ns/b's deletion is outstanding")
 	}
-	e.DeletionObserved(key, "ns/b")
-	if !e.Satisfied(key) {
+	e.DeletionObserved(key, uid, "ns/b")
+	if !e.Satisfied(key, uid) {
 		t.Fatal("not satisfied after both deletions were observed")
 	}
 
-	e.ExpectCreations(key, 1)
+	e.ExpectCreations(key, uid, 1)
 	now = now.Add(ExpectationsTimeout - time.Second)
-	if e.Satisfied(key) {
+	if e.Satisfied(key, uid) {
 		t.Fatal("expired early")
 	}
 	now = now.Add(2 * time.Second)
-	if !e.Satisfied(key) {
+	if !e.Satisfied(key, uid) {
 		t.Fatal("expectations never expire: a lost event would stall the PodSet forever")
 	}
 
-	e.ExpectCreations(key, 1)
+	e.ExpectCreations(key, uid, 1)
 	e.Forget(key)
-	if !e.Satisfied(key) {
+	if !e.Satisfied(key, uid) {
 		t.Fatal("a forgotten PodSet is not satisfied")
+	}
+}
+
+// A PodSet deleted and created again under the same name is another object:
+// what the first one expected neither holds the second back nor is settled by
+// the first one's pods.
+func TestExpectationsBelongToOneObject(t *testing.T) {
+	e := newExpectations()
+	const key, first, second = "ns/ps", types.UID("uid-1"), types.UID("uid-2")
+
+	e.ExpectCreations(key, first, 1) // its event never comes
+	if e.Satisfied(key, first) {
+		t.Fatal("the first PodSet is satisfied with a creation outstanding")
+	}
+	if !e.Satisfied(key, second) {
+		t.Fatal("the second PodSet waits for the first one's creation")
+	}
+	if !e.Satisfied(key, first) {
+		t.Fatal("the first PodSet's expectations were kept once the second was seen")
+	}
+
+	e.ExpectCreations(key, second, 1)
+	e.CreationObserved(key, first) // a late pod of the first PodSet
+	if e.Satisfied(key, second) {
+		t.Fatal("the first PodSet's pod settled the second's creation")
+	}
+	e.CreationObserved(key, second)
+	if !e.Satisfied(key, second) {
+		t.Fatal("not satisfied after its creation was observed")
+	}
+
+	e.ExpectDeletions(key, second, []string{"ns/a"})
+	e.DeletionObserved(key, first, "ns/a") // the same pod name, under the first PodSet
+	if e.Satisfied(key, second) {
+		t.Fatal("the first PodSet's pod settled the second's deletion")
+	}
+	e.DeletionObserved(key, second, "ns/a")
+	if !e.Satisfied(key, second) {
+		t.Fatal("not satisfied after its deletion was observed")
 	}
 }
 

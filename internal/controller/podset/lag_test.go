@@ -96,7 +96,7 @@ func TestNoPodBeyondReplicasWhenTheCacheLags(t *testing.T) {
 	if q.Len() != 1 {
 		t.Errorf("queue length %d after the PodSet's pod events, want the PodSet once", q.Len())
 	}
-	if !r.exp.Satisfied(req.String()) {
+	if !r.exp.Satisfied(req.String(), ps.UID) {
 		t.Fatal("expectations not satisfied after every creation was observed")
 	}
 	if _, err := r.Reconcile(ctx, req); err != nil {

@@ -23,9 +23,16 @@ type FooBarStatusApplyConfiguration struct {
 	StartTime *metav1.Time `json:"startTime,omitempty"`
 	// CompletionTime is when the Job succeeded or failed.
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// StartedJob is the Job created for the run of the current generation. It
+	// is recorded before the Job is created, and once recorded that Job is
+	// never created again: if it disappears before its outcome is known, the
+	// run is reported as lost (phase Failed, Complete reason JobLost) rather
+	// than run a second time. A new generation runs in a new Job.
+	StartedJob *string `json:"startedJob,omitempty"`
 	// ObservedGeneration is the generation of the spec that this status describes.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Complete (True once the run ended, its reason the phase) and
+	// Conditions: Complete (True once the run ended, its reason the phase, or
+	// JobLost when its Job disappeared before its outcome was known) and
 	// Degraded (True when the Job cannot be created).
 	Conditions []applyconfigurationsmetav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
@@ -65,6 +72,14 @@ func (b *FooBarStatusApplyConfiguration) WithStartTime(value metav1.Time) *FooBa
 // If called multiple times, the CompletionTime field is set to the value of the last call.
 func (b *FooBarStatusApplyConfiguration) WithCompletionTime(value metav1.Time) *FooBarStatusApplyConfiguration {
 	b.CompletionTime = &value
+	return b
+}
+
+// WithStartedJob sets the StartedJob field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartedJob field is set to the value of the last call.
+func (b *FooBarStatusApplyConfiguration) WithStartedJob(value string) *FooBarStatusApplyConfiguration {
+	b.StartedJob = &value
 	return b
 }
 
