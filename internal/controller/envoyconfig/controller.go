@@ -251,14 +251,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
-	// Serve what is recorded.
-	if rev := hist.Served(); rev != nil {
-		resources, _ := translate.Render(rev.Configs, current, slices)
-		if err := r.Server.SetFleet(ctx, fleetID, hist.Current, resources); err != nil {
-			return ctrl.Result{}, fmt.Errorf("serving %s: %w", fleetID, err)
+	// Serve what is recorded, or, for a fleet never configured, nothing.
+	if served := hist.Served(); served != nil || unrecorded {
+		version, resources := ir.Version, ir.Resources
+		if served != nil {
+			version = hist.Current
+			resources, _ = translate.Render(served.Configs, current, slices)
 		}
-	} else if unrecorded {
-		if err := r.Server.SetFleet(ctx, fleetID, ir.Version, ir.Resources); err != nil {
+		if err := r.Server.SetFleet(ctx, fleetID, version, resources); err != nil {
 			return ctrl.Result{}, fmt.Errorf("serving %s: %w", fleetID, err)
 		}
 	}

@@ -14,13 +14,13 @@ import (
 // fault and is not returned.
 func Admit(before []Config, name string, after *Config) []string {
 	if after != nil {
-		if _, errs := parseErrors(*after); len(errs) > 0 {
+		if _, errs := parse(*after); len(errs) > 0 {
 			return messages(errs)
 		}
 	}
 	var was, will []Config
 	for _, c := range before {
-		if _, errs := parseErrors(c); len(errs) > 0 {
+		if _, errs := parse(c); len(errs) > 0 {
 			continue // content the controller does not serve as it is
 		}
 		was = append(was, c)
@@ -52,9 +52,4 @@ func Admit(before []Config, name string, after *Config) []string {
 		}
 	}
 	return out
-}
-
-func parseErrors(c Config) (parsed, []error) {
-	resources, errs := xdsParse(c)
-	return parsed{name: c.Name, created: c.Created, resources: resources}, errs
 }

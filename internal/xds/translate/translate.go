@@ -120,7 +120,7 @@ func Translate(in Input) IR {
 	choice := map[string]Config{}
 	for _, c := range in.Configs {
 		st := ConfigStatus{Served: ServedCurrent}
-		if _, errs := parseErrors(c); len(errs) > 0 {
+		if _, errs := parse(c); len(errs) > 0 {
 			st.Invalid = messages(errs)
 			st.Served = NotServed
 			if p, ok := published[c.Name]; ok {
@@ -196,19 +196,12 @@ func Translate(in Input) IR {
 // resources that clash with another's. Every replica renders a revision
 // with it, so every replica serves the same content.
 func Render(served, current []Config, slices map[string][]discoveryv1.EndpointSlice) (map[string][]types.Resource, map[string][]string) {
-	parsedConfigs := make([]parsed, 0, len(served))
+	parsedConfigs := make([]parsed, 0, len(served)+len(current))
 	for _, c := range served {
-		p := parse(c.Recorded())
-		for i, se := range c.Spec.ServiceEndpoints {
-			p.resources = append(p.resources, xds.Resource{
-				Kind: endpointKind, Name: se.Cluster, Message: LoadAssignment(se, slices[se.Service]),
-				Path: fmt.Sprintf("spec.serviceEndpoints[%d]", i), Source: c.Name,
-			})
-		}
-		parsedConfigs = append(parsedConfigs, p)
+		parsedConfigs = append(parsedConfigs, withEndpoints(c.Recorded(), slices))
 	}
 	for _, c := range current {
-		secrets := parse(Config{Name: c.Name, Created: c.Created,
+		secrets, _ := parse(Config{Name: c.Name, Created: c.Created,
 			Spec: examplev1.EnvoyConfigSpec{Resources: examplev1.EnvoyResources{Secrets: c.Spec.Resources.Secrets}}})
 		parsedConfigs = append(parsedConfigs, secrets)
 	}
@@ -233,24 +226,31 @@ type parsed struct {
 	resources []xds.Resource
 }
 
-func parse(c Config) parsed {
-	p, _ := parseErrors(c)
+// parse returns c's valid resources, and an error for each that is not.
+func parse(c Config) (parsed, []error) {
+	resources, errs := xds.Parse(c.Name, c.Spec.Resources)
+	return parsed{name: c.Name, created: c.Created, resources: resources}, errs
+}
+
+// withEndpoints is c's valid resources with, for each of its
+// serviceEndpoints, the load assignment that slices give it.
+func withEndpoints(c Config, slices map[string][]discoveryv1.EndpointSlice) parsed {
+	p, _ := parse(c)
+	for i, se := range c.Spec.ServiceEndpoints {
+		p.resources = append(p.resources, xds.Resource{
+			Kind: endpointKind, Name: se.Cluster, Message: LoadAssignment(se, slices[se.Service]),
+			Path: fmt.Sprintf("spec.serviceEndpoints[%d]", i), Source: c.Name,
+		})
+	}
 	return p
 }
 
-func xdsParse(c Config) ([]xds.Resource, []error) { return xds.Parse(c.Name, c.Spec.Resources) }
-
-// mergeOf merges configs' resources, with an EDS resource for each of
-// their serviceEndpoints (its name is all that references need).
+// mergeOf merges configs' resources and those of their serviceEndpoints,
+// whose names are all that references need.
 func mergeOf(configs []Config) map[resourceKey]xds.Resource {
 	ps := make([]parsed, 0, len(configs))
 	for _, c := range configs {
-		p := parse(c)
-		for i, se := range c.Spec.ServiceEndpoints {
-			p.resources = append(p.resources, xds.Resource{Kind: endpointKind, Name: se.Cluster,
-				Path: fmt.Sprintf("spec.serviceEndpoints[%d]", i), Source: c.Name})
-		}
-		ps = append(ps, p)
+		ps = append(ps, withEndpoints(c, nil))
 	}
 	merged, _ := merge(ps)
 	return merged
