@@ -22,6 +22,8 @@ import (
 var childKinds = []struct {
 	kind string
 	make func(meta metav1.ObjectMeta) client.Object
+	// label is what marks the operator's objects of the kind; nil: the managed-by label.
+	label map[string]string
 }{
 	{"Deployment", func(m metav1.ObjectMeta) client.Object {
 		sel := map[string]string{"app": m.Name}
@@ -29,19 +31,23 @@ var childKinds = []struct {
 			Selector: &metav1.LabelSelector{MatchLabels: sel},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: podSpec(corev1.RestartPolicyAlways)},
 		}}
-	}},
+	}, nil},
 	{"Service", func(m metav1.ObjectMeta) client.Object {
 		return &corev1.Service{ObjectMeta: m, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
-	}},
+	}, nil},
 	{"ConfigMap", func(m metav1.ObjectMeta) client.Object {
 		return &corev1.ConfigMap{ObjectMeta: m, Data: map[string]string{"k": "v"}}
-	}},
+	}, nil},
 	{"Pod", func(m metav1.ObjectMeta) client.Object {
 		return &corev1.Pod{ObjectMeta: m, Spec: podSpec(corev1.RestartPolicyAlways)}
-	}},
+	}, nil},
 	{"Job", func(m metav1.ObjectMeta) client.Object {
 		return &batchv1.Job{ObjectMeta: m, Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: podSpec(corev1.RestartPolicyNever)}}}
-	}},
+	}, nil},
+	// Of Secrets, only those the xDS control plane may read, whatever the value.
+	{"Secret", func(m metav1.ObjectMeta) client.Object {
+		return &corev1.Secret{ObjectMeta: m, StringData: map[string]string{"k": "v"}}
+	}, map[string]string{objects.XDSSecretLabel: "any-value"}},
 }
 
 func podSpec(restart corev1.RestartPolicy) corev1.PodSpec {
@@ -68,7 +74,11 @@ func TestCacheHoldsOnlyLabelledChildrenWithoutManagedFields(t *testing.T) {
 			// object's, so once the cache holds the labelled object, it would
 			// hold the stranger too, were it to cache it.
 			stranger := k.make(metav1.ObjectMeta{Name: "stranger", Namespace: ns, Labels: map[string]string{"app": "other"}})
-			labelled := k.make(metav1.ObjectMeta{Name: "ours", Namespace: ns, Labels: ours})
+			label := ours
+			if k.label != nil {
+				label = k.label
+			}
+			labelled := k.make(metav1.ObjectMeta{Name: "ours", Namespace: ns, Labels: label})
 			for _, obj := range []client.Object{stranger, labelled} {
 				if err := suite.Client.Create(ctx, obj); err != nil {
 					t.Fatal(err)
@@ -83,7 +93,7 @@ func TestCacheHoldsOnlyLabelledChildrenWithoutManagedFields(t *testing.T) {
 			if mf := cached.GetManagedFields(); len(mf) != 0 {
 				t.Errorf("cached %s has %d managedFields entries, want none", k.kind, len(mf))
 			}
-			if cached.GetLabels()[objects.ManagedByLabel] != objects.ManagedByValue {
+			if !reflect.DeepEqual(cached.GetLabels(), label) {
 				t.Errorf("cached %s has labels %v", k.kind, cached.GetLabels())
 			}
 			if err := cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: "stranger"}, emptyLike(stranger)); !apierrors.IsNotFound(err) {

@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -147,8 +148,14 @@ func metricsOptions(o Options) metricsserver.Options {
 // object, and of the kinds the operator creates, only the objects it labelled
 // as its own are cached. A clash with a foreign object of the same name is
 // found by its create failing, not by caching every object in the cluster.
+// Of Secrets, only those labelled for the xDS control plane are cached
+// (objects.XDSSecretLabel): no other Secret's data is ever in memory.
 func CacheOptions() cache.Options {
 	owned := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{objects.ManagedByLabel: objects.ManagedByValue})}
+	xdsSecrets, err := labels.NewRequirement(objects.XDSSecretLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant key: cannot fail
+	}
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
@@ -157,6 +164,7 @@ func CacheOptions() cache.Options {
 			&corev1.ConfigMap{}:  owned,
 			&corev1.Pod{}:        owned,
 			&batchv1.Job{}:       owned,
+			&corev1.Secret{}:     {Label: labels.NewSelector().Add(*xdsSecrets)},
 		},
 	}
 }

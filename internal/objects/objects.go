@@ -20,6 +20,21 @@ const (
 	ManagedByValue = "kube-envoy-controller"
 )
 
+// XDSSecretLabel marks the Secrets the xDS control plane reads; the manager's
+// cache keeps no other Secret. Its value says what the Secret is for, and only
+// XDSSecretTLS may be served to proxies over SDS:
+//   - XDSSecretTLS: a user's kubernetes.io/tls Secret, which an EnvoyConfig's
+//     tlsSecrets may name (the label is the Secret owner's consent);
+//   - XDSSecretClient: a fleet's client certificate for the xDS server, which
+//     the operator issues and its proxies mount;
+//   - XDSSecretCA: the operator's xDS certificate authority, in its namespace.
+const (
+	XDSSecretLabel  = "kube-envoy-controller.io/xds-secret"
+	XDSSecretTLS    = "tls"
+	XDSSecretClient = "client-certificate"
+	XDSSecretCA     = "ca"
+)
+
 // FieldOwner is the field manager name of the operator's writes.
 const FieldOwner = "kube-envoy-controller"
 
