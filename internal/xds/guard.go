@@ -1,6 +1,9 @@
 package xds
 
 import (
+	"context"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
@@ -12,16 +15,51 @@ import (
 // the tracker, logs, events, reports and status all get it cut to this.
 const MaxNACKDetail = 1024
 
-// guard checks each request before the server's other callbacks and the
-// cache see it: a type the server does not serve ends the stream
+// guard checks each stream and request before the server's other callbacks
+// and the cache see it: a stream whose peer or node is not who it must be
+// ends (identities), a type the server does not serve ends the stream
 // (InvalidArgument), and a NACK's error_detail, which the proxy chooses, is
 // cut to MaxNACKDetail bytes, so that no copy of it is larger.
-type guard struct{ serverv3.Callbacks }
+type guard struct {
+	serverv3.Callbacks
+	ids *identities
+}
 
 var _ serverv3.Callbacks = guard{}
 
+// OnStreamOpen implements sotw.Callbacks.
+func (g guard) OnStreamOpen(ctx context.Context, id int64, typeURL string) error {
+	if err := g.ids.open(ctx, id); err != nil {
+		return err
+	}
+	return g.Callbacks.OnStreamOpen(ctx, id, typeURL)
+}
+
+// OnDeltaStreamOpen implements delta.Callbacks.
+func (g guard) OnDeltaStreamOpen(ctx context.Context, id int64, typeURL string) error {
+	if err := g.ids.open(ctx, id); err != nil {
+		return err
+	}
+	return g.Callbacks.OnDeltaStreamOpen(ctx, id, typeURL)
+}
+
+// OnStreamClosed implements sotw.Callbacks.
+func (g guard) OnStreamClosed(id int64, node *corev3.Node) {
+	g.ids.closed(id)
+	g.Callbacks.OnStreamClosed(id, node)
+}
+
+// OnDeltaStreamClosed implements delta.Callbacks.
+func (g guard) OnDeltaStreamClosed(id int64, node *corev3.Node) {
+	g.ids.closed(id)
+	g.Callbacks.OnDeltaStreamClosed(id, node)
+}
+
 // OnStreamRequest implements sotw.Callbacks.
 func (g guard) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) error {
+	if err := g.ids.check(id, r.GetNode()); err != nil {
+		return err
+	}
 	if err := servedType(r.GetTypeUrl()); err != nil {
 		metricRefused.WithLabelValues(refusedType).Inc()
 		return err
@@ -32,6 +70,9 @@ func (g guard) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) error 
 
 // OnStreamDeltaRequest implements delta.Callbacks.
 func (g guard) OnStreamDeltaRequest(id int64, r *discoveryv3.DeltaDiscoveryRequest) error {
+	if err := g.ids.check(id, r.GetNode()); err != nil {
+		return err
+	}
 	if err := servedType(r.GetTypeUrl()); err != nil {
 		metricRefused.WithLabelValues(refusedType).Inc()
 		return err

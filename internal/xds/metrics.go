@@ -27,7 +27,7 @@ var (
 	// a fleet, and must not make a series.
 	metricRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kube_envoy_controller_xds_refused_total",
-		Help: "Streams and connections the xDS server refused, by reason: unknown_type, wildcard_secret, connection_limit.",
+		Help: "Streams and connections the xDS server refused, by reason: unknown_type, wildcard_secret, connection_limit, identity.",
 	}, []string{"reason"})
 	metricPublishToAck = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "kube_envoy_controller_xds_publish_to_ack_seconds",
@@ -41,6 +41,9 @@ const (
 	refusedType           = "unknown_type"
 	refusedWildcardSecret = "wildcard_secret"
 	refusedConnection     = "connection_limit"
+	// refusedIdentity: no verified fleet certificate, a node of another
+	// fleet, or a node that changed on its stream.
+	refusedIdentity = "identity"
 )
 
 func init() {

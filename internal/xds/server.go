@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +18,7 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -36,6 +38,11 @@ type Server struct {
 	fleets map[string]*fleetVersions
 
 	limits Limits
+	// tls, when set, gives each connection its TLS configuration, and
+	// trustDomain is that of the fleets' client certificates. Without it
+	// the server speaks plaintext.
+	tls         func(context.Context) (*tls.Config, error)
+	trustDomain string
 	// stuckAfter, serveEnded and probe serve Healthy.
 	stuckAfter time.Duration
 	serveEnded atomic.Bool
@@ -71,6 +78,14 @@ func NewServer(addr string, log logr.Logger, notify func(fleet string)) *Server 
 		limits:     DefaultLimits,
 		stuckAfter: DefaultStuckAfter,
 	}
+}
+
+// SetTLS has the server speak mutual TLS only: config gives the TLS
+// configuration of each new connection (the server's current certificate,
+// and the CAs a client certificate must chain to), and a stream's fleet is
+// the one its client certificate names in trustDomain. Call it before Start.
+func (s *Server) SetTLS(config func(context.Context) (*tls.Config, error), trustDomain string) {
+	s.tls, s.trustDomain = config, trustDomain
 }
 
 // Tracker returns the server's record of its proxies.
@@ -191,14 +206,29 @@ func (s *Server) Start(ctx context.Context) error {
 	s.bound = lis.Addr()
 	lis = limitConnections(lis, s.limits.MaxConnections)
 	close(s.ready)
-	g := grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(uint32(s.limits.MaxStreamsPerConnection)),
 		// Find dead proxies and let them find a dead server; allow their keepalives.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 5 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	)
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, s.cache, guard{newNoResend(s.tracker)}))
-	s.log.Info("serving xDS", "address", s.bound.String())
+	}
+	if s.tls != nil {
+		// A handshake without a client certificate that chains to the CA
+		// fails: such a client never gets a response.
+		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{
+			MinVersion: tls.VersionTLS13,
+			GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+				return s.tls(hello.Context())
+			},
+		})))
+	}
+	g := grpc.NewServer(opts...)
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, s.cache, guard{newNoResend(s.tracker), newIdentities(s.trustDomain)}))
+	if s.tls != nil {
+		s.log.Info("serving xDS over mutual TLS", "address", s.bound.String(), "trustDomain", s.trustDomain)
+	} else {
+		s.log.Info("serving xDS in PLAINTEXT: any client that reaches the port can read any fleet's configuration; use it only for local experiments", "address", s.bound.String())
+	}
 
 	done := make(chan error, 1)
 	go func() {

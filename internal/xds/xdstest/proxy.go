@@ -5,22 +5,58 @@ package xdstest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"testing"
 	"time"
+
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// Dial connects to an xDS server for the test's duration.
+// Dial connects to a plaintext xDS server for the test's duration.
 func Dial(t testing.TB, addr string) discoveryv3.AggregatedDiscoveryServiceClient {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return dial(t, addr, insecure.NewCredentials())
+}
+
+// DialTLS connects to an xDS server over mutual TLS, as a fleet's proxy
+// does: it presents certPEM and keyPEM (a fleet's client certificate; both
+// nil presents none), and verifies that the server is serverName and chains
+// to a CA in caPEM.
+func DialTLS(t testing.TB, addr, serverName string, certPEM, keyPEM, caPEM []byte) discoveryv3.AggregatedDiscoveryServiceClient {
+	t.Helper()
+	return dial(t, addr, credentials.NewTLS(TLSConfig(t, serverName, certPEM, keyPEM, caPEM)))
+}
+
+// TLSConfig is the client side of a proxy's mutual TLS.
+func TLSConfig(t testing.TB, serverName string, certPEM, keyPEM, caPEM []byte) *tls.Config {
+	t.Helper()
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatal("no CA certificate in caPEM")
+	}
+	cfg := &tls.Config{ServerName: serverName, RootCAs: roots, MinVersion: tls.VersionTLS13}
+	if certPEM != nil {
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg
+}
+
+func dial(t testing.TB, addr string, creds credentials.TransportCredentials) discoveryv3.AggregatedDiscoveryServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,146 @@
+// Package authority keeps the xDS control plane's certificate authority in a
+// Secret of the operator's namespace: the leader makes and rotates it
+// (Rotator), and every replica reads it (Store) to serve xDS over mutual TLS
+// and to issue the fleets' client certificates. What a CA is and when it
+// rotates is decided by internal/pki; this package only reads and writes.
+package authority
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
+)
+
+// DefaultSecretName is the Secret, in the operator's namespace, that holds the CA.
+const DefaultSecretName = "kube-envoy-controller-xds-ca"
+
+// Keys of the CA Secret.
+const (
+	// BundleKey holds every trusted CA certificate, newest first.
+	BundleKey = "ca.crt"
+	// KeysKey holds their private keys, in the same order.
+	KeysKey = "ca.key"
+)
+
+// ErrNoAuthority is returned until the leader has made the CA.
+var ErrNoAuthority = errors.New("the xDS certificate authority does not exist yet")
+
+// Store reads the CA from its Secret through the manager's cache (which
+// keeps the Secrets labelled objects.XDSSecretLabel), decoding it again only
+// when the Secret changes.
+type Store struct {
+	Reader  client.Reader
+	Key     types.NamespacedName
+	Options pki.Options
+	// Hosts are the names the xDS server's certificate is issued for.
+	Hosts []string
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	mu      sync.Mutex
+	version string // resourceVersion of the decoded Secret
+	current pki.Authority
+	server  *serverCert
+}
+
+type serverCert struct {
+	cert    *tls.Certificate
+	renew   time.Time
+	signerT time.Time // NotBefore of the CA that signed it
+}
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// Authority returns the current CA.
+func (s *Store) Authority(ctx context.Context) (pki.Authority, error) {
+	sec := &corev1.Secret{}
+	if err := s.Reader.Get(ctx, s.Key, sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return pki.Authority{}, ErrNoAuthority
+		}
+		return pki.Authority{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sec.ResourceVersion == s.version && !s.current.Empty() {
+		return s.current, nil
+	}
+	a, err := pki.Decode(sec.Data[BundleKey], sec.Data[KeysKey])
+	if err != nil {
+		return pki.Authority{}, fmt.Errorf("the xDS CA Secret %s: %w", s.Key, err)
+	}
+	if a.Empty() {
+		return pki.Authority{}, ErrNoAuthority
+	}
+	s.version, s.current = sec.ResourceVersion, a
+	return a, nil
+}
+
+// ServerConfig is the TLS configuration of one xDS connection: the server's
+// certificate, issued from the current signer and renewed as it ages, and
+// the trusted CAs, whose certificate every client must present.
+func (s *Store) ServerConfig(ctx context.Context) (*tls.Config, error) {
+	a, err := s.Authority(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	signer := a.Signer(now, s.Options)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sc := s.server; sc == nil || !now.Before(sc.renew) || !sc.signerT.Equal(signer.Cert.NotBefore) {
+		leaf, err := pki.IssueServer(a, s.Hosts, now, s.Options)
+		if err != nil {
+			return nil, err
+		}
+		cert, err := tls.X509KeyPair(leaf.Cert, leaf.Key)
+		if err != nil {
+			return nil, err
+		}
+		_, renew := pki.Current(leaf, a, "", now, s.Options)
+		s.server = &serverCert{cert: &cert, renew: renew, signerT: signer.Cert.NotBefore}
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{*s.server.cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    a.Pool(),
+		NextProtos:   []string{"h2"},
+	}, nil
+}
+
+// Secret returns the CA Secret for a.
+func Secret(key types.NamespacedName, a pki.Authority) (*corev1.Secret, error) {
+	certs, keys, err := pki.Encode(a)
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: key.Name, Namespace: key.Namespace,
+			Labels: map[string]string{
+				objects.ManagedByLabel: objects.ManagedByValue,
+				objects.XDSSecretLabel: objects.XDSSecretCA,
+			},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{BundleKey: certs, KeysKey: keys},
+	}, nil
+}
