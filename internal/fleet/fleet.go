@@ -87,6 +87,10 @@ func ConfigMapName(e *examplev1.Envoy) string {
 	return cmp.Or(e.Spec.ConfigMapName, Name(e)+"-bootstrap")
 }
 
+// ClientSecretName is the name of the Secret that holds the fleet's client
+// certificate for the built-in xDS server (kubernetes.io/tls, with ca.crt).
+func ClientSecretName(e *examplev1.Envoy) string { return e.Name + "-xds-client" }
+
 // Replicas is the fleet's desired number of proxies.
 func Replicas(e *examplev1.Envoy) int32 { return ptr.Deref(e.Spec.Replicas, DefaultReplicas) }
 
@@ -113,8 +117,14 @@ func Labels(e *examplev1.Envoy) map[string]string {
 // Defaults is what the operator's flags decide for every fleet.
 type Defaults struct {
 	// XDS is the built-in xDS server, used by fleets whose spec has no xds.
+	// Its MutualTLS says whether they reach it over mutual TLS, each with
+	// its client certificate (ClientSecretName).
 	XDS proxy.XDSServer
 }
+
+// BuiltinXDS reports whether e's fleet takes its configuration from the
+// operator's own xDS server.
+func BuiltinXDS(e *examplev1.Envoy) bool { return e.Spec.XDS == nil }
 
 // XDSServer is the xDS server the fleet uses: its spec's, or the built-in one.
 func XDSServer(e *examplev1.Envoy, d Defaults) proxy.XDSServer {
@@ -128,13 +138,20 @@ func XDSServer(e *examplev1.Envoy, d Defaults) proxy.XDSServer {
 // ContainerOptions are the options of the proxy container of e's fleet,
 // without listener ports: a sidecar's would collide with its application's.
 // The fleet's own pods add theirs (see ListenerPorts).
-func ContainerOptions(e *examplev1.Envoy) proxy.ContainerOptions {
+func ContainerOptions(e *examplev1.Envoy, d Defaults) proxy.ContainerOptions {
 	return proxy.ContainerOptions{
 		Image:     cmp.Or(e.Spec.Image, DefaultImage),
 		LogLevel:  cmp.Or(e.Spec.LogLevel, DefaultLogLevel),
 		FleetID:   Of(e).String(),
 		Resources: e.Spec.Resources,
+		XDS:       XDSServer(e, d),
 	}
+}
+
+// Volumes are the volumes of the proxy container of e's fleet: its bootstrap
+// ConfigMap, scratch space and, over mutual TLS, its client certificate.
+func Volumes(e *examplev1.Envoy, d Defaults) []corev1.Volume {
+	return proxy.Volumes(ConfigMapName(e), ClientSecretName(e), XDSServer(e, d))
 }
 
 // ListenerPorts are the container ports of the fleet's listeners, and

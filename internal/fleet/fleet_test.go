@@ -69,12 +69,12 @@ func TestIDRoundTrip(t *testing.T) {
 
 func TestContainerOptions(t *testing.T) {
 	e := seedSample()
-	o := ContainerOptions(e)
+	o := ContainerOptions(e, Defaults{})
 	if o.Image != DefaultImage || o.LogLevel != DefaultLogLevel || o.FleetID != "default/edge-envoy" || len(o.ListenerPorts) != 0 {
 		t.Errorf("options = %+v", o)
 	}
 	e.Spec.Image, e.Spec.LogLevel = "envoy:custom", "debug"
-	if o := ContainerOptions(e); o.Image != "envoy:custom" || o.LogLevel != "debug" {
+	if o := ContainerOptions(e, Defaults{}); o.Image != "envoy:custom" || o.LogLevel != "debug" {
 		t.Errorf("the spec's image and log level are not used: %+v", o)
 	}
 	ports, low := ListenerPorts(e)

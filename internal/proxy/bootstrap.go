@@ -7,6 +7,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
+	"path"
 	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
@@ -17,7 +19,10 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -49,6 +54,11 @@ type XDSServer struct {
 	ClusterName string
 	Host        string
 	Port        uint32
+	// MutualTLS has the proxy reach the server over mutual TLS: it presents
+	// the fleet's client certificate and verifies that the server is Host
+	// and chains to the fleet's trusted CAs, all read from the files of
+	// ClientCertDir (see SDSFiles).
+	MutualTLS bool
 }
 
 // String returns host:port.
@@ -94,6 +104,12 @@ func xdsCluster(xds XDSServer) *clusterv3.Cluster {
 	c := staticCluster(xds.ClusterName, xds.Host, xds.Port)
 	c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
 	c.DnsLookupFamily = clusterv3.Cluster_V4_PREFERRED
+	if xds.MutualTLS {
+		c.TransportSocket = &corev3.TransportSocket{
+			Name:       "envoy.transport_sockets.tls",
+			ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(upstreamTLS(xds))},
+		}
+	}
 	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{
 		"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": mustAny(&upstreamhttpv3.HttpProtocolOptions{
 			UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{
@@ -111,6 +127,102 @@ func xdsCluster(xds XDSServer) *clusterv3.Cluster {
 		}),
 	}
 	return c
+}
+
+// upstreamTLS is the xDS connection's TLS: TLS 1.3 with HTTP/2 by ALPN, the
+// fleet's certificate and the trusted CAs through SDS from files (so that a
+// renewed certificate or a new CA is taken up without a restart), and the
+// server's name checked against Host.
+func upstreamTLS(xds XDSServer) *tlsv3.UpstreamTlsContext {
+	san := &tlsv3.SubjectAltNameMatcher{
+		SanType: tlsv3.SubjectAltNameMatcher_DNS,
+		Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: xds.Host}},
+	}
+	sni := xds.Host
+	if net.ParseIP(xds.Host) != nil {
+		san.SanType = tlsv3.SubjectAltNameMatcher_IP_ADDRESS
+		sni = "" // SNI carries host names only
+	}
+	fromFile := func(name string) *corev3.ConfigSource {
+		return &corev3.ConfigSource{
+			ResourceApiVersion: corev3.ApiVersion_V3,
+			ConfigSourceSpecifier: &corev3.ConfigSource_PathConfigSource{PathConfigSource: &corev3.PathConfigSource{
+				Path: path.Join(BootstrapDir, name),
+			}},
+		}
+	}
+	return &tlsv3.UpstreamTlsContext{
+		Sni: sni,
+		CommonTlsContext: &tlsv3.CommonTlsContext{
+			TlsParams: &tlsv3.TlsParameters{
+				TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_3,
+				TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3,
+			},
+			AlpnProtocols: []string{"h2"},
+			TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{
+				Name: ClientCertSecretName, SdsConfig: fromFile(ClientCertSDSFile),
+			}},
+			ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{
+				CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+					DefaultValidationContext: &tlsv3.CertificateValidationContext{
+						MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{san},
+					},
+					ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{
+						Name: TrustedCASecretName, SdsConfig: fromFile(TrustedCASDSFile),
+					},
+				},
+			},
+		},
+	}
+}
+
+// Names of the SDS secrets of the xDS connection, and the files, next to
+// the bootstrap, that deliver them.
+const (
+	ClientCertSecretName = "xds_client_certificate"
+	TrustedCASecretName  = "xds_trusted_ca"
+	ClientCertSDSFile    = "xds-client-certificate.yaml"
+	TrustedCASDSFile     = "xds-trusted-ca.yaml"
+)
+
+// Files of the fleet's client certificate Secret, mounted at ClientCertDir:
+// the kubernetes.io/tls keys and the CA bundle.
+const (
+	ClientCertFile = "tls.crt"
+	ClientKeyFile  = "tls.key"
+	TrustedCAFile  = "ca.crt"
+)
+
+// SDSFiles returns the SDS files, by name, that deliver the xDS connection's
+// certificate and trusted CAs to a proxy of xds: nil without MutualTLS. They
+// name the files of ClientCertDir and watch that directory, so that the
+// kubelet's update of the mounted Secret reaches Envoy at once.
+func SDSFiles(xds XDSServer) map[string]*discoveryv3.DiscoveryResponse {
+	if !xds.MutualTLS {
+		return nil
+	}
+	file := func(name string) *corev3.DataSource {
+		return &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: path.Join(ClientCertDir, name)}}
+	}
+	watched := &corev3.WatchedDirectory{Path: ClientCertDir}
+	return map[string]*discoveryv3.DiscoveryResponse{
+		ClientCertSDSFile: sdsResponse(&tlsv3.Secret{
+			Name: ClientCertSecretName,
+			Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+				CertificateChain: file(ClientCertFile), PrivateKey: file(ClientKeyFile), WatchedDirectory: watched,
+			}},
+		}),
+		TrustedCASDSFile: sdsResponse(&tlsv3.Secret{
+			Name: TrustedCASecretName,
+			Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+				TrustedCa: file(TrustedCAFile), WatchedDirectory: watched,
+			}},
+		}),
+	}
+}
+
+func sdsResponse(s *tlsv3.Secret) *discoveryv3.DiscoveryResponse {
+	return &discoveryv3.DiscoveryResponse{Resources: []*anypb.Any{mustAny(s)}}
 }
 
 func staticCluster(name, host string, port uint32) *clusterv3.Cluster {
@@ -197,12 +309,53 @@ func RenderBootstrap(xds XDSServer) ([]byte, error) {
 	if err := b.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("invalid bootstrap: %w", err)
 	}
-	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(b)
+	return toYAML(b)
+}
+
+// RenderFiles returns every file a proxy of xds reads from its bootstrap
+// ConfigMap, by key: the bootstrap and, with mutual TLS, the SDS files. Each
+// passes Envoy's validation rules.
+func RenderFiles(xds XDSServer) (map[string][]byte, error) {
+	bootstrap, err := RenderBootstrap(xds)
 	if err != nil {
-		return nil, fmt.Errorf("encoding bootstrap: %w", err)
+		return nil, err
+	}
+	files := map[string][]byte{BootstrapKey: bootstrap}
+	for name, resp := range SDSFiles(xds) {
+		if err := resp.ValidateAll(); err != nil {
+			return nil, fmt.Errorf("invalid SDS file %s: %w", name, err)
+		}
+		for _, r := range resp.GetResources() {
+			s := &tlsv3.Secret{}
+			if err := r.UnmarshalTo(s); err != nil {
+				return nil, err
+			}
+			if err := s.ValidateAll(); err != nil {
+				return nil, fmt.Errorf("invalid SDS file %s: %w", name, err)
+			}
+		}
+		if files[name], err = toYAML(resp); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+// FileKeys are the keys of RenderFiles' result for xds, sorted.
+func FileKeys(xds XDSServer) []string {
+	if xds.MutualTLS {
+		return []string{BootstrapKey, ClientCertSDSFile, TrustedCASDSFile}
+	}
+	return []string{BootstrapKey}
+}
+
+func toYAML(m proto.Message) ([]byte, error) {
+	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %T: %w", m, err)
 	}
 	// protojson's output varies in its spacing on purpose; YAML with sorted
-	// keys is stable, so an unchanged bootstrap never causes a write.
+	// keys is stable, so an unchanged file never causes a write.
 	return yaml.JSONToYAML(js)
 }
 

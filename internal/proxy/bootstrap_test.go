@@ -9,7 +9,11 @@ import (
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -22,32 +26,46 @@ var bootstrapCases = []struct {
 	{"built-in-server", XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000}},
 	{"ip-address", XDSServer{ClusterName: "my.xds:cluster-1", Host: "10.96.0.10", Port: 1}},
 	{"max-port", XDSServer{ClusterName: "x", Host: "a", Port: 65535}},
+	{"built-in-server-mtls", XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000, MutualTLS: true}},
+	{"ip-address-mtls", XDSServer{ClusterName: "xds_cluster", Host: "10.96.0.10", Port: 18000, MutualTLS: true}},
 }
 
 func TestRenderBootstrapGolden(t *testing.T) {
 	for _, tc := range bootstrapCases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := RenderBootstrap(tc.xds)
+			files, err := RenderFiles(tc.xds)
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden := filepath.Join("testdata", "bootstrap-"+tc.name+".yaml")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
+			if len(files) != len(FileKeys(tc.xds)) {
+				t.Errorf("rendered files %d, FileKeys %v", len(files), FileKeys(tc.xds))
+			}
+			for _, key := range FileKeys(tc.xds) {
+				got := files[key]
+				// The bootstrap's golden file keeps its name; SDS files add theirs.
+				golden := filepath.Join("testdata", "bootstrap-"+tc.name+".yaml")
+				if key != BootstrapKey {
+					golden = filepath.Join("testdata", "bootstrap-"+tc.name+"."+key)
+				}
+				if *update {
+					if err := os.WriteFile(golden, got, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want, err := os.ReadFile(golden)
+				if err != nil {
+					t.Fatalf("%v (run go test ./internal/proxy -update to create it)", err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s differs from %s; run go test ./internal/proxy -update and review the diff.\ngot:\n%s", key, golden, got)
 				}
 			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./internal/proxy -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("bootstrap differs from %s; run go test ./internal/proxy -update and review the diff.\ngot:\n%s", golden, got)
-			}
 			// Rendering is deterministic: an unchanged spec never rewrites the ConfigMap.
-			again, _ := RenderBootstrap(tc.xds)
-			if !bytes.Equal(got, again) {
-				t.Error("two renders of the same input differ")
+			again, _ := RenderFiles(tc.xds)
+			for k := range files {
+				if !bytes.Equal(files[k], again[k]) {
+					t.Errorf("two renders of %s differ", k)
+				}
 			}
 		})
 	}
@@ -98,6 +116,7 @@ func TestRenderBootstrapIsValidEnvoyV3(t *testing.T) {
 			if opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions() == nil {
 				t.Error("xds cluster does not use HTTP/2")
 			}
+			checkTLS(t, tc.xds, xds)
 			if ls := b.GetStaticResources().GetListeners(); len(ls) != 1 || ls[0].GetAddress().GetSocketAddress().GetPortValue() != ReadyPort {
 				t.Errorf("static listeners = %v, want one on %d", ls, ReadyPort)
 			}
@@ -140,19 +159,20 @@ func TestParseBootstrapRejects(t *testing.T) {
 // Any valid spec renders a bootstrap that passes Envoy's schema.
 func FuzzRenderBootstrap(f *testing.F) {
 	for _, tc := range bootstrapCases {
-		f.Add(tc.xds.ClusterName, tc.xds.Host, tc.xds.Port)
+		f.Add(tc.xds.ClusterName, tc.xds.Host, tc.xds.Port, tc.xds.MutualTLS)
 	}
-	f.Fuzz(func(t *testing.T, cluster, host string, port uint32) {
+	f.Fuzz(func(t *testing.T, cluster, host string, port uint32, mtls bool) {
 		// The API admits: a cluster name of [A-Za-z0-9_.:-]{1,128}, a DNS name
 		// or IP address, a port in 1..65535.
 		if !validClusterName(cluster) || !validHost(host) || port < 1 || port > 65535 {
 			t.Skip()
 		}
-		xds := XDSServer{ClusterName: cluster, Host: host, Port: port}
-		out, err := RenderBootstrap(xds)
+		xds := XDSServer{ClusterName: cluster, Host: host, Port: port, MutualTLS: mtls}
+		files, err := RenderFiles(xds)
 		if err != nil {
-			t.Fatalf("RenderBootstrap(%+v): %v", xds, err)
+			t.Fatalf("RenderFiles(%+v): %v", xds, err)
 		}
+		out := files[BootstrapKey]
 		if _, err := ParseBootstrap(out); err != nil {
 			t.Fatalf("bootstrap for %+v does not pass Envoy's schema: %v\n%s", xds, err, out)
 		}
@@ -181,4 +201,75 @@ func validHost(s string) bool {
 		}
 	}
 	return true
+}
+
+// checkTLS checks the xDS cluster's transport: plaintext without MutualTLS;
+// with it, TLS 1.3 to the server's name, and the certificate and CAs from
+// SDS files that name the mounted Secret's files and watch their directory.
+func checkTLS(t *testing.T, x XDSServer, c *clusterv3.Cluster) {
+	t.Helper()
+	if !x.MutualTLS {
+		if c.GetTransportSocket() != nil {
+			t.Errorf("plaintext fleet has a transport socket: %v", c.GetTransportSocket())
+		}
+		return
+	}
+	ctx := &tlsv3.UpstreamTlsContext{}
+	if err := c.GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
+		t.Fatalf("xds cluster transport socket: %v", err)
+	}
+	common := ctx.GetCommonTlsContext()
+	if common.GetTlsParams().GetTlsMinimumProtocolVersion() != tlsv3.TlsParameters_TLSv1_3 {
+		t.Error("TLS below 1.3 allowed")
+	}
+	sans := common.GetCombinedValidationContext().GetDefaultValidationContext().GetMatchTypedSubjectAltNames()
+	if len(sans) != 1 || sans[0].GetMatcher().GetExact() != x.Host {
+		t.Errorf("server name match = %v, want %s", sans, x.Host)
+	}
+	files, err := RenderFiles(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs := common.GetTlsCertificateSdsSecretConfigs()
+	ca := common.GetCombinedValidationContext().GetValidationContextSdsSecretConfig()
+	for _, sds := range []*tlsv3.SdsSecretConfig{certs[0], ca} {
+		p := sds.GetSdsConfig().GetPathConfigSource().GetPath()
+		key := strings.TrimPrefix(p, BootstrapDir+"/")
+		data, ok := files[key]
+		if !ok {
+			t.Fatalf("SDS path %s is not a file of the bootstrap ConfigMap", p)
+		}
+		js, err := yaml.YAMLToJSON(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := &discoveryv3.DiscoveryResponse{}
+		if err := protojson.Unmarshal(js, resp); err != nil {
+			t.Fatalf("%s does not decode strictly as a DiscoveryResponse: %v", key, err)
+		}
+		secret := &tlsv3.Secret{}
+		if len(resp.GetResources()) != 1 || resp.GetResources()[0].UnmarshalTo(secret) != nil || secret.GetName() != sds.GetName() {
+			t.Fatalf("%s does not hold secret %s: %v", key, sds.GetName(), resp)
+		}
+		if err := secret.ValidateAll(); err != nil {
+			t.Errorf("%s: %v", key, err)
+		}
+		var watched string
+		var paths []string
+		if tc := secret.GetTlsCertificate(); tc != nil {
+			watched = tc.GetWatchedDirectory().GetPath()
+			paths = []string{tc.GetCertificateChain().GetFilename(), tc.GetPrivateKey().GetFilename()}
+		} else {
+			watched = secret.GetValidationContext().GetWatchedDirectory().GetPath()
+			paths = []string{secret.GetValidationContext().GetTrustedCa().GetFilename()}
+		}
+		if watched != ClientCertDir {
+			t.Errorf("%s watches %q, want the mounted Secret's %s", key, watched, ClientCertDir)
+		}
+		for _, p := range paths {
+			if filepath.Dir(p) != ClientCertDir {
+				t.Errorf("%s reads %s, outside %s", key, p, ClientCertDir)
+			}
+		}
+	}
 }

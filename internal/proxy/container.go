@@ -15,6 +15,9 @@ const (
 	BootstrapVolumeName = "envoy-bootstrap"
 	BootstrapDir        = "/etc/envoy"
 	tmpVolumeName       = "envoy-tmp"
+	// ClientCertVolumeName mounts the fleet's client certificate Secret at ClientCertDir.
+	ClientCertVolumeName = "xds-client-certificate"
+	ClientCertDir        = "/etc/envoy/xds-tls"
 	// UID is the envoy user of the official images.
 	UID = 101
 )
@@ -35,6 +38,9 @@ type ContainerOptions struct {
 	Resources corev1.ResourceRequirements
 	// ListenerPorts are the ports the proxy's listeners bind, by name.
 	ListenerPorts []corev1.ContainerPort
+	// XDS is the xDS server the bootstrap points at; with MutualTLS, the
+	// container mounts the fleet's client certificate.
+	XDS XDSServer
 }
 
 // Container returns the Envoy container: it reads the bootstrap from the
@@ -60,12 +66,9 @@ func Container(o ContainerOptions) corev1.Container {
 			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 		},
-		Ports:     ports,
-		Resources: o.Resources,
-		VolumeMounts: []corev1.VolumeMount{
-			{Name: BootstrapVolumeName, MountPath: BootstrapDir, ReadOnly: true},
-			{Name: tmpVolumeName, MountPath: "/tmp"},
-		},
+		Ports:        ports,
+		Resources:    o.Resources,
+		VolumeMounts: volumeMounts(o.XDS),
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 				Path: "/ready", Port: intstr.FromInt32(ReadyPort),
@@ -85,16 +88,41 @@ func Container(o ContainerOptions) corev1.Container {
 	}
 }
 
-// Volumes returns the volumes Container mounts: the bootstrap ConfigMap and
-// a writable /tmp.
-func Volumes(configMapName string) []corev1.Volume {
-	return []corev1.Volume{
+func volumeMounts(xds XDSServer) []corev1.VolumeMount {
+	m := []corev1.VolumeMount{
+		{Name: BootstrapVolumeName, MountPath: BootstrapDir, ReadOnly: true},
+		{Name: tmpVolumeName, MountPath: "/tmp"},
+	}
+	if xds.MutualTLS {
+		m = append(m, corev1.VolumeMount{Name: ClientCertVolumeName, MountPath: ClientCertDir, ReadOnly: true})
+	}
+	return m
+}
+
+// Volumes returns the volumes Container mounts: the bootstrap ConfigMap, a
+// writable /tmp and, with mutual TLS, the fleet's client certificate Secret.
+func Volumes(configMapName, clientCertSecret string, xds XDSServer) []corev1.Volume {
+	var items []corev1.KeyToPath
+	for _, k := range FileKeys(xds) {
+		items = append(items, corev1.KeyToPath{Key: k, Path: k})
+	}
+	v := []corev1.Volume{
 		{Name: BootstrapVolumeName, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: configMapName},
-			Items:                []corev1.KeyToPath{{Key: BootstrapKey, Path: BootstrapKey}},
+			Items:                items,
 		}}},
 		{Name: tmpVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}
+	if xds.MutualTLS {
+		// Readable by any user: the volume is mounted into the proxy's
+		// container alone, whose only process is Envoy (a sidecar's pod
+		// has the application's fsGroup, which the proxy's user may not share).
+		v = append(v, corev1.Volume{Name: ClientCertVolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  clientCertSecret,
+			DefaultMode: ptr.To[int32](0o444),
+		}}})
+	}
+	return v
 }
 
 // PrometheusAnnotations point Prometheus at the proxy's stats on ReadyPort.

@@ -20,6 +20,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 )
 
 // Path is where the webhook server serves the injector.
@@ -47,6 +48,8 @@ type Injector struct {
 	// Excluded are the namespaces whose pods are never changed, whatever the
 	// webhook configuration sends: kube-system and the operator's own.
 	Excluded []string
+	// Fleet is the operator's fleet defaults, for Envoy sidecars.
+	Fleet fleet.Defaults
 }
 
 var _ admission.Handler = &Injector{}
@@ -95,7 +98,7 @@ func (d *deny) Error() string { return d.msg }
 
 // sidecars finds the Watchers and the Envoy that pod asks for in ns.
 func (i *Injector) sidecars(ctx context.Context, ns string, pod *corev1.Pod) (Sidecars, error) {
-	var s Sidecars
+	s := Sidecars{Fleet: i.Fleet}
 	envoyName := strings.TrimSpace(pod.Annotations[EnvoySidecarAnnotation])
 	var list watchv1alpha1.WatcherList
 	if err := i.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {

@@ -48,6 +48,9 @@ type Sidecars struct {
 	Watchers []*watchv1alpha1.Watcher
 	// Envoy is the fleet whose sidecar the pod gets, or nil.
 	Envoy *examplev1.Envoy
+	// Fleet is the operator's fleet defaults: how the sidecar reaches the
+	// built-in xDS server.
+	Fleet fleet.Defaults
 }
 
 // Empty reports whether there is nothing to inject.
@@ -123,14 +126,15 @@ func WatcherContainer(w *watchv1alpha1.Watcher) corev1.Container {
 // the pod's name as node id and the fleet's identity as cluster, so that the
 // xDS server sends it the fleet's configuration. It declares no listener
 // ports: they would collide with the application's.
-func EnvoyContainer(e *examplev1.Envoy) corev1.Container {
-	return proxy.Container(fleet.ContainerOptions(e))
+func EnvoyContainer(e *examplev1.Envoy, d fleet.Defaults) corev1.Container {
+	return proxy.Container(fleet.ContainerOptions(e, d))
 }
 
 // EnvoyVolumes are the volumes EnvoyContainer mounts: the fleet's bootstrap
-// ConfigMap and a scratch /tmp.
-func EnvoyVolumes(e *examplev1.Envoy) []corev1.Volume {
-	return proxy.Volumes(fleet.ConfigMapName(e))
+// ConfigMap, a scratch /tmp and, over mutual TLS, the fleet's client
+// certificate Secret, the same as the fleet's own pods.
+func EnvoyVolumes(e *examplev1.Envoy, d fleet.Defaults) []corev1.Volume {
+	return fleet.Volumes(e, d)
 }
 
 // Inject returns a copy of pod with the sidecars added: for each Watcher its
@@ -166,10 +170,10 @@ func Inject(pod *corev1.Pod, s Sidecars) (*corev1.Pod, error) {
 
 	if e := s.Envoy; e != nil && out.Annotations[EnvoySidecarInjectedAnnotation] == "" {
 		what := fmt.Sprintf("the sidecar of Envoy %q", e.Name)
-		if err := p.addContainer(EnvoyContainer(e), what); err != nil {
+		if err := p.addContainer(EnvoyContainer(e, s.Fleet), what); err != nil {
 			return nil, err
 		}
-		for _, v := range EnvoyVolumes(e) {
+		for _, v := range EnvoyVolumes(e, s.Fleet) {
 			if err := p.addVolume(v, what); err != nil {
 				return nil, err
 			}

@@ -286,12 +286,47 @@ func TestEnvoySidecarJoinsTheFleet(t *testing.T) {
 
 	// Defaults: the API's image and log level, the ConfigMap of metadata.name.
 	plain := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "ns"}}
-	c = EnvoyContainer(plain)
+	c = EnvoyContainer(plain, fleet.Defaults{})
 	if c.Image != fleet.DefaultImage || !strings.Contains(strings.Join(c.Args, " "), "--log-level info") {
 		t.Errorf("defaults: image %s, args %v", c.Image, c.Args)
 	}
-	if v := EnvoyVolumes(plain); v[0].ConfigMap.Name != "plain-bootstrap" {
-		t.Errorf("bootstrap ConfigMap = %s, want plain-bootstrap", v[0].ConfigMap.Name)
+	if v := EnvoyVolumes(plain, fleet.Defaults{}); v[0].ConfigMap.Name != "plain-bootstrap" || len(v) != 2 {
+		t.Errorf("bootstrap ConfigMap = %s, want plain-bootstrap, and no other volume but /tmp: %+v", v[0].ConfigMap.Name, v)
+	}
+}
+
+// Over mutual TLS, an Envoy sidecar mounts its fleet's client certificate
+// Secret, as the fleet's own pods do, and reads the SDS files that name it.
+func TestEnvoySidecarMountsTheFleetsCertificate(t *testing.T) {
+	mtls := fleet.Defaults{XDS: proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: "xds.svc", Port: 18000, MutualTLS: true}}
+	got, err := Inject(newPod(), Sidecars{Envoy: edgeFleet, Fleet: mtls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secret, bootstrap *corev1.Volume
+	for i, v := range got.Spec.Volumes {
+		switch v.Name {
+		case proxy.ClientCertVolumeName:
+			secret = &got.Spec.Volumes[i]
+		case proxy.BootstrapVolumeName:
+			bootstrap = &got.Spec.Volumes[i]
+		}
+	}
+	if secret == nil || secret.Secret == nil || secret.Secret.SecretName != fleet.ClientSecretName(edgeFleet) {
+		t.Fatalf("client certificate volume = %+v, want Secret %s", secret, fleet.ClientSecretName(edgeFleet))
+	}
+	if len(bootstrap.ConfigMap.Items) != 3 {
+		t.Errorf("the bootstrap volume has items %+v, want the bootstrap and two SDS files", bootstrap.ConfigMap.Items)
+	}
+	mounted := false
+	for _, m := range got.Spec.Containers[1].VolumeMounts {
+		mounted = mounted || (m.Name == proxy.ClientCertVolumeName && m.MountPath == proxy.ClientCertDir && m.ReadOnly)
+	}
+	if !mounted {
+		t.Errorf("the sidecar does not mount its certificate read-only at %s: %+v", proxy.ClientCertDir, got.Spec.Containers[1].VolumeMounts)
+	}
+	if containers := got.Spec.Containers; len(containers) != 2 {
+		t.Errorf("%d containers", len(containers))
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 )
 
 // Options configure the webhook.
@@ -21,6 +23,9 @@ type Options struct {
 	// server's directory comes from elsewhere (cert-manager, say), and so
 	// does the webhook configuration's caBundle.
 	Certs *CertOptions
+	// Fleet is the operator's fleet defaults: how injected Envoy sidecars
+	// reach the built-in xDS server.
+	Fleet fleet.Defaults
 }
 
 // Setup registers the injector and the EnvoyConfig validator on mgr's webhook server. With certificate
@@ -33,6 +38,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 			APIReader: mgr.GetAPIReader(),
 			Decoder:   admission.NewDecoder(mgr.GetScheme()),
 			Excluded:  []string{"kube-system", o.Namespace},
+			Fleet:     o.Fleet,
 		},
 		RecoverPanic: ptr.To(true),
 	}

@@ -38,16 +38,16 @@ type Children struct {
 // bootstrap, which admission should have refused.
 func Desired(e *examplev1.Envoy, d fleet.Defaults) (Children, error) {
 	xds := fleet.XDSServer(e, d)
-	bootstrap, err := proxy.RenderBootstrap(xds)
+	files, err := proxy.RenderFiles(xds)
 	if err != nil {
 		return Children{XDS: xds}, err
 	}
-	hash := proxy.Hash(bootstrap)
+	hash := proxy.Hash(files[proxy.BootstrapKey])
 	return Children{
 		XDS:           xds,
 		BootstrapHash: hash,
-		ConfigMap:     configMap(e, bootstrap),
-		Deployment:    deployment(e, hash),
+		ConfigMap:     configMap(e, files),
+		Deployment:    deployment(e, d, hash),
 		Service:       service(e),
 	}, nil
 }
@@ -61,22 +61,24 @@ func objectMeta(e *examplev1.Envoy, name string) metav1.ObjectMeta {
 	}
 }
 
-// configMap holds the fleet's bootstrap.
-func configMap(e *examplev1.Envoy, bootstrap []byte) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		ObjectMeta: objectMeta(e, fleet.ConfigMapName(e)),
-		Data:       map[string]string{proxy.BootstrapKey: string(bootstrap)},
+// configMap holds the fleet's bootstrap, and the SDS files of its xDS
+// connection's certificates.
+func configMap(e *examplev1.Envoy, files map[string][]byte) *corev1.ConfigMap {
+	data := map[string]string{}
+	for k, v := range files {
+		data[k] = string(v)
 	}
+	return &corev1.ConfigMap{ObjectMeta: objectMeta(e, fleet.ConfigMapName(e)), Data: data}
 }
 
 // deployment runs the fleet's proxies. bootstrapHash goes on the pod
 // template, so that a new bootstrap rolls the pods.
-func deployment(e *examplev1.Envoy, bootstrapHash string) *appsv1.Deployment {
+func deployment(e *examplev1.Envoy, d fleet.Defaults, bootstrapHash string) *appsv1.Deployment {
 	podLabels := objects.MergeMaps(e.Spec.PodLabels, fleet.Labels(e))
 	annotations := objects.MergeMaps(e.Spec.PodAnnotations, proxy.PrometheusAnnotations())
 	annotations[fleet.BootstrapHashAnnotation] = bootstrapHash
 
-	opts := fleet.ContainerOptions(e)
+	opts := fleet.ContainerOptions(e, d)
 	var lowPort bool
 	opts.ListenerPorts, lowPort = fleet.ListenerPorts(e)
 	podSecurity := &corev1.PodSecurityContext{
@@ -96,7 +98,7 @@ func deployment(e *examplev1.Envoy, bootstrapHash string) *appsv1.Deployment {
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: annotations},
 				Spec: corev1.PodSpec{
 					Containers:                    []corev1.Container{proxy.Container(opts)},
-					Volumes:                       proxy.Volumes(fleet.ConfigMapName(e)),
+					Volumes:                       fleet.Volumes(e, d),
 					SecurityContext:               podSecurity,
 					AutomountServiceAccountToken:  ptr.To(false),
 					TerminationGracePeriodSeconds: ptr.To[int64](30),
