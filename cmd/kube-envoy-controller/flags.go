@@ -12,9 +12,11 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 )
 
 // settings is what the command line asks for, checked.
@@ -25,6 +27,8 @@ type settings struct {
 	builtinXDS     proxy.XDSServer
 	xdsBindAddress string
 	xdsLimits      xds.Limits
+	// xdsCA is where the xDS CA lives and how it issues; nil in plaintext.
+	xdsCA *authority.Config
 	// qps and burst are the client-side rate limit (see configureClient).
 	qps   float32
 	burst int
@@ -49,6 +53,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 		xdsServiceAddress    string
 		qps                  float64
 		concurrentReconciles int
+		xdsPlaintext         bool
+		xdsCASecret          string
+		pkiOpts              = pki.DefaultOptions
 	)
 	config.RegisterFlags(fs) // --kubeconfig
 	fs.StringVar(&controllers, "controllers", "*", fmt.Sprintf(
@@ -80,6 +87,18 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 		"Connections the xDS server holds at once, on each replica; one more is closed at once, and its client retries.")
 	fs.IntVar(&s.xdsLimits.MaxStreamsPerConnection, "xds-max-streams-per-connection", xds.DefaultLimits.MaxStreamsPerConnection,
 		"Concurrent streams of one xDS connection (Envoy opens one ADS stream per connection).")
+	fs.BoolVar(&xdsPlaintext, "xds-plaintext", false,
+		"Serve xDS in plaintext, without authentication: anyone who reaches the port can read any fleet's configuration and secrets. Only for local experiments; by default xDS is served over mutual TLS only.")
+	fs.StringVar(&pkiOpts.TrustDomain, "xds-trust-domain", pkiOpts.TrustDomain,
+		"SPIFFE trust domain of the fleets' client certificates: spiffe://<trust domain>/ns/<namespace>/envoy/<name>.")
+	fs.StringVar(&xdsCASecret, "xds-ca-secret", authority.DefaultSecretName,
+		"Secret, in the operator's namespace, that holds the xDS certificate authority. The leader makes and rotates it.")
+	fs.DurationVar(&pkiOpts.CAValidity, "xds-ca-validity", pkiOpts.CAValidity,
+		"Lifetime of an xDS CA; a new one is made when a third of it is left.")
+	fs.DurationVar(&pkiOpts.CertValidity, "xds-certificate-validity", pkiOpts.CertValidity,
+		"Lifetime of the xDS server's and the fleets' certificates; they are renewed when a third of it is left.")
+	fs.DurationVar(&pkiOpts.Propagation, "xds-ca-propagation", pkiOpts.Propagation,
+		"How long a new xDS CA is only trusted before it signs: time for every proxy's Secret to bring it.")
 	fs.StringVar(&s.replica, "replica-name", defaultReplicaName(),
 		"Name of this replica in the reports of its xDS proxies, unique among the replicas; defaults to $POD_NAME, else the host name.")
 	fs.BoolVar(&s.showVersion, "version", false, "Print the version and exit.")
@@ -104,6 +123,18 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	}
 	if s.builtinXDS, err = parseXDSAddress(xdsServiceAddress); err != nil {
 		return nil, err
+	}
+	if !xdsPlaintext {
+		if err := pkiOpts.Check(); err != nil {
+			return nil, fmt.Errorf("xDS certificates: %w", err)
+		}
+		s.builtinXDS.MutualTLS = true
+		s.xdsCA = &authority.Config{
+			Namespace: hookFlags.Namespace, SecretName: xdsCASecret, Options: pkiOpts,
+			// The Service's name for proxies in the cluster; localhost for
+			// an operator on the host, and for clients beside it.
+			Hosts: []string{s.builtinXDS.Host, "localhost", "127.0.0.1"},
+		}
 	}
 	if concurrentReconciles < 1 {
 		return nil, fmt.Errorf("--concurrent-reconciles %d: want at least 1", concurrentReconciles)

@@ -12,9 +12,11 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 )
 
 // parsed is what a command line comes to: the settings the binary acts on,
@@ -28,6 +30,7 @@ type parsed struct {
 	Burst       int
 	Manager     manager.Options
 	Webhook     *webhook.Options
+	XDSCA       *authority.Config
 }
 
 func parse(args []string) (parsed, error) {
@@ -39,15 +42,20 @@ func parse(args []string) (parsed, error) {
 	}
 	cfg := &rest.Config{}
 	configureClient(cfg, s.qps, s.burst)
-	return parsed{s.controllers, s.builtinXDS, s.xdsBindAddress, s.xdsLimits, cfg.QPS, cfg.Burst, s.manager, s.webhook}, nil
+	return parsed{s.controllers, s.builtinXDS, s.xdsBindAddress, s.xdsLimits, cfg.QPS, cfg.Burst, s.manager, s.webhook, s.xdsCA}, nil
 }
 
 // The defaults of the README's flag table.
 func defaults() parsed {
 	return parsed{
 		Controllers: []string{"*"},
-		BuiltinXDS:  proxy.XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000},
+		BuiltinXDS:  proxy.XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000, MutualTLS: true},
 		XDSBind:     ":18000",
+		XDSCA: &authority.Config{
+			Namespace: "kube-envoy-controller", SecretName: "kube-envoy-controller-xds-ca",
+			Options: pki.Options{TrustDomain: "cluster.local", CAValidity: 365 * 24 * time.Hour, CertValidity: 24 * time.Hour, Propagation: time.Hour},
+			Hosts:   []string{"kube-envoy-controller-xds.kube-envoy-controller.svc", "localhost", "127.0.0.1"},
+		},
 		XDSLimits:   xds.Limits{MaxConnections: 10000, MaxStreamsPerConnection: 100},
 		QPS:         -1, // no client-side limit
 		Manager: manager.Options{
@@ -85,6 +93,12 @@ func TestFlags(t *testing.T) {
 		{"one controller", "--controllers podset", func(p *parsed) { p.Controllers = []string{"podset"} }},
 		{"xds service address", "--xds-service-address=xds.example:19000", func(p *parsed) {
 			p.BuiltinXDS.Host, p.BuiltinXDS.Port = "xds.example", 19000
+			p.XDSCA.Hosts[0] = "xds.example"
+		}},
+		{"xds plaintext", "--xds-plaintext", func(p *parsed) { p.BuiltinXDS.MutualTLS, p.XDSCA = false, nil }},
+		{"xds certificates", "--xds-trust-domain=corp.example --xds-ca-secret=ca --xds-ca-validity=720h --xds-certificate-validity=1h --xds-ca-propagation=10m --namespace=ops", func(p *parsed) {
+			p.XDSCA.Namespace, p.XDSCA.SecretName = "ops", "ca"
+			p.XDSCA.Options = pki.Options{TrustDomain: "corp.example", CAValidity: 720 * time.Hour, CertValidity: time.Hour, Propagation: 10 * time.Minute}
 		}},
 		{"xds bind address", "--xds-bind-address=127.0.0.1:18001", func(p *parsed) { p.XDSBind = "127.0.0.1:18001" }},
 		{"xds limits", "--xds-max-connections=500 --xds-max-streams-per-connection=4", func(p *parsed) {
@@ -113,11 +127,13 @@ func TestFlags(t *testing.T) {
 				withWebhook(p, "127.0.0.1", 9443)
 				p.Manager.WebhookCertDir = "/run/certs"
 				p.Webhook.Namespace = "ops"
+				p.XDSCA.Namespace = "ops"
 				p.Webhook.Certs.Dir, p.Webhook.Certs.DNSName, p.Webhook.Certs.WriteFiles = "/run/certs", "localhost", true
 			}},
 		{"webhook namespace names the certificate", "--webhook-bind-address=:9443 --namespace=ops", func(p *parsed) {
 			withWebhook(p, "", 9443)
 			p.Webhook.Namespace, p.Webhook.Certs.DNSName = "ops", "kube-envoy-controller-webhook.ops.svc"
+			p.XDSCA.Namespace = "ops"
 		}},
 		{"webhook without rotation", "--webhook-bind-address=:9443 --webhook-cert-rotation=false", func(p *parsed) {
 			withWebhook(p, "", 9443)
@@ -170,6 +186,9 @@ func TestFlagErrors(t *testing.T) {
 		{"--leader-elect=maybe", "invalid boolean value"},
 		{"--leader-elect-lease-duration=12", "invalid value"},
 		{"--no-such-flag", "flag provided but not defined"},
+		{"--xds-trust-domain=Corp_Example", "trust domain"},
+		{"--xds-certificate-validity=1s", "certificate validity"},
+		{"--xds-ca-validity=2h --xds-certificate-validity=1h", "CA validity"},
 		{"--leader-elect extra", "unexpected arguments"},
 	}
 	for _, tt := range tests {

@@ -16,12 +16,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoyconfig"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/version"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 )
 
 func main() {
@@ -54,10 +56,17 @@ func run() error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 	opts := controller.Options{Fleet: fleet.Defaults{XDS: s.builtinXDS}, Namespace: s.namespace}
+	if s.xdsCA == nil {
+		log.Info("WARNING: the built-in xDS server serves plaintext (--xds-plaintext): any client that reaches its port can read any fleet's configuration and secrets")
+	} else if controller.Enabled(s.controllers, envoyconfig.ControllerName) || controller.Enabled(s.controllers, envoy.ControllerName) {
+		if opts.Authority, err = authority.Add(mgr, *s.xdsCA); err != nil {
+			return err
+		}
+	}
 	if controller.Enabled(s.controllers, envoyconfig.ControllerName) {
 		opts.XDS, err = envoyconfig.AddServer(mgr, envoyconfig.ServerOptions{
 			BindAddress: s.xdsBindAddress, Namespace: s.namespace, Replica: s.replica, Pod: os.Getenv("POD_NAME"),
-			Limits: s.xdsLimits,
+			Limits: s.xdsLimits, Authority: opts.Authority,
 		})
 		if err != nil {
 			return err
@@ -68,6 +77,7 @@ func run() error {
 		return err
 	}
 	if s.webhook != nil {
+		s.webhook.Fleet = opts.Fleet
 		if err := webhook.Setup(mgr, *s.webhook); err != nil {
 			return fmt.Errorf("setting up the webhook: %w", err)
 		}

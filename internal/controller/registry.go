@@ -17,6 +17,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/watcher"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 )
 
 // Options carries the settings that controllers take from the command line.
@@ -28,6 +29,9 @@ type Options struct {
 	XDS *xds.Server
 	// Namespace is the operator's namespace.
 	Namespace string
+	// Authority is the xDS CA, which issues the fleets' client
+	// certificates; nil when the built-in xDS server speaks plaintext.
+	Authority *authority.Store
 }
 
 // Entry is one controller: its name in --controllers, and how to start it.
@@ -39,7 +43,7 @@ type Entry struct {
 // All is every controller the operator has, in the order they are started.
 var All = []Entry{
 	{Name: envoy.ControllerName, Setup: func(mgr ctrl.Manager, o Options) error {
-		return envoy.NewReconciler(mgr, o.Fleet).SetupWithManager(mgr)
+		return envoy.NewReconciler(mgr, o.Fleet, o.Authority).SetupWithManager(mgr)
 	}},
 	{Name: envoyconfig.ControllerName, Setup: func(mgr ctrl.Manager, o Options) error {
 		if o.XDS == nil {

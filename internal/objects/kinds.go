@@ -72,6 +72,21 @@ var ConfigMaps = Child[*corev1.ConfigMap]{
 	},
 }
 
+// Secrets compares a Secret's labels, and its type and data exactly.
+var Secrets = Child[*corev1.Secret]{
+	Kind: "Secret",
+	Matches: func(existing, desired *corev1.Secret) (bool, error) {
+		ok, err := Contains(existing.Labels, desired.Labels)
+		return ok && existing.Type == desired.Type && maps.EqualFunc(existing.Data, desired.Data, bytesEqual), err
+	},
+	Merge: func(existing, desired *corev1.Secret) *corev1.Secret {
+		out := existing.DeepCopy()
+		out.Labels = MergeMaps(existing.Labels, desired.Labels)
+		out.Data = desired.Data
+		return out
+	},
+}
+
 // Jobs are create-only: a Job's pod template cannot change, and a Job that
 // ran is a record of that run. Whether a Job should exist at all is its
 // owner's decision (see internal/controller/foobar's Desired).

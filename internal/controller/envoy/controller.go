@@ -1,17 +1,24 @@
 package envoy
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 )
 
 // ControllerName is the controller's name in --controllers, logs and events.
@@ -22,11 +29,22 @@ const ControllerName = "envoy"
 type Reconciler struct {
 	objects.Kit
 	Defaults fleet.Defaults
+	// Authority issues the client certificates of fleets that reach the
+	// built-in xDS server over mutual TLS (Defaults.XDS.MutualTLS).
+	Authority *authority.Store
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
 }
 
-// NewReconciler returns a Reconciler wired to mgr.
-func NewReconciler(mgr ctrl.Manager, d fleet.Defaults) *Reconciler {
-	return &Reconciler{Kit: objects.NewKit(mgr, ControllerName), Defaults: d}
+// NewReconciler returns a Reconciler wired to mgr. ca may be nil when the
+// built-in xDS server speaks plaintext.
+func NewReconciler(mgr ctrl.Manager, d fleet.Defaults, ca *authority.Store) *Reconciler {
+	return &Reconciler{Kit: objects.NewKit(mgr, ControllerName), Defaults: d, Authority: ca}
+}
+
+// mutualTLS reports whether e's proxies need a client certificate.
+func (r *Reconciler) mutualTLS(e *examplev1.Envoy) bool {
+	return r.Defaults.XDS.MutualTLS && fleet.BuiltinXDS(e) && r.Authority != nil
 }
 
 // SetupWithManager registers the controller: an Envoy is reconciled when it
@@ -37,13 +55,38 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return err
 		}
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&examplev1.Envoy{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{}).
-		Complete(r)
+		Owns(&corev1.Service{})
+	if r.Defaults.XDS.MutualTLS && r.Authority != nil {
+		// A changed CA changes every fleet's trusted CAs, and may have
+		// its certificates reissued.
+		b = b.Owns(&corev1.Secret{}).
+			Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.fleetsOfCA))
+	}
+	return b.Complete(r)
+}
+
+// fleetsOfCA maps the CA Secret to every fleet of the built-in server.
+func (r *Reconciler) fleetsOfCA(ctx context.Context, obj client.Object) []reconcile.Request {
+	if client.ObjectKeyFromObject(obj) != r.Authority.Key {
+		return nil
+	}
+	var list examplev1.EnvoyList
+	if err := r.Client.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing Envoys after a change of the xDS CA")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if fleet.BuiltinXDS(&list.Items[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
 }
 
 // +kubebuilder:rbac:groups=example.com,resources=envoys,verbs=get;list;watch
@@ -51,6 +94,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=example.com,resources=envoys/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings one Envoy's children to its spec. When everything already
@@ -73,12 +117,49 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	kids.DeleteRenamed("ConfigMap", &corev1.ConfigMapList{}, want.ConfigMap.Name)
 	kids.DeleteRenamed("Deployment", &appsv1.DeploymentList{}, want.Deployment.Name)
 	kids.DeleteRenamed("Service", &corev1.ServiceList{}, want.Service.Name)
-	// The ConfigMap first, so that new pods find their bootstrap.
+	// The certificate and the ConfigMap first, so that new pods find them.
+	var renew time.Time
+	problem := (*conditions.Problem)(nil)
+	if r.mutualTLS(e) {
+		renew, problem = r.ensureCertificate(ctx, kids, e)
+	}
 	objects.Ensure(kids, objects.ConfigMaps, want.ConfigMap)
 	dep := objects.Ensure(kids, objects.Deployments, want.Deployment)
 	objects.Ensure(kids, objects.Services, want.Service)
 
-	return status.Finish(ctx, r.Status, e, kids, func(out *examplev1.Envoy) {
-		out.Status = Status(e, Observed{Desired: want, Deployment: dep, Problem: kids.Problem()})
+	res, err := status.Finish(ctx, r.Status, e, kids, func(out *examplev1.Envoy) {
+		out.Status = Status(e, Observed{Desired: want, Deployment: dep, Problem: cmp.Or(kids.Problem(), problem)})
 	})
+	if err == nil && !renew.IsZero() && (res.RequeueAfter == 0 || time.Until(renew) < res.RequeueAfter) {
+		res.RequeueAfter = max(time.Until(renew), time.Second)
+	}
+	return res, err
+}
+
+// ensureCertificate keeps the fleet's client certificate Secret current, and
+// returns when to look again, or why it cannot yet.
+func (r *Reconciler) ensureCertificate(ctx context.Context, kids *objects.Children, e *examplev1.Envoy) (time.Time, *conditions.Problem) {
+	a, err := r.Authority.Authority(ctx)
+	if err != nil {
+		// The leader makes the CA at start: its Secret's event brings us back.
+		return time.Now().Add(5 * time.Second), &conditions.Problem{Reason: ReasonNoCertificateAuthority,
+			Message: fmt.Sprintf("the fleet's client certificate cannot be issued yet: %v", err)}
+	}
+	var existing *corev1.Secret
+	found := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: fleet.ClientSecretName(e)}, found); err == nil {
+		existing = found
+	}
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	want, renew, err := ClientCertificate(e, a, existing, now, r.Authority.Options)
+	if err != nil {
+		return time.Now().Add(5 * time.Second), &conditions.Problem{Reason: ReasonNoCertificateAuthority, Message: err.Error()}
+	}
+	if got := objects.Ensure(kids, objects.Secrets, want); got != nil && existing != nil && !sameCertificate(existing, want) {
+		ctrl.LoggerFrom(ctx).Info("renewed the fleet's xDS client certificate", "secret", want.Name)
+	}
+	return renew, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -22,13 +23,32 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 )
 
 var suite testenv.Suite
 
+// ca is the suite's xDS certificate authority, made and rotated by the
+// production Rotator in the operator's namespace.
+var ca *authority.Store
+
+// caNamespace stands for the operator's namespace.
+const caNamespace = "default"
+
+// testPKI: a new CA signs three seconds after it is trusted, so that a
+// rotation completes within a test.
+var testPKI = pki.Options{TrustDomain: "cluster.local", CAValidity: 30 * 24 * time.Hour, CertValidity: 24 * time.Hour, Propagation: 3 * time.Second}
+
 func TestMain(m *testing.M) {
-	suite.MainWith(m, func(mgr ctrl.Manager) testenv.Controller { return NewReconciler(mgr, builtin) })
+	suite.MainWith(m, func(mgr ctrl.Manager) testenv.Controller {
+		var err error
+		if ca, err = authority.Add(mgr, authority.Config{Namespace: caNamespace, Options: testPKI, Hosts: []string{"builtin.svc"}}); err != nil {
+			panic(err)
+		}
+		return NewReconciler(mgr, builtin, ca)
+	})
 }
 
 // applySample creates config/samples/example_v1_envoy.yaml, unchanged, in ns.

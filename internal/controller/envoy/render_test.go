@@ -18,7 +18,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 )
 
-var builtin = fleet.Defaults{XDS: proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: "builtin.svc", Port: 18000}}
+var builtin = fleet.Defaults{XDS: proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: "builtin.svc", Port: 18000, MutualTLS: true}}
 
 // seedSample is config/samples/example_v1_envoy.yaml.
 func seedSample() *examplev1.Envoy {

@@ -3,6 +3,7 @@ package envoyconfig
 import (
 	"context"
 	"maps"
+	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -15,6 +16,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
@@ -158,6 +160,9 @@ type ServerOptions struct {
 	Replica, Pod string
 	// Limits bound the server's connections and streams; zero means xds.DefaultLimits.
 	Limits xds.Limits
+	// Authority, when set, has the server speak mutual TLS only, with its
+	// certificate from the xDS CA; nil serves plaintext.
+	Authority *authority.Store
 }
 
 // AddServer adds to mgr this replica's xDS server and the reporter of its
@@ -172,6 +177,9 @@ func AddServer(mgr ctrl.Manager, o ServerOptions) (*xds.Server, error) {
 	if err := server.SetLimits(o.Limits); err != nil {
 		return nil, err
 	}
+	if o.Authority != nil {
+		server.SetTLS(o.Authority.ServerConfig, o.Authority.Options.TrustDomain)
+	}
 	reporter.Server = server
 	if err := mgr.Add(server); err != nil {
 		return nil, err
@@ -181,6 +189,16 @@ func AddServer(mgr ctrl.Manager, o ServerOptions) (*xds.Server, error) {
 	}
 	if err := mgr.AddReadyzCheck("xds", server.Listening); err != nil {
 		return nil, err
+	}
+	if o.Authority != nil {
+		// Not ready before the leader made the CA: until then no TLS
+		// handshake can succeed.
+		if err := mgr.AddReadyzCheck("xds-certificate-authority", func(req *http.Request) error {
+			_, err := o.Authority.Authority(req.Context())
+			return err
+		}); err != nil {
+			return nil, err
+		}
 	}
 	if err := mgr.AddHealthzCheck("xds-publishing", server.Healthy); err != nil {
 		return nil, err

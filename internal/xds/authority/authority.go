@@ -6,6 +6,7 @@
 package authority
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
@@ -143,4 +145,29 @@ func Secret(key types.NamespacedName, a pki.Authority) (*corev1.Secret, error) {
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{BundleKey: certs, KeysKey: keys},
 	}, nil
+}
+
+// Config says where the CA lives and what the xDS server's certificate names.
+type Config struct {
+	// Namespace is the operator's namespace, and SecretName the CA Secret's
+	// name in it (DefaultSecretName when empty).
+	Namespace  string
+	SecretName string
+	Options    pki.Options
+	// Hosts are the names the xDS server's certificate is issued for.
+	Hosts []string
+}
+
+// Add registers the leader's Rotator on mgr and returns the Store every
+// replica reads the CA from.
+func Add(mgr ctrl.Manager, c Config) (*Store, error) {
+	if err := c.Options.Check(); err != nil {
+		return nil, err
+	}
+	key := types.NamespacedName{Namespace: c.Namespace, Name: cmp.Or(c.SecretName, DefaultSecretName)}
+	r := &Rotator{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Key: key, Options: c.Options}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the xDS CA rotator: %w", err)
+	}
+	return &Store{Reader: mgr.GetClient(), Key: key, Options: c.Options, Hosts: c.Hosts}, nil
 }

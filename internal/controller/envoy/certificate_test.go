@@ -1,0 +1,202 @@
+package envoy
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
+)
+
+func leafOf(t *testing.T, s *corev1.Secret) *x509.Certificate {
+	t.Helper()
+	b, _ := pem.Decode(s.Data[proxy.ClientCertFile])
+	if b == nil {
+		t.Fatalf("Secret %s has no certificate", s.Name)
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// verifies reports whether the Secret's certificate is a client
+// certificate that chains to the CAs the Secret itself carries.
+func verifies(s *corev1.Secret) bool {
+	b, _ := pem.Decode(s.Data[proxy.ClientCertFile])
+	if b == nil {
+		return false
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return false
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(s.Data[proxy.TrustedCAFile]) {
+		return false
+	}
+	_, err = c.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	return err == nil
+}
+
+func newBuiltinEnvoy(t *testing.T, ns, name string) *examplev1.Envoy {
+	t.Helper()
+	e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	if err := suite.Client.Create(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// A fleet of the built-in server gets its own client certificate, naming
+// the fleet, in a Secret it controls, which its pods mount next to the SDS
+// files of the bootstrap; a settled fleet rewrites none of it.
+func TestFleetGetsItsClientCertificate(t *testing.T) {
+	ns := suite.Namespace(t)
+	e := newBuiltinEnvoy(t, ns, "edge")
+	sec := testenv.WaitFor(t, suite.Client, ns, "edge-xds-client", &corev1.Secret{}, verifies)
+	if sec.Type != corev1.SecretTypeTLS || !metav1.IsControlledBy(sec, e) || sec.Labels[objects.XDSSecretLabel] != objects.XDSSecretClient {
+		t.Errorf("Secret type %s, owners %v, labels %v", sec.Type, sec.OwnerReferences, sec.Labels)
+	}
+	gotNS, gotName, err := pki.FleetOf(leafOf(t, sec), testPKI.TrustDomain)
+	if err != nil || gotNS != ns || gotName != "edge" {
+		t.Errorf("the certificate names %s/%s (%v), want %s/edge", gotNS, gotName, err, ns)
+	}
+	a, err := ca.Authority(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sec.Data[proxy.TrustedCAFile], a.Bundle()) {
+		t.Error("the Secret's ca.crt is not the authority's bundle")
+	}
+
+	cm := testenv.WaitFor(t, suite.Client, ns, "edge-bootstrap", &corev1.ConfigMap{}, nil)
+	for _, k := range []string{proxy.BootstrapKey, proxy.ClientCertSDSFile, proxy.TrustedCASDSFile} {
+		if cm.Data[k] == "" {
+			t.Errorf("the bootstrap ConfigMap lacks %s", k)
+		}
+	}
+	d := testenv.WaitFor(t, suite.Client, ns, "edge", &appsv1.Deployment{}, nil)
+	mounted := false
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		mounted = mounted || (v.Secret != nil && v.Secret.SecretName == "edge-xds-client")
+	}
+	if !mounted {
+		t.Errorf("the fleet's pods do not mount its certificate: %+v", d.Spec.Template.Spec.Volumes)
+	}
+
+	suite.PlayDeploymentController(t, d)
+	settled(t, e)
+	suite.ExpectNoWrites(t, ControllerName, e, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)})
+}
+
+// A certificate in the last third of its life, or one for another fleet,
+// is replaced; so is one that somebody emptied.
+func TestClientCertificateIsRenewed(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	newBuiltinEnvoy(t, ns, "edge")
+	first := testenv.WaitFor(t, suite.Client, ns, "edge-xds-client", &corev1.Secret{}, verifies)
+	a, err := ca.Authority(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := pki.IssueClient(a, ns, "edge", time.Now().Add(-17*time.Hour), testPKI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := pki.IssueClient(a, ns, "other", time.Now(), testPKI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, leaf := range map[string]pki.Leaf{"aging": old, "another fleet's": other, "empty": {}} {
+		sec := first.DeepCopy()
+		sec.Data[proxy.ClientCertFile], sec.Data[proxy.ClientKeyFile] = leaf.Cert, leaf.Key
+		if err := suite.Client.Update(ctx, sec); err != nil {
+			t.Fatal(err)
+		}
+		renewed := testenv.WaitFor(t, suite.Client, ns, "edge-xds-client", &corev1.Secret{}, func(s *corev1.Secret) bool {
+			return verifies(s) && !bytes.Equal(s.Data[proxy.ClientCertFile], leaf.Cert)
+		})
+		if c := leafOf(t, renewed); time.Until(c.NotAfter) < 23*time.Hour || c.URIs[0].String() != pki.SPIFFEID(testPKI.TrustDomain, ns, "edge").String() {
+			t.Errorf("%s: renewed certificate expires %s, names %v", name, c.NotAfter, c.URIs)
+		}
+		first = renewed
+	}
+}
+
+// A rotation of the CA reaches every fleet: first its bundle, with the old
+// and the new CA, then, once the new CA signs, a certificate from it. The
+// certificate the old CA issued verifies against the new bundle all along.
+func TestCARotationReachesTheFleet(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	newBuiltinEnvoy(t, ns, "edge")
+	before := testenv.WaitFor(t, suite.Client, ns, "edge-xds-client", &corev1.Secret{}, verifies)
+
+	// Age the CA: one in the last third of its life replaces the current.
+	aging, err := pki.NewCA(time.Now().Add(-25*24*time.Hour), testPKI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := authority.Secret(ca.Key, pki.Authority{CAs: []pki.CA{aging}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caSecret := &corev1.Secret{}
+	if err := suite.Client.Get(ctx, ca.Key, caSecret); err != nil {
+		t.Fatal(err)
+	}
+	caSecret.Data = want.Data
+	if err := suite.Client.Update(ctx, caSecret); err != nil {
+		t.Fatal(err)
+	}
+	// The rotator adds a successor; the fleet's Secret gets both CAs.
+	rotated := testenv.WaitFor(t, suite.Client, ca.Key.Namespace, ca.Key.Name, &corev1.Secret{}, func(s *corev1.Secret) bool {
+		a, err := pki.Decode(s.Data[authority.BundleKey], s.Data[authority.KeysKey])
+		return err == nil && len(a.CAs) == 2 && a.CAs[1].Cert.Equal(aging.Cert)
+	})
+	next, err := pki.Decode(rotated.Data[authority.BundleKey], rotated.Data[authority.KeysKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := testenv.WaitFor(t, suite.Client, ns, "edge-xds-client", &corev1.Secret{}, func(s *corev1.Secret) bool {
+		return bytes.Equal(s.Data[proxy.TrustedCAFile], next.Bundle()) && leafOf(t, s).CheckSignatureFrom(next.CAs[0].Cert) == nil
+	})
+	if !verifies(after) {
+		t.Error("the certificate from the new CA does not verify against the Secret's bundle")
+	}
+	// The certificate from before the rotation was issued by a CA that is no
+	// longer trusted here (the test replaced it): the fleet must have moved on.
+	if bytes.Equal(after.Data[proxy.ClientCertFile], before.Data[proxy.ClientCertFile]) {
+		t.Error("the fleet kept a certificate of a CA the authority no longer has")
+	}
+}
+
+// A fleet of another xDS server gets no certificate.
+func TestExternalXDSFleetGetsNoCertificate(t *testing.T) {
+	ns := suite.Namespace(t)
+	e := applySample(t, ns) // its spec.xds names a server of its own
+	settled(t, e)
+	sec := &corev1.Secret{}
+	err := suite.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: fleet.ClientSecretName(e)}, sec)
+	if err == nil {
+		t.Errorf("a fleet of another xDS server got Secret %s", sec.Name)
+	}
+}
