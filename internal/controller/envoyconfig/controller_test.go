@@ -12,6 +12,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	dto "github.com/prometheus/client_model/go"
@@ -33,8 +34,10 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
@@ -53,7 +56,10 @@ func TestMain(m *testing.M) {
 			return err
 		}
 		var err error
-		server, err = AddServer(mgr, ServerOptions{BindAddress: "127.0.0.1:0", Namespace: operatorNamespace, Replica: "replica-a"})
+		if ca, err = authority.Add(mgr, authority.Config{Namespace: operatorNamespace, Options: testPKI, Hosts: []string{"localhost", "127.0.0.1"}}); err != nil {
+			return err
+		}
+		server, err = AddServer(mgr, ServerOptions{BindAddress: "127.0.0.1:0", Namespace: operatorNamespace, Replica: "replica-a", Authority: ca})
 		if err != nil {
 			return err
 		}
@@ -180,6 +186,35 @@ func firstClusters(t *testing.T, p *xdstest.Proxy) (string, []string) {
 	return "", nil
 }
 
+// ca is the suite's xDS certificate authority: the server speaks mutual TLS
+// only, as in production.
+var ca *authority.Store
+
+// testPKI: a new CA signs three seconds after it is trusted, so that a
+// rotation completes within a test.
+var testPKI = pki.Options{TrustDomain: "cluster.local", CAValidity: 30 * 24 * time.Hour, CertValidity: 24 * time.Hour, Propagation: 3 * time.Second}
+
+// dialFleet connects to the xDS server at addr as a proxy of fleetID does:
+// over mutual TLS, with a client certificate for the fleet from the suite's
+// CA, verifying the server as localhost.
+func dialFleet(t *testing.T, addr, fleetID string) discoveryv3.AggregatedDiscoveryServiceClient {
+	t.Helper()
+	id, err := fleet.Parse(fleetID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a pki.Authority
+	testenv.Eventually(t, "the xDS CA", func() (bool, error) {
+		a, err = ca.Authority(context.Background())
+		return err == nil, nil
+	})
+	leaf, err := pki.IssueClient(a, id.Namespace, id.Name, time.Now(), testPKI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return xdstest.DialTLS(t, addr, "localhost", leaf.Cert, leaf.Key, a.Bundle())
+}
+
 // xdsClient returns the xDS server's address, once it listens.
 func xdsClient(t *testing.T) string {
 	t.Helper()
@@ -197,7 +232,7 @@ func TestPublishesToTheFleetsProxies(t *testing.T) {
 	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
 	create(t, cfg)
 
-	p := xdstest.Connect(t, xdstest.Dial(t, xdsClient(t)), fleetID, "pod-1", resourcev3.ClusterType)
+	p := xdstest.Connect(t, dialFleet(t, xdsClient(t), fleetID), fleetID, "pod-1", resourcev3.ClusterType)
 	version, names := firstClusters(t, p)
 	if len(names) != 1 || names[0] != "backend" {
 		t.Fatalf("proxy got clusters %v", names)
@@ -229,7 +264,7 @@ func TestPublishesToTheFleetsProxies(t *testing.T) {
 	create(t, other)
 	otherID := fleet.Of(other).String()
 	testenv.Eventually(t, "the other fleet to be published", func() (bool, error) { return server.Version(otherID) != "", nil })
-	q := xdstest.Connect(t, xdstest.Dial(t, xdsClient(t)), otherID, "pod-2", resourcev3.ClusterType)
+	q := xdstest.Connect(t, dialFleet(t, xdsClient(t), otherID), otherID, "pod-2", resourcev3.ClusterType)
 	otherVersion, otherNames := clusterNames(t, q, "")
 	if len(otherNames) != 0 || otherVersion == version {
 		t.Errorf("a proxy of %s got version %q with clusters %v, want its own empty configuration", otherID, otherVersion, otherNames)
@@ -242,7 +277,7 @@ func TestSettledReconcileWritesNothing(t *testing.T) {
 	ns, fleetID := newFleet(t)
 	cfg := newConfig(ns, "settled", cluster("backend", "1s"))
 	create(t, cfg)
-	p := xdstest.Connect(t, xdstest.Dial(t, xdsClient(t)), fleetID, "pod-1", resourcev3.ClusterType)
+	p := xdstest.Connect(t, dialFleet(t, xdsClient(t), fleetID), fleetID, "pod-1", resourcev3.ClusterType)
 	firstClusters(t, p)
 	waitStatus(t, cfg, "one proxy to ACK", func(c *examplev1.EnvoyConfig) bool {
 		return c.Status.Proxies.Acked == 1 && c.Status.PublishedVersion != ""
@@ -406,8 +441,8 @@ func TestNACKCounterAndPublishToACKHistogram(t *testing.T) {
 	// Two proxies accept the version: one observation, no NACK.
 	addr := xdsClient(t)
 	proxies := []*xdstest.Proxy{
-		xdstest.Connect(t, xdstest.Dial(t, addr), fleetID, "pod-1", resourcev3.ClusterType),
-		xdstest.Connect(t, xdstest.Dial(t, addr), fleetID, "pod-2", resourcev3.ClusterType),
+		xdstest.Connect(t, dialFleet(t, addr, fleetID), fleetID, "pod-1", resourcev3.ClusterType),
+		xdstest.Connect(t, dialFleet(t, addr, fleetID), fleetID, "pod-2", resourcev3.ClusterType),
 	}
 	for _, p := range proxies {
 		firstClusters(t, p)
@@ -459,8 +494,8 @@ func TestRollbackWhenEveryProxyRejects(t *testing.T) {
 	create(t, cfg)
 	addr := xdsClient(t)
 	proxies := []*xdstest.Proxy{
-		xdstest.Connect(t, xdstest.Dial(t, addr), fleetID, "pod-1", resourcev3.ClusterType),
-		xdstest.Connect(t, xdstest.Dial(t, addr), fleetID, "pod-2", resourcev3.ClusterType),
+		xdstest.Connect(t, dialFleet(t, addr, fleetID), fleetID, "pod-1", resourcev3.ClusterType),
+		xdstest.Connect(t, dialFleet(t, addr, fleetID), fleetID, "pod-2", resourcev3.ClusterType),
 	}
 	var v1 string
 	for _, p := range proxies {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 )
 
@@ -73,10 +76,28 @@ func TestProxylessGRPCClient(t *testing.T) {
 	}
 	create(t, cfg)
 
+	// The client holds the fleet's certificate, as its files, and verifies
+	// the server against the fleet's CAs: mutual TLS, as for a proxy.
+	a, err := ca.Authority(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := pki.IssueClient(a, ns, "edge", time.Now(), testPKI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files := map[string][]byte{"tls.crt": leaf.Cert, "tls.key": leaf.Key, "ca.crt": a.Bundle()}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	bootstrap := fmt.Sprintf(`{
-  "xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
+  "xds_servers": [{"server_uri": %q, "server_features": ["xds_v3"], "channel_creds": [{"type": "tls", "config": {
+    "certificate_file": %q, "private_key_file": %q, "ca_certificate_file": %q}}]}],
   "node": {"id": "grpc-client-1", "cluster": %q}
-}`, xdsClient(t), fleetID)
+}`, xdsClient(t), filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "ca.crt"), fleetID)
 	resolver, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
 	if err != nil {
 		t.Fatal(err)

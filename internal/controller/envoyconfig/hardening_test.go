@@ -23,8 +23,8 @@ func TestHugeNACKLeavesStatusWritable(t *testing.T) {
 	cfg := newConfig(ns, "huge-nack", cluster("backend", "1s"))
 	create(t, cfg)
 	addr := xdsClient(t)
-	rejecting := xdstest.Connect(t, xdstest.Dial(t, addr), fleetID, "pod-1", resourcev3.ClusterType)
-	accepting := xdstest.Connect(t, xdstest.Dial(t, addr), fleetID, "pod-2", resourcev3.ClusterType)
+	rejecting := xdstest.Connect(t, dialFleet(t, addr, fleetID), fleetID, "pod-1", resourcev3.ClusterType)
+	accepting := xdstest.Connect(t, dialFleet(t, addr, fleetID), fleetID, "pod-2", resourcev3.ClusterType)
 	for _, p := range []*xdstest.Proxy{rejecting, accepting} {
 		firstClusters(t, p)
 	}
