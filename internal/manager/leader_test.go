@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,8 +21,10 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoyconfig"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
@@ -31,6 +34,7 @@ import (
 type replica struct {
 	Manager ctrl.Manager
 	XDS     *xds.Server
+	CA      *authority.Store
 	Writes  *testenv.RequestCounter
 	stop    func()
 }
@@ -49,11 +53,15 @@ func startReplica(t *testing.T, leaseNS, name string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.XDS, err = envoyconfig.AddServer(r.Manager, envoyconfig.ServerOptions{BindAddress: "127.0.0.1:0", Namespace: leaseNS, Replica: name})
+	r.CA, err = authority.Add(r.Manager, authority.Config{Namespace: leaseNS, Options: pki.DefaultOptions, Hosts: []string{"localhost", "127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := controller.Setup(r.Manager, []string{envoyconfig.ControllerName}, controller.Options{XDS: r.XDS, Namespace: leaseNS}); err != nil {
+	r.XDS, err = envoyconfig.AddServer(r.Manager, envoyconfig.ServerOptions{BindAddress: "127.0.0.1:0", Namespace: leaseNS, Replica: name, Authority: r.CA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := controller.Setup(r.Manager, []string{envoyconfig.ControllerName}, controller.Options{XDS: r.XDS, Namespace: leaseNS, Authority: r.CA}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -100,6 +108,26 @@ func (r *replica) xdsAddr(t *testing.T) string {
 	return addr.String()
 }
 
+// dial connects to the replica's xDS server as a proxy of fleetID: over
+// mutual TLS, with the fleet's certificate from the CA the leader made.
+func (r *replica) dial(t *testing.T, fleetID string) discoveryv3.AggregatedDiscoveryServiceClient {
+	t.Helper()
+	id, err := fleet.Parse(fleetID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a pki.Authority
+	testenv.Eventually(t, "the xDS CA", func() (bool, error) {
+		a, err = r.CA.Authority(context.Background())
+		return err == nil, nil
+	})
+	leaf, err := pki.IssueClient(a, id.Namespace, id.Name, time.Now(), pki.DefaultOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return xdstest.DialTLS(t, r.xdsAddr(t), "localhost", leaf.Cert, leaf.Key, a.Bundle())
+}
+
 // statusWrites returns the EnvoyConfig status writes r sent.
 func (r *replica) statusWrites() []string { return r.Writes.WritesTo("/envoyconfigs/") }
 
@@ -139,8 +167,8 @@ func TestReplicasServeTheRecordedRevision(t *testing.T) {
 		t.Fatal("both replicas are leaders")
 	}
 	proxies := []*xdstest.Proxy{
-		xdstest.Connect(t, xdstest.Dial(t, follower.xdsAddr(t)), fleetID, "pod-1", resourcev3.ClusterType),
-		xdstest.Connect(t, xdstest.Dial(t, leader.xdsAddr(t)), fleetID, "pod-2", resourcev3.ClusterType),
+		xdstest.Connect(t, follower.dial(t, fleetID), fleetID, "pod-1", resourcev3.ClusterType),
+		xdstest.Connect(t, leader.dial(t, fleetID), fleetID, "pod-2", resourcev3.ClusterType),
 	}
 	for _, p := range proxies {
 		if names := clusterNames(t, p, ""); !slices.Equal(names, []string{"backend"}) {
@@ -208,7 +236,7 @@ func TestReplicasServeTheRecordedRevision(t *testing.T) {
 	if got := restarted.XDS.Version(fleetID); got != version {
 		t.Errorf("the restarted replica serves %s, want the accepted %s", got, version)
 	}
-	p := xdstest.Connect(t, xdstest.Dial(t, restarted.xdsAddr(t)), fleetID, "pod-3", resourcev3.ClusterType)
+	p := xdstest.Connect(t, restarted.dial(t, fleetID), fleetID, "pod-3", resourcev3.ClusterType)
 	if names := clusterNames(t, p, ""); !slices.Equal(names, []string{"backend"}) {
 		t.Errorf("a proxy of the restarted replica got clusters %v", names)
 	}
