@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"context"
+	"encoding/base64"
 	"os"
 	"sort"
 	"strconv"
@@ -11,7 +13,11 @@ import (
 	"time"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
@@ -75,7 +81,7 @@ func TestServiceEndpointsOverXDS(t *testing.T) {
 	kubectl(t, "-n", ns, "apply", "-f", f.Name())
 	waitJSONPath(t, time.Minute, ns, "envoyconfig/web", `{.status.conditions[?(@.type=="Accepted")].status}`, "True")
 
-	proxy := xdstest.Connect(t, xdstest.Dial(t, os.Getenv("E2E_XDS_ADDR")), ns+"/edge", "e2e-proxy", resourcev3.EndpointType, "web")
+	proxy := xdstest.Connect(t, dialAsFleet(t, ns, "edge"), ns+"/edge", "e2e-proxy", resourcev3.EndpointType, "web")
 	// podIPs returns the addresses of the Running pods that are not being
 	// deleted, asking again if kubectl fails.
 	podIPs := func() string {
@@ -134,4 +140,96 @@ func TestServiceEndpointsOverXDS(t *testing.T) {
 	waitEndpoints(5)
 	kubectl(t, "-n", ns, "scale", "deployment/web", "--replicas=2")
 	waitEndpoints(2)
+}
+
+// fleetSecret returns the files of the client certificate Secret that the
+// operator issued to Envoy ns/name, as its proxies mount them.
+func fleetSecret(t *testing.T, ns, name string) (cert, key, ca []byte) {
+	t.Helper()
+	get := func(k string) []byte {
+		var out string
+		eventually(t, time.Minute, "the fleet's client certificate Secret", func() (bool, error) {
+			var err error
+			out, err = kubectlOut("-n", ns, "get", "secret", name+"-xds-client", "-o", "jsonpath={.data."+strings.ReplaceAll(k, ".", "\\.")+"}")
+			return err == nil && out != "", nil
+		})
+		b, err := base64.StdEncoding.DecodeString(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	return get("tls.crt"), get("tls.key"), get("ca.crt")
+}
+
+// dialAsFleet connects to the operator's xDS server as a proxy of Envoy
+// ns/name: over mutual TLS, with the Secret the operator issued to the fleet.
+func dialAsFleet(t *testing.T, ns, name string) discoveryv3.AggregatedDiscoveryServiceClient {
+	t.Helper()
+	cert, key, ca := fleetSecret(t, ns, name)
+	return xdstest.DialTLS(t, os.Getenv("E2E_XDS_ADDR"), "localhost", cert, key, ca)
+}
+
+// Only a fleet's own certificate reads the fleet: a client without one, or
+// a plaintext one, gets nothing; fleet A's certificate, claiming fleet B, is
+// refused with PermissionDenied; fleet B's own gets its configuration.
+func TestXDSServesOnlyTheCertificatesFleet(t *testing.T) {
+	ns := namespace(t, "e2e-mtls")
+	f, err := os.CreateTemp(t.TempDir(), "fleets-*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`
+apiVersion: example.com/v1
+kind: Envoy
+metadata: {name: a}
+---
+apiVersion: example.com/v1
+kind: Envoy
+metadata: {name: b}
+---
+apiVersion: example.com/v1
+kind: EnvoyConfig
+metadata: {name: b}
+spec:
+  envoyRef: b
+  resources:
+    clusters:
+    - {name: b-only, type: STATIC, connect_timeout: 1s}
+`); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	kubectl(t, "-n", ns, "apply", "-f", f.Name())
+	waitJSONPath(t, time.Minute, ns, "envoyconfig/b", `{.status.conditions[?(@.type=="Published")].status}`, "True")
+	addr := os.Getenv("E2E_XDS_ADDR")
+	_, _, ca := fleetSecret(t, ns, "a")
+
+	ask := func(c discoveryv3.AggregatedDiscoveryServiceClient, fleet string) (*discoveryv3.DiscoveryResponse, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		st, err := c.StreamAggregatedResources(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := st.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "e2e", Cluster: fleet}, TypeUrl: resourcev3.ClusterType}); err != nil {
+			return nil, err
+		}
+		return st.Recv()
+	}
+	for name, c := range map[string]discoveryv3.AggregatedDiscoveryServiceClient{
+		"no certificate": xdstest.DialTLS(t, addr, "localhost", nil, nil, ca),
+		"plaintext":      xdstest.Dial(t, addr),
+	} {
+		if resp, err := ask(c, ns+"/b"); err == nil || status.Code(err) == codes.DeadlineExceeded {
+			t.Errorf("%s: got %v, %v; want a refused connection", name, resp, err)
+		}
+	}
+	if resp, err := ask(dialAsFleet(t, ns, "a"), ns+"/b"); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("fleet a's certificate claiming fleet b: got %v, %v; want PermissionDenied", resp, err)
+	}
+	resp, err := ask(dialAsFleet(t, ns, "b"), ns+"/b")
+	if err != nil || len(resp.GetResources()) != 1 {
+		t.Errorf("fleet b's own certificate: got %v, %v; want its cluster", resp, err)
+	}
 }

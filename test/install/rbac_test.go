@@ -44,14 +44,10 @@ type grant struct {
 // what every authenticated account has: the test fails on a permission
 // that is missing here and on one listed here that is not granted. A
 // change to the operator's RBAC comes with a change here, with its reason.
-//
-// When the xDS server comes to serve the TLS Secrets that EnvoyConfigs
-// reference and to create client certificates for fleets, it needs Secrets
-// beyond the operator's namespace: add {everywhere, "", "secrets", "",
-// "get,list,watch"} (and create for the certificates), and narrow the
-// "Secrets of other namespaces" denial below to what stays denied, such
-// as Secrets in kube-system.
 var allowlist = []grant{
+	// RBAC cannot grant by label: the cache reads only the Secrets labelled
+	// kube-envoy-controller.io/xds-secret, and nothing else is ever read.
+	{everywhere, "", "secrets", "", "create,get,list,update,watch", "fleets' xDS client certificates, in the fleets' namespaces; the xDS CA"},
 	{everywhere, "", "configmaps,services", "", "create,delete,get,list,patch,update,watch", "Envoy fleets' bootstrap and Service; Watchers' ConfigMap; fleets' xDS revision history; the replicas' reports of their proxies"},
 	{everywhere, "apps", "deployments", "", "create,delete,get,list,patch,update,watch", "Envoy fleets and Foos"},
 	{everywhere, "", "pods", "", "create,delete,get,list,watch", "PodSets; a replica's own pod, which owns its proxy report"},
@@ -80,6 +76,7 @@ var allowlist = []grant{
 	{everywhere, "authorization.k8s.io", "subjectaccessreviews", "", "create", "authorizing metrics scrapers"},
 	{ownNamespace, "", "secrets", "kube-envoy-controller-webhook-cert", "get,list,update,watch", "the webhook's certificate"},
 	{ownNamespace, "", "secrets", "", "create", "the webhook's certificate Secret, if it is missing"},
+	{ownNamespace, "", "secrets", "kube-envoy-controller-xds-ca", "get,update", "the xDS CA"},
 	{ownNamespace, "coordination.k8s.io", "leases", "kube-envoy-controller.kube-envoy-controller.io", "get,update", "leader election"},
 	{ownNamespace, "coordination.k8s.io", "leases", "", "create", "leader election"},
 	{ownNamespace, "", "events", "", "create,patch", "leader election's events"},
@@ -224,16 +221,20 @@ func TestServiceAccountPermissions(t *testing.T) {
 		t.Errorf("updating its own ValidatingWebhookConfiguration: %v", err)
 	}
 
-	// Secrets: only the webhook certificate, in the operator's namespace.
-	_, err = sa.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
-	wantForbidden(t, "listing Secrets in default", err)
-	_, err = sa.CoreV1().Secrets("kube-system").Get(ctx, "anything", metav1.GetOptions{})
-	wantForbidden(t, "reading a Secret in kube-system", err)
-	_, err = sa.CoreV1().Secrets(operatorNamespace).List(ctx, metav1.ListOptions{})
-	wantForbidden(t, "listing every Secret of its own namespace", err)
-	if _, err := sa.CoreV1().Secrets(operatorNamespace).Get(ctx, "kube-envoy-controller-webhook-cert", metav1.GetOptions{}); err != nil {
-		t.Errorf("reading the webhook certificate: %v", err)
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	// Secrets: fleets' certificates are written where the fleets are, but
+	// never in kube-system, and none is ever deleted (the garbage collector
+	// removes a fleet's with it).
+	secret := func(ns string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rbac-probe", Namespace: ns}}
 	}
+	_, err = sa.CoreV1().Secrets("kube-system").Create(ctx, secret("kube-system"), dryRun)
+	wantForbidden(t, "creating a Secret in kube-system", err)
+	if _, err := sa.CoreV1().Secrets("default").Create(ctx, secret("default"), dryRun); err != nil {
+		t.Errorf("creating a Secret in default (dry run): %v", err)
+	}
+	err = sa.CoreV1().Secrets(operatorNamespace).Delete(ctx, "kube-envoy-controller-webhook-cert", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+	wantForbidden(t, "deleting a Secret", err)
 
 	// Pods: created where a PodSet asks for them, but never in kube-system,
 	// where the ValidatingAdmissionPolicy refuses them (RBAC cannot).
@@ -243,7 +244,6 @@ func TestServiceAccountPermissions(t *testing.T) {
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
 		}
 	}
-	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	_, err = sa.CoreV1().Pods("kube-system").Create(ctx, pod("kube-system"), dryRun)
 	wantForbidden(t, "creating a pod in kube-system", err)
 	if _, err := sa.CoreV1().Pods("default").Create(ctx, pod("default"), dryRun); err != nil {
