@@ -55,6 +55,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 		concurrentReconciles int
 		xdsPlaintext         bool
 		xdsCASecret          string
+		xdsCARotation        bool
 		pkiOpts              = pki.DefaultOptions
 	)
 	config.RegisterFlags(fs) // --kubeconfig
@@ -93,6 +94,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 		"SPIFFE trust domain of the fleets' client certificates: spiffe://<trust domain>/ns/<namespace>/envoy/<name>.")
 	fs.StringVar(&xdsCASecret, "xds-ca-secret", authority.DefaultSecretName,
 		"Secret, in the operator's namespace, that holds the xDS certificate authority. The leader makes and rotates it.")
+	fs.BoolVar(&xdsCARotation, "xds-ca-rotation", true,
+		"Make and rotate the xDS CA in --xds-ca-secret. false: the Secret is kept by someone else, such as cert-manager (tls.crt and tls.key of a CA).")
 	fs.DurationVar(&pkiOpts.CAValidity, "xds-ca-validity", pkiOpts.CAValidity,
 		"Lifetime of an xDS CA; a new one is made when a third of it is left.")
 	fs.DurationVar(&pkiOpts.CertValidity, "xds-certificate-validity", pkiOpts.CertValidity,
@@ -130,7 +133,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 		}
 		s.builtinXDS.MutualTLS = true
 		s.xdsCA = &authority.Config{
-			Namespace: hookFlags.Namespace, SecretName: xdsCASecret, Options: pkiOpts,
+			Namespace: hookFlags.Namespace, SecretName: xdsCASecret, Options: pkiOpts, External: !xdsCARotation,
 			// The Service's name for proxies in the cluster; localhost for
 			// an operator on the host, and for clients beside it.
 			Hosts: []string{s.builtinXDS.Host, "localhost", "127.0.0.1"},

@@ -96,6 +96,7 @@ func TestFlags(t *testing.T) {
 			p.XDSCA.Hosts[0] = "xds.example"
 		}},
 		{"xds plaintext", "--xds-plaintext", func(p *parsed) { p.BuiltinXDS.MutualTLS, p.XDSCA = false, nil }},
+		{"xds CA kept by cert-manager", "--xds-ca-rotation=false", func(p *parsed) { p.XDSCA.External = true }},
 		{"xds certificates", "--xds-trust-domain=corp.example --xds-ca-secret=ca --xds-ca-validity=720h --xds-certificate-validity=1h --xds-ca-propagation=10m --namespace=ops", func(p *parsed) {
 			p.XDSCA.Namespace, p.XDSCA.SecretName = "ops", "ca"
 			p.XDSCA.Options = pki.Options{TrustDomain: "corp.example", CAValidity: 720 * time.Hour, CertValidity: time.Hour, Propagation: 10 * time.Minute}

@@ -354,7 +354,7 @@ func Decode(certs, keys []byte) (Authority, error) {
 	if err != nil {
 		return Authority{}, err
 	}
-	ks, err := parseBlocks(keys, "PRIVATE KEY")
+	ks, kinds, err := parseKeys(keys)
 	if err != nil {
 		return Authority{}, err
 	}
@@ -367,7 +367,7 @@ func Decode(certs, keys []byte) (Authority, error) {
 		if err != nil {
 			return Authority{}, fmt.Errorf("CA certificate %d: %w", i, err)
 		}
-		k, err := x509.ParsePKCS8PrivateKey(ks[i])
+		k, err := parseKey(kinds[i], ks[i])
 		if err != nil {
 			return Authority{}, fmt.Errorf("CA key %d: %w", i, err)
 		}
@@ -378,6 +378,38 @@ func Decode(certs, keys []byte) (Authority, error) {
 		a.CAs = append(a.CAs, CA{Cert: cert, Key: key})
 	}
 	return a, nil
+}
+
+// parseKeys reads PEM private keys: PKCS #8, as Encode writes them, or
+// PKCS #1 and SEC 1, as other tools (cert-manager by default) write them.
+func parseKeys(data []byte) (keys [][]byte, kinds []string, err error) {
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			break
+		}
+		switch b.Type {
+		case "PRIVATE KEY", "EC PRIVATE KEY", "RSA PRIVATE KEY":
+		default:
+			return nil, nil, fmt.Errorf("a PEM block of type %q, want a private key", b.Type)
+		}
+		keys, kinds = append(keys, b.Bytes), append(kinds, b.Type)
+	}
+	if len(bytes.TrimSpace(data)) > 0 {
+		return nil, nil, errors.New("data after the last private key")
+	}
+	return keys, kinds, nil
+}
+
+func parseKey(kind string, der []byte) (any, error) {
+	switch kind {
+	case "EC PRIVATE KEY":
+		return x509.ParseECPrivateKey(der)
+	case "RSA PRIVATE KEY":
+		return x509.ParsePKCS1PrivateKey(der)
+	}
+	return x509.ParsePKCS8PrivateKey(der)
 }
 
 func parseBlocks(data []byte, typ string) ([][]byte, error) {

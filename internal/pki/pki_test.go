@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -287,4 +288,24 @@ func mustURL(t *testing.T, s string) []*url.URL {
 		t.Fatal(err)
 	}
 	return []*url.URL{u}
+}
+
+// A CA written by another tool, its key in SEC 1 (as cert-manager writes
+// an ECDSA key by default), decodes and signs.
+func TestDecodeOtherKeyEncodings(t *testing.T) {
+	a, _ := mustRotate(t, Authority{}, t0)
+	der, err := x509.MarshalECPrivateKey(a.CAs[0].Key.(*ecdsa.PrivateKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Decode(a.Bundle(), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := IssueClient(b, "ns", "edge", t0, opts); err != nil {
+		t.Errorf("issuing: %v", err)
+	}
+	if _, err := Decode(a.Bundle(), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})); err == nil {
+		t.Error("a public key decoded as a CA key")
+	}
 }

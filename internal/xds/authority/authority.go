@@ -84,7 +84,7 @@ func (s *Store) Authority(ctx context.Context) (pki.Authority, error) {
 	if sec.ResourceVersion == s.version && !s.current.Empty() {
 		return s.current, nil
 	}
-	a, err := pki.Decode(sec.Data[BundleKey], sec.Data[KeysKey])
+	a, err := Decode(sec)
 	if err != nil {
 		return pki.Authority{}, fmt.Errorf("the xDS CA Secret %s: %w", s.Key, err)
 	}
@@ -128,6 +128,16 @@ func (s *Store) ServerConfig(ctx context.Context) (*tls.Config, error) {
 	}, nil
 }
 
+// Decode reads the authority in a CA Secret: in the operator's own format
+// (BundleKey and KeysKey), or as cert-manager keeps a CA (tls.crt the CA's
+// certificate, tls.key its key).
+func Decode(sec *corev1.Secret) (pki.Authority, error) {
+	if len(sec.Data[KeysKey]) == 0 && len(sec.Data[corev1.TLSCertKey]) > 0 {
+		return pki.Decode(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
+	}
+	return pki.Decode(sec.Data[BundleKey], sec.Data[KeysKey])
+}
+
 // Secret returns the CA Secret for a.
 func Secret(key types.NamespacedName, a pki.Authority) (*corev1.Secret, error) {
 	certs, keys, err := pki.Encode(a)
@@ -156,6 +166,9 @@ type Config struct {
 	Options    pki.Options
 	// Hosts are the names the xDS server's certificate is issued for.
 	Hosts []string
+	// External: the CA Secret is kept by someone else (cert-manager, say),
+	// and the operator neither makes nor rotates it.
+	External bool
 }
 
 // Add registers the leader's Rotator on mgr and returns the Store every
@@ -165,9 +178,13 @@ func Add(mgr ctrl.Manager, c Config) (*Store, error) {
 		return nil, err
 	}
 	key := types.NamespacedName{Namespace: c.Namespace, Name: cmp.Or(c.SecretName, DefaultSecretName)}
+	store := &Store{Reader: mgr.GetClient(), Key: key, Options: c.Options, Hosts: c.Hosts}
+	if c.External {
+		return store, nil
+	}
 	r := &Rotator{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Key: key, Options: c.Options}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the xDS CA rotator: %w", err)
 	}
-	return &Store{Reader: mgr.GetClient(), Key: key, Options: c.Options, Hosts: c.Hosts}, nil
+	return store, nil
 }

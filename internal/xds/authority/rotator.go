@@ -72,7 +72,7 @@ func (r *Rotator) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile
 	}
 	var current pki.Authority
 	if exists {
-		current, err = pki.Decode(sec.Data[BundleKey], sec.Data[KeysKey])
+		current, err = Decode(sec)
 		if err != nil {
 			// A CA nobody can use is replaced: the fleets get new
 			// certificates from the new one.
