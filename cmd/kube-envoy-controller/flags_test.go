@@ -56,8 +56,8 @@ func defaults() parsed {
 			Options: pki.Options{TrustDomain: "cluster.local", CAValidity: 365 * 24 * time.Hour, CertValidity: 24 * time.Hour, Propagation: time.Hour},
 			Hosts:   []string{"kube-envoy-controller-xds.kube-envoy-controller.svc", "localhost", "127.0.0.1"},
 		},
-		XDSLimits:   xds.Limits{MaxConnections: 10000, MaxStreamsPerConnection: 100},
-		QPS:         -1, // no client-side limit
+		XDSLimits: xds.Limits{MaxConnections: 10000, MaxStreamsPerConnection: 100},
+		QPS:       -1, // no client-side limit
 		Manager: manager.Options{
 			MetricsAddr: ":8443", MetricsSecure: true, ProbeAddr: ":8081", PprofAddr: "0", ConcurrentReconciles: 5,
 			LeaderElection: manager.LeaderElection{LeaseDuration: 12 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second},
