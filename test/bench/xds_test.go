@@ -5,11 +5,14 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,8 +24,9 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -57,9 +61,12 @@ func xdsResources(port int) examplev1.EnvoyResources {
 }
 
 // TestXDSPushToAck measures, with 100 and 1000 proxies connected over state
-// of the world and over delta ADS: the time from an EnvoyConfig update (one
-// EDS endpoint changes) to each proxy's ACK, the bytes each proxy is sent for
-// it, and the operator's live heap per 1000 connected proxies.
+// of the world and over delta ADS, each over mutual TLS with its fleet's
+// certificate as the operator issued it: the time from starting the proxies
+// to every proxy's first ACK (connection set-up: handshakes and first push),
+// the time from an EnvoyConfig update (one EDS endpoint changes) to each
+// proxy's ACK, the bytes each proxy is sent for it, and the operator's live
+// heap per 1000 connected proxies.
 // BENCH_XDS_SIZES sets the numbers of proxies (default "100,1000"),
 // BENCH_XDS_ROUNDS the updates per row (default 10).
 func TestXDSPushToAck(t *testing.T) {
@@ -70,8 +77,8 @@ func TestXDSPushToAck(t *testing.T) {
 	sizes := sizesEnv(t, "BENCH_XDS_SIZES", "100,1000")
 	rounds := sizeEnv(t, "BENCH_XDS_ROUNDS", 10)
 	rows := []string{
-		"| mode | proxies | push to ACK sent p50 | p99 | all ACKs sent, median of rounds | bytes per proxy per endpoint change | operator live heap per 1000 proxies (MiB) |",
-		"|---|---|---|---|---|---|---|",
+		"| mode | proxies | connection set-up: all first ACKs | push to ACK sent p50 | p99 | all ACKs sent, median of rounds | bytes per proxy per endpoint change | operator live heap per 1000 proxies (MiB) |",
+		"|---|---|---|---|---|---|---|---|",
 	}
 	for _, mode := range []string{"sotw", "delta"} {
 		for _, n := range sizes {
@@ -79,10 +86,13 @@ func TestXDSPushToAck(t *testing.T) {
 			fleet := ns + "/edge"
 			namespace(t, ns)
 			ctx := context.Background()
+			// A fleet of the built-in server, without pods: the operator
+			// issues its client certificate, which the load clients present.
 			if err := k8s.Create(ctx, &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns},
-				Spec: examplev1.EnvoySpec{Replicas: ptr.To[int32](0), XDS: &examplev1.XDS{Host: "127.0.0.1", Port: 18000}}}); err != nil {
+				Spec: examplev1.EnvoySpec{Replicas: ptr.To[int32](0)}}); err != nil {
 				t.Fatal(err)
 			}
+			certDir := fleetCertificate(t, ns, "edge")
 			cfg := &examplev1.EnvoyConfig{ObjectMeta: metav1.ObjectMeta{Name: "eds", Namespace: ns},
 				Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: xdsResources(9000)}}
 			if err := k8s.Create(ctx, cfg); err != nil {
@@ -92,8 +102,10 @@ func TestXDSPushToAck(t *testing.T) {
 			// without, both after a GC, once the previous row's streams are gone.
 			waitConnected(t, "", 0)
 			heapBefore := operatorHeap(t)
-			acks := startLoadClients(t, addr, fleet, mode, n)
+			started := time.Now()
+			acks := startLoadClients(t, addr, fleet, mode, n, certDir)
 			acks.waitAll(t, n, "")
+			setup := time.Since(started)
 			waitConnected(t, fleet, n)
 			heapAfter := operatorHeap(t)
 
@@ -121,7 +133,7 @@ func TestXDSPushToAck(t *testing.T) {
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 			sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 			perThousand := mib(heapAfter.HeapAlloc-heapBefore.HeapAlloc) / float64(n) * 1000
-			rows = append(rows, fmt.Sprintf("| %s | %d | %s | %s | %s | %d | %.1f |", mode, n,
+			rows = append(rows, fmt.Sprintf("| %s | %d | %s | %s | %s | %s | %d | %.1f |", mode, n, ms(setup),
 				ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(all[len(all)/2]), bytes/int64(rounds*n), perThousand))
 			t.Log(rows[len(rows)-1])
 			acks.stop()
@@ -182,11 +194,33 @@ type loadClients struct {
 	err       error
 }
 
-func startLoadClients(t *testing.T, addr, fleet, mode string, n int) *loadClients {
+// fleetCertificate waits for the client certificate Secret the operator
+// issues to Envoy ns/name, and writes its files into a directory, as the
+// kubelet mounts them for the fleet's pods.
+func fleetCertificate(t *testing.T, ns, name string) string {
+	t.Helper()
+	sec := &corev1.Secret{}
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-xds-client"}, sec)
+		return err == nil && len(sec.Data["tls.crt"]) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the fleet's client certificate: %v", err)
+	}
+	dir := t.TempDir()
+	for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
+		if err := os.WriteFile(filepath.Join(dir, k), sec.Data[k], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func startLoadClients(t *testing.T, addr, fleet, mode string, n int, certDir string) *loadClients {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), loadClientsEnv+"=1", "XDS_LOAD_ADDR="+addr, "XDS_LOAD_FLEET="+fleet,
-		"XDS_LOAD_MODE="+mode, "XDS_LOAD_N="+strconv.Itoa(n))
+		"XDS_LOAD_MODE="+mode, "XDS_LOAD_N="+strconv.Itoa(n), "XDS_LOAD_CERT_DIR="+certDir)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -318,9 +352,14 @@ func runLoadClients() {
 	}
 	// At most 50 streams a connection: the server allows 100 by default
 	// (--xds-max-streams-per-connection), and Envoy itself opens one.
+	creds, err := loadCredentials(os.Getenv("XDS_LOAD_CERT_DIR"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	var conns []discoveryv3.AggregatedDiscoveryServiceClient
 	for range max(10, (n+49)/50) {
-		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -341,6 +380,24 @@ func runLoadClients() {
 		}()
 	}
 	select {}
+}
+
+// loadCredentials is the fleet's mutual TLS, from the files in dir, with
+// the server verified as localhost (the operator runs on this host).
+func loadCredentials(dir string) (credentials.TransportCredentials, error) {
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	if err != nil {
+		return nil, err
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("no CA certificate in %s", filepath.Join(dir, "ca.crt"))
+	}
+	return credentials.NewTLS(&tls.Config{ServerName: "localhost", RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}), nil
 }
 
 func sotwClient(c discoveryv3.AggregatedDiscoveryServiceClient, node *corev3.Node, names []string, report func(string, int)) error {
