@@ -21,7 +21,7 @@ op_pid=\$!
 until [[ -e $work/op-ready ]]; do sleep 0.05; done
 install_cleanup
 case \$1 in
-setup) touch "$work/ready"; sleep 1 ;; # a set-up step that succeeds after the signal came
+setup) touch "$work/ready"; sleep 3 ;; # a set-up step that succeeds after the signal came
 fail) touch "$work/ready"; exit 3 ;;
 false) touch "$work/ready"; false ;;
 pass) touch "$work/ready" ;;
@@ -34,7 +34,10 @@ check() { # check ARG SIGNAL WANT
   rm -f "$work/ready" "$work/cleaned" "$work/op-ready"
   "$work/run.sh" "$1" &
   local pid=$! rc=0
-  for _ in $(seq 100); do [[ -e $work/ready ]] && break; sleep 0.05; done
+  # The run installs its trap, then says it is ready. Wait for that as long
+  # as a busy machine needs: a signal that came earlier tests nothing.
+  for _ in $(seq 1200); do [[ -e $work/ready ]] && break; sleep 0.05; done
+  [[ -e $work/ready ]] || { echo "FAIL: $1 never got ready" >&2; failures=$((failures + 1)); }
   if [[ $2 != - ]]; then kill "-$2" "$pid"; fi
   wait "$pid" || rc=$?
   kill -- "-$pid" 2>/dev/null || true # what the interrupted run left (its sleep)
