@@ -14,6 +14,9 @@
 # operator's --controllers (default *), to run a benchmark with only the
 # controllers it measures. Results: tmp/$BENCH_CLUSTER/results/.
 #
+# BENCH_XDS_PLAINTEXT=1 runs the operator with --xds-plaintext, and the xDS
+# benchmark's clients without TLS: the figures beside those over mutual TLS.
+#
 # BENCH_SMOKE=1 (make bench-smoke) runs every benchmark at tiny sizes on a
 # cluster of 3 nodes (default name kec-bench-smoke): it checks the harness and
 # the benchmarks' own assertions, and records no figures. The sizes are
@@ -69,7 +72,9 @@ ports=$(free_ports 5)
 # The sidecar-injection webhook, served by the operator on this host.
 hack/webhook-local.sh "$webhook_port"
 # Metrics in plain HTTP, on the loopback interface only: the benchmark reads them.
-"$DIR/kube-envoy-controller" --kubeconfig "$KUBECONFIG" --controllers "${BENCH_CONTROLLERS:-*}" \
+plaintext=()
+[[ ${BENCH_XDS_PLAINTEXT:-0} == 0 ]] || plaintext=(--xds-plaintext)
+"$DIR/kube-envoy-controller" --kubeconfig "$KUBECONFIG" --controllers "${BENCH_CONTROLLERS:-*}" "${plaintext[@]}" \
   --metrics-secure=false --metrics-bind-address "127.0.0.1:$metrics_port" --health-probe-bind-address "127.0.0.1:$health_port" \
   --pprof-bind-address "127.0.0.1:$pprof_port" --xds-bind-address "127.0.0.1:$xds_port" \
   --webhook-bind-address "127.0.0.1:$webhook_port" --webhook-cert-dns-name localhost \
