@@ -45,12 +45,13 @@ type grant struct {
 // that is missing here and on one listed here that is not granted. A
 // change to the operator's RBAC comes with a change here, with its reason.
 //
-// When the xDS server comes to serve the TLS Secrets that EnvoyConfigs
-// reference and to create client certificates for fleets, it needs Secrets
-// beyond the operator's namespace: add {everywhere, "", "secrets", "",
-// "get,list,watch"} (and create for the certificates), and narrow the
-// "Secrets of other namespaces" denial below to what stays denied, such
-// as Secrets in kube-system.
+// Secrets of every namespace may be listed and watched, for the TLS Secrets
+// that EnvoyConfigs name in spec.tlsSecrets: RBAC cannot limit a list to a
+// label, so the operator's cache does, and asks only for the Secrets
+// labelled kube-envoy-controller.io/xds-secret. It never reads a Secret
+// by name (no get), but the webhook certificate. When the operator comes
+// to create client certificates for fleets, add the verbs that takes, and
+// keep the denials below to what stays denied.
 var allowlist = []grant{
 	{everywhere, "", "configmaps,services", "", "create,delete,get,list,patch,update,watch", "Envoy fleets' bootstrap and Service; Watchers' ConfigMap; fleets' xDS revision history; the replicas' reports of their proxies"},
 	{everywhere, "apps", "deployments", "", "create,delete,get,list,patch,update,watch", "Envoy fleets and Foos"},
@@ -58,6 +59,7 @@ var allowlist = []grant{
 	{everywhere, "", "namespaces", "", "get", "the EnvoyConfig validator lets every EnvoyConfig of a namespace being deleted go"},
 	{everywhere, "batch", "jobs", "", "create,delete,get,list,watch", "FooBars"},
 	{everywhere, "discovery.k8s.io", "endpointslices", "", "get,list,watch", "EDS from Services' endpoints"},
+	{everywhere, "", "secrets", "", "list,watch", "SDS from the Secrets that EnvoyConfigs name in spec.tlsSecrets, cached only when labelled kube-envoy-controller.io/xds-secret"},
 	{everywhere, "events.k8s.io", "events", "", "create,patch", "events of every controller"},
 	{everywhere, "demo.k8s.io", "podsets", "", "get,list,watch", "the PodSet controller"},
 	{everywhere, "demo.k8s.io", "podsets/status", "", "get,patch,update", "the PodSet controller"},
@@ -224,13 +226,18 @@ func TestServiceAccountPermissions(t *testing.T) {
 		t.Errorf("updating its own ValidatingWebhookConfiguration: %v", err)
 	}
 
-	// Secrets: only the webhook certificate, in the operator's namespace.
-	_, err = sa.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
-	wantForbidden(t, "listing Secrets in default", err)
+	// Secrets: read by name only the webhook certificate, in the operator's
+	// namespace; listed and watched everywhere (the cache asks only for the
+	// labelled ones), written nowhere else.
+	_, err = sa.CoreV1().Secrets("default").Get(ctx, "anything", metav1.GetOptions{})
+	wantForbidden(t, "reading a Secret by name in default", err)
 	_, err = sa.CoreV1().Secrets("kube-system").Get(ctx, "anything", metav1.GetOptions{})
 	wantForbidden(t, "reading a Secret in kube-system", err)
-	_, err = sa.CoreV1().Secrets(operatorNamespace).List(ctx, metav1.ListOptions{})
-	wantForbidden(t, "listing every Secret of its own namespace", err)
+	_, err = sa.CoreV1().Secrets("default").Patch(ctx, "anything", types.MergePatchType, []byte(`{"metadata":{"labels":{"taken":"over"}}}`), metav1.PatchOptions{})
+	wantForbidden(t, "patching a Secret in default", err)
+	if _, err := sa.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{LabelSelector: "kube-envoy-controller.io/xds-secret"}); err != nil {
+		t.Errorf("listing the labelled Secrets of default, as the cache does: %v", err)
+	}
 	if _, err := sa.CoreV1().Secrets(operatorNamespace).Get(ctx, "kube-envoy-controller-webhook-cert", metav1.GetOptions{}); err != nil {
 		t.Errorf("reading the webhook certificate: %v", err)
 	}
