@@ -159,7 +159,7 @@ type EnvoyConfigStatus struct {
 // +kubebuilder:printcolumn:name="Published",type=string,JSONPath=`.status.conditions[?(@.type=="Published")].status`
 // +kubebuilder:printcolumn:name="Acked",type=integer,JSONPath=`.status.proxies.acked`
 // +kubebuilder:printcolumn:name="Nacked",type=integer,JSONPath=`.status.proxies.nacked`
-// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`,description="The Degraded condition: proxies rejected the configuration, a name clashes, or the Envoy is missing"
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`,description="The Degraded condition: proxies rejected the configuration, a name clashes, a Secret cannot be served, or the Envoy is missing"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EnvoyConfig struct {
 	metav1.TypeMeta   `json:",inline"`
