@@ -31,10 +31,11 @@ const ValidatingConfiguration = "kube-envoy-controller-validator"
 
 // EnvoyConfigValidator refuses, at kubectl apply or delete, a change to an
 // EnvoyConfig that would leave its fleet worse: resources that do not decode
-// strictly into Envoy's v3 protos or fail Envoy's validation rules, and
-// references (to route configurations and clusters) that the change would
-// leave leading nowhere, its own or those of another EnvoyConfig of the
-// fleet. It judges the fleet as it would be after the change, for CREATE,
+// strictly into Envoy's v3 protos or fail Envoy's validation rules, secret
+// material written inline (private keys belong in Secrets, named in
+// spec.tlsSecrets), and references (to route configurations, clusters and
+// SDS secrets) that the change would leave leading nowhere, its own or
+// those of another EnvoyConfig of the fleet. It judges the fleet as it would be after the change, for CREATE,
 // UPDATE and DELETE, with the translation the controller uses. The message
 // names the EnvoyConfig, the resource and the field. The controller checks
 // again, for objects that got in another way.
@@ -65,6 +66,12 @@ func (v *EnvoyConfigValidator) Handle(ctx context.Context, req admission.Request
 	}
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if req.Operation == admissionv1.Update && !cfg.DeletionTimestamp.IsZero() {
+		// Nothing of an EnvoyConfig being deleted is served any more, and its
+		// finalizers must be able to go, even when it was stored, before this
+		// check existed, with a private key inline.
+		return admission.Allowed("the EnvoyConfig is being deleted")
 	}
 	var list examplev1.EnvoyConfigList
 	if err := v.Client.List(ctx, &list, client.InNamespace(cfg.Namespace)); err != nil {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +55,13 @@ func TestEnvoyConfigAdmission(t *testing.T) {
 			[]string{`spec.resources.listeners[0] ("l")`, "StatPrefix"}},
 		{"dangling-reference", examplev1.EnvoyResources{Routes: rawList(toBackend)},
 			[]string{`spec.resources.routes[0] ("local")`, `cluster "backend" does not exist`}},
+		{"inline-private-key", examplev1.EnvoyResources{Secrets: rawList(inlineKeySecret)},
+			[]string{`spec.resources.secrets[0] ("server-cert")`, "tls_certificate.private_key.inline_string", "spec.tlsSecrets"}},
+		{"inline-key-in-a-listener", examplev1.EnvoyResources{Listeners: rawList(tlsListener(`"tls_certificates": [{"certificate_chain": {"filename": "/c"}, "private_key": {"inline_bytes": "aw=="}}]`)),
+			Clusters: rawList(edsCluster)},
+			[]string{`spec.resources.listeners[0] ("https")`, "tls_certificates[0].private_key.inline_bytes", "spec.tlsSecrets"}},
+		{"sds-secret-nobody-declares", examplev1.EnvoyResources{Listeners: rawList(tlsListener(sdsServerCert)), Clusters: rawList(edsCluster)},
+			[]string{`spec.resources.listeners[0] ("https")`, `secret "server-cert" does not exist`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,6 +145,104 @@ func TestEnvoyConfigDeleteInTerminatingNamespace(t *testing.T) {
 	// Terminating, and its EnvoyConfigs are deleted here as that controller would.
 	if err := suite.Client.Delete(ctx, clusters); err != nil {
 		t.Errorf("delete in a terminating namespace: %v", err)
+	}
+}
+
+const (
+	inlineKeySecret = `{"name": "server-cert", "tls_certificate": {"certificate_chain": {"inline_string": "c"}, "private_key": {"inline_string": "k"}}}`
+	sdsServerCert   = `"tls_certificate_sds_secret_configs": [{"name": "server-cert", "sds_config": {"ads": {}}}]`
+)
+
+// tlsListener is a TLS listener that proxies TCP to the cluster backend,
+// with common as its common_tls_context's fields.
+func tlsListener(common string) string {
+	return `{"name": "https", "address": {"socket_address": {"address": "0.0.0.0", "port_value": 8443}}, "filter_chains": [{
+  "transport_socket": {"name": "tls", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+    "common_tls_context": {` + common + `}}},
+  "filters": [{"name": "tcp", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy", "stat_prefix": "t", "cluster": "backend"}}]}]}`
+}
+
+// A certificate's key comes from a Secret named in spec.tlsSecrets, whose
+// name counts for the listeners' SDS references; public material, such as
+// a CA certificate, may stay inline.
+func TestEnvoyConfigTLSSecretsAdmitted(t *testing.T) {
+	ctx := context.Background()
+	waitForServer(t)
+	ns := suite.Namespace(t)
+	cfg := envoyConfig(ns, "tls", examplev1.EnvoyResources{
+		Listeners: rawList(tlsListener(sdsServerCert)),
+		Clusters:  rawList(edsCluster),
+		Secrets:   rawList(`{"name": "upstream-ca", "validation_context": {"trusted_ca": {"inline_string": "-----BEGIN CERTIFICATE-----"}}}`),
+	})
+	cfg.Spec.TLSSecrets = []examplev1.TLSSecret{{Name: "server-cert", SecretRef: "web-tls"}}
+	if err := suite.Client.Create(ctx, cfg); err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	// Dropping the entry the listener needs is refused, naming what breaks.
+	cfg.Spec.TLSSecrets = nil
+	if err := suite.Client.Update(ctx, cfg); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `secret "server-cert" does not exist`) {
+		t.Errorf("update: got %v, want a denial for the listener's secret", err)
+	}
+}
+
+// An EnvoyConfig stored with a private key inline before admission refused
+// such keys must be changed to lose it: an update that keeps it is refused,
+// naming the field. Once it is being deleted, its finalizers may go.
+func TestEnvoyConfigStoredWithInlineKey(t *testing.T) {
+	ctx := context.Background()
+	waitForServer(t)
+	ns := suite.Namespace(t)
+	const before = "test.kube-envoy-controller.io/stored-before-the-check"
+	// The object is stored as if before the check: the validator does not
+	// see objects with the label meanwhile.
+	setObjectSelector := func(sel *metav1.LabelSelector) {
+		t.Helper()
+		testenv.Eventually(t, "the validator's object selector to be updated", func() (bool, error) {
+			vwc := &admissionv1.ValidatingWebhookConfiguration{}
+			if err := suite.Client.Get(ctx, types.NamespacedName{Name: ValidatingConfiguration}, vwc); err != nil {
+				return false, err
+			}
+			vwc.Webhooks[0].ObjectSelector = sel
+			err := suite.Client.Update(ctx, vwc)
+			return err == nil, err
+		})
+	}
+	legacy := func(name string) *examplev1.EnvoyConfig {
+		c := envoyConfig(ns, name, examplev1.EnvoyResources{Secrets: rawList(inlineKeySecret)})
+		c.Labels = map[string]string{before: "true"}
+		c.Finalizers = []string{"test.kube-envoy-controller.io/hold"}
+		return c
+	}
+	setObjectSelector(&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: before, Operator: metav1.LabelSelectorOpDoesNotExist}}})
+	testenv.Eventually(t, "the legacy EnvoyConfig to be stored", func() (bool, error) {
+		err := suite.Client.Create(ctx, legacy("legacy"))
+		return err == nil, err
+	})
+	setObjectSelector(nil)
+	testenv.Eventually(t, "the validator to see labelled objects again", func() (bool, error) {
+		err := suite.Client.Create(ctx, legacy("probe"))
+		return apierrors.IsForbidden(err), err
+	})
+
+	cfg := &examplev1.EnvoyConfig{}
+	if err := suite.Client.Get(ctx, clientKey(ns, "legacy"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Annotations = map[string]string{"note": "an edit that keeps the key"}
+	err := suite.Client.Update(ctx, cfg)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `spec.resources.secrets[0] ("server-cert"): tls_certificate.private_key.inline_string`) {
+		t.Errorf("an update that keeps the inline key: got %v, want a denial naming the field", err)
+	}
+	// Deleted, it is held by its finalizer; removing the finalizer is let through.
+	if err := suite.Client.Delete(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := suite.Client.Get(ctx, clientKey(ns, "legacy"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Finalizers = nil
+	if err := suite.Client.Update(ctx, cfg); err != nil {
+		t.Errorf("removing the finalizer of an EnvoyConfig being deleted: %v", err)
 	}
 }
 

@@ -51,11 +51,12 @@ endpoints:
 - lb_endpoints:
   - endpoint: {address: {socket_address: {address: 10.0.0.1, port_value: 9000}}}
 `
+	// A public secret: EnvoyConfigs may not hold private keys inline
+	// (translate.Admit), which come from Secrets named in spec.tlsSecrets.
 	validSecret = `
-name: server-cert
-tls_certificate:
-  certificate_chain: {inline_string: "-----BEGIN CERTIFICATE-----"}
-  private_key: {inline_string: "-----BEGIN PRIVATE KEY-----"}
+name: upstream-ca
+validation_context:
+  trusted_ca: {inline_string: "-----BEGIN CERTIFICATE-----"}
 `
 )
 

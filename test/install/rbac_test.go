@@ -45,15 +45,18 @@ type grant struct {
 // that is missing here and on one listed here that is not granted. A
 // change to the operator's RBAC comes with a change here, with its reason.
 var allowlist = []grant{
-	// RBAC cannot grant by label: the cache reads only the Secrets labelled
-	// kube-envoy-controller.io/xds-secret, and nothing else is ever read.
-	{everywhere, "", "secrets", "", "create,get,list,update,watch", "fleets' xDS client certificates, in the fleets' namespaces; the xDS CA"},
+	// RBAC cannot grant by label: the cache lists and watches only the
+	// Secrets labelled kube-envoy-controller.io/xds-secret, and reads no
+	// other. get adds nothing to what list allows; it tells a fleet's
+	// certificate Secret from a stranger's of the same name.
+	{everywhere, "", "secrets", "", "create,get,list,update,watch", "fleets' xDS client certificates, in the fleets' namespaces; the TLS Secrets that EnvoyConfigs name in spec.tlsSecrets; the xDS CA"},
 	{everywhere, "", "configmaps,services", "", "create,delete,get,list,patch,update,watch", "Envoy fleets' bootstrap and Service; Watchers' ConfigMap; fleets' xDS revision history; the replicas' reports of their proxies"},
 	{everywhere, "apps", "deployments", "", "create,delete,get,list,patch,update,watch", "Envoy fleets and Foos"},
 	{everywhere, "", "pods", "", "create,delete,get,list,watch", "PodSets; a replica's own pod, which owns its proxy report"},
 	{everywhere, "", "namespaces", "", "get", "the EnvoyConfig validator lets every EnvoyConfig of a namespace being deleted go"},
 	{everywhere, "batch", "jobs", "", "create,delete,get,list,watch", "FooBars"},
 	{everywhere, "discovery.k8s.io", "endpointslices", "", "get,list,watch", "EDS from Services' endpoints"},
+	{everywhere, "", "secrets", "", "list,watch", "SDS from the Secrets that EnvoyConfigs name in spec.tlsSecrets, cached only when labelled kube-envoy-controller.io/xds-secret"},
 	{everywhere, "events.k8s.io", "events", "", "create,patch", "events of every controller"},
 	{everywhere, "demo.k8s.io", "podsets", "", "get,list,watch", "the PodSet controller"},
 	{everywhere, "demo.k8s.io", "podsets/status", "", "get,patch,update", "the PodSet controller"},
@@ -222,12 +225,18 @@ func TestServiceAccountPermissions(t *testing.T) {
 	}
 
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
-	// Secrets: fleets' certificates are written where the fleets are, but
-	// never in kube-system, and none is ever deleted (the garbage collector
-	// removes a fleet's with it).
+	// Secrets: listed and watched everywhere (the cache asks only for the
+	// labelled ones); fleets' certificates are written where the fleets are,
+	// but never in kube-system; none is patched or deleted (the garbage
+	// collector removes a fleet's with it).
 	secret := func(ns string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rbac-probe", Namespace: ns}}
 	}
+	if _, err := sa.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{LabelSelector: "kube-envoy-controller.io/xds-secret"}); err != nil {
+		t.Errorf("listing the labelled Secrets of default, as the cache does: %v", err)
+	}
+	_, err = sa.CoreV1().Secrets("default").Patch(ctx, "anything", types.MergePatchType, []byte(`{"metadata":{"labels":{"taken":"over"}}}`), metav1.PatchOptions{})
+	wantForbidden(t, "patching a Secret in default", err)
 	_, err = sa.CoreV1().Secrets("kube-system").Create(ctx, secret("kube-system"), dryRun)
 	wantForbidden(t, "creating a Secret in kube-system", err)
 	if _, err := sa.CoreV1().Secrets("default").Create(ctx, secret("default"), dryRun); err != nil {

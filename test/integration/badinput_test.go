@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -55,6 +56,15 @@ const watcherContainer = `spec:
 `
 
 var long = strings.Repeat
+
+// manyTLSSecrets returns n items of spec.tlsSecrets, as YAML list lines.
+func manyTLSSecrets(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "  - {name: s%d, secretRef: web-tls}\n", i)
+	}
+	return b.String()
+}
 
 // badInput is a manifest the API server must refuse.
 type badInput struct {
@@ -215,6 +225,49 @@ var invalidManifests = []badInput{
 	{name: "envoyconfig envoyRef as a number", field: "spec.envoyRef", why: "string", manifest: configHead + `spec:
   envoyRef: 42`},
 	{name: "envoyconfig without spec", field: "spec", why: "Required", manifest: configHead},
+
+	// EnvoyConfig: the Secrets it serves over SDS.
+	{name: "envoyconfig tlsSecrets name with a space", field: "spec.tlsSecrets[0].name", why: "SDS secret name", manifest: configHead + `spec:
+  envoyRef: edge
+  tlsSecrets:
+  - {name: "server cert", secretRef: web-tls}`},
+	{name: "envoyconfig tlsSecrets empty name", field: "spec.tlsSecrets[0].name", why: "at least 1", manifest: configHead + `spec:
+  envoyRef: edge
+  tlsSecrets:
+  - {name: "", secretRef: web-tls}`},
+	{name: "envoyconfig tlsSecrets without name", field: "spec.tlsSecrets[0].name", why: "Required", manifest: configHead + `spec:
+  envoyRef: edge
+  tlsSecrets:
+  - {secretRef: web-tls}`},
+	{name: "envoyconfig tlsSecrets name over 253 characters", field: "spec.tlsSecrets[0].name", why: "253", manifest: configHead + `spec:
+  envoyRef: edge
+  tlsSecrets:
+  - {name: ` + long("n", 254) + `, secretRef: web-tls}`},
+	{name: "envoyconfig tlsSecrets secretRef in capitals", field: "spec.tlsSecrets[0].secretRef", why: "name of a Secret", manifest: configHead + `spec:
+  envoyRef: edge
+  tlsSecrets:
+  - {name: server-cert, secretRef: Web_TLS}`},
+	{name: "envoyconfig tlsSecrets secretRef in another namespace", field: "spec.tlsSecrets[0].secretRef", why: "name of a Secret", manifest: configHead + `spec:
+  envoyRef: edge
+  tlsSecrets:
+  - {name: server-cert, secretRef: other/web-tls}`},
+	{name: "envoyconfig tlsSecrets without secretRef", field: "spec.tlsSecrets[0].secretRef", why: "Required", manifest: configHead + `spec:
+  envoyRef: edge
+  tlsSecrets:
+  - {name: server-cert}`},
+	{name: "envoyconfig tlsSecrets duplicate name", field: "spec.tlsSecrets[1]", why: "Duplicate value", manifest: configHead + `spec:
+  envoyRef: edge
+  tlsSecrets:
+  - {name: server-cert, secretRef: web-tls}
+  - {name: server-cert, secretRef: other-tls}`},
+	{name: "envoyconfig tlsSecrets over 256", field: "spec.tlsSecrets", why: "256", manifest: configHead + `spec:
+  envoyRef: edge
+  tlsSecrets:
+` + manyTLSSecrets(257)},
+	{name: "envoyconfig tlsSecrets unknown field", field: "spec.tlsSecrets[0].secretName", why: "unknown field", manifest: configHead + `spec:
+  envoyRef: edge
+  tlsSecrets:
+  - {name: server-cert, secretName: web-tls}`},
 
 	// Watcher: its selector.
 	{name: "watcher selector operator Bogus", field: "spec.selector.matchExpressions", why: "In, NotIn, Exists or DoesNotExist", manifest: watcherHead + watcherContainer + `  selector:
@@ -422,6 +475,13 @@ var validManifests = []struct{ name, manifest string }{
   envoyRef: ` + long("e", 63)},
 	{"envoyconfig envoyRef with a dot", head("EnvoyConfig", "dotted-ref") + `spec:
   envoyRef: edge.proxy`},
+	{"envoyconfig tlsSecrets at their bounds", head("EnvoyConfig", "tls-secrets") + `spec:
+  envoyRef: edge
+  tlsSecrets:
+  - {name: "server_cert.v2:example.com/@-", secretRef: web-tls}
+  - {name: ` + long("n", 253) + `, secretRef: ` + strings.Repeat("s.", 126) + `s}
+  - {name: same-secret-again, secretRef: web-tls}
+` + manyTLSSecrets(253)},
 	{"watcher minimal", head("Watcher", "minimal") + watcherContainer},
 	{"watcher name of 63 characters", head("Watcher", long("w", 63)) + watcherContainer},
 	{"watcher empty selector", head("Watcher", "everything") + watcherContainer + `  selector: {}`},

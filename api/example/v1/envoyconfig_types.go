@@ -29,6 +29,38 @@ type EnvoyConfigSpec struct {
 	// +listMapKey=cluster
 	// +kubebuilder:validation:MaxItems=256
 	ServiceEndpoints []ServiceEndpoints `json:"serviceEndpoints,omitempty"`
+
+	// TLSSecrets serve Kubernetes Secrets of this namespace to the fleet's
+	// proxies over SDS, each under an SDS secret name that listeners and
+	// clusters ask for (sds_config: {ads: {}}). The Secrets' keys are read
+	// live and never stored in this object, its status or the fleet's
+	// revision history.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	TLSSecrets []TLSSecret `json:"tlsSecrets,omitempty"`
+}
+
+// TLSSecret names a Secret whose certificate and private key the fleet's
+// proxies get over SDS, as an envoy.extensions.transport_sockets.tls.v3.Secret
+// with a tls_certificate from its tls.crt and tls.key. The Secret must be of
+// type kubernetes.io/tls and carry the label
+// kube-envoy-controller.io/xds-secret: tls, its owner's consent to have it
+// served to the proxies of its namespace's fleets.
+type TLSSecret struct {
+	// Name is the SDS secret name the proxies ask for.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9_.:/@-]+$')",message="must be an SDS secret name: letters, digits, '_', '.', ':', '/', '@' or '-'"
+	Name string `json:"name"`
+	// SecretRef is the name of the Secret, in this namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="must be the name of a Secret: a DNS-1123 subdomain (lower case alphanumeric characters, '-' or '.', starting and ending with an alphanumeric character)"
+	SecretRef string `json:"secretRef"`
 }
 
 // EnvoyResources are lists of raw Envoy v3 resources, by type.
@@ -50,7 +82,10 @@ type EnvoyResources struct {
 	// +kubebuilder:validation:MaxItems=4096
 	Endpoints []runtime.RawExtension `json:"endpoints,omitempty"`
 	// Secrets are envoy.extensions.transport_sockets.tls.v3.Secret resources.
-	// Anyone who may read this EnvoyConfig can read them.
+	// Anyone who may read this EnvoyConfig can read them: they may hold
+	// public material only, such as a validation_context's CA certificates.
+	// Private keys and other secret material inline are refused; serve them
+	// from a Secret with spec.tlsSecrets.
 	// +optional
 	// +kubebuilder:validation:MaxItems=1024
 	Secrets []runtime.RawExtension `json:"secrets,omitempty"`
@@ -124,7 +159,7 @@ type EnvoyConfigStatus struct {
 // +kubebuilder:printcolumn:name="Published",type=string,JSONPath=`.status.conditions[?(@.type=="Published")].status`
 // +kubebuilder:printcolumn:name="Acked",type=integer,JSONPath=`.status.proxies.acked`
 // +kubebuilder:printcolumn:name="Nacked",type=integer,JSONPath=`.status.proxies.nacked`
-// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`,description="The Degraded condition: proxies rejected the configuration, a name clashes, or the Envoy is missing"
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`,description="The Degraded condition: proxies rejected the configuration, a name clashes, a Secret cannot be served, or the Envoy is missing"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EnvoyConfig struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -1,6 +1,6 @@
 // Package envoyconfig is the EnvoyConfig controller, the shell around the
 // control plane's stages: it reads a fleet's EnvoyConfigs, EndpointSlices,
-// stored revision history and the replicas' proxy reports; translates them
+// the Secrets their tlsSecrets name, stored revision history and the replicas' proxy reports; translates them
 // (xds/translate); on the leader, decides what is served (xds/publish) and
 // records the decision in the API server; on every replica, serves the
 // recorded revision (xds.Server); and on the leader, reports on every
@@ -47,6 +47,7 @@ const ControllerName = "envoyconfig"
 const (
 	envoyRefIndex = "spec.envoyRef"
 	serviceIndex  = "spec.serviceEndpoints.service"
+	secretIndex   = "spec.tlsSecrets.secretRef"
 )
 
 // Reconciler keeps each fleet's configuration on the xDS server. Its requests
@@ -118,12 +119,25 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
+	if err := idx.IndexField(ctx, &examplev1.EnvoyConfig{}, secretIndex, func(o client.Object) []string {
+		var out []string
+		for _, ts := range o.(*examplev1.EnvoyConfig).Spec.TLSSecrets {
+			out = append(out, ts.SecretRef)
+		}
+		return out
+	}); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
 		Watches(&examplev1.EnvoyConfig{}, fleetsOfConfig{}).
 		Watches(&examplev1.Envoy{}, &handler.EnqueueRequestForObject{}).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.fleetsOfSlice)).
+		// The manager's cache holds only the Secrets labelled for the control
+		// plane (objects.XDSSecretLabel): a Secret that gains or loses the
+		// label comes or goes here.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.fleetsOfSecret)).
 		// Revision histories, and the replicas' reports of their proxies.
 		Watches(&corev1.ConfigMap{}, controlPlaneConfigMaps{r}).
 		WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
@@ -157,6 +171,7 @@ func (r *Reconciler) enqueueOnElection(ctx context.Context, elected <-chan struc
 // +kubebuilder:rbac:groups=example.com,resources=envoyconfigs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=example.com,resources=envoys,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -223,7 +238,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	ir := translate.Translate(translate.Input{Configs: current, Published: published, Slices: slices})
+	secrets, err := r.secrets(ctx, req.Namespace, current, published)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	ir := translate.Translate(translate.Input{Configs: current, Published: published, Slices: slices, Secrets: secrets})
 
 	var (
 		publishErr error
@@ -256,7 +275,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		version, resources := ir.Version, ir.Resources
 		if served != nil {
 			version = hist.Current
-			resources, _ = translate.Render(served.Configs, current, slices)
+			resources, _ = translate.Render(served.Configs, current, slices, secrets)
 		}
 		if err := r.Server.SetFleet(ctx, fleetID, version, resources); err != nil {
 			return ctrl.Result{}, fmt.Errorf("serving %s: %w", fleetID, err)
@@ -403,6 +422,59 @@ func (r *Reconciler) slices(ctx context.Context, ns string, configs ...[]transla
 	return out, nil
 }
 
+// secrets returns, by name, the Secrets that the fleet's EnvoyConfigs,
+// current and published, name in spec.tlsSecrets, as the cache holds them:
+// only those labelled objects.XDSSecretLabel. Translation decides which of
+// them are served; their data goes to the xDS server only, never to status,
+// events, logs or the revision history.
+func (r *Reconciler) secrets(ctx context.Context, ns string, configs ...[]translate.Config) (map[string]corev1.Secret, error) {
+	out := map[string]corev1.Secret{}
+	seen := map[string]bool{}
+	for _, cs := range configs {
+		for _, c := range cs {
+			for _, ts := range c.Spec.TLSSecrets {
+				if seen[ts.SecretRef] {
+					continue
+				}
+				seen[ts.SecretRef] = true
+				s := &corev1.Secret{}
+				err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ts.SecretRef}, s)
+				switch {
+				case apierrors.IsNotFound(err):
+					continue // missing or not labelled: translation says so
+				case err != nil:
+					return nil, err
+				}
+				out[ts.SecretRef] = *s
+			}
+		}
+	}
+	return out, nil
+}
+
+// fleetsOfSecret maps a Secret labelled for the control plane to the fleets
+// whose EnvoyConfigs name it in spec.tlsSecrets.
+func (r *Reconciler) fleetsOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	var list examplev1.EnvoyConfigList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{secretIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	return fleetsOf(list.Items)
+}
+
+// fleetsOf returns the fleets of configs, each once.
+func fleetsOf(configs []examplev1.EnvoyConfig) []reconcile.Request {
+	seen := map[string]bool{}
+	var out []reconcile.Request
+	for _, c := range configs {
+		if !seen[c.Spec.EnvoyRef] {
+			seen[c.Spec.EnvoyRef] = true
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.EnvoyRef}})
+		}
+	}
+	return out
+}
+
 // fleetsOfSlice maps an EndpointSlice to the fleets whose EnvoyConfigs use its Service.
 func (r *Reconciler) fleetsOfSlice(ctx context.Context, o client.Object) []reconcile.Request {
 	svc := o.GetLabels()[discoveryv1.LabelServiceName]
@@ -413,15 +485,7 @@ func (r *Reconciler) fleetsOfSlice(ctx context.Context, o client.Object) []recon
 	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{serviceIndex: svc}); err != nil {
 		return nil
 	}
-	seen := map[string]bool{}
-	var out []reconcile.Request
-	for _, c := range list.Items {
-		if !seen[c.Spec.EnvoyRef] {
-			seen[c.Spec.EnvoyRef] = true
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.EnvoyRef}})
-		}
-	}
-	return out
+	return fleetsOf(list.Items)
 }
 
 // fleetsOfConfig enqueues the fleet an EnvoyConfig belongs to, and on an

@@ -40,6 +40,17 @@ const (
 	ReasonNoEndpointPort = "NoEndpointPort"
 	// ReasonPublishFailed: the fleet's revision could not be recorded.
 	ReasonPublishFailed = "PublishFailed"
+	// ReasonSecretUnavailable: a Secret that spec.tlsSecrets names is
+	// missing, not labelled for the control plane, not of type
+	// kubernetes.io/tls or without a PEM certificate and key, so its SDS
+	// secret is not served. Like endpoints, Secrets are live: the
+	// configuration is published all the same, and the proxies wait for the
+	// secret (or keep the one they had).
+	ReasonSecretUnavailable = "SecretUnavailable"
+	// ReasonInlinePrivateKey: the EnvoyConfig holds secret material inline,
+	// which admission now refuses. It is served all the same, so that an
+	// upgrade takes no certificate away; it should move to spec.tlsSecrets.
+	ReasonInlinePrivateKey = "InlinePrivateKey"
 )
 
 // State is what the controller found about one EnvoyConfig and its fleet.
@@ -135,8 +146,12 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 			fmt.Sprintf("; the fleet keeps serving version %s, in which they exist, until this is fixed", s.PublishedVersion))
 	case len(cs.Clashes) > 0:
 		set(conditions.Degraded, metav1.ConditionTrue, ReasonNameClash, strings.Join(cs.Clashes, "; "))
+	case len(cs.Secrets) > 0:
+		set(conditions.Degraded, metav1.ConditionTrue, ReasonSecretUnavailable, strings.Join(cs.Secrets, "; "))
 	case len(cs.Endpoints) > 0:
 		set(conditions.Degraded, metav1.ConditionTrue, ReasonNoEndpointPort, strings.Join(cs.Endpoints, "; "))
+	case len(cs.InlineKeys) > 0:
+		set(conditions.Degraded, metav1.ConditionTrue, ReasonInlinePrivateKey, strings.Join(cs.InlineKeys, "; "))
 	case s.EnvoyMissing:
 		set(conditions.Degraded, metav1.ConditionTrue, ReasonEnvoyNotFound,
 			fmt.Sprintf("Envoy %q does not exist in this namespace; the configuration is served to proxies of that fleet identity", c.Spec.EnvoyRef))

@@ -8,14 +8,21 @@ import (
 // it, against the fleet as it would be after the change. before holds the
 // fleet's EnvoyConfigs before the change; after is the changed EnvoyConfig,
 // or nil when name is being deleted. It returns what is wrong with after's
-// own resources, and every reference in the fleet that the change would
-// leave leading nowhere, naming the EnvoyConfig and the resource. A
-// reference that already led nowhere before the change is not the change's
-// fault and is not returned.
+// own resources (secret material inline among them: see inlineKeys), and
+// every reference in the fleet that the change would leave leading nowhere,
+// naming the EnvoyConfig and the resource. A reference that already led
+// nowhere before the change is not the change's fault and is not returned.
+// Whether the Secrets that spec.tlsSecrets name exist is not checked: a
+// Secret may come after the EnvoyConfig that names it (cert-manager issues
+// it), and its content is live anyway.
 func Admit(before []Config, name string, after *Config) []string {
 	if after != nil {
-		if _, errs := parse(*after); len(errs) > 0 {
+		p, errs := parse(*after)
+		if len(errs) > 0 {
 			return messages(errs)
+		}
+		if keys := inlineKeys(p.resources); len(keys) > 0 {
+			return keys
 		}
 	}
 	var was, will []Config
@@ -32,13 +39,13 @@ func Admit(before []Config, name string, after *Config) []string {
 		will = append(will, *after)
 	}
 	already := map[string]bool{}
-	for config, errs := range checkReferences(mergeOf(was)) {
+	for config, errs := range checkReferences(mergeOf(was, nil)) {
 		for _, e := range errs {
 			already[config+"\x00"+e.Error()] = true
 		}
 	}
 	var out []string
-	broken := checkReferences(mergeOf(will))
+	broken := checkReferences(mergeOf(will, nil))
 	for _, config := range sortedKeys(broken) {
 		for _, e := range broken[config] {
 			if already[config+"\x00"+e.Error()] {

@@ -21,6 +21,8 @@ func FuzzTranslate(f *testing.F) {
 		listenerL,
 		`{"cluster_name": "k", "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"socket_address": {"address": "10.0.0.1", "port_value": 80}}}}]}]}`,
 		`{"name": "s", "tls_certificate": {"certificate_chain": {"inline_string": "x"}}}`,
+		`{"name": "s", "tls_certificate": {"private_key": {"inline_bytes": "aw=="}}}`,
+		`{"name": "https", "address": {"socket_address": {"address": "0.0.0.0", "port_value": 8443}}, "filter_chains": [{"transport_socket": {"name": "tls", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext", "common_tls_context": {"tls_certificate_sds_secret_configs": [{"name": "s", "sds_config": {"ads": {}}}]}}}, "filters": [{"name": "tcp", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy", "stat_prefix": "t", "cluster": "k"}}]}]}`,
 		`{"name": "k", "type": "EDS", "bogus": 1}`,
 		`not json`, `[]`, `{}`, `{"name": ""}`,
 	} {
@@ -61,7 +63,7 @@ func FuzzTranslate(f *testing.F) {
 			}
 		}
 		if len(ir.Held) == 0 && !published {
-			if dangling := checkReferences(mergeOf(ir.Served)); len(dangling) > 0 {
+			if dangling := checkReferences(mergeOf(ir.Served, in.Configs)); len(dangling) > 0 {
 				t.Fatalf("served content whose references lead nowhere: %v", dangling)
 			}
 		}

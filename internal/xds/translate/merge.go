@@ -61,14 +61,18 @@ func byType(merged map[resourceKey]xds.Resource) map[string][]types.Resource {
 		return keys[i].name < keys[j].name
 	})
 	for _, k := range keys {
-		out[k.typeURL] = append(out[k.typeURL], merged[k].Message)
+		if m := merged[k].Message; m != nil { // a declared secret whose Secret serves none
+			out[k.typeURL] = append(out[k.typeURL], m)
+		}
 	}
 	return out
 }
 
 // checkReferences returns, by config name, the references that lead nowhere:
-// a listener's route configuration (RDS) that no config defines, and a
-// cluster named by a route or a TCP proxy that no config defines.
+// a listener's route configuration (RDS) that no config defines, a cluster
+// named by a route or a TCP proxy that no config defines, and a secret that
+// a listener or a cluster asks this server for over SDS and that no config
+// defines, inline or in spec.tlsSecrets.
 func checkReferences(merged map[resourceKey]xds.Resource) map[string][]error {
 	has := func(typeURL, name string) bool { _, ok := merged[resourceKey{typeURL, name}]; return ok }
 	problems := map[string][]error{}
@@ -82,9 +86,17 @@ func checkReferences(merged map[resourceKey]xds.Resource) map[string][]error {
 			}
 		}
 	}
+	checkSecrets := func(r xds.Resource) {
+		for _, s := range sdsReferences(r.Message) {
+			if !has(resourcev3.SecretType, s) {
+				report(r, "secret %q does not exist", s)
+			}
+		}
+	}
 	for _, r := range sortedResources(merged) {
 		switch m := r.Message.(type) {
 		case *listenerv3.Listener:
+			checkSecrets(r)
 			for _, hcm := range connectionManagers(m) {
 				if rds := hcm.GetRds(); rds != nil && !has(resourcev3.RouteType, rds.GetRouteConfigName()) {
 					report(r, "route configuration %q does not exist", rds.GetRouteConfigName())
@@ -95,7 +107,8 @@ func checkReferences(merged map[resourceKey]xds.Resource) map[string][]error {
 		case *routev3.RouteConfiguration:
 			checkClusters(r, routeClusters(m))
 		case *clusterv3.Cluster:
-			// EDS clusters may wait for their endpoints; nothing to check.
+			// EDS clusters may wait for their endpoints: only secrets to check.
+			checkSecrets(r)
 		}
 	}
 	return problems

@@ -1,6 +1,6 @@
 // Package translate is the first stage of the control plane, and pure: it
-// turns a fleet's EnvoyConfigs and the EndpointSlices they use into the
-// fleet's intermediate representation, the IR: which content of each
+// turns a fleet's EnvoyConfigs and the EndpointSlices and Secrets they use
+// into the fleet's intermediate representation, the IR: which content of each
 // EnvoyConfig is served, the Envoy resources the fleet gets, and what is
 // wrong with each EnvoyConfig. Admission (Admit) and the controller
 // (Translate) decide with the same functions.
@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
@@ -38,7 +39,8 @@ type Config struct {
 
 // Recorded returns c as a revision records it: without its inline secrets,
 // which are served from the EnvoyConfigs as they are now and never stored
-// elsewhere.
+// elsewhere. Its spec.tlsSecrets are recorded: they name Secrets, whose
+// content is read as it is now and never recorded either.
 func (c Config) Recorded() Config {
 	c.Spec.Resources.Secrets = nil
 	return c
@@ -61,6 +63,11 @@ type Input struct {
 	// Slices holds the EndpointSlices of the Services that
 	// spec.serviceEndpoints name, by Service name.
 	Slices map[string][]discoveryv1.EndpointSlice
+	// Secrets holds the Secrets that spec.tlsSecrets name, by name, among
+	// those labelled objects.XDSSecretLabel: the only ones the operator
+	// reads. A name missing here is a Secret that does not exist or is not
+	// labelled.
+	Secrets map[string]corev1.Secret
 }
 
 // Served says which content of an EnvoyConfig the fleet gets.
@@ -87,6 +94,15 @@ type ConfigStatus struct {
 	// Endpoints holds warnings about spec.serviceEndpoints, such as a port
 	// that no EndpointSlice of the Service has.
 	Endpoints []string `json:"endpoints,omitempty"`
+	// Secrets holds the spec.tlsSecrets whose Secret serves nothing, and why:
+	// it is missing, not labelled for the control plane, of another type, or
+	// holds no certificate and key.
+	Secrets []string `json:"secrets,omitempty"`
+	// InlineKeys holds its resources' secret material written inline, which
+	// admission refuses. An EnvoyConfig stored before that (or past the
+	// webhook) is still served as it is, so that an upgrade takes no
+	// certificate away from a proxy, and told to move its keys to Secrets.
+	InlineKeys []string `json:"inlineKeys,omitempty"`
 }
 
 // IR is the fleet's intermediate representation.
@@ -97,8 +113,8 @@ type IR struct {
 	// Version is the revision's version: a hash of Served.
 	Version string
 	// Resources are the Envoy resources the fleet gets, by type URL: those of
-	// Served, the endpoints of their Services, and the current EnvoyConfigs'
-	// secrets.
+	// Served, the endpoints of their Services, the secrets of the Secrets
+	// their tlsSecrets name, and the current EnvoyConfigs' inline secrets.
 	Resources map[string][]types.Resource
 	// Configs holds each current EnvoyConfig's status, by name.
 	Configs map[string]ConfigStatus
@@ -120,7 +136,9 @@ func Translate(in Input) IR {
 	choice := map[string]Config{}
 	for _, c := range in.Configs {
 		st := ConfigStatus{Served: ServedCurrent}
-		if _, errs := parse(c); len(errs) > 0 {
+		p, errs := parse(c)
+		st.InlineKeys = inlineKeys(p.resources)
+		if len(errs) > 0 {
 			st.Invalid = messages(errs)
 			st.Served = NotServed
 			if p, ok := published[c.Name]; ok {
@@ -136,7 +154,7 @@ func Translate(in Input) IR {
 	// published. When references of unchanged content break, the change that
 	// broke them is elsewhere (or a deleted EnvoyConfig): hold the fleet.
 	for {
-		dangling := checkReferences(mergeOf(configsOf(choice)))
+		dangling := checkReferences(mergeOf(configsOf(choice), in.Configs))
 		if len(dangling) == 0 {
 			break
 		}
@@ -180,10 +198,12 @@ func Translate(in Input) IR {
 	ir.Served = configsOf(choice)
 	ir.Version = Version(ir.Served)
 	var clashes map[string][]string
-	ir.Resources, clashes = Render(ir.Served, in.Configs, in.Slices)
+	ir.Resources, clashes = Render(ir.Served, in.Configs, in.Slices, in.Secrets)
 	for name, st := range ir.Configs {
 		st.Clashes = clashes[name]
-		st.Endpoints = endpointWarnings(configNamed(in.Configs, name).Spec.ServiceEndpoints, in.Slices)
+		spec := configNamed(in.Configs, name).Spec
+		st.Endpoints = endpointWarnings(spec.ServiceEndpoints, in.Slices)
+		st.Secrets = secretWarnings(spec.TLSSecrets, in.Secrets)
 		ir.Configs[name] = st
 	}
 	return ir
@@ -191,20 +211,17 @@ func Translate(in Input) IR {
 
 // Render returns the resources a fleet gets from the content it serves:
 // served's resources, the endpoints of the Services served's
-// serviceEndpoints name (from slices), and the secrets of current (the
-// EnvoyConfigs as they are now). It also returns, by EnvoyConfig, the
-// resources that clash with another's. Every replica renders a revision
-// with it, so every replica serves the same content.
-func Render(served, current []Config, slices map[string][]discoveryv1.EndpointSlice) (map[string][]types.Resource, map[string][]string) {
+// serviceEndpoints name (from slices), the secrets of the Secrets served's
+// tlsSecrets name (from secrets, by Secret name), and the inline secrets of
+// current (the EnvoyConfigs as they are now). It also returns, by
+// EnvoyConfig, the resources that clash with another's. Every replica
+// renders a revision with it, so every replica serves the same content.
+func Render(served, current []Config, slices map[string][]discoveryv1.EndpointSlice, secrets map[string]corev1.Secret) (map[string][]types.Resource, map[string][]string) {
 	parsedConfigs := make([]parsed, 0, len(served)+len(current))
 	for _, c := range served {
-		parsedConfigs = append(parsedConfigs, withEndpoints(c.Recorded(), slices))
+		parsedConfigs = append(parsedConfigs, withLive(c.Recorded(), slices, secrets))
 	}
-	for _, c := range current {
-		secrets, _ := parse(Config{Name: c.Name, Created: c.Created,
-			Spec: examplev1.EnvoyConfigSpec{Resources: examplev1.EnvoyResources{Secrets: c.Spec.Resources.Secrets}}})
-		parsedConfigs = append(parsedConfigs, secrets)
-	}
+	parsedConfigs = append(parsedConfigs, inlineSecrets(current)...)
 	merged, clashes := merge(parsedConfigs)
 	return byType(merged), clashes
 }
@@ -229,12 +246,15 @@ type parsed struct {
 // parse returns c's valid resources, and an error for each that is not.
 func parse(c Config) (parsed, []error) {
 	resources, errs := xds.Parse(c.Name, c.Spec.Resources)
+	errs = append(errs, duplicateSecretNames(c, resources)...)
 	return parsed{name: c.Name, created: c.Created, resources: resources}, errs
 }
 
-// withEndpoints is c's valid resources with, for each of its
-// serviceEndpoints, the load assignment that slices give it.
-func withEndpoints(c Config, slices map[string][]discoveryv1.EndpointSlice) parsed {
+// withLive is c's valid resources with, for each of its serviceEndpoints,
+// the load assignment that slices give it, and for each of its tlsSecrets,
+// the secret that secrets give it (a placeholder, not served, when its
+// Secret serves none).
+func withLive(c Config, slices map[string][]discoveryv1.EndpointSlice, secrets map[string]corev1.Secret) parsed {
 	p, _ := parse(c)
 	for i, se := range c.Spec.ServiceEndpoints {
 		p.resources = append(p.resources, xds.Resource{
@@ -242,16 +262,32 @@ func withEndpoints(c Config, slices map[string][]discoveryv1.EndpointSlice) pars
 			Path: fmt.Sprintf("spec.serviceEndpoints[%d]", i), Source: c.Name,
 		})
 	}
+	p.resources = append(p.resources, tlsSecretResources(c, secrets)...)
 	return p
 }
 
-// mergeOf merges configs' resources and those of their serviceEndpoints,
-// whose names are all that references need.
-func mergeOf(configs []Config) map[resourceKey]xds.Resource {
-	ps := make([]parsed, 0, len(configs))
-	for _, c := range configs {
-		ps = append(ps, withEndpoints(c, nil))
+// inlineSecrets returns the valid inline secrets of current, the
+// EnvoyConfigs as they are now: they are served as they are, whatever
+// content of their EnvoyConfig is served.
+func inlineSecrets(current []Config) []parsed {
+	out := make([]parsed, 0, len(current))
+	for _, c := range current {
+		p, _ := parse(Config{Name: c.Name, Created: c.Created,
+			Spec: examplev1.EnvoyConfigSpec{Resources: examplev1.EnvoyResources{Secrets: c.Spec.Resources.Secrets}}})
+		out = append(out, p)
 	}
+	return out
+}
+
+// mergeOf merges configs' resources, those of their serviceEndpoints and
+// tlsSecrets, whose names are all that references need, and the inline
+// secrets of current, which are served beside any revision.
+func mergeOf(configs, current []Config) map[resourceKey]xds.Resource {
+	ps := make([]parsed, 0, len(configs)+len(current))
+	for _, c := range configs {
+		ps = append(ps, withLive(c, nil, nil))
+	}
+	ps = append(ps, inlineSecrets(current)...)
 	merged, _ := merge(ps)
 	return merged
 }

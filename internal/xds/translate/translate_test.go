@@ -11,6 +11,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -18,11 +19,14 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/out from the current output")
 
 // testCase is a file of testdata/in: a fleet's EnvoyConfigs, what its
-// published revision serves, and the EndpointSlices of its Services.
+// published revision serves, the EndpointSlices of its Services, and the
+// Secrets labelled for the control plane (those the operator's cache holds).
 type testCase struct {
 	Published      []Config                    `json:"published"`
 	Configs        []Config                    `json:"configs"`
 	EndpointSlices []discoveryv1.EndpointSlice `json:"endpointSlices"`
+	// Secrets' stringData is moved to data, as the API server does.
+	Secrets []corev1.Secret `json:"secrets"`
 }
 
 // outputs are the files of testdata/out for one case, by suffix.
@@ -93,6 +97,17 @@ func readCase(t *testing.T, path string) Input {
 	for _, s := range tc.EndpointSlices {
 		svc := s.Labels[discoveryv1.LabelServiceName]
 		in.Slices[svc] = append(in.Slices[svc], s)
+	}
+	in.Secrets = map[string]corev1.Secret{}
+	for _, s := range tc.Secrets {
+		for k, v := range s.StringData {
+			if s.Data == nil {
+				s.Data = map[string][]byte{}
+			}
+			s.Data[k] = []byte(v)
+		}
+		s.StringData = nil
+		in.Secrets[s.Name] = s
 	}
 	return in
 }

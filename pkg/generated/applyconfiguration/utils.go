@@ -54,6 +54,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.ProxyStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ServiceEndpoints"):
 		return &examplev1.ServiceEndpointsApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("TLSSecret"):
+		return &examplev1.TLSSecretApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("XDS"):
 		return &examplev1.XDSApplyConfiguration{}
 

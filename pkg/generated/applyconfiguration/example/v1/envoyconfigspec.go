@@ -19,6 +19,12 @@ type EnvoyConfigSpecApplyConfiguration struct {
 	Resources *EnvoyResourcesApplyConfiguration `json:"resources,omitempty"`
 	// ServiceEndpoints fill EDS clusters from the ready endpoints of Services.
 	ServiceEndpoints []ServiceEndpointsApplyConfiguration `json:"serviceEndpoints,omitempty"`
+	// TLSSecrets serve Kubernetes Secrets of this namespace to the fleet's
+	// proxies over SDS, each under an SDS secret name that listeners and
+	// clusters ask for (sds_config: {ads: {}}). The Secrets' keys are read
+	// live and never stored in this object, its status or the fleet's
+	// revision history.
+	TLSSecrets []TLSSecretApplyConfiguration `json:"tlsSecrets,omitempty"`
 }
 
 // EnvoyConfigSpecApplyConfiguration constructs a declarative configuration of the EnvoyConfigSpec type for use with
@@ -52,6 +58,19 @@ func (b *EnvoyConfigSpecApplyConfiguration) WithServiceEndpoints(values ...*Serv
 			panic("nil value passed to WithServiceEndpoints")
 		}
 		b.ServiceEndpoints = append(b.ServiceEndpoints, *values[i])
+	}
+	return b
+}
+
+// WithTLSSecrets adds the given value to the TLSSecrets field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the TLSSecrets field.
+func (b *EnvoyConfigSpecApplyConfiguration) WithTLSSecrets(values ...*TLSSecretApplyConfiguration) *EnvoyConfigSpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithTLSSecrets")
+		}
+		b.TLSSecrets = append(b.TLSSecrets, *values[i])
 	}
 	return b
 }

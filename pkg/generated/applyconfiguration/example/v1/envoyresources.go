@@ -22,7 +22,10 @@ type EnvoyResourcesApplyConfiguration struct {
 	// Endpoints are envoy.config.endpoint.v3.ClusterLoadAssignment resources.
 	Endpoints []runtime.RawExtension `json:"endpoints,omitempty"`
 	// Secrets are envoy.extensions.transport_sockets.tls.v3.Secret resources.
-	// Anyone who may read this EnvoyConfig can read them.
+	// Anyone who may read this EnvoyConfig can read them: they may hold
+	// public material only, such as a validation_context's CA certificates.
+	// Private keys and other secret material inline are refused; serve them
+	// from a Secret with spec.tlsSecrets.
 	Secrets []runtime.RawExtension `json:"secrets,omitempty"`
 }
 

@@ -1,0 +1,200 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
+)
+
+const tlsConfig = `
+apiVersion: example.com/v1
+kind: Envoy
+metadata:
+  name: edge
+spec:
+  replicas: 1
+---
+apiVersion: example.com/v1
+kind: EnvoyConfig
+metadata:
+  name: https
+spec:
+  envoyRef: edge
+  tlsSecrets:
+  - {name: server-cert, secretRef: web-tls}
+  resources:
+    listeners:
+    - name: https
+      address: {socket_address: {address: 0.0.0.0, port_value: 8443}}
+      filter_chains:
+      - transport_socket:
+          name: envoy.transport_sockets.tls
+          typed_config:
+            "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
+            common_tls_context:
+              tls_certificate_sds_secret_configs:
+              - {name: server-cert, sds_config: {ads: {}, resource_api_version: V3}}
+        filters:
+        - name: envoy.filters.network.tcp_proxy
+          typed_config:
+            "@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy
+            stat_prefix: https
+            cluster: web
+    clusters:
+    - name: web
+      type: EDS
+      connect_timeout: 1s
+      eds_cluster_config: {eds_config: {ads: {}, resource_api_version: V3}}
+`
+
+// inlineKeyConfig is what the README's migration recipe starts from.
+const inlineKeyConfig = `
+apiVersion: example.com/v1
+kind: EnvoyConfig
+metadata:
+  name: inline-key
+spec:
+  envoyRef: edge
+  resources:
+    secrets:
+    - name: server-cert
+      tls_certificate:
+        certificate_chain: {inline_string: "-----BEGIN CERTIFICATE-----"}
+        private_key: {inline_string: "-----BEGIN PRIVATE KEY-----"}
+`
+
+// writeCertificate writes a new self-signed certificate for cn and its
+// key, in PEM, to dir, and returns their paths.
+func writeCertificate(t *testing.T, dir, cn string) (crtPath, keyPath string, crt []byte) {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: cn},
+		DNSNames:     []string{cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkcs8, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	crtPath, keyPath = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(crtPath, crt, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return crtPath, keyPath, crt
+}
+
+// applyTLSSecret creates or replaces the kubernetes.io/tls Secret web-tls
+// from files, as a user would with kubectl.
+func applyTLSSecret(t *testing.T, ns, crtPath, keyPath string) {
+	t.Helper()
+	kubectlBin := filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl")
+	gen := exec.Command(kubectlBin, "-n", ns, "create", "secret", "tls", "web-tls", "--cert", crtPath, "--key", keyPath,
+		"--dry-run=client", "-o", "yaml")
+	manifest, err := gen.Output()
+	if err != nil {
+		t.Fatalf("kubectl create secret tls: %v", err)
+	}
+	apply := exec.Command(kubectlBin, "-n", ns, "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(string(manifest))
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply of the Secret: %v: %s", err, out)
+	}
+}
+
+// A user's TLS Secret, labelled for the control plane and named in
+// spec.tlsSecrets, is served to the fleet's proxy over SDS, and a renewed
+// certificate reaches it live. A private key written inline in an
+// EnvoyConfig is refused by kubectl apply, with the field named.
+func TestTLSSecretOverSDS(t *testing.T) {
+	ns := namespace(t, "e2e-tls")
+	dir := t.TempDir()
+	crtPath, keyPath, crt := writeCertificate(t, dir, "web.example.com")
+	applyTLSSecret(t, ns, crtPath, keyPath)
+	f := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(f, []byte(tlsConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "-n", ns, "apply", "-f", f)
+	// Not labelled yet: published, and told why the secret is not served.
+	waitJSONPath(t, time.Minute, ns, "envoyconfig/https", `{.status.conditions[?(@.type=="Degraded")].reason}`, "SecretUnavailable")
+	kubectl(t, "-n", ns, "label", "secret", "web-tls", "kube-envoy-controller.io/xds-secret=tls")
+	waitJSONPath(t, time.Minute, ns, "envoyconfig/https", `{.status.conditions[?(@.type=="Degraded")].status}`, "False")
+
+	proxy := xdstest.Connect(t, xdstest.Dial(t, os.Getenv("E2E_XDS_ADDR")), ns+"/edge", "e2e-proxy", resourcev3.SecretType, "server-cert")
+	// waitCert reads SDS responses until one serves server-cert with want.
+	waitCert := func(want []byte) string {
+		t.Helper()
+		for range 10 {
+			resp, err := proxy.Next("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range resp.GetResources() {
+				s := &tlsv3.Secret{}
+				if err := a.UnmarshalTo(s); err != nil {
+					t.Fatal(err)
+				}
+				if s.GetName() == "server-cert" && string(s.GetTlsCertificate().GetCertificateChain().GetInlineBytes()) == string(want) {
+					return resp.GetVersionInfo()
+				}
+			}
+			t.Logf("SDS version %s: %d secrets, not yet the expected certificate", resp.GetVersionInfo(), len(resp.GetResources()))
+		}
+		t.Fatal("no SDS response with the expected certificate in ten responses")
+		return ""
+	}
+	v1 := waitCert(crt)
+
+	// A renewed certificate, applied over the Secret, reaches the proxy.
+	crtPath, keyPath, renewed := writeCertificate(t, dir, "web.example.com")
+	applyTLSSecret(t, ns, crtPath, keyPath)
+	if v2 := waitCert(renewed); v2 == v1 {
+		t.Errorf("the renewed certificate came with the old SDS version %s", v1)
+	}
+
+	// A key inline is refused at apply, naming the field and pointing to tlsSecrets.
+	inline := filepath.Join(dir, "inline.yaml")
+	if err := os.WriteFile(inline, []byte(inlineKeyConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := kubectlOut("-n", ns, "apply", "-f", inline)
+	if err == nil {
+		t.Fatalf("an EnvoyConfig with a private key inline was applied: %s", out)
+	}
+	for _, want := range []string{`spec.resources.secrets[0] ("server-cert"): tls_certificate.private_key.inline_string`, "spec.tlsSecrets"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, err)
+		}
+	}
+}
