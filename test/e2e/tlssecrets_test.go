@@ -151,7 +151,7 @@ func TestTLSSecretOverSDS(t *testing.T) {
 	kubectl(t, "-n", ns, "label", "secret", "web-tls", "kube-envoy-controller.io/xds-secret=tls")
 	waitJSONPath(t, time.Minute, ns, "envoyconfig/https", `{.status.conditions[?(@.type=="Degraded")].status}`, "False")
 
-	proxy := xdstest.Connect(t, xdstest.Dial(t, os.Getenv("E2E_XDS_ADDR")), ns+"/edge", "e2e-proxy", resourcev3.SecretType, "server-cert")
+	proxy := xdstest.Connect(t, dialAsFleet(t, ns, "edge"), ns+"/edge", "e2e-proxy", resourcev3.SecretType, "server-cert")
 	// waitCert reads SDS responses until one serves server-cert with want.
 	waitCert := func(want []byte) string {
 		t.Helper()

@@ -136,7 +136,7 @@ func TestTLSSecretServedToItsFleetOnly(t *testing.T) {
 	create(t, cfgC)
 
 	addr := xdsClient(t)
-	a := xdstest.Connect(t, xdstest.Dial(t, addr), fleetA, "pod-a", resourcev3.SecretType, "server-cert")
+	a := xdstest.Connect(t, dialFleet(t, addr, fleetA), fleetA, "pod-a", resourcev3.SecretType, "server-cert")
 	v1 := waitSecret(t, a, "server-cert", secret.Data[corev1.TLSCertKey])
 	if s := server.Resources(fleetA)[resourcev3.SecretType]; len(s) != 1 ||
 		string(s[0].(*tlsv3.Secret).GetTlsCertificate().GetPrivateKey().GetInlineBytes()) != string(secret.Data[corev1.TLSPrivateKeyKey]) {
@@ -150,7 +150,7 @@ func TestTLSSecretServedToItsFleetOnly(t *testing.T) {
 	testenv.Eventually(t, "fleet B to serve its secret", func() (bool, error) {
 		return len(server.Resources(fleetB)[resourcev3.SecretType]) == 1, nil
 	})
-	b := xdstest.Connect(t, xdstest.Dial(t, addr), fleetB, "pod-b", resourcev3.SecretType, "other-cert", "server-cert")
+	b := xdstest.Connect(t, dialFleet(t, addr, fleetB), fleetB, "pod-b", resourcev3.SecretType, "other-cert", "server-cert")
 	if _, secrets := nextSecrets(t, b); len(secrets) != 1 || secrets["other-cert"] == nil {
 		t.Errorf("fleet B's proxy got secrets %v, want other-cert only", keys(secrets))
 	}
@@ -162,7 +162,7 @@ func TestTLSSecretServedToItsFleetOnly(t *testing.T) {
 		t.Errorf("C's Degraded message: %q", msg)
 	}
 	fleetC := nsC + "/edge"
-	c := xdstest.Connect(t, xdstest.Dial(t, addr), fleetC, "pod-c", resourcev3.SecretType, "server-cert")
+	c := xdstest.Connect(t, dialFleet(t, addr, fleetC), fleetC, "pod-c", resourcev3.SecretType, "server-cert")
 	if _, secrets := nextSecrets(t, c); len(secrets) != 0 {
 		t.Errorf("fleet C's proxy got secrets %v, want none", keys(secrets))
 	}
@@ -252,7 +252,7 @@ func TestUnlabelledSecretIsNotServed(t *testing.T) {
 		}
 	}
 	degraded(`Secret "web-tls" does not exist, or is not labelled kube-envoy-controller.io/xds-secret: tls`)
-	p := xdstest.Connect(t, xdstest.Dial(t, xdsClient(t)), fleetID, "pod-1", resourcev3.SecretType, "server-cert", "opaque-cert")
+	p := xdstest.Connect(t, dialFleet(t, xdsClient(t), fleetID), fleetID, "pod-1", resourcev3.SecretType, "server-cert", "opaque-cert")
 	if _, secrets := nextSecrets(t, p); len(secrets) != 0 {
 		t.Fatalf("the proxy got secrets %v, want none", keys(secrets))
 	}
