@@ -21,7 +21,9 @@ op_pid=\$!
 until [[ -e $work/op-ready ]]; do sleep 0.05; done
 install_cleanup
 case \$1 in
-setup) touch "$work/ready"; sleep 3 ;; # a set-up step that succeeds after the signal came
+# A set-up step that would succeed, still running when the signal comes:
+# short sleeps, so that the trap runs as soon as the signal arrives.
+setup) touch "$work/ready"; for _ in \$(seq 600); do sleep 0.1; done ;;
 fail) touch "$work/ready"; exit 3 ;;
 false) touch "$work/ready"; false ;;
 pass) touch "$work/ready" ;;
