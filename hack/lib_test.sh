@@ -34,7 +34,9 @@ chmod +x "$work/run.sh"
 failures=0
 check() { # check ARG SIGNAL WANT
   rm -f "$work/ready" "$work/cleaned" "$work/op-ready"
-  "$work/run.sh" "$1" &
+  # A run started from a background job inherits SIGINT ignored, and a shell
+  # cannot trap a signal ignored at its start: give it the default back.
+  env --default-signal=INT,TERM "$work/run.sh" "$1" &
   local pid=$! rc=0
   # The run installs its trap, then says it is ready. Wait for that as long
   # as a busy machine needs: a signal that came earlier tests nothing.
