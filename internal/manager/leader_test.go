@@ -116,16 +116,7 @@ func (r *replica) dial(t *testing.T, fleetID string) discoveryv3.AggregatedDisco
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a pki.Authority
-	testenv.Eventually(t, "the xDS CA", func() (bool, error) {
-		a, err = r.CA.Authority(context.Background())
-		return err == nil, nil
-	})
-	leaf, err := pki.IssueClient(a, id.Namespace, id.Name, time.Now(), pki.DefaultOptions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return xdstest.DialTLS(t, r.xdsAddr(t), "localhost", leaf.Cert, leaf.Key, a.Bundle())
+	return xdstest.DialFleet(t, r.xdsAddr(t), r.CA, id.Namespace, id.Name, pki.DefaultOptions)
 }
 
 // statusWrites returns the EnvoyConfig status writes r sent.

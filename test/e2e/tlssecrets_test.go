@@ -3,13 +3,6 @@
 package e2e
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,35 +73,16 @@ spec:
         private_key: {inline_string: "-----BEGIN PRIVATE KEY-----"}
 `
 
-// writeCertificate writes a new self-signed certificate for cn and its
-// key, in PEM, to dir, and returns their paths.
+// writeCertificate writes a new certificate for cn and its key, in PEM, to
+// dir, and returns their paths.
 func writeCertificate(t *testing.T, dir, cn string) (crtPath, keyPath string, crt []byte) {
 	t.Helper()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: cn},
-		DNSNames:     []string{cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkcs8, err := x509.MarshalPKCS8PrivateKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crt = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	crt, key := xdstest.ServingCertificate(t, cn)
 	crtPath, keyPath = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	if err := os.WriteFile(crtPath, crt, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}), 0o600); err != nil {
+	if err := os.WriteFile(keyPath, key, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return crtPath, keyPath, crt

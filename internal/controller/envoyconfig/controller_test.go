@@ -195,24 +195,14 @@ var ca *authority.Store
 var testPKI = pki.Options{TrustDomain: "cluster.local", CAValidity: 30 * 24 * time.Hour, CertValidity: 24 * time.Hour, Propagation: 3 * time.Second}
 
 // dialFleet connects to the xDS server at addr as a proxy of fleetID does:
-// over mutual TLS, with a client certificate for the fleet from the suite's
-// CA, verifying the server as localhost.
+// over mutual TLS, with a certificate for the fleet from the suite's CA.
 func dialFleet(t *testing.T, addr, fleetID string) discoveryv3.AggregatedDiscoveryServiceClient {
 	t.Helper()
 	id, err := fleet.Parse(fleetID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a pki.Authority
-	testenv.Eventually(t, "the xDS CA", func() (bool, error) {
-		a, err = ca.Authority(context.Background())
-		return err == nil, nil
-	})
-	leaf, err := pki.IssueClient(a, id.Namespace, id.Name, time.Now(), testPKI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return xdstest.DialTLS(t, addr, "localhost", leaf.Cert, leaf.Key, a.Bundle())
+	return xdstest.DialFleet(t, addr, ca, id.Namespace, id.Name, testPKI)
 }
 
 // xdsClient returns the xDS server's address, once it listens.
