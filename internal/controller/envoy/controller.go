@@ -26,7 +26,11 @@ type Reconciler struct {
 
 // NewReconciler returns a Reconciler wired to mgr.
 func NewReconciler(mgr ctrl.Manager, d fleet.Defaults) *Reconciler {
-	return &Reconciler{Kit: objects.NewKit(mgr, ControllerName), Defaults: d}
+	kit := objects.NewKit(mgr, ControllerName)
+	// The status follows from the spec and the children alone: a stale
+	// copy's status conflict is written onto the API server's copy.
+	kit.Status.Live = kit.APIReader
+	return &Reconciler{Kit: kit, Defaults: d}
 }
 
 // SetupWithManager registers the controller: an Envoy is reconciled when it
