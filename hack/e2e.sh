@@ -59,7 +59,7 @@ op_args=(--kubeconfig "$KUBECONFIG"
 export CHAOS_ROOT=$ROOT CHAOS_CLUSTER=$NAME OPERATOR_BIN=$DIR/kube-envoy-controller \
   OPERATOR_ARGS=$(printf '%s\n' "${op_args[@]}") OPERATOR_LOG=$DIR/chaos-operator.log \
   OPERATOR_HEALTH_ADDR=127.0.0.1:$health_port OPERATOR_PIDFILE=$op_pidfile \
-  CHAOS_WRITES_FILE=$DIR/chaos-operator-writes.txt
+  CHAOS_WRITES_FILE=$DIR/chaos-writes.txt
 
 rc=0
 if [[ $chaos != 0 ]]; then
@@ -85,7 +85,12 @@ if [[ $chaos != 0 ]]; then
   wait "$bg_pid" && built=1
   bg_pid=""
   if [[ $built == 1 ]]; then
-    "$DIR/chaos.test" -test.v -test.count=1 -test.timeout 30m || rc=1
+    if ! "$DIR/chaos.test" -test.v -test.count=1 -test.timeout 30m; then
+      rc=1
+      # The components' logs, before the cluster goes.
+      bin/kwokctl --name "$NAME" export logs "$DIR/cluster-logs" >/dev/null 2>&1 || true
+      echo "the cluster's logs: tmp/$NAME/cluster-logs; its writes: tmp/$NAME/chaos-writes.txt" >&2
+    fi
   else
     cat "$DIR/chaos-build.log" >&2
     rc=1

@@ -118,7 +118,7 @@ func TestChaos(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	logf := func(format string, args ...any) {
-		fmt.Printf("%6.1fs  %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+		fmt.Printf("%s %6.1fs  %s\n", time.Now().Format("15:04:05.0"), time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
 	logf("chaos for %s, seed %d (CHAOS_SEED=%d replays its faults)", duration, seed, seed)
 
@@ -135,6 +135,11 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	c, cs := newClients(t)
+	if path := os.Getenv("CHAOS_WRITES_FILE"); path != "" {
+		// Every audited write, the operator's and others', also after a failure.
+		cl := clusterFromEnv(t)
+		t.Cleanup(func() { writeWrites(t, path, cl.audit(t)) })
+	}
 	r := &run{t: t, c: c, rnd: rand.New(rand.NewPCG(seed, seed>>1)), op: operatorFromEnv(t), cluster: clusterFromEnv(t), objects: objectsOfEveryKind()}
 
 	r.op.start(t)
@@ -223,9 +228,6 @@ func TestChaos(t *testing.T) {
 	cancel()
 
 	audit := r.cluster.audit(t)
-	if path := os.Getenv("CHAOS_WRITES_FILE"); path != "" {
-		writeWrites(t, path, audit)
-	}
 	chaosWrites := operatorWrites(t, audit, chaosStart, chaosEnd)
 	settledWrites := operatorWrites(t, audit, settleStart, settleEnd)
 	budget := need + slackPerFault*injected
@@ -392,18 +394,19 @@ func operatorWrites(t *testing.T, events []measure.AuditEvent, from, to marker) 
 	return counts
 }
 
-// writeWrites writes the operator's audited writes, one a line, for a
-// person to read what a run cost.
+// writeWrites writes the audited writes, one a line, with their user
+// agents: what a run cost, and who did what.
 func writeWrites(t *testing.T, path string, events []measure.AuditEvent) {
 	t.Helper()
 	var b strings.Builder
 	for _, ev := range events {
-		if ev.Stage != "ResponseComplete" || !strings.HasPrefix(ev.UserAgent, operatorUserAgent) {
+		if ev.Stage != "ResponseComplete" {
 			continue
 		}
 		r := ev.ObjectRef
-		fmt.Fprintf(&b, "%s %s %s/%s %s/%s %d\n", ev.RequestReceivedTimestamp.Format("15:04:05.000"), ev.Verb,
-			r.Resource, r.Subresource, r.Namespace, r.Name, ev.ResponseStatus.Code)
+		agent, _, _ := strings.Cut(ev.UserAgent, "/")
+		fmt.Fprintf(&b, "%s %s %s/%s %s/%s %d %s\n", ev.RequestReceivedTimestamp.Format("15:04:05.000"), ev.Verb,
+			r.Resource, r.Subresource, r.Namespace, r.Name, ev.ResponseStatus.Code, agent)
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Error(err)
