@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -38,11 +39,21 @@ type run struct {
 
 // fault is one kind of fault. inject does it once and returns what it did
 // and the writes the operator needs to repair it (see budget); ok is false
-// when there was nothing to do it to.
+// when there was nothing to do it to. A fault with a spacing is injected at
+// most once in that time.
 type fault struct {
-	name   string
-	inject func(ctx context.Context, r *run) (what string, need int, ok bool, err error)
+	name    string
+	inject  func(ctx context.Context, r *run) (what string, need int, ok bool, err error)
+	spacing time.Duration
 }
+
+// apiServerSpacing spaces kube-apiserver's restarts. Every client's
+// informers (the operator's, kube-controller-manager's, kwok's) back off
+// before they watch again, by up to twice a delay that doubles with each
+// failure, from 0.8 s to 30 s, and is reset only after two quiet minutes
+// (client-go's reflector). Restarts every few seconds would measure that
+// backoff, a minute long, more than the operator.
+const apiServerSpacing = 20 * time.Second
 
 // Each fault's need is the writes a perfect operator sends to the chaos
 // namespaces to repair it: the children it writes again, the event that
@@ -59,7 +70,7 @@ var faults = []fault{
 		// from missing to each replica available.
 		need := 2 + 2 + int(ptr.Deref(c.obj.(*appsv1.Deployment).Spec.Replicas, 1))
 		return "deleted " + c.String(), need, true, r.delete(ctx, c.obj)
-	}},
+	}, 0},
 	{"edit a Deployment", func(ctx context.Context, r *run) (string, int, bool, error) {
 		c, ok := r.pickChild(func(c child) bool { _, ok := c.obj.(*appsv1.Deployment); return ok })
 		if !ok {
@@ -69,14 +80,14 @@ var faults = []fault{
 		// the rollout that the edit started, and its end.
 		return "edited the image of " + c.String(), 4, true, r.patch(ctx, c.obj,
 			`{"spec":{"template":{"spec":{"containers":[{"name":"`+c.obj.(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Name+`","image":"chaos/edited:1"}]}}}}`)
-	}},
+	}, 0},
 	{"delete a Service", func(ctx context.Context, r *run) (string, int, bool, error) {
 		c, ok := r.pickChild(func(c child) bool { _, ok := c.obj.(*corev1.Service); return ok })
 		if !ok {
 			return "", 0, false, nil
 		}
 		return "deleted " + c.String(), 2, true, r.delete(ctx, c.obj)
-	}},
+	}, 0},
 	{"edit a Service", func(ctx context.Context, r *run) (string, int, bool, error) {
 		c, ok := r.pickChild(func(c child) bool { _, ok := c.obj.(*corev1.Service); return ok })
 		if !ok {
@@ -84,14 +95,14 @@ var faults = []fault{
 		}
 		// A merge patch replaces the list: one port, elsewhere.
 		return "moved the ports of " + c.String(), 2, true, r.patch(ctx, c.obj, `{"spec":{"ports":[{"name":"chaos","port":9999}]}}`)
-	}},
+	}, 0},
 	{"delete a ConfigMap", func(ctx context.Context, r *run) (string, int, bool, error) {
 		c, ok := r.pickChild(func(c child) bool { _, ok := c.obj.(*corev1.ConfigMap); return ok })
 		if !ok {
 			return "", 0, false, nil
 		}
 		return "deleted " + c.String(), 2, true, r.delete(ctx, c.obj)
-	}},
+	}, 0},
 	{"edit a ConfigMap", func(ctx context.Context, r *run) (string, int, bool, error) {
 		c, ok := r.pickChild(func(c child) bool {
 			cm, ok := c.obj.(*corev1.ConfigMap)
@@ -107,7 +118,7 @@ var faults = []fault{
 			break
 		}
 		return "edited " + key + " of " + c.String(), 2, true, r.patch(ctx, c.obj, fmt.Sprintf(`{"data":{%q:"edited by the chaos"}}`, key))
-	}},
+	}, 0},
 	{"delete a PodSet's pods", func(ctx context.Context, r *run) (string, int, bool, error) {
 		ps := r.pickObject(func(o client.Object) bool { _, ok := o.(*demov1alpha1.PodSet); return ok }).(*demov1alpha1.PodSet)
 		if err := r.c.Get(ctx, client.ObjectKeyFromObject(ps), ps); err != nil { // its UID owns the pods
@@ -127,7 +138,7 @@ var faults = []fault{
 		// Each pod created again (n), one event, and the status through the
 		// pods gone, created and ready.
 		return fmt.Sprintf("deleted %d pods of PodSet %s", n, ps.Name), n + 1 + 2*n + 1, true, nil
-	}},
+	}, 0},
 	{"delete a FooBar's Job", func(ctx context.Context, r *run) (string, int, bool, error) {
 		var jobs batchv1.JobList
 		if err := r.c.List(ctx, &jobs, client.InNamespace(nsPlain), client.MatchingLabels{objects.ManagedByLabel: objects.ManagedByValue}); err != nil {
@@ -140,14 +151,14 @@ var faults = []fault{
 		// Never run again; a run whose outcome was not recorded yet is
 		// reported lost (a status write and its event).
 		return "deleted Job " + j.Name, 2, true, r.delete(ctx, j)
-	}},
+	}, 0},
 	{"change a FooBar", func(ctx context.Context, r *run) (string, int, bool, error) {
 		fb := r.pickObject(func(o client.Object) bool { _, ok := o.(*k8sv1.FooBar); return ok })
 		// A new generation: the dry run, the start recorded, the Job
 		// created and its event, the previous Job deleted and its event,
 		// the run's progress (Running, Succeeded) and its event.
 		return "changed FooBar " + fb.GetName(), 9, true, r.patch(ctx, fb, `{"spec":{"foo":"`+strconv.Itoa(r.rnd.IntN(1<<30))+`"}}`)
-	}},
+	}, 0},
 	{"clear the webhooks' caBundle", func(ctx context.Context, r *run) (string, int, bool, error) {
 		m := &admissionv1.MutatingWebhookConfiguration{}
 		if err := r.c.Get(ctx, client.ObjectKey{Name: injectorConfig}, m); err != nil {
@@ -168,18 +179,18 @@ var faults = []fault{
 		}
 		// The operator writes the CA back into both.
 		return "cleared the caBundle of both webhook configurations", 2, true, r.c.Update(ctx, v)
-	}},
+	}, 0},
 	{"SIGKILL the operator", func(ctx context.Context, r *run) (string, int, bool, error) {
 		r.op.kill(r.t)
 		r.op.start(r.t)
 		return "SIGKILLed the operator and started it again", 0, true, nil
-	}},
+	}, 0},
 	{"restart kube-apiserver", func(ctx context.Context, r *run) (string, int, bool, error) {
 		return "restarted kube-apiserver", 0, true, r.cluster.restart(ctx, "kube-apiserver")
-	}},
+	}, apiServerSpacing},
 	{"restart etcd", func(ctx context.Context, r *run) (string, int, bool, error) {
 		return "restarted etcd", 0, true, r.cluster.restart(ctx, "etcd")
-	}},
+	}, 0},
 }
 
 // slackPerFault is the writes each fault may cost beyond its need: a
