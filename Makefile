@@ -89,6 +89,7 @@ verify: $(BIN)/controller-gen ## Fail when generated files are stale, code is no
 	go vet -tags e2e ./test/e2e/...
 	go vet -tags bench ./test/bench/...
 	go vet -tags install ./test/install/...
+	go vet -tags chaos ./test/chaos/...
 	cd hack/image && go vet ./...
 
 ##@ Release
@@ -146,8 +147,12 @@ fuzz: ## Run every Go fuzz target for FUZZTIME (default 30s) each, one after ano
 	FUZZTIME=$(FUZZTIME) FUZZMINIMIZETIME=$(FUZZMINIMIZETIME) hack/fuzz.sh
 
 .PHONY: e2e
-e2e: tools ## End-to-end tests on a fresh local cluster, with the operator binary.
+e2e: tools ## End-to-end tests on a fresh local cluster, with the operator binary, then the chaos suite for CHAOS_DURATION (default 60s) in it.
 	hack/e2e.sh
+
+.PHONY: chaos
+chaos: tools ## The chaos suite alone on a fresh cluster kec-chaos: faults at random for CHAOS_DURATION (default 60s); make e2e runs it too.
+	E2E_TESTS=0 E2E_CLUSTER=kec-chaos hack/e2e.sh
 
 .PHONY: e2e-install
 e2e-install: tools installer ## Install dist/install.yaml on a fresh cluster kec-install; run the operator as its ServiceAccount, with leader failover.

@@ -52,16 +52,25 @@ stop_operator() {
   return "$rc"
 }
 
-# cleanup stops what a test or benchmark run started: the operator ($op_pid),
-# then the cluster $NAME (if set), showing the end of the operator's log
-# ($DIR) if the run failed. It keeps the run's exit status. Install it with
-# install_cleanup.
+# cleanup stops what a test or benchmark run started: a background job
+# ($bg_pid), the operator ($op_pid), an operator a test started itself (its
+# pid in the file $op_pidfile), then the cluster $NAME (if set), showing the
+# end of the operator's log ($DIR) if the run failed. It keeps the run's exit
+# status. Install it with install_cleanup.
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  if [[ -n ${bg_pid:-} ]]; then
+    kill "$bg_pid" 2>/dev/null || true
+    wait "$bg_pid" 2>/dev/null || true
+  fi
   if [[ -n ${op_pid:-} ]]; then
     kill "$op_pid" 2>/dev/null || true
     wait "$op_pid" 2>/dev/null || true
+  fi
+  if [[ -n ${op_pidfile:-} && -s $op_pidfile ]]; then
+    kill -KILL "$(cat "$op_pidfile")" 2>/dev/null || true
+    rm -f "$op_pidfile"
   fi
   if [[ $rc -ne 0 && -n ${DIR:-} && -f $DIR/operator.log ]]; then
     echo "--- last lines of the operator's log (tmp/$NAME/operator.log):" >&2

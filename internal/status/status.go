@@ -9,7 +9,11 @@
 //     reason while True (conditions.BecameTrue); never on every write.
 //   - A conflict, on the status or on a child, is requeued after a second and
 //     is not an error: our copy was stale, and the newer version is on its way.
-//     It is never swallowed.
+//     It is never swallowed. With Writer.Live, Finish first looks at the API
+//     server's copy: when it describes the same spec (generation), the
+//     status is written onto it. After an API server restart the cache can
+//     lag for seconds; a status computed for an unchanged spec need not wait
+//     for it, nor conflict once a second meanwhile.
 //   - A failed write of a child is reported in the status first (Degraded, with
 //     the API server's reason), then returned, so that it is retried with
 //     backoff and the status says why.
@@ -55,6 +59,13 @@ const ConflictRetry = time.Second
 type Writer struct {
 	Client   client.Client
 	Recorder events.EventRecorder
+	// Live, when set, reads from the API server: Finish reads an object
+	// whose status write conflicted, and writes the status onto it (see the
+	// package's policy). Set it only for a kind whose status is a function of
+	// its spec and its children, never of its own history (a FooBar's record
+	// of its run): a status computed from a stale copy must not overwrite
+	// what a later one recorded.
+	Live client.Reader
 	// Transitions, when set, returns the kind's own events for a status that
 	// changed from before to after (a run that ended, say). They are
 	// recorded once the status is written, so each is recorded once.
@@ -115,12 +126,29 @@ func Finish[T Object](ctx context.Context, w Writer, obj T, kids Children, set f
 		kids.Report()
 	}
 	statusErr := w.Write(ctx, obj, after)
+	if apierrors.IsConflict(statusErr) && w.Live != nil {
+		statusErr = onLiveCopy(ctx, w, obj, set, statusErr)
+	}
 	var childErr error
 	clashed := false
 	if kids != nil {
 		childErr, clashed = kids.Err(), kids.Clashed()
 	}
 	return Result(errors.Join(childErr, statusErr), clashed)
+}
+
+// onLiveCopy writes the status that set gives onto the API server's copy of
+// obj, whose status write met conflict, if that copy is of obj's generation:
+// set computes the status for that spec. Otherwise, or if it cannot be read,
+// it returns conflict, and the reconcile is requeued.
+func onLiveCopy[T Object](ctx context.Context, w Writer, obj T, set func(T), conflict error) error {
+	live := obj.DeepCopyObject().(T)
+	if err := w.Live.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil || live.GetGeneration() != obj.GetGeneration() {
+		return conflict
+	}
+	after := live.DeepCopyObject().(T)
+	set(after)
+	return w.Write(ctx, live, after)
 }
 
 // Result is the reconcile result for err, the reconcile's failures joined,

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -55,6 +56,11 @@ type CertOptions struct {
 	// Dir itself, for an operator outside the cluster where no kubelet mounts
 	// the Secret.
 	WriteFiles bool
+
+	// controllerName names the rotator's controller: "webhook-cert-rotator"
+	// unless set. Controller names are unique in a process; tests that start
+	// the operator again in one process give each start its own.
+	controllerName string
 }
 
 // Names of the Secret's keys that the webhook server reads.
@@ -94,7 +100,7 @@ func addCertRotation(mgr ctrl.Manager, namespace string, o CertOptions) (<-chan 
 		FieldOwner: objects.FieldOwner,
 		// Every replica serves the webhook, so every replica needs the certificate.
 		RequireLeaderElection: false,
-		ControllerName:        "webhook-cert-rotator",
+		ControllerName:        cmp.Or(o.controllerName, "webhook-cert-rotator"),
 	}); err != nil {
 		return nil, fmt.Errorf("adding the webhook certificate rotator: %w", err)
 	}
@@ -106,11 +112,17 @@ func addCertRotation(mgr ctrl.Manager, namespace string, o CertOptions) (<-chan 
 	return ready, nil
 }
 
-// ensureSecret creates the empty Secret the rotator fills, unless it exists.
+// ensureSecret creates the empty Secret the rotator fills, unless it exists
+// (a restart sends no write).
 func ensureSecret(mgr ctrl.Manager, key types.NamespacedName) error {
 	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
 		return err
+	}
+	if err := c.Get(context.Background(), key, &corev1.Secret{}); err == nil {
+		return nil
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading the webhook certificate Secret %s: %w", key, err)
 	}
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{

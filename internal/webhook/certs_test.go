@@ -6,11 +6,13 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -135,6 +137,10 @@ func allEqual(bundles [][]byte, want []byte) bool {
 	return len(bundles) > 0
 }
 
+// rotators numbers the certificate rotators the tests start, whose
+// controllers need names of their own.
+var rotators atomic.Int32
+
 // operator is a second operator: a manager with the webhook set up from the
 // command line args. Writes counts its write requests.
 type operator struct {
@@ -163,7 +169,11 @@ func startOperator(t *testing.T, args ...string) *operator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Setup(op.Manager, f.Options()); err != nil {
+	opts := f.Options()
+	if opts.Certs != nil {
+		opts.Certs.controllerName = fmt.Sprintf("webhook-cert-rotator-%d", rotators.Add(1))
+	}
+	if err := Setup(op.Manager, opts); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -324,6 +334,48 @@ func TestNoCertRotation(t *testing.T) {
 		t.Errorf("the certificate Secret: got %v, want NotFound", err)
 	}
 	if !allEqual(caBundles(t, mutating, validating), externalCA) {
+		t.Error("the caBundles changed")
+	}
+}
+
+// An operator started again, with its certificate in the Secret and its CA
+// in both configurations, sends no write request: it finds the Secret and
+// leaves the caBundles, which hold the CA already, alone.
+func TestRestartWritesNothing(t *testing.T) {
+	operatorNS := suite.Namespace(t)
+	appNS := scopedNamespace(t, "restarted")
+	port := freePort(t)
+	mutating, validating := installCopies(t, "restarted", port, nil)
+	args := []string{
+		"--webhook-bind-address", "127.0.0.1:" + strconv.Itoa(port),
+		"--webhook-cert-dir", t.TempDir(),
+		"--webhook-cert-dns-name", "localhost",
+		"--webhook-cert-write-files",
+		"--namespace", operatorNS,
+		"--webhook-configuration", mutating,
+		"--validating-webhook-configuration", validating,
+	}
+	var ca []byte
+	t.Run("first start", func(t *testing.T) { // the operator stops when it ends
+		op := startOperator(t, args...)
+		ca = secretCA(t, operatorNS, "kube-envoy-controller-webhook-cert", nil)
+		testenv.Eventually(t, "the CA in both configurations", func() (bool, error) {
+			return allEqual(caBundles(t, mutating, validating), ca), nil
+		})
+		waitServing(t, op.Manager)
+		expectAdmission(t, appNS)
+		if len(op.Writes.Writes()) == 0 {
+			t.Fatal("the first start sent no write request: the counter counts nothing")
+		}
+	})
+	op := startOperator(t, args...)
+	// It serves once the rotator has looked at the Secret and the configurations.
+	waitServing(t, op.Manager)
+	expectAdmission(t, appNS)
+	if w := op.Writes.Writes(); len(w) != 0 {
+		t.Errorf("the restarted operator sent write requests: %v", w)
+	}
+	if !allEqual(caBundles(t, mutating, validating), ca) {
 		t.Error("the caBundles changed")
 	}
 }

@@ -35,6 +35,7 @@ const Path = "/mutate-v1-pod"
 // +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups="",resources=pods,verbs=create,versions=v1,name=inject.watch.my.domain,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=5,serviceName=kube-envoy-controller-webhook,serviceNamespace=kube-envoy-controller,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kube-envoy-controller.io/injection","operator":"In","values":["enabled"]},{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","kube-envoy-controller"]}]}}`
 
 // +kubebuilder:rbac:groups=watch.my.domain,resources=watchers,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups=example.com,resources=envoys,verbs=get;list;watch
 
 // Injector answers the API server's admission requests for new pods.
@@ -54,9 +55,11 @@ type Injector struct {
 
 var _ admission.Handler = &Injector{}
 
-// Handle injects the sidecars a new pod asks for, or denies it when it names
-// a Watcher or Envoy that does not exist or when a sidecar clashes with what
-// the pod has.
+// Handle injects the sidecars a new pod gets, or denies it when it names a
+// Watcher or Envoy that does not exist or when a sidecar clashes with what
+// the pod has. A pod gets the Watchers and the Envoy it names, and the
+// Watchers whose selector matches it that its namespace lets inject by
+// selector.
 func (i *Injector) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create || req.Kind.Kind != "Pod" || req.SubResource != "" {
 		return admission.Allowed("not a pod creation")
@@ -77,7 +80,7 @@ func (i *Injector) Handle(ctx context.Context, req admission.Request) admission.
 		logf.FromContext(ctx).Error(err, "reading the sidecars of a pod", "namespace", req.Namespace)
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	if sidecars.Empty() {
+	if sidecars.Empty() && !Records(pod) {
 		return admission.Allowed("no sidecar requested")
 	}
 	injected, err := Inject(pod, sidecars)
@@ -104,7 +107,16 @@ func (i *Injector) sidecars(ctx context.Context, ns string, pod *corev1.Pod) (Si
 	if err := i.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return s, fmt.Errorf("listing Watchers: %w", err)
 	}
-	selected, missing := Select(pod, list.Items)
+	selected, matched, missing := Select(pod, list.Items)
+	if len(matched) > 0 {
+		// Watchers that select the pod without being named by it inject
+		// only if the namespace lets them.
+		n := &corev1.Namespace{}
+		if err := i.APIReader.Get(ctx, types.NamespacedName{Name: ns}, n); err != nil {
+			return s, fmt.Errorf("reading namespace %s: %w", ns, err)
+		}
+		selected = append(selected, Permitted(matched, n.Annotations)...)
+	}
 	var notFound []string
 	for _, name := range missing {
 		// The cache may not have seen a Watcher created a moment ago.

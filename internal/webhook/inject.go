@@ -34,11 +34,18 @@ const (
 
 	// InjectAnnotation on a pod lists the Watchers it asks for, comma-separated.
 	InjectAnnotation = "watch.my.domain/inject"
-	// InjectedAnnotation records the Watchers whose sidecars the pod got.
+	// SelectorWatchersAnnotation on a namespace lists the Watchers whose
+	// spec.selector injects the namespace's pods, comma-separated, or is "*"
+	// for every Watcher of the namespace. A Watcher it does not list is
+	// injected only into the pods that name it.
+	SelectorWatchersAnnotation = "watch.my.domain/selector-watchers"
+	// InjectedAnnotation records the Watchers whose sidecars the pod got. The
+	// webhook writes it; a value the pod brings is replaced.
 	InjectedAnnotation = "watch.my.domain/injected"
 	// EnvoySidecarAnnotation on a pod names the Envoy fleet whose sidecar it asks for.
 	EnvoySidecarAnnotation = "example.com/envoy-sidecar"
-	// EnvoySidecarInjectedAnnotation records the Envoy fleet whose sidecar the pod got.
+	// EnvoySidecarInjectedAnnotation records the Envoy fleet whose sidecar the
+	// pod got. The webhook writes it; a value the pod brings is replaced.
 	EnvoySidecarInjectedAnnotation = "example.com/envoy-sidecar-injected"
 )
 
@@ -69,13 +76,14 @@ func SplitList(value string) []string {
 	return out
 }
 
-// Select returns the Watchers, among those of the pod's namespace, that the
-// pod gets: first those its InjectAnnotation names, in that order, then those
-// whose spec.selector matches its labels, by name. missing are the names the
-// annotation lists that are not among watchers. A Watcher without a selector
-// is injected by the annotation only; one whose selector does not parse
-// matches no pod.
-func Select(pod *corev1.Pod, watchers []watchv1alpha1.Watcher) (selected []*watchv1alpha1.Watcher, missing []string) {
+// Select sorts the Watchers of the pod's namespace by how they would reach
+// the pod. named are those its InjectAnnotation names, in that order; matched
+// are the others whose spec.selector matches its labels, by name. missing are
+// the names the annotation lists that are not among watchers. A Watcher
+// without a selector is injected by the annotation only; one whose selector
+// does not parse matches no pod. Whether a matched Watcher may inject is the
+// namespace's decision (Permitted).
+func Select(pod *corev1.Pod, watchers []watchv1alpha1.Watcher) (named, matched []*watchv1alpha1.Watcher, missing []string) {
 	byName := make(map[string]*watchv1alpha1.Watcher, len(watchers))
 	for i := range watchers {
 		byName[watchers[i].Name] = &watchers[i]
@@ -87,10 +95,9 @@ func Select(pod *corev1.Pod, watchers []watchv1alpha1.Watcher) (selected []*watc
 			missing = append(missing, name)
 			continue
 		}
-		selected = append(selected, w)
+		named = append(named, w)
 		taken[name] = true
 	}
-	var matched []*watchv1alpha1.Watcher
 	for name, w := range byName {
 		if taken[name] || w.Spec.Selector == nil {
 			continue
@@ -102,7 +109,23 @@ func Select(pod *corev1.Pod, watchers []watchv1alpha1.Watcher) (selected []*watc
 		matched = append(matched, w)
 	}
 	slices.SortFunc(matched, func(a, b *watchv1alpha1.Watcher) int { return cmp.Compare(a.Name, b.Name) })
-	return append(selected, matched...), missing
+	return named, matched, missing
+}
+
+// Permitted returns the Watchers of matched that the namespace, by its
+// annotations, lets inject by selector (SelectorWatchersAnnotation). A pod
+// consents to the Watchers it names; a Watcher that selects pods adds its
+// container to pods that other people wrote, so whoever governs the
+// namespace decides which Watchers may.
+func Permitted(matched []*watchv1alpha1.Watcher, namespaceAnnotations map[string]string) []*watchv1alpha1.Watcher {
+	allowed := SplitList(namespaceAnnotations[SelectorWatchersAnnotation])
+	var out []*watchv1alpha1.Watcher
+	for _, w := range matched {
+		if slices.Contains(allowed, "*") || slices.Contains(allowed, w.Name) {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // Conflict is why a pod cannot get its sidecars: it already has a container
@@ -139,19 +162,20 @@ func EnvoyVolumes(e *examplev1.Envoy, d fleet.Defaults) []corev1.Volume {
 
 // Inject returns a copy of pod with the sidecars added: for each Watcher its
 // container, volume and image pull secret, then the Envoy sidecar and its
-// volumes, and the annotations that record them. A sidecar the annotations
-// already record is not added again, so a second call with the result adds
-// nothing. It never replaces a container or volume the pod has: such a
-// clash is a *Conflict. pod is not modified.
+// volumes, and the annotations that record them. It decides from the pod's
+// containers, never from its annotations: a sidecar is taken as there only
+// when the pod has its container as the sidecar defines it (Carries), so a
+// second call with the result adds nothing, and a pod cannot skip a sidecar
+// by bringing the annotation that records it. The recording annotations are
+// written from s alone, whatever the pod brought. It never replaces a
+// container or volume the pod has: such a clash is a *Conflict. pod is not
+// modified.
 func Inject(pod *corev1.Pod, s Sidecars) (*corev1.Pod, error) {
 	out := pod.DeepCopy()
 	p := &injection{pod: out, added: map[string]bool{}}
-	injected := SplitList(out.Annotations[InjectedAnnotation])
+	var injected []string
 
 	for _, w := range s.Watchers {
-		if slices.Contains(injected, w.Name) {
-			continue
-		}
 		what := fmt.Sprintf("Watcher %q", w.Name)
 		if err := p.addContainer(WatcherContainer(w), what); err != nil {
 			return nil, err
@@ -165,10 +189,11 @@ func Inject(pod *corev1.Pod, s Sidecars) (*corev1.Pod, error) {
 			out.Spec.ImagePullSecrets = append(out.Spec.ImagePullSecrets, ref)
 		}
 		injected = append(injected, w.Name)
-		setAnnotation(out, InjectedAnnotation, strings.Join(injected, ","))
 	}
+	record(out, InjectedAnnotation, strings.Join(injected, ","))
 
-	if e := s.Envoy; e != nil && out.Annotations[EnvoySidecarInjectedAnnotation] == "" {
+	envoy := ""
+	if e := s.Envoy; e != nil {
 		what := fmt.Sprintf("the sidecar of Envoy %q", e.Name)
 		if err := p.addContainer(EnvoyContainer(e, s.Fleet), what); err != nil {
 			return nil, err
@@ -178,9 +203,19 @@ func Inject(pod *corev1.Pod, s Sidecars) (*corev1.Pod, error) {
 				return nil, err
 			}
 		}
-		setAnnotation(out, EnvoySidecarInjectedAnnotation, e.Name)
+		envoy = e.Name
 	}
+	record(out, EnvoySidecarInjectedAnnotation, envoy)
 	return out, nil
+}
+
+// Records reports whether pod carries one of the annotations that only the
+// webhook writes: then it must be answered with them rewritten, even when
+// it gets no sidecar.
+func Records(pod *corev1.Pod) bool {
+	_, w := pod.Annotations[InjectedAnnotation]
+	_, e := pod.Annotations[EnvoySidecarInjectedAnnotation]
+	return w || e
 }
 
 // injection is one Inject call's work on its pod.
@@ -190,15 +225,25 @@ type injection struct {
 	added map[string]bool
 }
 
+// addContainer adds c unless the pod carries it already (an earlier call
+// added it); a container of that name that is not c is a Conflict.
 func (p *injection) addContainer(c corev1.Container, what string) error {
 	spec := &p.pod.Spec
-	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for _, have := range list {
-			if have.Name == c.Name {
-				return &Conflict{Message: fmt.Sprintf(
-					"cannot inject %s: the pod already has a container named %q; rename one of them", what, c.Name)}
-			}
+	for _, have := range spec.InitContainers {
+		if have.Name == c.Name {
+			return &Conflict{Message: fmt.Sprintf(
+				"cannot inject %s: the pod already has a container named %q; rename one of them", what, c.Name)}
 		}
+	}
+	for _, have := range spec.Containers {
+		if have.Name != c.Name {
+			continue
+		}
+		if CarriesContainer(have, c) {
+			return nil
+		}
+		return &Conflict{Message: fmt.Sprintf(
+			"cannot inject %s: the pod already has a container named %q; rename one of them", what, c.Name)}
 	}
 	for _, have := range spec.EphemeralContainers {
 		if have.Name == c.Name {
@@ -210,14 +255,15 @@ func (p *injection) addContainer(c corev1.Container, what string) error {
 	return nil
 }
 
-// addVolume adds v unless the pod has a volume of that name. A volume that an
-// earlier sidecar of the same call added, identically, is shared.
+// addVolume adds v unless the pod has it already: added by an earlier
+// sidecar of the same call, identically, or by an earlier call. A different
+// volume of that name is a Conflict.
 func (p *injection) addVolume(v corev1.Volume, what string) error {
 	for _, have := range p.pod.Spec.Volumes {
 		if have.Name != v.Name {
 			continue
 		}
-		if p.added[v.Name] && equality.Semantic.DeepEqual(have, v) {
+		if p.added[v.Name] && equality.Semantic.DeepEqual(have, v) || CarriesVolume(have, v) {
 			return nil
 		}
 		return &Conflict{Message: fmt.Sprintf(
@@ -226,6 +272,15 @@ func (p *injection) addVolume(v corev1.Volume, what string) error {
 	p.pod.Spec.Volumes = append(p.pod.Spec.Volumes, *v.DeepCopy())
 	p.added[v.Name] = true
 	return nil
+}
+
+// record sets the annotation key to value, or removes it when value is empty.
+func record(pod *corev1.Pod, key, value string) {
+	if value == "" {
+		delete(pod.Annotations, key)
+		return
+	}
+	setAnnotation(pod, key, value)
 }
 
 func setAnnotation(pod *corev1.Pod, key, value string) {

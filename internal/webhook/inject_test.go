@@ -6,7 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
@@ -128,10 +130,17 @@ func TestInject(t *testing.T) {
 		sidecars: Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side")}},
 		conflict: `container named "side"`,
 	}, {
-		name:     "volume name taken by the pod",
-		pod:      newPod(),
-		sidecars: Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side", withVolume("data"))}},
+		name: "volume name taken by the pod",
+		pod:  newPod(),
+		sidecars: Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side", func(w *watchv1alpha1.Watcher) {
+			w.Spec.Volume = corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/x"}}}
+		})}},
 		conflict: `cannot inject Watcher "w": the pod already has a different volume named "data"`,
+	}, {
+		name:       "the pod's own volume, the same as the Watcher's, is shared",
+		pod:        newPod(),
+		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side", withVolume("data"))}},
+		containers: "app,side", volumes: "data", injected: "w",
 	}, {
 		name: "two Watchers with different volumes of one name",
 		pod:  newPod(),
@@ -164,22 +173,46 @@ func TestInject(t *testing.T) {
 		sidecars: Sidecars{Envoy: edgeFleet},
 		conflict: `different volume named "envoy-bootstrap"`,
 	}, {
-		name: "re-invocation: recorded sidecars are not added again",
-		pod: newPod(func(p *corev1.Pod) {
-			p.Annotations = map[string]string{InjectedAnnotation: "w", EnvoySidecarInjectedAnnotation: "edge"}
-			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "side"}, corev1.Container{Name: "envoy"})
-			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "logs"})
-		}),
+		name: "re-invocation: sidecars the API server has stored are not added again",
+		pod: stored(t, newPod(), Sidecars{
+			Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side", withVolume("logs"))}, Envoy: edgeFleet}),
 		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side", withVolume("logs"))}, Envoy: edgeFleet},
-		containers: "app,side,envoy", volumes: "data,logs", injected: "w", envoy: "edge",
+		containers: "app,side,envoy", volumes: "data,logs,envoy-bootstrap,envoy-tmp", injected: "w", envoy: "edge",
 	}, {
-		name: "re-invocation with a Watcher that is new since",
-		pod: newPod(func(p *corev1.Pod) {
-			p.Annotations = map[string]string{InjectedAnnotation: "w"}
-			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "side"})
-		}),
+		name:       "re-invocation with a Watcher that is new since",
+		pod:        stored(t, newPod(), Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side")}}),
 		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side"), newWatcher("later", "later-side")}},
 		containers: "app,side,later-side", volumes: "data", injected: "w,later",
+	}, {
+		name: "the pod's own records skip nothing",
+		pod: newPod(func(p *corev1.Pod) {
+			p.Annotations = map[string]string{InjectedAnnotation: "w", EnvoySidecarInjectedAnnotation: "edge"}
+		}),
+		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side")}, Envoy: edgeFleet},
+		containers: "app,side,envoy", volumes: "data,envoy-bootstrap,envoy-tmp", injected: "w", envoy: "edge",
+	}, {
+		name: "the pod's own records of sidecars it does not get are removed",
+		pod: newPod(func(p *corev1.Pod) {
+			p.Annotations = map[string]string{InjectedAnnotation: "w,other", EnvoySidecarInjectedAnnotation: "edge", "keep": "me"}
+		}),
+		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side")}},
+		containers: "app,side", volumes: "data", injected: "w",
+	}, {
+		name: "a recorded container that is not the Watcher's is a conflict",
+		pod: newPod(func(p *corev1.Pod) {
+			p.Annotations = map[string]string{InjectedAnnotation: "w"}
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "side", Image: "busybox", Command: []string{"true"}})
+		}),
+		sidecars: Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side")}},
+		conflict: `cannot inject Watcher "w": the pod already has a container named "side"`,
+	}, {
+		name: "a recorded envoy container that is not the fleet's is a conflict",
+		pod: newPod(func(p *corev1.Pod) {
+			p.Annotations = map[string]string{EnvoySidecarInjectedAnnotation: "edge"}
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "envoy", Image: "envoyproxy/envoy:test"})
+		}),
+		sidecars: Sidecars{Envoy: edgeFleet},
+		conflict: `cannot inject the sidecar of Envoy "edge": the pod already has a container named "envoy"`,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,7 +250,8 @@ func TestInject(t *testing.T) {
 				t.Errorf("%s = %q, want %q", EnvoySidecarInjectedAnnotation, a, tt.envoy)
 			}
 
-			// Whatever was injected, injecting the result again adds nothing.
+			// Whatever was injected, injecting the result again adds nothing,
+			// also once the API server has defaulted it.
 			again, err := Inject(got, tt.sidecars)
 			if err != nil {
 				t.Fatalf("second injection: %v", err)
@@ -225,7 +259,112 @@ func TestInject(t *testing.T) {
 			if !equality.Semantic.DeepEqual(again, got) {
 				t.Errorf("second injection changed the pod: containers %s, volumes %s", containerNames(again), volumeNames(again))
 			}
+			asStored := apiServerStores(got)
+			again, err = Inject(asStored, tt.sidecars)
+			if err != nil {
+				t.Fatalf("second injection of the pod as stored: %v", err)
+			}
+			if !equality.Semantic.DeepEqual(again, asStored) {
+				t.Errorf("second injection changed the pod as stored: containers %s, volumes %s", containerNames(again), volumeNames(again))
+			}
 		})
+	}
+}
+
+// stored is pod as the API server stores it after the webhook injected s:
+// the webhook may be called again with it.
+func stored(t *testing.T, pod *corev1.Pod, s Sidecars) *corev1.Pod {
+	t.Helper()
+	out, err := Inject(pod, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return apiServerStores(out)
+}
+
+// apiServerStores returns a copy of pod with what the API server adds to a
+// pod's containers and volumes after a webhook: defaults, the service
+// account token's mount, a LimitRange's resources.
+func apiServerStores(pod *corev1.Pod) *corev1.Pod {
+	out := pod.DeepCopy()
+	for i := range out.Spec.Containers {
+		c := &out.Spec.Containers[i]
+		c.ImagePullPolicy = corev1.PullIfNotPresent
+		c.TerminationMessagePath = corev1.TerminationMessagePathDefault
+		c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "kube-api-access-x", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true})
+		if c.Resources.Limits == nil {
+			c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")}
+		}
+		for j := range c.Ports {
+			if c.Ports[j].Protocol == "" {
+				c.Ports[j].Protocol = corev1.ProtocolTCP
+			}
+		}
+	}
+	for i := range out.Spec.Volumes {
+		if cm := out.Spec.Volumes[i].ConfigMap; cm != nil && cm.DefaultMode == nil {
+			cm.DefaultMode = ptr.To[int32](corev1.ConfigMapVolumeSourceDefaultMode)
+		}
+	}
+	return out
+}
+
+func TestCarriesContainer(t *testing.T) {
+	want := WatcherContainer(newWatcher("w", "side", func(w *watchv1alpha1.Watcher) {
+		w.Spec.Container.Command = []string{"tail", "-F", "/logs/app.log"}
+		w.Spec.Container.VolumeMounts = []corev1.VolumeMount{{Name: "logs", MountPath: "/logs"}}
+		w.Spec.Container.Ports = []corev1.ContainerPort{{ContainerPort: 9000}}
+		w.Spec.Container.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0.1")}
+	}))
+	asStored := apiServerStores(&corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{want}}}).Spec.Containers[0]
+	tests := []struct {
+		name   string
+		change func(c *corev1.Container)
+		want   bool
+	}{
+		{"as added", func(*corev1.Container) {}, true},
+		{"as stored: defaults, the token's mount, a LimitRange's limits", func(c *corev1.Container) { *c = asStored }, true},
+		{"another image", func(c *corev1.Container) { c.Image = "mine" }, false},
+		{"another command", func(c *corev1.Container) { c.Command = []string{"true"} }, false},
+		{"an argument more", func(c *corev1.Container) { c.Args = []string{"--quiet"} }, false},
+		{"a variable more", func(c *corev1.Container) { c.Env = []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "none"}} }, false},
+		{"another environment source", func(c *corev1.Container) { c.EnvFrom[0].ConfigMapRef.Name = "mine" }, false},
+		{"a working directory", func(c *corev1.Container) { c.WorkingDir = "/tmp" }, false},
+		{"its mount gone", func(c *corev1.Container) { c.VolumeMounts = asStored.VolumeMounts[1:] }, false},
+		{"its mount elsewhere", func(c *corev1.Container) {
+			c.VolumeMounts = []corev1.VolumeMount{{Name: "logs", MountPath: "/elsewhere"}}
+		}, false},
+		{"a port less", func(c *corev1.Container) { c.Ports = nil }, false},
+		{"another request", func(c *corev1.Container) {
+			c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			have := *want.DeepCopy()
+			tt.change(&have)
+			if got := CarriesContainer(have, want); got != tt.want {
+				t.Errorf("CarriesContainer = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCarriesVolume(t *testing.T) {
+	want := EnvoyVolumes(edgeFleet, fleet.Defaults{})[0] // a ConfigMap volume, whose defaultMode the API server sets
+	asStored := apiServerStores(&corev1.Pod{Spec: corev1.PodSpec{Volumes: []corev1.Volume{want}}}).Spec.Volumes[0]
+	if !CarriesVolume(asStored, want) {
+		t.Errorf("the volume as stored, %+v, does not carry %+v", asStored, want)
+	}
+	other := *asStored.DeepCopy()
+	other.ConfigMap.Name = "mine"
+	if CarriesVolume(other, want) {
+		t.Error("a volume of another ConfigMap carries the fleet's")
+	}
+	empty := corev1.Volume{Name: want.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	if CarriesVolume(empty, want) {
+		t.Error("an emptyDir carries a ConfigMap volume")
 	}
 }
 
@@ -350,27 +489,53 @@ func TestSelect(t *testing.T) {
 	tests := []struct {
 		annotation string
 		labels     map[string]string
-		want       string
+		named      string
+		matched    string
 		missing    string
 	}{
-		{"", nil, "everyone", ""},
-		{"named", map[string]string{"app": "other"}, "named,everyone", ""},
-		{" z-web , named,z-web", map[string]string{"app": "web"}, "z-web,named,a-web,everyone", ""},
-		{"", map[string]string{"app": "web"}, "a-web,everyone,z-web", ""},
-		{"nope,named,gone", nil, "named,everyone", "nope,gone"},
+		{"", nil, "", "everyone", ""},
+		{"named", map[string]string{"app": "other"}, "named", "everyone", ""},
+		{" z-web , named,z-web", map[string]string{"app": "web"}, "z-web,named", "a-web,everyone", ""},
+		{"", map[string]string{"app": "web"}, "", "a-web,everyone,z-web", ""},
+		{"nope,named,gone", nil, "named", "everyone", "nope,gone"},
 	}
 	for _, tt := range tests {
 		pod := newPod(func(p *corev1.Pod) {
 			p.Labels = tt.labels
 			p.Annotations = map[string]string{InjectAnnotation: tt.annotation}
 		})
-		got, missing := Select(pod, watchers)
-		var names []string
-		for _, w := range got {
-			names = append(names, w.Name)
-		}
-		if strings.Join(names, ",") != tt.want || strings.Join(missing, ",") != tt.missing {
-			t.Errorf("Select(%q, %v) = %v, missing %v; want %s, missing %s", tt.annotation, tt.labels, names, missing, tt.want, tt.missing)
+		named, matched, missing := Select(pod, watchers)
+		if n, m := names(named), names(matched); n != tt.named || m != tt.matched || strings.Join(missing, ",") != tt.missing {
+			t.Errorf("Select(%q, %v) = named %s, matched %s, missing %v; want %s, %s, %s",
+				tt.annotation, tt.labels, n, m, missing, tt.named, tt.matched, tt.missing)
 		}
 	}
+}
+
+func TestPermitted(t *testing.T) {
+	matched := []*watchv1alpha1.Watcher{newWatcher("audit", "a"), newWatcher("logs", "b"), newWatcher("metrics", "c")}
+	tests := []struct {
+		annotations map[string]string
+		want        string
+	}{
+		{nil, ""},
+		{map[string]string{SelectorWatchersAnnotation: ""}, ""},
+		{map[string]string{SelectorWatchersAnnotation: "logs"}, "logs"},
+		{map[string]string{SelectorWatchersAnnotation: " metrics, audit ,gone"}, "audit,metrics"},
+		{map[string]string{SelectorWatchersAnnotation: "*"}, "audit,logs,metrics"},
+		{map[string]string{"other": "*"}, ""},
+	}
+	for _, tt := range tests {
+		if got := names(Permitted(matched, tt.annotations)); got != tt.want {
+			t.Errorf("Permitted(%v) = %s, want %s", tt.annotations, got, tt.want)
+		}
+	}
+}
+
+func names(ws []*watchv1alpha1.Watcher) string {
+	var n []string
+	for _, w := range ws {
+		n = append(n, w.Name)
+	}
+	return strings.Join(n, ",")
 }

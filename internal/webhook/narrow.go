@@ -1,12 +1,15 @@
 package webhook
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"path"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // RBAC's resourceNames authorize a list or watch only when its field
@@ -20,21 +23,42 @@ import (
 // cluster.
 
 // narrowedManager is mgr with a rest.Config that narrows collection reads
-// to the given names. Everything else, its client (used for updates, which
-// name their object) among it, is mgr's.
+// to the given names, and a client that sends no update that would change
+// nothing (unchangedSkipping). Everything else is mgr's.
 type narrowedManager struct {
 	ctrl.Manager
-	cfg *rest.Config
+	cfg    *rest.Config
+	client client.Client
 }
 
-func (m narrowedManager) GetConfig() *rest.Config { return m.cfg }
+func (m narrowedManager) GetConfig() *rest.Config  { return m.cfg }
+func (m narrowedManager) GetClient() client.Client { return m.client }
 
 // narrowTo returns mgr with collection reads narrowed: names maps a
 // collection's URL path (as collectionPath gives it) to the one name read in it.
 func narrowTo(mgr ctrl.Manager, names map[string]string) ctrl.Manager {
 	cfg := rest.CopyConfig(mgr.GetConfig())
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return nameSelecting{next: rt, names: names} })
-	return narrowedManager{Manager: mgr, cfg: cfg}
+	return narrowedManager{Manager: mgr, cfg: cfg, client: unchangedSkipping{Client: mgr.GetClient(), live: mgr.GetAPIReader()}}
+}
+
+// unchangedSkipping is a client whose Update sends nothing when the API
+// server holds the object, at the same resourceVersion, as it is given. The
+// rotator writes its CA into both webhook configurations whenever it looks
+// at its Secret, every start of the operator included, whether or not they
+// hold it already; with this client, a restart writes nothing.
+type unchangedSkipping struct {
+	client.Client
+	live client.Reader
+}
+
+func (c unchangedSkipping) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	cur := obj.DeepCopyObject().(client.Object)
+	if err := c.live.Get(ctx, client.ObjectKeyFromObject(obj), cur); err == nil &&
+		cur.GetResourceVersion() == obj.GetResourceVersion() && equality.Semantic.DeepEqual(cur, obj) {
+		return nil
+	}
+	return c.Client.Update(ctx, obj, opts...)
 }
 
 // collectionPath is the URL path of a collection: group "" is the core API,

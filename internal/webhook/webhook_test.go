@@ -170,8 +170,25 @@ func webhookRequests() float64 {
 	return total
 }
 
+// annotateNamespace sets an annotation of ns.
+func annotateNamespace(t *testing.T, ns, key, value string) {
+	t.Helper()
+	n := &corev1.Namespace{}
+	if err := suite.Client.Get(context.Background(), client.ObjectKey{Name: ns}, n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[key] = value
+	if err := suite.Client.Update(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestPodInEnabledNamespaceIsInjected(t *testing.T) {
 	ns := namespace(t, true)
+	annotateNamespace(t, ns, SelectorWatchersAnnotation, "metrics")
 	createWatcher(t, ns, "logs", "tail", withVolume("logs"), withSecret("regcred"), func(w *watchv1alpha1.Watcher) {
 		w.Spec.Container.VolumeMounts = []corev1.VolumeMount{{Name: "logs", MountPath: "/logs"}}
 	})
@@ -285,5 +302,104 @@ func TestEnvoySidecar(t *testing.T) {
 	err := suite.Client.Create(ctx, podIn(ns, map[string]string{EnvoySidecarAnnotation: "no-such-fleet"}))
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `Envoy "no-such-fleet", which does not exist`) {
 		t.Fatalf("create = %v, want a denial naming Envoy no-such-fleet", err)
+	}
+}
+
+// A Watcher whose selector matches a pod that does not name it is injected
+// only when the namespace lists it, or lists "*".
+func TestSelectorNeedsTheNamespacesConsent(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, true)
+	createWatcher(t, ns, "everyone", "grabber", func(w *watchv1alpha1.Watcher) { w.Spec.Selector = &metav1.LabelSelector{} })
+	createWatcher(t, ns, "web", "exporter", func(w *watchv1alpha1.Watcher) {
+		w.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	})
+	createWatcher(t, ns, "logs", "tail")
+
+	create := func(name string, annotations map[string]string) *corev1.Pod {
+		t.Helper()
+		pod := podIn(ns, annotations)
+		pod.Name = name
+		if err := suite.Client.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		return pod
+	}
+	// The namespace lets no Watcher inject by selector: only what the pod names.
+	if p := create("none", map[string]string{InjectAnnotation: "logs"}); containerNames(p) != "app,tail" || p.Annotations[InjectedAnnotation] != "logs" {
+		t.Errorf("no Watcher permitted: containers %s, %s %q; want app,tail and logs", containerNames(p), InjectedAnnotation, p.Annotations[InjectedAnnotation])
+	}
+	// A pod may still name a Watcher that has a selector.
+	if p := create("asks", map[string]string{InjectAnnotation: "everyone"}); containerNames(p) != "app,grabber" {
+		t.Errorf("a pod naming a selecting Watcher: containers %s, want app,grabber", containerNames(p))
+	}
+
+	annotateNamespace(t, ns, SelectorWatchersAnnotation, "web")
+	if p := create("one", nil); containerNames(p) != "app,exporter" || p.Annotations[InjectedAnnotation] != "web" {
+		t.Errorf("Watcher web permitted: containers %s, %s %q; want app,exporter and web", containerNames(p), InjectedAnnotation, p.Annotations[InjectedAnnotation])
+	}
+
+	annotateNamespace(t, ns, SelectorWatchersAnnotation, "*")
+	if p := create("all", nil); containerNames(p) != "app,grabber,exporter" {
+		t.Errorf("every Watcher permitted: containers %s, want app,grabber,exporter", containerNames(p))
+	}
+}
+
+// A pod that brings the annotations recording injected sidecars is injected
+// all the same, and its records are the webhook's: the labeller makes the
+// API server call the injector again, with the pod as stored, and that call
+// finds the sidecars in place.
+func TestPodsOwnRecordsSkipNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, true)
+	annotateNamespace(t, ns, SelectorWatchersAnnotation, "audit")
+	createWatcher(t, ns, "audit", "auditor", withVolume("audit"), func(w *watchv1alpha1.Watcher) {
+		w.Spec.Selector = &metav1.LabelSelector{}
+		w.Spec.Container.VolumeMounts = []corev1.VolumeMount{{Name: "audit", MountPath: "/audit"}}
+		w.Spec.Container.Ports = []corev1.ContainerPort{{ContainerPort: 9000}}
+	})
+	e := &examplev1.Envoy{
+		ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns},
+		Spec:       examplev1.EnvoySpec{XDS: &examplev1.XDS{Host: "xds", Port: 18000}},
+	}
+	if err := suite.Client.Create(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+
+	before := webhookRequests()
+	pod := podIn(ns, map[string]string{
+		InjectedAnnotation:             "audit,imaginary",
+		EnvoySidecarAnnotation:         "edge",
+		EnvoySidecarInjectedAnnotation: "edge",
+	})
+	if err := suite.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if got := containerNames(pod); got != "app,auditor,envoy" {
+		t.Errorf("containers = %s, want app,auditor,envoy", got)
+	}
+	if got := volumeNames(pod); got != "data,audit,envoy-bootstrap,envoy-tmp" {
+		t.Errorf("volumes = %s", got)
+	}
+	if got := pod.Annotations[InjectedAnnotation]; got != "audit" {
+		t.Errorf("%s = %q, want audit: the webhook's record, not the pod's", InjectedAnnotation, got)
+	}
+	if pod.Labels["test/labelled"] != "true" {
+		t.Fatal("the labelling webhook did not run")
+	}
+	if n := webhookRequests() - before; n != 2 {
+		t.Errorf("the injector was called %v times for one pod, want 2 (once more after the labeller)", n)
+	}
+
+	// A pod that gets no sidecar keeps no record either.
+	bare := podIn(ns, map[string]string{InjectedAnnotation: "audit", EnvoySidecarInjectedAnnotation: "edge"})
+	bare.Name = "bare"
+	bare.Labels = map[string]string{"app": "bare"}
+	annotateNamespace(t, ns, SelectorWatchersAnnotation, "")
+	if err := suite.Client.Create(ctx, bare); err != nil {
+		t.Fatal(err)
+	}
+	if got := containerNames(bare); got != "app" || Records(bare) {
+		t.Errorf("a pod that gets nothing: containers %s, annotations %v", got, bare.Annotations)
 	}
 }

@@ -57,6 +57,14 @@ func TestWatcherInjection(t *testing.T) {
 	})
 	step("webhook serving")
 
+	// A pod that brings the webhook's record itself gets the sidecar all the same.
+	out, err := exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"), "-n", ns, "run", "forged",
+		"--image=nginx", "--dry-run=server", "--annotations=watch.my.domain/inject=log-watcher",
+		"--annotations=watch.my.domain/injected=log-watcher", "-o", "jsonpath={.spec.containers[*].name}").CombinedOutput()
+	if err != nil || string(out) != "forged log-watcher" {
+		t.Errorf("a pod with its own record of the injection: %v: containers %q, want forged log-watcher", err, out)
+	}
+
 	labels := map[string]string{"app": "web"}
 	dep := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
@@ -91,7 +99,7 @@ func TestWatcherInjection(t *testing.T) {
 	}
 
 	// A Watcher that does not exist is denied, by name.
-	out, err := exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"), "-n", ns, "run", "denied",
+	out, err = exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"), "-n", ns, "run", "denied",
 		"--image=nginx", "--annotations=watch.my.domain/inject=no-such-watcher").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), `Watcher "no-such-watcher", which does not exist`) {
 		t.Errorf("a pod naming a missing Watcher: %v: %s", err, out)

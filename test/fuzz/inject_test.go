@@ -2,6 +2,7 @@ package fuzz
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,7 +76,9 @@ func FuzzInject(f *testing.F) {
 		}
 
 		before := pod.DeepCopy()
-		selected, _ := webhook.Select(pod, watchers)
+		named, matched, _ := webhook.Select(pod, watchers)
+		// A namespace that lets every Watcher inject by selector.
+		selected := append(named, webhook.Permitted(matched, map[string]string{webhook.SelectorWatchersAnnotation: "*"})...)
 		sidecars := webhook.Sidecars{Watchers: selected, Envoy: envoy}
 		out, err := webhook.Inject(pod, sidecars)
 		if !equality.Semantic.DeepEqual(before, pod) {
@@ -88,6 +91,31 @@ func FuzzInject(f *testing.F) {
 			t.Fatalf("Inject failed with no conflict: %v", err)
 		}
 		valid(t, "the injected pod", objcheck.Pod(out), out)
+		// Whatever the pod's annotations said, it has every sidecar it gets,
+		// and the records name exactly those.
+		have := map[string]corev1.Container{}
+		for _, c := range out.Spec.Containers {
+			have[c.Name] = c
+		}
+		var recorded []string
+		for _, w := range selected {
+			want := webhook.WatcherContainer(w)
+			if !webhook.CarriesContainer(have[want.Name], want) {
+				t.Fatalf("Watcher %s's container is not in the injected pod", w.Name)
+			}
+			recorded = append(recorded, w.Name)
+		}
+		if got := out.Annotations[webhook.InjectedAnnotation]; got != strings.Join(recorded, ",") {
+			t.Fatalf("%s = %q, want %q", webhook.InjectedAnnotation, got, strings.Join(recorded, ","))
+		}
+		if envoy != nil {
+			want := webhook.EnvoyContainer(envoy, sidecars.Fleet)
+			if !webhook.CarriesContainer(have[want.Name], want) || out.Annotations[webhook.EnvoySidecarInjectedAnnotation] != envoy.Name {
+				t.Fatal("the Envoy sidecar is not in the injected pod, or not recorded")
+			}
+		} else if _, ok := out.Annotations[webhook.EnvoySidecarInjectedAnnotation]; ok {
+			t.Fatal("an Envoy sidecar the pod did not get is recorded")
+		}
 		again, err := webhook.Inject(out, sidecars)
 		if err != nil {
 			t.Fatalf("a second injection failed: %v", err)

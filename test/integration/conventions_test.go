@@ -147,24 +147,25 @@ var kinds = []kindConventions{
 	},
 	{
 		// PodSet's Ready column counts ready pods, as a ReplicaSet's does; its
-		// readiness condition is Available, and ReplicaFailure is its Degraded.
+		// readiness condition is Available; Degraded is its trouble column, as
+		// on every kind (ReplicaFailure, as on a ReplicaSet, comes with it).
 		group: "demo.k8s.io", resource: "podsets", kind: "PodSet", shortNames: []string{"ps"},
 		columns: []string{
 			"Desired integer .spec.replicas",
 			"Current integer .status.replicas",
 			"Ready integer .status.readyReplicas",
 			"Available integer .status.availableReplicas",
-			"Degraded string " + conditionPath("ReplicaFailure"),
+			"Degraded string " + conditionPath("Degraded"),
 			"Age date .metadata.creationTimestamp",
 		},
-		degradedColumn: "Degraded", degradedCondition: "ReplicaFailure",
+		degradedColumn: "Degraded", degradedCondition: "Degraded",
 		create: func(ctx context.Context, ns string) error {
 			c := clientset.DemoV1alpha1().PodSets(ns)
 			o, err := c.Create(ctx, &demov1alpha1.PodSet{ObjectMeta: metav1.ObjectMeta{Name: "sample"}}, metav1.CreateOptions{})
 			if err != nil {
 				return err
 			}
-			o.Status.Conditions = readyNotDegraded("Available", "ReplicaFailure")
+			o.Status.Conditions = readyNotDegraded("Available", "Degraded")
 			_, err = c.UpdateStatus(ctx, o, metav1.UpdateOptions{})
 			return err
 		},

@@ -48,7 +48,8 @@ type PodSetStatus struct {
 	// +optional
 	Selector string `json:"selector,omitempty"`
 
-	// Conditions: Available, and ReplicaFailure while pods cannot be created or deleted.
+	// Conditions: Available; Degraded (with the API server's reason) and, as on
+	// a ReplicaSet, ReplicaFailure while pods cannot be created or deleted.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -70,7 +71,7 @@ type PodSetStatus struct {
 // +kubebuilder:printcolumn:name="Current",type=integer,JSONPath=`.status.replicas`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`
-// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="ReplicaFailure")].status`,description="The ReplicaFailure condition, present only while pods cannot be created or deleted"
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`,description="The Degraded condition: True while pods cannot be created or deleted"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PodSet struct {
 	metav1.TypeMeta   `json:",inline"`

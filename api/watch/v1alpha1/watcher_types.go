@@ -50,8 +50,10 @@ type WatcherSpec struct {
 
 	// Selector injects the Watcher into every pod of its namespace whose
 	// labels match, besides the pods that name it in their
-	// watch.my.domain/inject annotation. When it is omitted, only the
-	// annotation injects the Watcher; an empty selector matches every pod.
+	// watch.my.domain/inject annotation, but only where the namespace lets
+	// it: its annotation watch.my.domain/selector-watchers lists the
+	// Watcher's name, or is "*". When it is omitted, only the annotation
+	// injects the Watcher; an empty selector matches every pod.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",fieldPath=".matchExpressions",message="every operator must be In, NotIn, Exists or DoesNotExist"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist']) || (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",fieldPath=".matchExpressions",message="values must be set for the operators In and NotIn, and must be empty for Exists and DoesNotExist"

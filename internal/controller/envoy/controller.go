@@ -39,7 +39,11 @@ type Reconciler struct {
 // NewReconciler returns a Reconciler wired to mgr. ca may be nil when the
 // built-in xDS server speaks plaintext.
 func NewReconciler(mgr ctrl.Manager, d fleet.Defaults, ca *authority.Store) *Reconciler {
-	return &Reconciler{Kit: objects.NewKit(mgr, ControllerName), Defaults: d, Authority: ca}
+	kit := objects.NewKit(mgr, ControllerName)
+	// The status follows from the spec and the children alone: a stale
+	// copy's status conflict is written onto the API server's copy.
+	kit.Status.Live = kit.APIReader
+	return &Reconciler{Kit: kit, Defaults: d, Authority: ca}
 }
 
 // mutualTLS reports whether e's proxies need a client certificate.

@@ -315,3 +315,21 @@ func TestValidation(t *testing.T) {
 		t.Errorf("got %v, want an Invalid error naming metadata.name", err)
 	}
 }
+
+// A Service the API server refuses (an admission policy here; a quota alike)
+// is reported as Degraded, retried with backoff, and created once admitted.
+func TestRefusedServiceIsDegraded(t *testing.T) {
+	ns := suite.Namespace(t)
+	testenv.TestRefusal(t, &suite, testenv.Refusal[*examplev1.Envoy]{
+		Object: &examplev1.Envoy{
+			ObjectMeta: metav1.ObjectMeta{Name: "refused", Namespace: ns},
+			Spec:       examplev1.EnvoySpec{Replicas: ptr.To[int32](1), XDS: &examplev1.XDS{Host: "xds", Port: 18000}},
+		},
+		Probe:    testenv.ServiceProbe(ns),
+		Resource: "services",
+		Change:   func(e *examplev1.Envoy) { e.Spec.Replicas = ptr.To[int32](2) },
+		Recovered: func(e *examplev1.Envoy) bool {
+			return testenv.Condition(e, conditions.Progressing).Reason == conditions.RollingOut
+		},
+	})
+}

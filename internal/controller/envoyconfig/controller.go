@@ -295,7 +295,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		base.ServedRejected = rev.Rejected
 	}
 	if publishErr != nil {
-		base.PublishError = fmt.Sprintf("recording the fleet's revision in ConfigMap %s: %s", publish.HistoryName(req.Name), conditions.FromError(publishErr))
+		p := conditions.FromError(publishErr)
+		if clashed {
+			p.Reason = conditions.ResourceExists // another's ConfigMap has the name
+		}
+		p.Message = fmt.Sprintf("recording the fleet's revision in ConfigMap %s: %s", publish.HistoryName(req.Name), p.Message)
+		base.PublishError = p
 	}
 	var errs []error
 	for _, c := range configs {

@@ -644,3 +644,21 @@ func TestFleetWithoutConfigsRecordsNothing(t *testing.T) {
 		t.Errorf("the fleet's history: got %v, want none", err)
 	}
 }
+
+// The fleet's revision history refused by the API server (an admission
+// policy here; a quota alike): the EnvoyConfig is Degraded with the API
+// server's reason, retried with backoff, and published once admitted.
+func TestRefusedHistoryIsDegraded(t *testing.T) {
+	ns, _ := newFleet(t)
+	testenv.TestRefusal(t, &suite, testenv.Refusal[*examplev1.EnvoyConfig]{
+		Object:   newConfig(ns, "refused", cluster("a", "1s")),
+		Probe:    testenv.ConfigMapProbe(ns),
+		Resource: "configmaps",
+		Change: func(c *examplev1.EnvoyConfig) {
+			c.Spec.Resources.Clusters = []runtime.RawExtension{cluster("a", "2s")}
+		},
+		Recovered: func(c *examplev1.EnvoyConfig) bool {
+			return condition(c, ConditionPublished).Status == metav1.ConditionTrue
+		},
+	})
+}

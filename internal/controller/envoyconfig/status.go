@@ -38,7 +38,8 @@ const (
 	// ReasonNoEndpointPort: a serviceEndpoints port that the Service's
 	// EndpointSlices do not have, so the cluster gets no endpoints.
 	ReasonNoEndpointPort = "NoEndpointPort"
-	// ReasonPublishFailed: the fleet's revision could not be recorded.
+	// ReasonPublishFailed: the fleet's revision could not be recorded (the
+	// Published condition's reason; Degraded gives the API server's).
 	ReasonPublishFailed = "PublishFailed"
 	// ReasonSecretUnavailable: a Secret that spec.tlsSecrets names is
 	// missing, not labelled for the control plane, not of type
@@ -71,8 +72,9 @@ type State struct {
 	// every proxy, with nothing to go back to.
 	ServedRejected string
 	Proxies        publish.Acks
-	// PublishError is why the revision could not be recorded.
-	PublishError string
+	// PublishError is why the revision could not be recorded: the API
+	// server's reason for refusing the write, and its message.
+	PublishError *conditions.Problem
 }
 
 // ContentHash is a short hash of an EnvoyConfig's spec.
@@ -122,8 +124,8 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 			fmt.Sprintf("every proxy rejected the newest version; version %s, which they accepted, is served again", s.PublishedVersion))
 	case s.Rejected != "":
 		set(ConditionPublished, metav1.ConditionFalse, ReasonRejected, "every proxy rejected the newest version: "+s.Rejected)
-	case s.PublishError != "":
-		set(ConditionPublished, metav1.ConditionFalse, ReasonPublishFailed, s.PublishError)
+	case s.PublishError != nil:
+		set(ConditionPublished, metav1.ConditionFalse, ReasonPublishFailed, s.PublishError.Message)
 	case cs.Served != translate.ServedCurrent:
 		set(ConditionPublished, metav1.ConditionFalse, ReasonNotPublished, "this version is not served: "+kept)
 	default:
@@ -136,8 +138,8 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 	case s.Rejected != "" || s.ServedRejected != "":
 		set(conditions.Degraded, metav1.ConditionTrue, ReasonRejected, "every connected proxy rejected the served version, and none accepted an earlier one: "+
 			s.Rejected+s.ServedRejected)
-	case s.PublishError != "":
-		set(conditions.Degraded, metav1.ConditionTrue, ReasonPublishFailed, s.PublishError)
+	case s.PublishError != nil:
+		set(conditions.Degraded, metav1.ConditionTrue, s.PublishError.Reason, s.PublishError.Message)
 	case s.Proxies.Nacked > 0:
 		set(conditions.Degraded, metav1.ConditionTrue, ReasonNacked,
 			fmt.Sprintf("%d of %d proxies rejected version %s: %s", s.Proxies.Nacked, s.Proxies.Connected, s.PublishedVersion, s.Proxies.LastNACK))

@@ -314,3 +314,19 @@ func TestLostJobIsNotRunAgain(t *testing.T) {
 		t.Errorf("startedJob = %q for generation 2", got.Status.StartedJob)
 	}
 }
+
+// A Job the API server refuses (an admission policy here; a quota alike)
+// starts nothing: the FooBar is Degraded, retried with backoff, and runs
+// once the Job is admitted.
+func TestRefusedJobIsDegraded(t *testing.T) {
+	ns := suite.Namespace(t)
+	testenv.TestRefusal(t, &suite, testenv.Refusal[*k8sv1.FooBar]{
+		Object:   newFooBar(ns, "refused", "echo one"),
+		Probe:    testenv.JobProbe(ns),
+		Resource: "jobs",
+		Change:   func(fb *k8sv1.FooBar) { fb.Spec.Command = "echo two" },
+		Recovered: func(fb *k8sv1.FooBar) bool {
+			return fb.Status.StartedJob == JobName(fb) && fb.Status.JobName == JobName(fb)
+		},
+	})
+}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 )
@@ -224,7 +225,7 @@ func (r *Reconciler) manage(ctx context.Context, ps *demov1alpha1.PodSet, key st
 			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 				return nil, nil // the PodSet goes with its namespace
 			}
-			return r.failed(ps, ReasonFailedCreate, fmt.Errorf("creating pods: %w", err))
+			return r.failed(ps, ReasonFailedCreate, withoutGeneratedName(fmt.Errorf("creating pods: %w", err), Pod(ps).GenerateName))
 		}
 	case diff > 0:
 		victims := PodsToDelete(active, min(diff, BurstReplicas))
@@ -270,9 +271,30 @@ func (r *Reconciler) manage(ctx context.Context, ps *demov1alpha1.PodSet, key st
 	return nil, nil
 }
 
+// withoutGeneratedName returns err with the message of WithoutGeneratedName:
+// the same for every refused pod, so that the status reporting it, and the
+// events about the PodSet, do not change with each retry. The API server's
+// status stays reachable through it.
+func withoutGeneratedName(err error, prefix string) error {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return err
+	}
+	return &renamed{msg: WithoutGeneratedName(err.Error(), status.Status().Details.Name, prefix), err: err}
+}
+
+// renamed is an error with another message.
+type renamed struct {
+	msg string
+	err error
+}
+
+func (e *renamed) Error() string { return e.msg }
+func (e *renamed) Unwrap() error { return e.err }
+
 // failed records a Warning event for a failed create or delete and returns it
 // as the Failure the status reports and the error that retries the reconcile.
 func (r *Reconciler) failed(ps *demov1alpha1.PodSet, reason string, err error) (*Failure, error) {
 	r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, reason, "Reconcile", "%v", err)
-	return &Failure{Reason: reason, Message: err.Error()}, err
+	return &Failure{Reason: reason, Message: err.Error(), APIReason: conditions.FromError(err).Reason}, err
 }

@@ -470,3 +470,20 @@ func TestValidation(t *testing.T) {
 		t.Errorf("defaulted replicas = %d, want 1", got.Spec.Replicas)
 	}
 }
+
+// Pods the API server refuses (an admission policy here; Pod Security
+// admission or a quota alike) are reported as Degraded, with the API
+// server's reason, besides ReplicaFailure; retried with backoff; and created
+// once admitted.
+func TestRefusedPodsAreDegraded(t *testing.T) {
+	ns := suite.Namespace(t)
+	testenv.TestRefusal(t, &suite, testenv.Refusal[*demov1alpha1.PodSet]{
+		Object:   newPodSet(ns, "refused", 2),
+		Probe:    testenv.PodProbe(ns),
+		Resource: "pods",
+		Change:   func(ps *demov1alpha1.PodSet) { ps.Spec.Replicas = 3 },
+		Recovered: func(ps *demov1alpha1.PodSet) bool {
+			return ps.Status.Replicas == 3 && meta.FindStatusCondition(ps.Status.Conditions, ConditionReplicaFailure) == nil
+		},
+	})
+}

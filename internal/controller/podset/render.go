@@ -12,6 +12,7 @@ package podset
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -170,10 +171,24 @@ func phaseRank(p corev1.PodPhase) int {
 	}
 }
 
+// WithoutGeneratedName returns msg, the API server's message about a pod
+// whose name it generated from prefix, with that name written as prefix and
+// "*": each create gets a name of its own, and a message that names it would
+// change with every retry.
+func WithoutGeneratedName(msg, name, prefix string) string {
+	if prefix == "" || name == prefix || !strings.HasPrefix(name, prefix) {
+		return msg
+	}
+	return strings.ReplaceAll(msg, `"`+name+`"`, `"`+prefix+`*"`)
+}
+
 // Failure is a create or delete that failed in this reconcile.
 type Failure struct {
 	Reason  string // ReasonFailedCreate or ReasonFailedDelete
 	Message string
+	// APIReason is the API server's reason for refusing the write
+	// (conditions.FromError): Forbidden for a quota or an admission, say.
+	APIReason string
 }
 
 // Observed is what the controller found and did, for computing status.
@@ -212,11 +227,15 @@ func Status(ps *demov1alpha1.PodSet, obs Observed) demov1alpha1.PodSetStatus {
 	} else {
 		conditions.Set(&st.Conditions, ps.Generation, conditions.Available, metav1.ConditionFalse, conditions.MinimumReplicasUnavailable, msg)
 	}
+	// ReplicaFailure as a ReplicaSet reports it; Degraded, with the API
+	// server's reason, as every kind of the operator does.
 	if obs.Managed {
-		if obs.Failure != nil {
-			conditions.Set(&st.Conditions, ps.Generation, ConditionReplicaFailure, metav1.ConditionTrue, obs.Failure.Reason, obs.Failure.Message)
+		if f := obs.Failure; f != nil {
+			conditions.Set(&st.Conditions, ps.Generation, ConditionReplicaFailure, metav1.ConditionTrue, f.Reason, f.Message)
+			conditions.SetDegraded(&st.Conditions, ps.Generation, &conditions.Problem{Reason: f.APIReason, Message: f.Message})
 		} else {
 			meta.RemoveStatusCondition(&st.Conditions, ConditionReplicaFailure)
+			conditions.SetDegraded(&st.Conditions, ps.Generation, nil)
 		}
 	}
 	return st

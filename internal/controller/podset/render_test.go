@@ -142,16 +142,20 @@ func TestStatus(t *testing.T) {
 		prior            []metav1.Condition
 		wantAvailable    metav1.ConditionStatus
 		wantFailure      metav1.ConditionStatus // "" for absent
+		wantDegraded     string                 // "<status> <reason>", "" for absent
 		wantReady, wantN int32
 	}{
-		{"short of ready pods", 3, Observed{Active: active, Managed: true}, nil, "False", "", 2, 3},
-		{"enough ready pods", 2, Observed{Active: active, Managed: true}, nil, "True", "", 2, 3},
-		{"no pods, none wanted", 0, Observed{Managed: true}, nil, "True", "", 0, 0},
-		{"create failed", 5, Observed{Active: active, Managed: true, Failure: &Failure{ReasonFailedCreate, "quota"}}, nil, "False", "True", 2, 3},
+		{"short of ready pods", 3, Observed{Active: active, Managed: true}, nil, "False", "", "False AsExpected", 2, 3},
+		{"enough ready pods", 2, Observed{Active: active, Managed: true}, nil, "True", "", "False AsExpected", 2, 3},
+		{"no pods, none wanted", 0, Observed{Managed: true}, nil, "True", "", "False AsExpected", 0, 0},
+		{"create failed", 5, Observed{Active: active, Managed: true, Failure: &Failure{ReasonFailedCreate, "quota", "Forbidden"}}, nil, "False", "True", "True Forbidden", 2, 3},
 		{"failure cleared once managed", 3, Observed{Active: active, Managed: true},
-			[]metav1.Condition{{Type: ConditionReplicaFailure, Status: "True", Reason: ReasonFailedCreate}}, "False", "", 2, 3},
+			[]metav1.Condition{{Type: ConditionReplicaFailure, Status: "True", Reason: ReasonFailedCreate}, {Type: conditions.Degraded, Status: "True", Reason: "Forbidden"}},
+			"False", "", "False AsExpected", 2, 3},
 		{"failure kept while waiting for expectations", 3, Observed{Active: active},
-			[]metav1.Condition{{Type: ConditionReplicaFailure, Status: "True", Reason: ReasonFailedCreate}}, "False", "True", 2, 3},
+			[]metav1.Condition{{Type: ConditionReplicaFailure, Status: "True", Reason: ReasonFailedCreate}, {Type: conditions.Degraded, Status: "True", Reason: "Forbidden"}},
+			"False", "True", "True Forbidden", 2, 3},
+		{"nothing known before expectations are met", 3, Observed{Active: active}, nil, "False", "", "", 2, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,6 +179,13 @@ func TestStatus(t *testing.T) {
 			case tt.wantFailure != "" && (c == nil || c.Status != tt.wantFailure):
 				t.Errorf("ReplicaFailure = %+v, want %s", c, tt.wantFailure)
 			}
+			degraded := ""
+			if d := meta.FindStatusCondition(st.Conditions, conditions.Degraded); d != nil {
+				degraded = string(d.Status) + " " + d.Reason
+			}
+			if degraded != tt.wantDegraded {
+				t.Errorf("Degraded = %q, want %q", degraded, tt.wantDegraded)
+			}
 		})
 	}
 
@@ -189,5 +200,20 @@ func TestStatus(t *testing.T) {
 	if again := Status(ps, Observed{Active: active, Managed: true}); !meta.IsStatusConditionFalse(again.Conditions, conditions.Available) ||
 		!again.Conditions[0].LastTransitionTime.Equal(&first.Conditions[0].LastTransitionTime) {
 		t.Errorf("conditions changed without a change: %+v -> %+v", first.Conditions, again.Conditions)
+	}
+}
+
+func TestWithoutGeneratedName(t *testing.T) {
+	tests := []struct{ msg, name, prefix, want string }{
+		{`creating pods: pods "web-x7k2p" is forbidden: exceeded quota`, "web-x7k2p", "web-",
+			`creating pods: pods "web-*" is forbidden: exceeded quota`},
+		{`pods "web-x7k2p" is forbidden`, "other-x7k2p", "web-", `pods "web-x7k2p" is forbidden`},
+		{`pods "web-" is forbidden`, "web-", "web-", `pods "web-" is forbidden`},
+		{`no name`, "", "web-", `no name`},
+	}
+	for _, tt := range tests {
+		if got := WithoutGeneratedName(tt.msg, tt.name, tt.prefix); got != tt.want {
+			t.Errorf("WithoutGeneratedName(%q, %q, %q) = %q, want %q", tt.msg, tt.name, tt.prefix, got, tt.want)
+		}
 	}
 }

@@ -22,7 +22,11 @@ type Reconciler struct {
 
 // NewReconciler returns a Reconciler wired to mgr.
 func NewReconciler(mgr ctrl.Manager) *Reconciler {
-	return &Reconciler{Kit: objects.NewKit(mgr, ControllerName)}
+	kit := objects.NewKit(mgr, ControllerName)
+	// The status follows from the spec and the children alone: a stale
+	// copy's status conflict is written onto the API server's copy.
+	kit.Status.Live = kit.APIReader
+	return &Reconciler{Kit: kit}
 }
 
 // SetupWithManager registers the controller: it reconciles a Watcher when the

@@ -151,3 +151,19 @@ func TestValidation(t *testing.T) {
 		t.Errorf("a minimal Watcher was refused: %v", err)
 	}
 }
+
+// A ConfigMap the API server refuses (an admission policy here; a quota
+// alike) is reported as Degraded, retried with backoff, and created once
+// admitted.
+func TestRefusedConfigMapIsDegraded(t *testing.T) {
+	ns := suite.Namespace(t)
+	testenv.TestRefusal(t, &suite, testenv.Refusal[*watchv1alpha1.Watcher]{
+		Object:   newWatcher(ns, "refused"),
+		Probe:    testenv.ConfigMapProbe(ns),
+		Resource: "configmaps",
+		Change:   func(w *watchv1alpha1.Watcher) { w.Spec.ConfigData["LEVEL"] = "info" },
+		Recovered: func(w *watchv1alpha1.Watcher) bool {
+			return conditions.IsTrue(w.Status.Conditions, conditions.Ready) && w.Status.ConfigMapName == "refused-config"
+		},
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -42,7 +43,8 @@ func Size(s string) (int, error) {
 	return n, nil
 }
 
-// AuditEvent is the part of an audit log line the benchmarks read.
+// AuditEvent is the part of an audit log line the benchmarks and the chaos
+// suite read.
 type AuditEvent struct {
 	Stage     string `json:"stage"`
 	Verb      string `json:"verb"`
@@ -50,8 +52,13 @@ type AuditEvent struct {
 	ObjectRef struct {
 		Resource    string `json:"resource"`
 		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
 		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
+	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+	ResponseStatus           struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
 }
 
 // ParseAudit parses an audit log, one JSON event a line. Every complete line

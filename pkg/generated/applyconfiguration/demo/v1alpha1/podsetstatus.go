@@ -24,7 +24,8 @@ type PodSetStatusApplyConfiguration struct {
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 	// Selector is the label selector of the PodSet's pods, for the scale subresource.
 	Selector *string `json:"selector,omitempty"`
-	// Conditions: Available, and ReplicaFailure while pods cannot be created or deleted.
+	// Conditions: Available; Degraded (with the API server's reason) and, as on
+	// a ReplicaSet, ReplicaFailure while pods cannot be created or deleted.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 

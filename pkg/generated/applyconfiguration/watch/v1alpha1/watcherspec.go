@@ -31,8 +31,10 @@ type WatcherSpecApplyConfiguration struct {
 	ImagePullSecrets *v1.LocalObjectReferenceApplyConfiguration `json:"imagePullSecrets,omitempty"`
 	// Selector injects the Watcher into every pod of its namespace whose
 	// labels match, besides the pods that name it in their
-	// watch.my.domain/inject annotation. When it is omitted, only the
-	// annotation injects the Watcher; an empty selector matches every pod.
+	// watch.my.domain/inject annotation, but only where the namespace lets
+	// it: its annotation watch.my.domain/selector-watchers lists the
+	// Watcher's name, or is "*". When it is omitted, only the annotation
+	// injects the Watcher; an empty selector matches every pod.
 	Selector *metav1.LabelSelectorApplyConfiguration `json:"selector,omitempty"`
 }
 

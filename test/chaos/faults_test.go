@@ -1,0 +1,238 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
+	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+)
+
+// run is what the faults act on.
+type run struct {
+	t        *testing.T
+	c        client.Client
+	rnd      *rand.Rand
+	op       *operator
+	cluster  cluster
+	objects  []client.Object
+	snapshot []child
+}
+
+// fault is one kind of fault. inject does it once and returns what it did
+// and the writes the operator needs to repair it (see budget); ok is false
+// when there was nothing to do it to. A fault with a spacing is injected at
+// most once in that time.
+type fault struct {
+	name    string
+	inject  func(ctx context.Context, r *run) (what string, need int, ok bool, err error)
+	spacing time.Duration
+}
+
+// apiServerSpacing spaces kube-apiserver's restarts. Every client's
+// informers (the operator's, kube-controller-manager's, kwok's) back off
+// before they watch again, by up to twice a delay that doubles with each
+// failure, from 0.8 s to 30 s, and is reset only after two quiet minutes
+// (client-go's reflector). Restarts every few seconds would measure that
+// backoff, a minute long, more than the operator.
+const apiServerSpacing = 20 * time.Second
+
+// Each fault's need is the writes a perfect operator sends to the chaos
+// namespaces to repair it: the children it writes again, the event that
+// reports them, and the status writes that follow what the kube
+// controllers report of a workload it recreated. The bound the chaos
+// checks is the sum of the needs plus slack per fault (budget).
+var faults = []fault{
+	{"delete a Deployment", func(ctx context.Context, r *run) (string, int, bool, error) {
+		c, ok := r.pickChild(func(c child) bool { _, ok := c.obj.(*appsv1.Deployment); return ok })
+		if !ok {
+			return "", 0, false, nil
+		}
+		// Created again (1) and reported (1); the owner's status follows it
+		// from missing to each replica available.
+		need := 2 + 2 + int(ptr.Deref(c.obj.(*appsv1.Deployment).Spec.Replicas, 1))
+		return "deleted " + c.String(), need, true, r.delete(ctx, c.obj)
+	}, 0},
+	{"edit a Deployment", func(ctx context.Context, r *run) (string, int, bool, error) {
+		c, ok := r.pickChild(func(c child) bool { _, ok := c.obj.(*appsv1.Deployment); return ok })
+		if !ok {
+			return "", 0, false, nil
+		}
+		// Updated back (1) and reported (1); the owner's status may follow
+		// the rollout that the edit started, and its end.
+		return "edited the image of " + c.String(), 4, true, r.patch(ctx, c.obj,
+			`{"spec":{"template":{"spec":{"containers":[{"name":"`+c.obj.(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Name+`","image":"chaos/edited:1"}]}}}}`)
+	}, 0},
+	{"delete a Service", func(ctx context.Context, r *run) (string, int, bool, error) {
+		c, ok := r.pickChild(func(c child) bool { _, ok := c.obj.(*corev1.Service); return ok })
+		if !ok {
+			return "", 0, false, nil
+		}
+		return "deleted " + c.String(), 2, true, r.delete(ctx, c.obj)
+	}, 0},
+	{"edit a Service", func(ctx context.Context, r *run) (string, int, bool, error) {
+		c, ok := r.pickChild(func(c child) bool { _, ok := c.obj.(*corev1.Service); return ok })
+		if !ok {
+			return "", 0, false, nil
+		}
+		// A merge patch replaces the list: one port, elsewhere.
+		return "moved the ports of " + c.String(), 2, true, r.patch(ctx, c.obj, `{"spec":{"ports":[{"name":"chaos","port":9999}]}}`)
+	}, 0},
+	{"delete a ConfigMap", func(ctx context.Context, r *run) (string, int, bool, error) {
+		c, ok := r.pickChild(func(c child) bool { _, ok := c.obj.(*corev1.ConfigMap); return ok })
+		if !ok {
+			return "", 0, false, nil
+		}
+		return "deleted " + c.String(), 2, true, r.delete(ctx, c.obj)
+	}, 0},
+	{"edit a ConfigMap", func(ctx context.Context, r *run) (string, int, bool, error) {
+		c, ok := r.pickChild(func(c child) bool {
+			cm, ok := c.obj.(*corev1.ConfigMap)
+			_, history := publish.IsHistory(c.obj)
+			return ok && !history && len(cm.Data) > 0
+		})
+		if !ok {
+			return "", 0, false, nil
+		}
+		var key string
+		for k := range c.obj.(*corev1.ConfigMap).Data {
+			key = k
+			break
+		}
+		return "edited " + key + " of " + c.String(), 2, true, r.patch(ctx, c.obj, fmt.Sprintf(`{"data":{%q:"edited by the chaos"}}`, key))
+	}, 0},
+	{"delete a PodSet's pods", func(ctx context.Context, r *run) (string, int, bool, error) {
+		ps := r.pickObject(func(o client.Object) bool { _, ok := o.(*demov1alpha1.PodSet); return ok }).(*demov1alpha1.PodSet)
+		if err := r.c.Get(ctx, client.ObjectKeyFromObject(ps), ps); err != nil { // its UID owns the pods
+			return "", 0, false, err
+		}
+		pods, err := activePods(ctx, r.c, ps)
+		if err != nil || len(pods) == 0 {
+			return "", 0, false, err
+		}
+		n := 1 + r.rnd.IntN(min(2, len(pods)))
+		r.rnd.Shuffle(len(pods), func(i, j int) { pods[i], pods[j] = pods[j], pods[i] })
+		for i := range n {
+			if err := r.delete(ctx, &pods[i]); err != nil {
+				return "", 0, false, err
+			}
+		}
+		// Each pod created again (n), one event, and the status through the
+		// pods gone, created and ready.
+		return fmt.Sprintf("deleted %d pods of PodSet %s", n, ps.Name), n + 1 + 2*n + 1, true, nil
+	}, 0},
+	{"delete a FooBar's Job", func(ctx context.Context, r *run) (string, int, bool, error) {
+		var jobs batchv1.JobList
+		if err := r.c.List(ctx, &jobs, client.InNamespace(nsPlain), client.MatchingLabels{objects.ManagedByLabel: objects.ManagedByValue}); err != nil {
+			return "", 0, false, err
+		}
+		if len(jobs.Items) == 0 {
+			return "", 0, false, nil
+		}
+		j := &jobs.Items[r.rnd.IntN(len(jobs.Items))]
+		// Never run again; a run whose outcome was not recorded yet is
+		// reported lost (a status write and its event).
+		return "deleted Job " + j.Name, 2, true, r.delete(ctx, j)
+	}, 0},
+	{"change a FooBar", func(ctx context.Context, r *run) (string, int, bool, error) {
+		fb := r.pickObject(func(o client.Object) bool { _, ok := o.(*k8sv1.FooBar); return ok })
+		// A new generation: the dry run, the start recorded, the Job
+		// created and its event, the previous Job deleted and its event,
+		// the run's progress (Running, Succeeded) and its event.
+		return "changed FooBar " + fb.GetName(), 9, true, r.patch(ctx, fb, `{"spec":{"foo":"`+strconv.Itoa(r.rnd.IntN(1<<30))+`"}}`)
+	}, 0},
+	{"clear the webhooks' caBundle", func(ctx context.Context, r *run) (string, int, bool, error) {
+		m := &admissionv1.MutatingWebhookConfiguration{}
+		if err := r.c.Get(ctx, client.ObjectKey{Name: injectorConfig}, m); err != nil {
+			return "", 0, false, err
+		}
+		v := &admissionv1.ValidatingWebhookConfiguration{}
+		if err := r.c.Get(ctx, client.ObjectKey{Name: validatorConfig}, v); err != nil {
+			return "", 0, false, err
+		}
+		for i := range m.Webhooks {
+			m.Webhooks[i].ClientConfig.CABundle = nil
+		}
+		for i := range v.Webhooks {
+			v.Webhooks[i].ClientConfig.CABundle = nil
+		}
+		if err := r.c.Update(ctx, m); err != nil {
+			return "", 0, false, err
+		}
+		// The operator writes the CA back into both.
+		return "cleared the caBundle of both webhook configurations", 2, true, r.c.Update(ctx, v)
+	}, 0},
+	{"SIGKILL the operator", func(ctx context.Context, r *run) (string, int, bool, error) {
+		r.op.kill(r.t)
+		r.op.start(r.t)
+		return "SIGKILLed the operator and started it again", 0, true, nil
+	}, 0},
+	{"restart kube-apiserver", func(ctx context.Context, r *run) (string, int, bool, error) {
+		return "restarted kube-apiserver", 0, true, r.cluster.restart(ctx, "kube-apiserver")
+	}, apiServerSpacing},
+	{"restart etcd", func(ctx context.Context, r *run) (string, int, bool, error) {
+		return "restarted etcd", 0, true, r.cluster.restart(ctx, "etcd")
+	}, 0},
+}
+
+// slackPerFault is the writes each fault may cost beyond its need: a
+// status written twice as two events race, a retry.
+const slackPerFault = 3
+
+func (r *run) pickChild(match func(child) bool) (child, bool) {
+	var cands []child
+	for _, c := range r.snapshot {
+		if match(c) {
+			cands = append(cands, c)
+		}
+	}
+	if len(cands) == 0 {
+		return child{}, false
+	}
+	return cands[r.rnd.IntN(len(cands))], true
+}
+
+// pickObject returns a copy of one of the objects match selects, as created.
+func (r *run) pickObject(match func(client.Object) bool) client.Object {
+	var cands []client.Object
+	for _, o := range r.objects {
+		if match(o) {
+			cands = append(cands, o)
+		}
+	}
+	return cands[r.rnd.IntN(len(cands))].DeepCopyObject().(client.Object)
+}
+
+// delete deletes obj, whatever its version; one that is gone already was
+// deleted by an earlier fault that the operator has not repaired yet.
+func (r *run) delete(ctx context.Context, obj client.Object) error {
+	err := r.c.Delete(ctx, obj.DeepCopyObject().(client.Object), client.PropagationPolicy(metav1.DeletePropagationBackground))
+	return client.IgnoreNotFound(err)
+}
+
+// patch applies a JSON merge patch to obj.
+func (r *run) patch(ctx context.Context, obj client.Object, merge string) error {
+	err := r.c.Patch(ctx, obj.DeepCopyObject().(client.Object), client.RawPatch(types.MergePatchType, []byte(merge)))
+	if apierrors.IsNotFound(err) {
+		return nil // deleted by an earlier fault, not repaired yet
+	}
+	return err
+}
