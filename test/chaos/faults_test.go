@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -160,25 +161,35 @@ var faults = []fault{
 		return "changed FooBar " + fb.GetName(), 9, true, r.patch(ctx, fb, `{"spec":{"foo":"`+strconv.Itoa(r.rnd.IntN(1<<30))+`"}}`)
 	}, 0},
 	{"clear the webhooks' caBundle", func(ctx context.Context, r *run) (string, int, bool, error) {
-		m := &admissionv1.MutatingWebhookConfiguration{}
-		if err := r.c.Get(ctx, client.ObjectKey{Name: injectorConfig}, m); err != nil {
-			return "", 0, false, err
+		clear := func(obj client.Object, hooks func() []*admissionv1.WebhookClientConfig) error {
+			// The operator may be writing the CA back from an earlier fault.
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := r.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+					return err
+				}
+				for _, cc := range hooks() {
+					cc.CABundle = nil
+				}
+				return r.c.Update(ctx, obj)
+			})
 		}
-		v := &admissionv1.ValidatingWebhookConfiguration{}
-		if err := r.c.Get(ctx, client.ObjectKey{Name: validatorConfig}, v); err != nil {
-			return "", 0, false, err
-		}
-		for i := range m.Webhooks {
-			m.Webhooks[i].ClientConfig.CABundle = nil
-		}
-		for i := range v.Webhooks {
-			v.Webhooks[i].ClientConfig.CABundle = nil
-		}
-		if err := r.c.Update(ctx, m); err != nil {
+		m := &admissionv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: injectorConfig}}
+		v := &admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: validatorConfig}}
+		if err := clear(m, func() (out []*admissionv1.WebhookClientConfig) {
+			for i := range m.Webhooks {
+				out = append(out, &m.Webhooks[i].ClientConfig)
+			}
+			return out
+		}); err != nil {
 			return "", 0, false, err
 		}
 		// The operator writes the CA back into both.
-		return "cleared the caBundle of both webhook configurations", 2, true, r.c.Update(ctx, v)
+		return "cleared the caBundle of both webhook configurations", 2, true, clear(v, func() (out []*admissionv1.WebhookClientConfig) {
+			for i := range v.Webhooks {
+				out = append(out, &v.Webhooks[i].ClientConfig)
+			}
+			return out
+		})
 	}, 0},
 	{"SIGKILL the operator", func(ctx context.Context, r *run) (string, int, bool, error) {
 		r.op.kill(r.t)
