@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"sync"
@@ -54,6 +55,7 @@ type Store struct {
 	mu      sync.Mutex
 	version string // resourceVersion of the decoded Secret
 	current pki.Authority
+	pool    *x509.CertPool // current's CAs, for every handshake
 	server  *serverCert
 }
 
@@ -91,7 +93,7 @@ func (s *Store) Authority(ctx context.Context) (pki.Authority, error) {
 	if a.Empty() {
 		return pki.Authority{}, ErrNoAuthority
 	}
-	s.version, s.current = sec.ResourceVersion, a
+	s.version, s.current, s.pool = sec.ResourceVersion, a, a.Pool()
 	return a, nil
 }
 
@@ -123,7 +125,7 @@ func (s *Store) ServerConfig(ctx context.Context) (*tls.Config, error) {
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{*s.server.cert},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    a.Pool(),
+		ClientCAs:    s.pool,
 		NextProtos:   []string{"h2"},
 	}, nil
 }
