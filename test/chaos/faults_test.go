@@ -4,6 +4,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -24,6 +25,7 @@ import (
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
 	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
@@ -119,6 +121,23 @@ var faults = []fault{
 			break
 		}
 		return "edited " + key + " of " + c.String(), 2, true, r.patch(ctx, c.obj, fmt.Sprintf(`{"data":{%q:"edited by the chaos"}}`, key))
+	}, 0},
+	{"delete a fleet's certificate Secret", func(ctx context.Context, r *run) (string, int, bool, error) {
+		c, ok := r.pickChild(func(c child) bool { _, ok := c.obj.(*corev1.Secret); return ok })
+		if !ok {
+			return "", 0, false, nil
+		}
+		// Issued again (1) and reported (1).
+		return "deleted " + c.String(), 2, true, r.delete(ctx, c.obj)
+	}, 0},
+	{"corrupt a fleet's certificate Secret", func(ctx context.Context, r *run) (string, int, bool, error) {
+		c, ok := r.pickChild(func(c child) bool { _, ok := c.obj.(*corev1.Secret); return ok })
+		if !ok {
+			return "", 0, false, nil
+		}
+		// Issued again over it (1) and reported (1).
+		return "replaced the certificate of " + c.String(), 2, true, r.patch(ctx, c.obj,
+			fmt.Sprintf(`{"data":{%q:%q}}`, proxy.ClientCertFile, base64.StdEncoding.EncodeToString([]byte("edited by the chaos"))))
 	}, 0},
 	{"delete a PodSet's pods", func(ctx context.Context, r *run) (string, int, bool, error) {
 		ps := r.pickObject(func(o client.Object) bool { _, ok := o.(*demov1alpha1.PodSet); return ok }).(*demov1alpha1.PodSet)

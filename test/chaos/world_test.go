@@ -4,7 +4,9 @@ package chaos
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"slices"
 	"sort"
@@ -27,6 +29,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/foobar"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
@@ -121,7 +124,7 @@ func namespaces() []*corev1.Namespace {
 // child is what the chaos remembers of a child object once everything
 // converged: the operator must bring it back to this.
 type child struct {
-	obj         client.Object // as it was, a Deployment, Service or ConfigMap
+	obj         client.Object // as it was, a Deployment, Service, ConfigMap or Secret
 	owner       string        // its controller's kind/name
 	fingerprint string        // the fields the operator sets that the chaos edits
 }
@@ -149,17 +152,22 @@ func fingerprint(obj client.Object) string {
 			return ""
 		}
 		v = []any{o.Data, o.BinaryData}
+	case *corev1.Secret:
+		// A fleet's client certificate is issued anew when repaired: what
+		// must come back is a certificate of the fleet's identity, with its
+		// key and the CAs.
+		v = []any{certificateIdentity(o.Data[proxy.ClientCertFile]), len(o.Data[proxy.ClientKeyFile]) > 0, len(o.Data[proxy.TrustedCAFile]) > 0}
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
 }
 
-// children lists the operator's Deployments, Services and ConfigMaps in the
-// chaos namespaces.
+// children lists the operator's Deployments, Services, ConfigMaps and
+// Secrets (the fleets' client certificates) in the chaos namespaces.
 func children(ctx context.Context, c client.Client) ([]child, error) {
 	var out []child
 	for _, ns := range []string{nsPlain, nsInjected} {
-		for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}} {
+		for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &corev1.SecretList{}} {
 			if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{objects.ManagedByLabel: objects.ManagedByValue}); err != nil {
 				return nil, err
 			}
@@ -351,4 +359,22 @@ func webhookNotReady(ctx context.Context, c client.Client) (string, error) {
 		return "the injector gave a pod the containers " + got, nil
 	}
 	return "", nil
+}
+
+// certificateIdentity is the URI of the PEM certificate cert (a fleet's
+// SPIFFE identity), or why there is none.
+func certificateIdentity(cert []byte) string {
+	block, _ := pem.Decode(cert)
+	if block == nil {
+		return "no PEM certificate"
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return err.Error()
+	}
+	var uris []string
+	for _, u := range c.URIs {
+		uris = append(uris, u.String())
+	}
+	return strings.Join(uris, ",")
 }
