@@ -57,12 +57,28 @@ trap stop_foreground_operator EXIT
 trap 'interrupted=1; exit 130' INT
 trap 'exit 143' TERM
 
+# The TLS sample terminates TLS with the Kubernetes TLS Secret web-tls: a
+# self-signed certificate, made once per cluster.
+if ! bin/kubectl get secret web-tls >/dev/null 2>&1; then
+  go run ./hack/tlscert "$ROOT/tmp/$NAME/web-tls" web.example.com
+  bin/kubectl create secret tls web-tls --cert "$ROOT/tmp/$NAME/web-tls/tls.crt" --key "$ROOT/tmp/$NAME/web-tls/tls.key" >/dev/null
+  bin/kubectl label secret web-tls kube-envoy-controller.io/xds-secret=tls >/dev/null
+fi
+# The EnvoyConfig samples go through the operator's validating webhook: wait
+# until it serves, and until the API server trusts its new certificate.
+wait_ready "$op_pid" "$HEALTH_PORT" /dev/null
+for _ in $(seq 30); do
+  bin/kubectl apply -f config/samples/ >/dev/null 2>&1 && break
+  sleep 1
+done
 bin/kubectl apply -f config/samples/ >/dev/null
 echo "Samples applied: $(ls config/samples | tr '\n' ' ')"
 
 # Tell the user what to look at once the samples have their pods.
 bin/kubectl wait --for=jsonpath='{.status.availableReplicas}'=1 --timeout 120s foo/example-foo >/dev/null || true
 bin/kubectl wait --for=jsonpath='{.status.availableReplicas}'=3 --timeout 120s envoy/edge-envoy podset/two-podset >/dev/null || true
+bin/kubectl wait --for=jsonpath='{.status.availableReplicas}'=2 --timeout 120s envoy/web-gateway >/dev/null || true
+bin/kubectl wait --for=condition=Accepted --timeout 60s envoyconfig --all >/dev/null || true
 cat <<MSG
 
 ================================================================================
@@ -75,6 +91,10 @@ kube-envoy-controller is running against the local cluster "$NAME".
   bin/kubectl get configmap envoy-cfg-1 -o yaml   # the fleet's Envoy v3 bootstrap
   bin/kubectl scale envoy/edge-envoy --replicas=5
 
+  The EnvoyConfig samples, served by the operator's xDS server:
+  bin/kubectl get envoyconfigs -A          # web-routing, web-canary, web-tls, sidecar-demo/shop-routes
+  bin/kubectl -n sidecar-demo get pods -o jsonpath='{.items[*].spec.containers[*].name}'
+
   The operator's ports: metrics http://127.0.0.1:$METRICS_PORT/metrics,
   probes http://127.0.0.1:$HEALTH_PORT/readyz, xDS 127.0.0.1:$XDS_PORT,
   webhook https://localhost:$WEBHOOK_PORT (set METRICS_PORT, HEALTH_PORT,
@@ -84,5 +104,5 @@ Ctrl-C stops the operator and removes its webhook configurations. make cluster-d
 ================================================================================
 
 MSG
-bin/kubectl get foos,envoys,podsets,foobars,watchers
+bin/kubectl get foos,envoys,envoyconfigs,podsets,foobars,watchers
 wait "$op_pid"
