@@ -22,46 +22,52 @@ fingerprint() {
 }
 
 failures=0
-# expect WANT(pass|fail) WHAT MESSAGE: runs the script on the copy; it must
-# pass or fail as wanted, say MESSAGE (when failing) and leave the copy as it was.
+# expect WANT(pass|fail) [WHAT MESSAGE]...: runs the script on the copy; it
+# must pass or fail as wanted, say each MESSAGE (when failing) and leave the
+# copy as it was. Each WHAT is reported on its own.
 expect() {
-  local want=$1 what=$2 message=${3:-} rc=0 before after
+  local want=$1 rc=0 before after
+  shift
   before=$(fingerprint)
   "$work/tree/hack/verify-generated.sh" >"$work/out" 2>&1 || rc=$?
   after=$(fingerprint)
-  local problem=""
-  if [[ $want == pass && $rc -ne 0 ]]; then problem="failed (status $rc)"; fi
-  if [[ $want == fail && $rc -eq 0 ]]; then problem="passed"; fi
-  if [[ $want == fail && -n $message ]] && ! grep -qF -- "$message" "$work/out"; then problem="did not say: $message"; fi
-  if [[ $before != "$after" ]]; then problem="${problem:+$problem; }changed the tree"; fi
-  if [[ -n $problem ]]; then
-    echo "FAIL: $what: $problem" >&2
-    sed 's/^/    /' "$work/out" >&2
-    failures=$((failures + 1))
-  else
-    echo "ok: $what"
-  fi
+  local common=""
+  if [[ $want == pass && $rc -ne 0 ]]; then common="failed (status $rc)"; fi
+  if [[ $want == fail && $rc -eq 0 ]]; then common="passed"; fi
+  if [[ $before != "$after" ]]; then common="${common:+$common; }changed the tree"; fi
+  while [[ $# -gt 0 ]]; do
+    local what=$1 message=${2:-} problem=$common
+    shift 2 || shift
+    if [[ $want == fail && -n $message ]] && ! grep -qF -- "$message" "$work/out"; then
+      problem="${problem:+$problem; }did not say: $message"
+    fi
+    if [[ -n $problem ]]; then
+      echo "FAIL: $what: $problem" >&2
+      sed 's/^/    /' "$work/out" >&2
+      failures=$((failures + 1))
+    else
+      echo "ok: $what"
+    fi
+  done
 }
 
 fresh
 expect pass "the committed tree"
 
-# A field added to an API type without regenerating: the deepcopy code and the
-# CRD are stale.
+# Three defects in one copy, each in a different API group, so that one run
+# of the script (which reports every stale file) must name all three:
+# - a field added to an API type without regenerating: its deepcopy code and
+#   CRD are stale;
+# - the CRD of a type that no longer exists;
+# - a generated file that was never committed.
 fresh
 sed -i 's/^type PodSetSpec struct {$/&\n\tExtra string `json:"extra,omitempty"`/' "$work/tree/api/demo/v1alpha1/podset_types.go"
 grep -q 'Extra string' "$work/tree/api/demo/v1alpha1/podset_types.go" || { echo "the test's edit of podset_types.go did not apply" >&2; exit 1; }
-expect fail "a type changed without regenerating" "differs from what generation produces: config/crd/bases/demo.k8s.io_podsets.yaml"
-
-# The CRD of a type that no longer exists.
-fresh
-sed 's/podsets/ghosts/g; s/PodSet/Ghost/g; s/podset/ghost/g' "$work/tree/config/crd/bases/demo.k8s.io_podsets.yaml" \
-  >"$work/tree/config/crd/bases/demo.k8s.io_ghosts.yaml"
-expect fail "the CRD of a deleted type" "not produced by generation any more: config/crd/bases/demo.k8s.io_ghosts.yaml"
-
-# A generated file that was never committed.
-fresh
-rm "$work/tree/api/demo/v1alpha1/zz_generated.deepcopy.go"
-expect fail "a missing deepcopy file" "missing: api/demo/v1alpha1/zz_generated.deepcopy.go"
+sed 's/foobars/ghosts/g; s/FooBar/Ghost/g; s/foobar/ghost/g' "$work/tree/config/crd/bases/k8s.io_foobars.yaml" \
+  >"$work/tree/config/crd/bases/k8s.io_ghosts.yaml"
+rm "$work/tree/api/watch/v1alpha1/zz_generated.deepcopy.go"
+expect fail "a type changed without regenerating" "differs from what generation produces: config/crd/bases/demo.k8s.io_podsets.yaml" \
+  "the CRD of a deleted type" "not produced by generation any more: config/crd/bases/k8s.io_ghosts.yaml" \
+  "a missing deepcopy file" "missing: api/watch/v1alpha1/zz_generated.deepcopy.go"
 
 [[ $failures -eq 0 ]] || exit 1
