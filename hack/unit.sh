@@ -9,7 +9,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Without job control, a background job is not a process group leader, so
 # setsid makes it one without forking: its pid is the group's id.
-setsid -w go test -count=1 -race ./... "$@" &
+# -p 4: most packages are envtest suites that spend their time waiting on
+# their API server; twice as many as there are cores keeps both busy.
+setsid -w go test -count=1 -race -p 4 ./... "$@" &
 group=$!
 trap 'kill -KILL -- -"$group" 2>/dev/null || true' EXIT
 trap 'exit 130' INT
