@@ -127,10 +127,14 @@ install: ## Install the CRDs into the local cluster.
 ##@ Test
 
 .PHONY: test
-test: tools verify test-scripts unit e2e e2e-install bench-smoke ## Run every test: stale-file checks, the scripts' tests, unit and envtest integration tests, end-to-end and install tests, the benchmarks' smoke run.
+test: tools verify test-scripts unit e2e install-and-bench-smoke ## Run every test: stale-file checks, the scripts' tests, unit and envtest integration tests, end-to-end and install tests, the benchmarks' smoke run.
+
+.PHONY: install-and-bench-smoke
+install-and-bench-smoke: tools installer ## e2e-install and bench-smoke at once, each on its own cluster (hack/together.sh).
+	hack/together.sh e2e-install "LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh" bench-smoke "BENCH_SMOKE=1 hack/bench.sh"
 
 .PHONY: test-scripts
-test-scripts: $(BIN)/controller-gen ## Tests of the scripts in hack/: the cleanup trap, the stale-file check.
+test-scripts: $(BIN)/controller-gen ## Tests of the scripts in hack/: the cleanup trap, running tests at once, the stale-file check.
 	hack/lib_test.sh
 	hack/verify-generated_test.sh
 

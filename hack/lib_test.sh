@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tests of hack/lib.sh's cleanup trap: an interrupted run exits 130 (SIGINT) or
 # 143 (SIGTERM) even when the command it interrupted succeeded, a failing run
-# keeps its status, and cleanup runs in every case.
+# keeps its status, and cleanup runs in every case. Then of hack/together.sh.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=$(mktemp -d)
@@ -60,4 +60,37 @@ check setup TERM 143
 check fail - 3
 check false - 1
 check pass - 0
+
+# hack/together.sh: interrupted, it stops every command it runs (each gets
+# SIGTERM and runs its own trap) and leaves no process behind; a command that
+# fails makes it fail, after the others have finished, with every log shown.
+marker="together-test-$$"
+stopped() { echo "trap \"touch $work/stopped-$1; exit 0\" TERM; sleep 300 & touch $work/started-$1; wait"; }
+rm -f "$work"/started-* "$work"/stopped-*
+env --default-signal=INT,TERM "$ROOT/hack/together.sh" one "$(stopped one) # $marker" two "$(stopped two) # $marker" >"$work/together.out" 2>&1 &
+pid=$!
+for _ in $(seq 1200); do [[ -e $work/started-one && -e $work/started-two ]] && break; sleep 0.05; done
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+if [[ $rc -ne 143 || ! -e $work/stopped-one || ! -e $work/stopped-two ]]; then
+  echo "FAIL: together.sh on SIGTERM exited $rc, stopped: $(ls "$work" | grep -c '^stopped-') of 2" >&2
+  failures=$((failures + 1))
+elif pgrep -f "$marker" >/dev/null; then
+  echo "FAIL: together.sh left processes behind: $(pgrep -fa "$marker")" >&2
+  pkill -f "$marker" || true
+  failures=$((failures + 1))
+else
+  echo "ok: together.sh stops its commands on SIGTERM and exits 143"
+fi
+rc=0
+"$ROOT/hack/together.sh" fails 'echo first; exit 3' passes 'sleep 1; echo second' >"$work/together.out" 2>&1 || rc=$?
+if [[ $rc -ne 1 ]] || ! grep -q '^first$' "$work/together.out" || ! grep -q '^second$' "$work/together.out" ||
+  ! grep -q 'FAILED: fails (exit status 3)' "$work/together.out"; then
+  echo "FAIL: together.sh with a failing command exited $rc:" >&2
+  sed 's/^/    /' "$work/together.out" >&2
+  failures=$((failures + 1))
+else
+  echo "ok: together.sh fails when a command fails, and shows every log"
+fi
 [[ $failures -eq 0 ]] || exit 1

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs commands at once, each in a process group of its own with its output
+# in tmp/together/NAME.log, and prints each log whole, in the order given,
+# once every command has ended. Fails if any command fails. Interrupted, or on
+# any exit, it sends SIGTERM to every group still running (each script stops
+# what it started with its own trap), then SIGKILL to what is left.
+#
+#   hack/together.sh NAME 'COMMAND' [NAME 'COMMAND']...
+#
+# make test runs the install test and the benchmarks' smoke run this way:
+# each on its own cluster, both mostly waiting on their clusters.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+logs=$ROOT/tmp/together
+mkdir -p "$logs"
+
+names=()
+pids=()
+stop_all() {
+  local pid
+  for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
+  for _ in $(seq 120); do
+    local alive=0
+    for pid in "${pids[@]}"; do kill -0 -- "-$pid" 2>/dev/null && alive=1; done
+    [[ $alive == 1 ]] || break
+    sleep 0.5
+  done
+  for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
+}
+trap stop_all EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+while [[ $# -gt 0 ]]; do
+  name=$1 command=${2:?usage: hack/together.sh NAME COMMAND [NAME COMMAND]...}
+  shift 2
+  echo "$name: $command (log: tmp/together/$name.log)"
+  # setsid without forking: the command's pid is its group's id.
+  setsid -w bash -c "$command" >"$logs/$name.log" 2>&1 </dev/null &
+  names+=("$name")
+  pids+=($!)
+done
+
+rc=0
+statuses=()
+for i in "${!pids[@]}"; do
+  status=0
+  wait "${pids[$i]}" || status=$?
+  statuses+=("$status")
+  [[ $status == 0 ]] || rc=1
+done
+for i in "${!names[@]}"; do
+  echo "=== ${names[$i]} (exit status ${statuses[$i]})"
+  cat "$logs/${names[$i]}.log"
+done
+for i in "${!names[@]}"; do
+  [[ ${statuses[$i]} == 0 ]] || echo "FAILED: ${names[$i]} (exit status ${statuses[$i]})" >&2
+done
+exit "$rc"
