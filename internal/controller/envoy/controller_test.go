@@ -321,6 +321,7 @@ func TestValidation(t *testing.T) {
 func TestRefusedServiceIsDegraded(t *testing.T) {
 	ns := suite.Namespace(t)
 	testenv.TestRefusal(t, &suite, testenv.Refusal[*examplev1.Envoy]{
+		Controller: ControllerName,
 		Object: &examplev1.Envoy{
 			ObjectMeta: metav1.ObjectMeta{Name: "refused", Namespace: ns},
 			Spec:       examplev1.EnvoySpec{Replicas: ptr.To[int32](1), XDS: &examplev1.XDS{Host: "xds", Port: 18000}},

@@ -651,9 +651,10 @@ func TestFleetWithoutConfigsRecordsNothing(t *testing.T) {
 func TestRefusedHistoryIsDegraded(t *testing.T) {
 	ns, _ := newFleet(t)
 	testenv.TestRefusal(t, &suite, testenv.Refusal[*examplev1.EnvoyConfig]{
-		Object:   newConfig(ns, "refused", cluster("a", "1s")),
-		Probe:    testenv.ConfigMapProbe(ns),
-		Resource: "configmaps",
+		Controller: ControllerName,
+		Object:     newConfig(ns, "refused", cluster("a", "1s")),
+		Probe:      testenv.ConfigMapProbe(ns),
+		Resource:   "configmaps",
 		Change: func(c *examplev1.EnvoyConfig) {
 			c.Spec.Resources.Clusters = []runtime.RawExtension{cluster("a", "2s")}
 		},

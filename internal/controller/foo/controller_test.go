@@ -325,10 +325,11 @@ func TestValidation(t *testing.T) {
 func TestRefusedDeploymentIsDegraded(t *testing.T) {
 	ns := suite.Namespace(t)
 	testenv.TestRefusal(t, &suite, testenv.Refusal[*samplev1alpha1.Foo]{
-		Object:   newFoo(ns, "refused", "refused", 1),
-		Probe:    testenv.DeploymentProbe(ns),
-		Resource: "deployments",
-		Change:   func(f *samplev1alpha1.Foo) { f.Spec.Replicas = ptr.To[int32](2) },
+		Controller: ControllerName,
+		Object:     newFoo(ns, "refused", "refused", 1),
+		Probe:      testenv.DeploymentProbe(ns),
+		Resource:   "deployments",
+		Change:     func(f *samplev1alpha1.Foo) { f.Spec.Replicas = ptr.To[int32](2) },
 		Recovered: func(f *samplev1alpha1.Foo) bool {
 			return testenv.Condition(f, conditions.Progressing).Reason == conditions.RollingOut // the Deployment exists
 		},

@@ -321,10 +321,11 @@ func TestLostJobIsNotRunAgain(t *testing.T) {
 func TestRefusedJobIsDegraded(t *testing.T) {
 	ns := suite.Namespace(t)
 	testenv.TestRefusal(t, &suite, testenv.Refusal[*k8sv1.FooBar]{
-		Object:   newFooBar(ns, "refused", "echo one"),
-		Probe:    testenv.JobProbe(ns),
-		Resource: "jobs",
-		Change:   func(fb *k8sv1.FooBar) { fb.Spec.Command = "echo two" },
+		Controller: ControllerName,
+		Object:     newFooBar(ns, "refused", "echo one"),
+		Probe:      testenv.JobProbe(ns),
+		Resource:   "jobs",
+		Change:     func(fb *k8sv1.FooBar) { fb.Spec.Command = "echo two" },
 		Recovered: func(fb *k8sv1.FooBar) bool {
 			return fb.Status.StartedJob == JobName(fb) && fb.Status.JobName == JobName(fb)
 		},

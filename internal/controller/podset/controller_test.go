@@ -478,10 +478,11 @@ func TestValidation(t *testing.T) {
 func TestRefusedPodsAreDegraded(t *testing.T) {
 	ns := suite.Namespace(t)
 	testenv.TestRefusal(t, &suite, testenv.Refusal[*demov1alpha1.PodSet]{
-		Object:   newPodSet(ns, "refused", 2),
-		Probe:    testenv.PodProbe(ns),
-		Resource: "pods",
-		Change:   func(ps *demov1alpha1.PodSet) { ps.Spec.Replicas = 3 },
+		Controller: ControllerName,
+		Object:     newPodSet(ns, "refused", 2),
+		Probe:      testenv.PodProbe(ns),
+		Resource:   "pods",
+		Change:     func(ps *demov1alpha1.PodSet) { ps.Spec.Replicas = 3 },
 		Recovered: func(ps *demov1alpha1.PodSet) bool {
 			return ps.Status.Replicas == 3 && meta.FindStatusCondition(ps.Status.Conditions, ConditionReplicaFailure) == nil
 		},

@@ -158,10 +158,11 @@ func TestValidation(t *testing.T) {
 func TestRefusedConfigMapIsDegraded(t *testing.T) {
 	ns := suite.Namespace(t)
 	testenv.TestRefusal(t, &suite, testenv.Refusal[*watchv1alpha1.Watcher]{
-		Object:   newWatcher(ns, "refused"),
-		Probe:    testenv.ConfigMapProbe(ns),
-		Resource: "configmaps",
-		Change:   func(w *watchv1alpha1.Watcher) { w.Spec.ConfigData["LEVEL"] = "info" },
+		Controller: ControllerName,
+		Object:     newWatcher(ns, "refused"),
+		Probe:      testenv.ConfigMapProbe(ns),
+		Resource:   "configmaps",
+		Change:     func(w *watchv1alpha1.Watcher) { w.Spec.ConfigData["LEVEL"] = "info" },
 		Recovered: func(w *watchv1alpha1.Watcher) bool {
 			return conditions.IsTrue(w.Status.Conditions, conditions.Ready) && w.Status.ConfigMapName == "refused-config"
 		},
