@@ -98,6 +98,7 @@ func TestEnvoyConfigAdmission(t *testing.T) {
 	// The fleet is judged as it would be after the change: an update that
 	// drops the cluster another EnvoyConfig's route needs is refused, and so
 	// is deleting the EnvoyConfig that defines it. Both name what would break.
+	waitCached(t, ns, "routes")
 	const breaks = `it would break EnvoyConfig ` // + ns/routes
 	if err := suite.Client.Get(ctx, clientKey(ns, "clusters"), cfg); err != nil {
 		t.Fatal(err)
@@ -121,6 +122,16 @@ func TestEnvoyConfigAdmission(t *testing.T) {
 	})
 }
 
+// waitCached waits until the manager's cache, which the validator reads the
+// fleet from, holds EnvoyConfig ns/name: only then do its references count.
+func waitCached(t *testing.T, ns, name string) {
+	t.Helper()
+	testenv.Eventually(t, "EnvoyConfig "+name+" in the manager's cache", func() (bool, error) {
+		err := suite.Manager.GetClient().Get(context.Background(), clientKey(ns, name), &examplev1.EnvoyConfig{})
+		return err == nil, err
+	})
+}
+
 // In a namespace being deleted, every EnvoyConfig may go, in any order: the
 // namespace controller must not be stuck on references.
 func TestEnvoyConfigDeleteInTerminatingNamespace(t *testing.T) {
@@ -134,6 +145,7 @@ func TestEnvoyConfigDeleteInTerminatingNamespace(t *testing.T) {
 		err := suite.Client.Create(ctx, envoyConfig(ns, "routes", examplev1.EnvoyResources{Routes: rawList(toBackend)}))
 		return err == nil, err
 	})
+	waitCached(t, ns, "routes")
 	clusters := envoyConfig(ns, "clusters", examplev1.EnvoyResources{})
 	if err := suite.Client.Delete(ctx, clusters); !apierrors.IsForbidden(err) {
 		t.Fatalf("delete before the namespace goes: got %v, want a denial", err)
