@@ -22,6 +22,15 @@ mkdir -p "$dir"
 
 kwokctl() { "$BIN/kwokctl" "$@" >>"$dir/kwokctl.log" 2>&1; }
 
+# kwokctl picks each component's port by scanning down from 32767 for one
+# that is free at that moment, so two clusters created at once (make test
+# creates two) can pick the same. One creation or start at a time, across
+# every checkout: the lock is held until kwokctl returns, when the cluster
+# serves on its ports. -o: kwokctl's components do not inherit the lock.
+locked_kwokctl() {
+  flock -o "${TMPDIR:-/tmp}/kube-envoy-controller-kwokctl.lock" "$BIN/kwokctl" "$@" >>"$dir/kwokctl.log" 2>&1
+}
+
 exists() { "$BIN/kwokctl" get clusters 2>/dev/null | grep -qx "$name"; }
 
 healthy() {
@@ -40,14 +49,14 @@ up)
   if exists; then
     if ! healthy; then
       # The processes are gone (a reboot, say): start them again, or start afresh.
-      kwokctl start cluster --name "$name" --wait 2m || true
+      locked_kwokctl start cluster --name "$name" --wait 2m || true
       if ! healthy; then
         kwokctl delete cluster --name "$name" || true
       fi
     fi
   fi
   if ! exists; then
-    kwokctl create cluster --name "$name" --runtime binary \
+    locked_kwokctl create cluster --name "$name" --runtime binary \
       --etcd-binary "$BIN/etcd" \
       --kube-apiserver-binary "$BIN/kube-apiserver" \
       --kube-controller-manager-binary "$BIN/kube-controller-manager" \

@@ -18,7 +18,10 @@ mkdir -p "$logs"
 names=()
 pids=()
 stop_all() {
-  local pid
+  local rc=$? pid
+  # A second signal must not cut this short: the commands' own cleanup (their
+  # clusters) runs while this waits.
+  trap '' INT TERM
   for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
   for _ in $(seq 120); do
     local alive=0
@@ -27,6 +30,13 @@ stop_all() {
     sleep 0.5
   done
   for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
+  if [[ $rc -ne 0 && ${#pids[@]} -gt 0 ]]; then
+    local name
+    for name in "${names[@]}"; do
+      echo "=== $name (interrupted; log: tmp/together/$name.log)"
+      tail -n 40 "$logs/$name.log"
+    done
+  fi
 }
 trap stop_all EXIT
 trap 'exit 130' INT
@@ -50,6 +60,7 @@ for i in "${!pids[@]}"; do
   statuses+=("$status")
   [[ $status == 0 ]] || rc=1
 done
+pids=() # all ended: nothing to stop
 for i in "${!names[@]}"; do
   echo "=== ${names[$i]} (exit status ${statuses[$i]})"
   cat "$logs/${names[$i]}.log"

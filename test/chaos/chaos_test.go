@@ -36,6 +36,9 @@ import (
 	"testing"
 	"time"
 
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,6 +79,9 @@ func newClients(t *testing.T) (client.Client, kubernetes.Interface) {
 		t.Fatal(err)
 	}
 	cfg.UserAgent, cfg.QPS, cfg.Burst = userAgent, 100, 200
+	// The client logs the API server's warnings (a fault's patch may draw
+	// one): to the test's output, not to a logger that was never set.
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	c, err := client.New(cfg, client.Options{Scheme: manager.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
