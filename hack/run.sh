@@ -64,6 +64,9 @@ if ! bin/kubectl get secret web-tls >/dev/null 2>&1; then
   bin/kubectl create secret tls web-tls --cert "$ROOT/tmp/$NAME/web-tls/tls.crt" --key "$ROOT/tmp/$NAME/web-tls/tls.key" >/dev/null
   bin/kubectl label secret web-tls kube-envoy-controller.io/xds-secret=tls >/dev/null
 fi
+# The sidecar sample's pods get their Envoy in a namespace that enables
+# injection: the samples go to default.
+bin/kubectl label namespace default kube-envoy-controller.io/injection=enabled --overwrite >/dev/null
 # The EnvoyConfig samples go through the operator's validating webhook: wait
 # until it serves, and until the API server trusts its new certificate.
 wait_ready "$op_pid" "$HEALTH_PORT" /dev/null
@@ -92,8 +95,8 @@ kube-envoy-controller is running against the local cluster "$NAME".
   bin/kubectl scale envoy/edge-envoy --replicas=5
 
   The EnvoyConfig samples, served by the operator's xDS server:
-  bin/kubectl get envoyconfigs -A          # web-routing, web-canary, web-tls, sidecar-demo/shop-routes
-  bin/kubectl -n sidecar-demo get pods -o jsonpath='{.items[*].spec.containers[*].name}'
+  bin/kubectl get envoyconfigs             # web-routing, web-canary, web-tls, shop-routes
+  bin/kubectl get pods -l app=shop -o jsonpath='{.items[*].spec.containers[*].name}'   # shop envoy
 
   The operator's ports: metrics http://127.0.0.1:$METRICS_PORT/metrics,
   probes http://127.0.0.1:$HEALTH_PORT/readyz, xDS 127.0.0.1:$XDS_PORT,

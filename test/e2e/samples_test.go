@@ -5,9 +5,6 @@ package e2e
 import (
 	"fmt"
 	"maps"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -213,16 +210,13 @@ func TestGatewaySamples(t *testing.T) {
 	}
 }
 
-// The sidecar sample, applied unchanged: its Deployment's pods get an Envoy
-// sidecar of the fleet shop-mesh, and the fleet's EnvoyConfig is what the
-// sidecars are served.
+// The sidecar sample, applied unchanged in a namespace that enables
+// injection: its Deployment's pods get an Envoy sidecar of the fleet
+// shop-mesh, and the fleet's EnvoyConfig is what the sidecars are served.
 func TestSidecarSample(t *testing.T) {
-	const ns = "sidecar-demo"
-	t.Cleanup(func() {
-		_ = exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"), "delete", "-f", sample("example_v1_envoy_sidecar.yaml"),
-			"--ignore-not-found", "--wait=false").Run()
-	})
-	kubectl(t, "apply", "-f", sample("example_v1_envoy_sidecar.yaml"))
+	ns := namespace(t, "e2e-sidecar-sample")
+	kubectl(t, "label", "namespace", ns, "kube-envoy-controller.io/injection=enabled")
+	kubectl(t, "-n", ns, "apply", "-f", sample("example_v1_envoy_sidecar.yaml"))
 	waitJSONPath(t, time.Minute, ns, "envoyconfig/shop-routes", `{.status.conditions[?(@.type=="Accepted")].status}`, "True")
 	// The ReplicaSet controller retries a pod the webhook refused while it
 	// was not serving yet; every pod that exists carries the sidecar.

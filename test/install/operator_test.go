@@ -89,6 +89,11 @@ func testSamples(t *testing.T, scraper string) {
 	waitJSONPath(t, 2*time.Minute, ns, "podset/two-podset", `{.status.conditions[?(@.type=="Available")].status}`, "True")
 	waitJSONPath(t, 2*time.Minute, ns, "foobar/foobar-sample", "{.status.phase}", "Succeeded")
 	waitJSONPath(t, 2*time.Minute, ns, "watcher/log-watcher", `{.status.conditions[?(@.type=="Ready")].status}`, "True")
+	// A fleet of the built-in xDS server: its client certificate issued and
+	// its EnvoyConfig, with a Service's endpoints, published.
+	waitJSONPath(t, 2*time.Minute, ns, "envoy/web-gateway", `{.status.conditions[?(@.type=="Available")].status}`, "True")
+	waitJSONPath(t, 2*time.Minute, ns, "secret/web-gateway-xds-client", "{.type}", "kubernetes.io/tls")
+	waitJSONPath(t, 2*time.Minute, ns, "envoyconfig/web-routing", `{.status.conditions[?(@.type=="Accepted")].status}`, "True")
 
 	// The webhooks, served with the certificate the operator made and whose
 	// CA it put into the configurations: an invalid EnvoyConfig is refused,
