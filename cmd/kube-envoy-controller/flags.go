@@ -28,7 +28,7 @@ type settings struct {
 	xdsBindAddress string
 	// debugBindAddress is the xDS debug endpoint's; "0" disables it.
 	debugBindAddress string
-	xdsLimits      xds.Limits
+	xdsLimits        xds.Limits
 	// xdsCA is where the xDS CA lives and how it issues; nil in plaintext.
 	xdsCA *authority.Config
 	// qps and burst are the client-side rate limit (see configureClient).
