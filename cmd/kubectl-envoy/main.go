@@ -77,6 +77,12 @@ func (o *options) connect(ctx context.Context) ([]connection, error) {
 	if err != nil {
 		return nil, err
 	}
+	if imp := cfg.Impersonate; imp.UserName != "" || imp.UID != "" || len(imp.Groups) > 0 || len(imp.Extra) > 0 {
+		// The debug endpoint authenticates the caller itself and does not
+		// act for anyone else: the rows would be the caller's, not the
+		// impersonated user's.
+		return nil, fmt.Errorf("--as, --as-group, --as-uid and --as-user-extra are not supported: the operator's debug endpoint does not impersonate")
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
