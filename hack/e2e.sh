@@ -31,7 +31,8 @@ install_cleanup
 
 hack/cluster.sh down "$NAME" # whatever an earlier run left
 rm -f "$DIR/operator.log" "$DIR/chaos-operator.log" # so that a failure before the operator starts shows none
-hack/cluster.sh up "$NAME" --kube-apiserver-port 0 --kube-audit-policy "$ROOT/test/chaos/audit-policy.yaml"
+# PortForward: KWOK forwards a pod's port where a test says (kubectl envoy's port forwarding).
+hack/cluster.sh up "$NAME" --kube-apiserver-port 0 --kube-audit-policy "$ROOT/test/chaos/audit-policy.yaml" --enable-crds=PortForward
 export KUBECONFIG=$DIR/kubeconfig
 
 bin/kubectl apply --server-side -f config/crd/bases >/dev/null

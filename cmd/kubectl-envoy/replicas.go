@@ -17,11 +17,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 )
@@ -180,15 +180,16 @@ func (e *endpoint) forward(ctx context.Context, r replica) (string, func(), erro
 	if err != nil {
 		return "", nil, err
 	}
-	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
-	// As kubectl does: websockets first, SPDY from API servers without them.
-	if ws, err := portforward.NewSPDYOverWebsocketDialer(u, e.config); err == nil {
-		dialer = portforward.NewFallbackDialer(ws, dialer, func(err error) bool {
+	dialer := spdy.NewDialerForStreaming(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
+	// As kubectl does: WebSockets first, SPDY when the API server cannot
+	// upgrade to them.
+	if ws, err := portforward.NewSPDYOverWebsocketDialerForStreaming(u, e.config); err == nil {
+		dialer = portforward.NewFallbackDialerForStreaming(ws, dialer, func(err error) bool {
 			return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 		})
 	}
 	stop, ready := make(chan struct{}), make(chan struct{})
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(int(r.port))}, stop, ready, io.Discard, e.stderr)
+	fw, err := portforward.NewOnAddressesForStreaming(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(int(r.port))}, stop, ready, io.Discard, e.stderr)
 	if err != nil {
 		return "", nil, err
 	}
