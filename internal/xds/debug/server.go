@@ -45,11 +45,13 @@ const (
 
 // What a client needs, in a fleet's namespace, to read its proxies or its configuration.
 const (
-	group             = "example.com"
-	proxiesResource   = "envoys"
-	configResource    = "envoyconfigs"
-	maxResponseWrites = 30 * time.Second
+	group           = "example.com"
+	proxiesResource = "envoys"
+	configResource  = "envoyconfigs"
 )
+
+// writeTimeout bounds the writing of one answer.
+const writeTimeout = 30 * time.Second
 
 // Source is what the endpoint shows: the replica's xDS server.
 type Source interface {
@@ -143,7 +145,7 @@ func (s *Server) Start(ctx context.Context) error {
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
-		WriteTimeout:      maxResponseWrites,
+		WriteTimeout:      writeTimeout,
 		TLSConfig: &tls.Config{
 			MinVersion: tls.VersionTLS13,
 			GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -208,7 +210,7 @@ func userOf(ctx context.Context) user.Info {
 // (name, if set) in namespace.
 func (s *Server) allowed(ctx context.Context, resource, namespace, name string) (bool, error) {
 	d, _, err := s.authz.Authorize(ctx, authorizer.AttributesRecord{
-		User: userOf(ctx), Verb: "get", Namespace: namespace, APIGroup: group, APIVersion: "*",
+		User: userOf(ctx), Verb: "get", Namespace: namespace, APIGroup: group, APIVersion: "v1",
 		Resource: resource, Name: name, ResourceRequest: true,
 	})
 	return d == authorizer.DecisionAllow, err
