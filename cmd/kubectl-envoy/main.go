@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"strings"
@@ -140,13 +141,22 @@ func (o *options) proxies(ctx context.Context, q url.Values) ([]debug.ProxyRow, 
 		return nil, err
 	}
 	defer closeAll(conns)
-	var rows []debug.ProxyRow
-	answered := 0
-	var firstErr error
+	return collectProxies(ctx, conns, q, o.streams.ErrOut)
+}
+
+// collectProxies asks every connection for its rows and merges them, in
+// order; a replica that fails is a warning on stderr, unless every one
+// fails.
+func collectProxies(ctx context.Context, conns []connection, q url.Values, stderr io.Writer) ([]debug.ProxyRow, error) {
+	var (
+		rows     []debug.ProxyRow
+		answered int
+		firstErr error
+	)
 	for _, c := range conns {
 		var l debug.ProxyList
 		if err := c.get(ctx, debug.ProxiesPath, q, &l); err != nil {
-			fmt.Fprintf(o.streams.ErrOut, "warning: replica %s: %v\n", c.replica, err)
+			fmt.Fprintf(stderr, "warning: replica %s: %v\n", c.replica, err)
 			if firstErr == nil {
 				firstErr = err
 			}
