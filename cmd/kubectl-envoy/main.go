@@ -106,7 +106,8 @@ func (o *options) proxyStatusCommand() *cobra.Command {
 every namespace (-A), or of one fleet (an Envoy's name). For each type the version
 sent and the version acked; SYNCED when the proxy accepted what is served, STALE
 when it has not yet, NACKED when it rejected it, with the proxy's reason.
-Rows of fleets whose Envoys you may not get are left out.`,
+You need get on envoys in the namespace (or on the fleet's Envoy); with -A,
+the rows of fleets whose Envoys you may not get are left out.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q := url.Values{}

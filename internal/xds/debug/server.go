@@ -217,19 +217,18 @@ func (s *Server) allowed(ctx context.Context, resource, namespace, name string) 
 }
 
 // proxies lists the replica's proxies, of the fleets whose Envoy the user
-// may get: a named fleet the user may not read is Forbidden, the other
-// fleets the user may not read are left out.
+// may get. As with kubectl get, a namespace (or a fleet) the user asked for
+// and may not read is Forbidden; across every namespace, the fleets the user
+// may not read are left out.
 func (s *Server) proxies(w http.ResponseWriter, req *http.Request) {
 	ctx := req.Context()
 	ns, name := req.URL.Query().Get("namespace"), req.URL.Query().Get("fleet")
-	if name != "" {
-		if ns == "" {
-			http.Error(w, "fleet needs namespace", http.StatusBadRequest)
-			return
-		}
-		if !s.authorize(w, req, proxiesResource, ns, name) {
-			return
-		}
+	if name != "" && ns == "" {
+		http.Error(w, "fleet needs namespace", http.StatusBadRequest)
+		return
+	}
+	if ns != "" && !s.authorize(w, req, proxiesResource, ns, name) {
+		return
 	}
 	rows := Rows(s.o.Source.Tracker().Proxies(), s.o.Source.TypeVersion, s.o.Replica)
 	decided := map[string]bool{}

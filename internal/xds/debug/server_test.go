@@ -273,6 +273,15 @@ func TestAuthenticationAndAuthorization(t *testing.T) {
 			t.Errorf("nobody: %d %s, want no rows", code, body)
 		}
 	})
+	t.Run("a namespace", func(t *testing.T) {
+		if code, body := d.get(t, ProxiesPath+"?namespace=team-b", viewerToken, nil); code != http.StatusForbidden {
+			t.Errorf("viewer, team-b: %d %s, want 403", code, body)
+		}
+		code, body := d.get(t, ProxiesPath+"?namespace=team-a", viewerToken, nil)
+		if want := []string{"team-a/edge edge-a-1 replica-a SYNCED"}; code != http.StatusOK || !slices.Equal(proxiesOf(t, body), want) {
+			t.Errorf("viewer, team-a: %d %s, want %q", code, body, want)
+		}
+	})
 	t.Run("a named fleet", func(t *testing.T) {
 		if code, body := d.get(t, ProxiesPath+"?namespace=team-b&fleet=edge", viewerToken, nil); code != http.StatusForbidden {
 			t.Errorf("viewer, team-b's fleet: %d %s, want 403", code, body)
