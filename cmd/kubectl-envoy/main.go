@@ -245,7 +245,7 @@ skipped. Exits 1 when something would be refused.`,
 			if err != nil {
 				ns = "default"
 			}
-			docs, err := readManifests(files, recursive)
+			docs, err := readManifests(files, recursive, o.streams.In)
 			if err != nil {
 				return err
 			}
@@ -253,7 +253,7 @@ skipped. Exits 1 when something would be refused.`,
 			return reportValidation(o.streams.Out, res)
 		},
 	}
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "A file, or a directory of .yaml, .yml and .json files; repeatable.")
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "A file, a directory of .yaml, .yml and .json files, or - for stdin; repeatable.")
 	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "Read the directories given with -f recursively.")
 	return cmd
 }

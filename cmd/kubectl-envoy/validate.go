@@ -33,10 +33,23 @@ func (m manifest) where() string {
 }
 
 // readManifests reads the documents of the files, and of the .yaml, .yml and
-// .json files of the directories, given (recursively if asked), in order.
-func readManifests(paths []string, recursive bool) ([]manifest, error) {
+// .json files of the directories, given (recursively if asked), in order;
+// "-" reads stdin.
+func readManifests(paths []string, recursive bool, stdin io.Reader) ([]manifest, error) {
 	var out []manifest
 	for _, p := range paths {
+		if p == "-" {
+			b, err := io.ReadAll(stdin)
+			if err != nil {
+				return nil, err
+			}
+			docs, err := splitDocuments("<stdin>", b)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, docs...)
+			continue
+		}
 		info, err := os.Stat(p)
 		if err != nil {
 			return nil, err
@@ -71,20 +84,30 @@ func readManifests(paths []string, recursive bool) ([]manifest, error) {
 			if err != nil {
 				return nil, err
 			}
-			r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
-			for doc := 1; ; doc++ {
-				d, err := r.Read()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", f, err)
-				}
-				out = append(out, manifest{file: f, doc: doc, data: d})
+			docs, err := splitDocuments(f, b)
+			if err != nil {
+				return nil, err
 			}
+			out = append(out, docs...)
 		}
 	}
 	return out, nil
+}
+
+// splitDocuments splits a file's content into its YAML documents.
+func splitDocuments(file string, b []byte) ([]manifest, error) {
+	var out []manifest
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+	for doc := 1; ; doc++ {
+		d, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		out = append(out, manifest{file: file, doc: doc, data: d})
+	}
 }
 
 // validation is what validate found.

@@ -111,7 +111,7 @@ spec:
 					t.Fatal(err)
 				}
 			}
-			docs, err := readManifests([]string{dir}, false)
+			docs, err := readManifests([]string{dir}, false, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +153,7 @@ func TestReadManifests(t *testing.T) {
 		}
 	}
 	for _, recursive := range []bool{false, true} {
-		docs, err := readManifests([]string{dir}, recursive)
+		docs, err := readManifests([]string{dir}, recursive, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,5 +169,18 @@ func TestReadManifests(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("recursive %v: %q, want %q", recursive, got, want)
 		}
+	}
+}
+
+// - reads stdin, as kubectl apply -f - does.
+func TestReadManifestsFromStdin(t *testing.T) {
+	docs, err := readManifests([]string{"-"}, false, strings.NewReader(listenerConfig+"---\n"+routesConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := validate(docs, "team")
+	want := []string{`<stdin> (document 2): EnvoyConfig team/routes: spec.resources.routes[0] ("routes"): cluster "backend" does not exist`}
+	if !reflect.DeepEqual(v.problems, want) {
+		t.Errorf("problems %q, want %q", v.problems, want)
 	}
 }
