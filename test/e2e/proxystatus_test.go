@@ -28,17 +28,13 @@ var (
 	pluginErr  error
 )
 
-// plugin builds kubectl-envoy once for the package and returns a function
+// plugin builds kubectl-envoy once for the package (into tmp/) and returns a function
 // that runs it with args (and KUBECONFIG, the cluster's admin).
 func plugin(t *testing.T) func(args ...string) (string, error) {
 	t.Helper()
 	pluginOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kubectl-envoy-")
-		if err != nil {
-			pluginErr = err
-			return
-		}
-		pluginBin = filepath.Join(dir, "kubectl-envoy")
+		// In the repository's tmp/, overwritten by the next run.
+		pluginBin = filepath.Join(os.Getenv("E2E_ROOT"), "tmp", "kubectl-envoy")
 		build := exec.Command("go", "build", "-o", pluginBin, "./cmd/kubectl-envoy")
 		build.Dir = os.Getenv("E2E_ROOT")
 		if out, err := build.CombinedOutput(); err != nil {
