@@ -62,8 +62,9 @@ run: tools generate build ## Start the local cluster kec-dev, install the CRDs, 
 	hack/run.sh $(CLUSTER)
 
 .PHONY: build
-build: ## Build the operator into bin/kube-envoy-controller, stamped with VERSION (git describe).
+build: ## Build the operator into bin/kube-envoy-controller and the kubectl plugin into bin/kubectl-envoy, stamped with VERSION (git describe).
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/kube-envoy-controller ./cmd/kube-envoy-controller
+	go build -ldflags '$(LDFLAGS)' -o $(BIN)/kubectl-envoy ./cmd/kubectl-envoy
 
 .PHONY: generate
 generate: $(BIN)/controller-gen ## Generate deepcopy code, CRDs, RBAC, the webhook configuration and the typed clients from the markers.

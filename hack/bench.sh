@@ -67,8 +67,8 @@ done
 bin/kubectl wait --for condition=Established --timeout 60s crd --all >/dev/null
 
 go build -o "$DIR/kube-envoy-controller" ./cmd/kube-envoy-controller
-ports=$(free_ports 5)
-{ read -r webhook_port; read -r health_port; read -r xds_port; read -r metrics_port; read -r pprof_port; } <<<"$ports"
+ports=$(free_ports 6)
+{ read -r webhook_port; read -r health_port; read -r xds_port; read -r metrics_port; read -r pprof_port; read -r debug_port; } <<<"$ports"
 # The sidecar-injection webhook, served by the operator on this host.
 hack/webhook-local.sh "$webhook_port"
 # Metrics in plain HTTP, on the loopback interface only: the benchmark reads them.
@@ -76,7 +76,7 @@ plaintext=()
 [[ ${BENCH_XDS_PLAINTEXT:-0} == 0 ]] || plaintext=(--xds-plaintext)
 "$DIR/kube-envoy-controller" --kubeconfig "$KUBECONFIG" --controllers "${BENCH_CONTROLLERS:-*}" "${plaintext[@]}" \
   --metrics-secure=false --metrics-bind-address "127.0.0.1:$metrics_port" --health-probe-bind-address "127.0.0.1:$health_port" \
-  --pprof-bind-address "127.0.0.1:$pprof_port" --xds-bind-address "127.0.0.1:$xds_port" \
+  --pprof-bind-address "127.0.0.1:$pprof_port" --xds-bind-address "127.0.0.1:$xds_port" --debug-bind-address "127.0.0.1:$debug_port" \
   --webhook-bind-address "127.0.0.1:$webhook_port" --webhook-cert-dns-name localhost \
   --webhook-cert-write-files --webhook-cert-dir "$DIR/webhook-certs" \
   >"$DIR/operator.log" 2>&1 &

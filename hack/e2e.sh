@@ -31,7 +31,8 @@ install_cleanup
 
 hack/cluster.sh down "$NAME" # whatever an earlier run left
 rm -f "$DIR/operator.log" "$DIR/chaos-operator.log" # so that a failure before the operator starts shows none
-hack/cluster.sh up "$NAME" --kube-apiserver-port 0 --kube-audit-policy "$ROOT/test/chaos/audit-policy.yaml"
+# PortForward: KWOK forwards a pod's port where a test says (kubectl envoy's port forwarding).
+hack/cluster.sh up "$NAME" --kube-apiserver-port 0 --kube-audit-policy "$ROOT/test/chaos/audit-policy.yaml" --enable-crds=PortForward
 export KUBECONFIG=$DIR/kubeconfig
 
 bin/kubectl apply --server-side -f config/crd/bases >/dev/null
@@ -45,14 +46,14 @@ bin/kubectl wait --for condition=Established --timeout 60s crd --all >/dev/null
 race=(-race)
 [[ ${E2E_RACE:-1} != 0 ]] || race=()
 go build "${race[@]}" -o "$DIR/kube-envoy-controller" ./cmd/kube-envoy-controller
-ports=$(free_ports 3)
-{ read -r webhook_port; read -r xds_port; read -r health_port; } <<<"$ports"
+ports=$(free_ports 4)
+{ read -r webhook_port; read -r xds_port; read -r health_port; read -r debug_port; } <<<"$ports"
 # The sidecar-injection webhook, served by the operator on this host.
 hack/webhook-local.sh "$webhook_port"
 XDS_ADDR=127.0.0.1:$xds_port
 op_args=(--kubeconfig "$KUBECONFIG"
   --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address "127.0.0.1:$health_port"
-  --xds-bind-address "$XDS_ADDR"
+  --xds-bind-address "$XDS_ADDR" --debug-bind-address "127.0.0.1:$debug_port"
   --webhook-bind-address "127.0.0.1:$webhook_port" --webhook-cert-dns-name localhost
   --webhook-cert-write-files --webhook-cert-dir "$DIR/webhook-certs")
 # What the chaos suite needs to run the operator itself.
@@ -71,7 +72,7 @@ if [[ $tests != 0 ]]; then
   "$DIR/kube-envoy-controller" "${op_args[@]}" >"$DIR/operator.log" 2>&1 &
   op_pid=$!
   wait_ready "$op_pid" "$health_port" "$DIR/operator.log"
-  E2E_ROOT=$ROOT E2E_XDS_ADDR=$XDS_ADDR go test -tags e2e -count=1 -timeout 20m ./test/e2e/... "$@" || rc=$?
+  E2E_ROOT=$ROOT E2E_XDS_ADDR=$XDS_ADDR E2E_DEBUG_ADDR=127.0.0.1:$debug_port go test -tags e2e -count=1 -timeout 20m ./test/e2e/... "$@" || rc=$?
   # The operator's own account of the run, whatever the tests said: it stops
   # gracefully, and its log has no panic, data race or hot loop.
   stop_operator || rc=1

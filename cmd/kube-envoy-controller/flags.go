@@ -26,7 +26,9 @@ type settings struct {
 	// builtinXDS is where fleets without spec.xds reach the operator's xDS server.
 	builtinXDS     proxy.XDSServer
 	xdsBindAddress string
-	xdsLimits      xds.Limits
+	// debugBindAddress is the xDS debug endpoint's; "0" disables it.
+	debugBindAddress string
+	xdsLimits        xds.Limits
 	// xdsCA is where the xDS CA lives and how it issues; nil in plaintext.
 	xdsCA *authority.Config
 	// qps and burst are the client-side rate limit (see configureClient).
@@ -84,6 +86,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	fs.IntVar(&concurrentReconciles, "concurrent-reconciles", manager.DefaultConcurrentReconciles,
 		"How many objects each controller reconciles at once (PodSet sets its own).")
 	fs.StringVar(&s.xdsBindAddress, "xds-bind-address", ":18000", "Address of the built-in xDS (ADS) server, served by every replica.")
+	fs.StringVar(&s.debugBindAddress, "debug-bind-address", "127.0.0.1:8444",
+		"Address of the xDS debug endpoint that kubectl envoy reads (HTTPS; the API server authenticates and authorizes its clients), served by every replica. "+
+			"On loopback by default: clients reach it through the API server's port forwarding. 0 disables it.")
 	fs.IntVar(&s.xdsLimits.MaxConnections, "xds-max-connections", xds.DefaultLimits.MaxConnections,
 		"Connections the xDS server holds at once, on each replica; one more is closed at once, and its client retries.")
 	fs.IntVar(&s.xdsLimits.MaxStreamsPerConnection, "xds-max-streams-per-connection", xds.DefaultLimits.MaxStreamsPerConnection,

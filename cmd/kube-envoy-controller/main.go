@@ -24,6 +24,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/version"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
 )
 
 func main() {
@@ -72,6 +73,9 @@ func run() error {
 			return err
 		}
 	}
+	if err := addDebug(mgr, cfg, s, opts); err != nil {
+		return err
+	}
 	started, err := controller.Setup(mgr, s.controllers, opts)
 	if err != nil {
 		return err
@@ -100,6 +104,30 @@ func run() error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// addDebug adds the xDS debug endpoint, when it is asked for and there is an
+// xDS server to show and a CA to issue its certificate.
+func addDebug(mgr ctrl.Manager, cfg *rest.Config, s *settings, opts controller.Options) error {
+	log := ctrl.Log.WithName("setup")
+	switch {
+	case s.debugBindAddress == "0":
+		return nil
+	case opts.XDS == nil:
+		log.Info("the xDS debug endpoint is off: the EnvoyConfig controller, whose xDS server it shows, is not running")
+		return nil
+	case opts.Authority == nil:
+		log.Info("the xDS debug endpoint is off: it serves the xDS CA's certificate, and xDS is plaintext (--xds-plaintext)")
+		return nil
+	}
+	srv, err := debug.New(debug.Options{
+		BindAddress: s.debugBindAddress, Replica: s.replica, Config: cfg,
+		Certificate: opts.Authority.ServerCertificate, Source: opts.XDS, Log: ctrl.Log.WithName("xds-debug"),
+	})
+	if err != nil {
+		return err
+	}
+	return mgr.Add(srv)
 }
 
 // parseXDSAddress parses --xds-service-address.

@@ -44,9 +44,12 @@ type publication struct {
 type proxyStream struct {
 	fleet, node string
 	sent        map[string]string // nonce -> version
+	lastSent    map[string]string // type URL -> version of the last response
 	acked       map[string]string // type URL -> version
 	nacked      map[string]nack   // type URL -> the rejection
 	requested   map[string]bool   // type URLs the proxy asked for
+	// since is when the stream opened, lastSeen when its last request came.
+	since, lastSeen time.Time
 }
 
 type nack struct{ version, detail string }
@@ -199,7 +202,9 @@ func (t *Tracker) changedLocked(fleet string) {
 func (t *Tracker) open(id int64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.streams[id] = &proxyStream{sent: map[string]string{}, acked: map[string]string{}, nacked: map[string]nack{}, requested: map[string]bool{}}
+	now := t.now()
+	t.streams[id] = &proxyStream{sent: map[string]string{}, lastSent: map[string]string{}, acked: map[string]string{},
+		nacked: map[string]nack{}, requested: map[string]bool{}, since: now, lastSeen: now}
 	return nil
 }
 
@@ -230,6 +235,7 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 	if s.node == "" && node != nil {
 		s.node, s.fleet = node.GetId(), FleetID(node)
 	}
+	s.lastSeen = t.now()
 	s.requested[typeURL] = true
 	known := t.knownLocked(s.fleet)
 	changed := false
@@ -262,11 +268,12 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 	}
 }
 
-func (t *Tracker) response(id int64, nonce, version string) {
+func (t *Tracker) response(id int64, typeURL, nonce, version string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s, ok := t.streams[id]; ok {
 		s.sent[nonce] = version
+		s.lastSent[typeURL] = version
 	}
 }
 
@@ -285,7 +292,7 @@ func (t *Tracker) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) err
 
 // OnStreamResponse implements sotw.Callbacks.
 func (t *Tracker) OnStreamResponse(_ context.Context, id int64, _ *discoveryv3.DiscoveryRequest, r *discoveryv3.DiscoveryResponse) {
-	t.response(id, r.GetNonce(), r.GetVersionInfo())
+	t.response(id, r.GetTypeUrl(), r.GetNonce(), r.GetVersionInfo())
 }
 
 // OnDeltaStreamOpen implements delta.Callbacks.
@@ -303,7 +310,7 @@ func (t *Tracker) OnStreamDeltaRequest(id int64, r *discoveryv3.DeltaDiscoveryRe
 
 // OnStreamDeltaResponse implements delta.Callbacks.
 func (t *Tracker) OnStreamDeltaResponse(id int64, _ *discoveryv3.DeltaDiscoveryRequest, r *discoveryv3.DeltaDiscoveryResponse) {
-	t.response(id, r.GetNonce(), r.GetSystemVersionInfo())
+	t.response(id, r.GetTypeUrl(), r.GetNonce(), r.GetSystemVersionInfo())
 }
 
 // OnFetchRequest implements rest.Callbacks; REST fetches are not tracked.
@@ -325,5 +332,61 @@ func (t *Tracker) Fleets() []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// ProxyState is what the tracker knows of one proxy's stream.
+type ProxyState struct {
+	// Node is the proxy's node id, and Fleet its fleet (namespace/name).
+	Node, Fleet string
+	// Since is when the stream opened, LastSeen when its last request came.
+	Since, LastSeen time.Time
+	// Types holds, by type URL, each type the proxy asked for.
+	Types map[string]TypeState
+}
+
+// TypeState is where one proxy stands with one type.
+type TypeState struct {
+	// Sent is the version of the last response of the type, and Acked the
+	// version the proxy last accepted.
+	Sent, Acked string
+	// NACK, when set, is the proxy's answer to the last response it
+	// answered: it rejected that version (NACK.Version), with
+	// NACK.Detail (at most MaxNACKDetail bytes).
+	NACK *NACK
+}
+
+// NACK is a rejection.
+type NACK struct{ Version, Detail string }
+
+// Proxies returns the state of every proxy of a published fleet, by fleet
+// and node id. It copies under the lock and does nothing else there.
+func (t *Tracker) Proxies() []ProxyState {
+	t.mu.Lock()
+	out := make([]ProxyState, 0, len(t.streams))
+	for _, s := range t.streams {
+		if s.node == "" || !t.knownLocked(s.fleet) {
+			continue
+		}
+		p := ProxyState{Node: s.node, Fleet: s.fleet, Since: s.since, LastSeen: s.lastSeen, Types: make(map[string]TypeState, len(s.requested))}
+		for typ := range s.requested {
+			ts := TypeState{Sent: s.lastSent[typ], Acked: s.acked[typ]}
+			if n, ok := s.nacked[typ]; ok {
+				ts.NACK = &NACK{Version: n.version, Detail: n.detail}
+			}
+			p.Types[typ] = ts
+		}
+		out = append(out, p)
+	}
+	t.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Fleet != out[j].Fleet {
+			return out[i].Fleet < out[j].Fleet
+		}
+		if out[i].Node != out[j].Node {
+			return out[i].Node < out[j].Node
+		}
+		return out[i].Since.Before(out[j].Since)
+	})
 	return out
 }

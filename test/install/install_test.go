@@ -121,12 +121,12 @@ func waitJSONPath(t *testing.T, timeout time.Duration, ns, resource, path, want 
 
 // replica is one operator process on this host, running as the ServiceAccount.
 type replica struct {
-	name                          string
-	cmd                           *exec.Cmd
-	log                           string
-	health, metrics, xds, webhook int
-	exited                        chan struct{} // closed when the process has exited
-	err                           error         // what Wait returned, once exited
+	name                                 string
+	cmd                                  *exec.Cmd
+	log                                  string
+	health, metrics, xds, webhook, debug int
+	exited                               chan struct{} // closed when the process has exited
+	err                                  error         // what Wait returned, once exited
 }
 
 // startReplica starts the operator with leader election and every server the
@@ -135,7 +135,7 @@ type replica struct {
 func startReplica(t *testing.T, name string, webhookPort int) *replica {
 	t.Helper()
 	r := &replica{name: name, log: filepath.Join(dir, "operator-"+name+".log"), exited: make(chan struct{})}
-	r.health, r.metrics, r.xds = freePort(t), freePort(t), freePort(t)
+	r.health, r.metrics, r.xds, r.debug = freePort(t), freePort(t), freePort(t), freePort(t)
 	r.webhook = webhookPort
 	if r.webhook == 0 {
 		r.webhook = freePort(t)
@@ -150,6 +150,7 @@ func startReplica(t *testing.T, name string, webhookPort int) *replica {
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", r.health),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", r.metrics),
 		"--xds-bind-address", fmt.Sprintf("127.0.0.1:%d", r.xds),
+		"--debug-bind-address", fmt.Sprintf("127.0.0.1:%d", r.debug),
 		"--webhook-bind-address", fmt.Sprintf("127.0.0.1:%d", r.webhook),
 		"--webhook-cert-dns-name", "localhost", "--webhook-cert-write-files",
 		"--webhook-cert-dir", filepath.Join(dir, "certs-"+name),

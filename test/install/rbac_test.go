@@ -50,7 +50,7 @@ var allowlist = []grant{
 	// other. get adds nothing to what list allows; it tells a fleet's
 	// certificate Secret from a stranger's of the same name.
 	{everywhere, "", "secrets", "", "create,get,list,update,watch", "fleets' xDS client certificates, in the fleets' namespaces; the TLS Secrets that EnvoyConfigs name in spec.tlsSecrets; the xDS CA"},
-	{everywhere, "", "configmaps,services", "", "create,delete,get,list,patch,update,watch", "Envoy fleets' bootstrap and Service; Watchers' ConfigMap; fleets' xDS revision history; the replicas' reports of their proxies"},
+	{everywhere, "", "configmaps,services", "", "create,delete,get,list,patch,update,watch", "Envoy fleets' bootstrap and Service; Watchers' ConfigMap; fleets' xDS revision history; the replicas' reports of their proxies; the published xDS CA certificates; the cluster's client CA (kube-system/extension-apiserver-authentication), read by the xDS debug endpoint"},
 	{everywhere, "apps", "deployments", "", "create,delete,get,list,patch,update,watch", "Envoy fleets and Foos"},
 	{everywhere, "", "pods", "", "create,delete,get,list,watch", "PodSets; a replica's own pod, which owns its proxy report"},
 	{everywhere, "", "namespaces", "", "get", "the EnvoyConfig validator lets every EnvoyConfig of a namespace being deleted go"},
@@ -75,8 +75,8 @@ var allowlist = []grant{
 	{everywhere, "watch.my.domain", "watchers/finalizers", "", "update", "owner references that block deletion"},
 	{everywhere, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "kube-envoy-controller-injector", "get,list,update,watch", "the injector's caBundle"},
 	{everywhere, "admissionregistration.k8s.io", "validatingwebhookconfigurations", "kube-envoy-controller-validator", "get,list,update,watch", "the validator's caBundle"},
-	{everywhere, "authentication.k8s.io", "tokenreviews", "", "create", "authenticating metrics scrapers"},
-	{everywhere, "authorization.k8s.io", "subjectaccessreviews", "", "create", "authorizing metrics scrapers"},
+	{everywhere, "authentication.k8s.io", "tokenreviews", "", "create", "authenticating metrics scrapers and clients of the xDS debug endpoint (kubectl envoy)"},
+	{everywhere, "authorization.k8s.io", "subjectaccessreviews", "", "create", "authorizing metrics scrapers and clients of the xDS debug endpoint, per fleet namespace"},
 	{ownNamespace, "", "secrets", "kube-envoy-controller-webhook-cert", "get,list,update,watch", "the webhook's certificate"},
 	{ownNamespace, "", "secrets", "", "create", "the webhook's certificate Secret, if it is missing"},
 	{ownNamespace, "", "secrets", "kube-envoy-controller-xds-ca", "get,update", "the xDS CA"},

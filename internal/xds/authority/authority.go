@@ -101,9 +101,33 @@ func (s *Store) Authority(ctx context.Context) (pki.Authority, error) {
 // certificate, issued from the current signer and renewed as it ages, and
 // the trusted CAs, whose certificate every client must present.
 func (s *Store) ServerConfig(ctx context.Context) (*tls.Config, error) {
-	a, err := s.Authority(ctx)
+	cert, pool, err := s.serverCertificate(ctx)
 	if err != nil {
 		return nil, err
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{*cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    pool,
+		NextProtos:   []string{"h2"},
+	}, nil
+}
+
+// ServerCertificate is the server's certificate, as ServerConfig serves it,
+// for the operator's other TLS servers on the same hosts (the debug
+// endpoint), whose clients verify it against the published CAs.
+func (s *Store) ServerCertificate(ctx context.Context) (*tls.Certificate, error) {
+	cert, _, err := s.serverCertificate(ctx)
+	return cert, err
+}
+
+// serverCertificate returns the server's certificate, issued or renewed
+// when needed, and the pool of the trusted CAs.
+func (s *Store) serverCertificate(ctx context.Context) (*tls.Certificate, *x509.CertPool, error) {
+	a, err := s.Authority(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
 	now := s.now()
 	signer := a.Signer(now, s.Options)
@@ -112,22 +136,16 @@ func (s *Store) ServerConfig(ctx context.Context) (*tls.Config, error) {
 	if sc := s.server; sc == nil || !now.Before(sc.renew) || !sc.signerT.Equal(signer.Cert.NotBefore) {
 		leaf, err := pki.IssueServer(a, s.Hosts, now, s.Options)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		cert, err := tls.X509KeyPair(leaf.Cert, leaf.Key)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		_, renew := pki.Current(leaf, a, "", now, s.Options)
 		s.server = &serverCert{cert: &cert, renew: renew, signerT: signer.Cert.NotBefore}
 	}
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{*s.server.cert},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    s.pool,
-		NextProtos:   []string{"h2"},
-	}, nil
+	return s.server.cert, s.pool, nil
 }
 
 // Decode reads the authority in a CA Secret: in the operator's own format
@@ -173,14 +191,19 @@ type Config struct {
 	External bool
 }
 
-// Add registers the leader's Rotator on mgr and returns the Store every
-// replica reads the CA from.
+// Add registers the leader's Rotator (unless the CA is External) and
+// Publisher on mgr, and returns the Store every replica reads the CA from.
 func Add(mgr ctrl.Manager, c Config) (*Store, error) {
 	if err := c.Options.Check(); err != nil {
 		return nil, err
 	}
 	key := types.NamespacedName{Namespace: c.Namespace, Name: cmp.Or(c.SecretName, DefaultSecretName)}
 	store := &Store{Reader: mgr.GetClient(), Key: key, Options: c.Options, Hosts: c.Hosts}
+	pub := &Publisher{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Secret: key,
+		ConfigMap: types.NamespacedName{Namespace: c.Namespace, Name: DefaultConfigMapName}}
+	if err := pub.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the xDS CA publisher: %w", err)
+	}
 	if c.External {
 		return store, nil
 	}

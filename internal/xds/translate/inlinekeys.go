@@ -51,39 +51,66 @@ func inlineKeyFields(m proto.Message) []string {
 		return nil
 	}
 	var out []string
-	walk(m, "", func(m proto.Message, path string) bool {
-		switch s := m.(type) {
-		case *tlsv3.TlsCertificate:
-			walk(s, path, func(m proto.Message, inner string) bool {
-				if inner != path && publicCertificateFields[firstField(inner[len(path):])] {
-					return false
-				}
-				return collectInline(m, inner, &out)
-			})
-			return false
-		case *tlsv3.TlsSessionTicketKeys, *tlsv3.GenericSecret:
-			walk(s, path, func(m proto.Message, inner string) bool { return collectInline(m, inner, &out) })
-			return false
+	secretInline(m, walk, func(ds *corev3.DataSource, path string) {
+		switch ds.GetSpecifier().(type) {
+		case *corev3.DataSource_InlineBytes:
+			out = append(out, path+".inline_bytes")
+		case *corev3.DataSource_InlineString:
+			out = append(out, path+".inline_string")
 		}
-		return true
 	})
 	return out
 }
 
-// collectInline adds path to out when m is an inline DataSource; it says
-// whether to look inside m.
-func collectInline(m proto.Message, path string, out *[]string) bool {
-	ds, ok := m.(*corev3.DataSource)
-	if !ok {
+// Redacted replaces secret material in what Redact returns.
+const Redacted = "[redacted]"
+
+// Redact returns a copy of m in which every inline DataSource that holds
+// secret material (the fields that an EnvoyConfig may not hold inline, see
+// above) holds Redacted instead, inside Anys too: what may be shown of a
+// resource that is served, whose secrets come from Kubernetes Secrets.
+func Redact(m proto.Message) proto.Message {
+	if m == nil {
+		return nil
+	}
+	c := proto.Clone(m)
+	secretInline(c, walkRewriting, func(ds *corev3.DataSource, _ string) {
+		ds.Specifier = &corev3.DataSource_InlineString{InlineString: Redacted}
+	})
+	return c
+}
+
+// secretInline calls found for every inline DataSource within m that holds
+// secret material, with its path, as walker (walk, or walkRewriting for a
+// found that changes them) reaches it.
+func secretInline(m proto.Message, walker func(proto.Message, string, func(proto.Message, string) bool), found func(ds *corev3.DataSource, path string)) {
+	collect := func(m proto.Message, path string) bool {
+		ds, ok := m.(*corev3.DataSource)
+		if !ok {
+			return true
+		}
+		switch ds.GetSpecifier().(type) {
+		case *corev3.DataSource_InlineBytes, *corev3.DataSource_InlineString:
+			found(ds, path)
+		}
+		return false
+	}
+	walker(m, "", func(m proto.Message, path string) bool {
+		switch s := m.(type) {
+		case *tlsv3.TlsCertificate:
+			walker(s, path, func(m proto.Message, inner string) bool {
+				if inner != path && publicCertificateFields[firstField(inner[len(path):])] {
+					return false
+				}
+				return collect(m, inner)
+			})
+			return false
+		case *tlsv3.TlsSessionTicketKeys, *tlsv3.GenericSecret:
+			walker(s, path, collect)
+			return false
+		}
 		return true
-	}
-	switch ds.GetSpecifier().(type) {
-	case *corev3.DataSource_InlineBytes:
-		*out = append(*out, path+".inline_bytes")
-	case *corev3.DataSource_InlineString:
-		*out = append(*out, path+".inline_string")
-	}
-	return false
+	})
 }
 
 // firstField returns the first field of a relative path such as

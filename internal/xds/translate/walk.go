@@ -15,12 +15,25 @@ import (
 // whose content does not decode is skipped: decoding (xds.Decode) has
 // refused such a resource already.
 func walk(m proto.Message, path string, visit func(m proto.Message, path string) bool) {
+	walkAny(m, path, visit, false)
+}
+
+// walkRewriting is walk for a visit that changes the messages it is given:
+// the content of every Any is written back into it.
+func walkRewriting(m proto.Message, path string, visit func(m proto.Message, path string) bool) {
+	walkAny(m, path, visit, true)
+}
+
+func walkAny(m proto.Message, path string, visit func(m proto.Message, path string) bool, rewrite bool) {
 	if a, ok := m.(*anypb.Any); ok {
 		inner, err := a.UnmarshalNew()
 		if err != nil {
 			return
 		}
-		walk(inner, path+"("+string(proto.MessageName(inner).Name())+")", visit)
+		walkAny(inner, path+"("+string(proto.MessageName(inner).Name())+")", visit, rewrite)
+		if rewrite {
+			_ = a.MarshalFrom(inner) // it was just unmarshalled: it marshals
+		}
 		return
 	}
 	if !visit(m, path) {
@@ -38,17 +51,17 @@ func walk(m proto.Message, path string, visit func(m proto.Message, path string)
 		case fd.IsList():
 			l := v.List()
 			for i := 0; i < l.Len(); i++ {
-				walk(l.Get(i).Message().Interface(), name+"["+strconv.Itoa(i)+"]", visit)
+				walkAny(l.Get(i).Message().Interface(), name+"["+strconv.Itoa(i)+"]", visit, rewrite)
 			}
 		case fd.IsMap():
 			if fd.MapValue().Kind() == protoreflect.MessageKind {
 				v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-					walk(mv.Message().Interface(), name+"["+k.String()+"]", visit)
+					walkAny(mv.Message().Interface(), name+"["+k.String()+"]", visit, rewrite)
 					return true
 				})
 			}
 		default:
-			walk(v.Message().Interface(), name, visit)
+			walkAny(v.Message().Interface(), name, visit, rewrite)
 		}
 		return true
 	})

@@ -1,0 +1,292 @@
+// Command kubectl-envoy is a kubectl plugin for kube-envoy-controller:
+// which configuration every proxy runs and whether it accepted it
+// (proxy-status), what a fleet is served (config-dump), whether
+// EnvoyConfig files would be admitted (validate, offline), and the
+// versions of the plugin and the operator's replicas (version).
+//
+// Install it with `go install ./cmd/kubectl-envoy` (or `make build`, which
+// puts it in bin/); kubectl finds it on PATH as `kubectl envoy`.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/version"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
+)
+
+func main() {
+	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	if err := newRootCommand(streams).Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the flags every command shares.
+type options struct {
+	config            *genericclioptions.ConfigFlags
+	allNamespaces     bool
+	output            string
+	operatorNamespace string
+	operatorAddresses []string
+	timeout           time.Duration
+	streams           genericiooptions.IOStreams
+}
+
+func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	o := &options{config: genericclioptions.NewConfigFlags(true), streams: streams}
+	root := &cobra.Command{
+		Use:           "kubectl-envoy",
+		Short:         "See and check what kube-envoy-controller's proxies run",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl envoy"},
+	}
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
+	fs := root.PersistentFlags()
+	o.config.AddFlags(fs)
+	fs.StringVar(&o.operatorNamespace, "operator-namespace", defaultOperatorNamespace, "Namespace of the operator's pods, and of its published CA certificates.")
+	fs.StringArrayVar(&o.operatorAddresses, "operator-address", nil,
+		"host:port of a replica's debug endpoint, reached directly instead of through port forwarding to the operator's pods (an operator run on this host); repeatable.")
+	fs.DurationVar(&o.timeout, "timeout", time.Minute, "How long to wait for the operator's replicas.")
+	root.AddCommand(o.proxyStatusCommand(), o.configDumpCommand(), o.validateCommand(), o.versionCommand())
+	return root
+}
+
+// namespace is -n, or the kubeconfig context's namespace.
+func (o *options) namespace() (string, error) {
+	ns, _, err := o.config.ToRawKubeConfigLoader().Namespace()
+	return ns, err
+}
+
+// connect reaches the operator's replicas.
+func (o *options) connect(ctx context.Context) ([]connection, error) {
+	cfg, err := o.config.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	if imp := cfg.Impersonate; imp.UserName != "" || imp.UID != "" || len(imp.Groups) > 0 || len(imp.Extra) > 0 {
+		// The debug endpoint authenticates the caller itself and does not
+		// act for anyone else: the rows would be the caller's, not the
+		// impersonated user's.
+		return nil, fmt.Errorf("--as, --as-group, --as-uid and --as-user-extra are not supported: the operator's debug endpoint does not impersonate")
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e := &endpoint{config: cfg, clientset: cs, namespace: o.operatorNamespace, addresses: o.operatorAddresses, stderr: o.streams.ErrOut}
+	return e.connect(ctx)
+}
+
+func closeAll(cs []connection) {
+	for _, c := range cs {
+		c.close()
+	}
+}
+
+func (o *options) proxyStatusCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "proxy-status [fleet]",
+		Short: "Every proxy of every fleet, from every replica: versions sent and acked per type, SYNCED, STALE or NACKED",
+		Long: `Lists the proxies connected to every replica of the operator, in the namespace (-n),
+every namespace (-A), or of one fleet (an Envoy's name). For each type the version
+sent and the version acked; SYNCED when the proxy accepted what is served, STALE
+when it has not yet, NACKED when it rejected it, with the proxy's reason.
+You need get on envoys in the namespace (or on the fleet's Envoy); with -A,
+the rows of fleets whose Envoys you may not get are left out.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q := url.Values{}
+			if !o.allNamespaces || len(args) > 0 {
+				ns, err := o.namespace()
+				if err != nil {
+					return err
+				}
+				q.Set("namespace", ns)
+			}
+			if len(args) > 0 {
+				q.Set("fleet", args[0])
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+			defer cancel()
+			rows, err := o.proxies(ctx, q)
+			if err != nil {
+				return err
+			}
+			return printRows(o.streams.Out, o.output, rows, time.Now())
+		},
+	}
+	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "Proxies of every namespace.")
+	cmd.Flags().StringVarP(&o.output, "output", "o", outputTable, "Output format: table, json or yaml.")
+	return cmd
+}
+
+// proxies merges the rows of every reachable replica.
+func (o *options) proxies(ctx context.Context, q url.Values) ([]debug.ProxyRow, error) {
+	conns, err := o.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(conns)
+	return collectProxies(ctx, conns, q, o.streams.ErrOut)
+}
+
+// collectProxies asks every connection for its rows and merges them, in
+// order; a replica that fails is a warning on stderr, unless every one
+// fails.
+func collectProxies(ctx context.Context, conns []connection, q url.Values, stderr io.Writer) ([]debug.ProxyRow, error) {
+	var (
+		rows     []debug.ProxyRow
+		answered int
+		firstErr error
+	)
+	for _, c := range conns {
+		var l debug.ProxyList
+		if err := c.get(ctx, debug.ProxiesPath, q, &l); err != nil {
+			fmt.Fprintf(stderr, "warning: replica %s: %v\n", c.replica, err)
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		answered++
+		rows = append(rows, l.Proxies...)
+	}
+	if answered == 0 {
+		return nil, firstErr
+	}
+	sortRows(rows)
+	return rows, nil
+}
+
+func (o *options) configDumpCommand() *cobra.Command {
+	var typ string
+	cmd := &cobra.Command{
+		Use:   "config-dump <fleet>",
+		Short: "The resources served to a fleet, in Envoy's field names; secrets redacted",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if typ != "" {
+				if _, err := debug.KindNamed(typ); err != nil {
+					return err
+				}
+			}
+			if o.output == outputTable {
+				o.output = outputJSON
+			}
+			ns, err := o.namespace()
+			if err != nil {
+				return err
+			}
+			q := url.Values{"fleet": {ns + "/" + args[0]}}
+			if typ != "" {
+				q.Set("type", typ)
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+			defer cancel()
+			conns, err := o.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeAll(conns)
+			// Every replica serves every fleet: the first that answers.
+			var errs []string
+			for _, c := range conns {
+				var d debug.ConfigDump
+				if err := c.get(ctx, debug.ConfigPath, q, &d); err != nil {
+					errs = append(errs, fmt.Sprintf("replica %s: %v", c.replica, err))
+					continue
+				}
+				return printObject(o.streams.Out, o.output, d)
+			}
+			return fmt.Errorf("%s", strings.Join(errs, "; "))
+		},
+	}
+	cmd.Flags().StringVar(&typ, "type", "", "Only this type: listeners, routes, clusters, endpoints or secrets.")
+	cmd.Flags().StringVarP(&o.output, "output", "o", outputJSON, "Output format: json or yaml.")
+	return cmd
+}
+
+func (o *options) validateCommand() *cobra.Command {
+	var (
+		files     []string
+		recursive bool
+	)
+	cmd := &cobra.Command{
+		Use:   "validate -f <file|dir>",
+		Short: "Check EnvoyConfig files offline, as admission would",
+		Long: `Checks the EnvoyConfigs in the files given, offline, with the checks of the
+operator's admission webhook: strict decoding into Envoy's v3 API, Envoy's
+validation rules, no secret material inline, and references (route configurations,
+clusters, SDS secrets) that lead somewhere in each fleet, the fleet being the
+EnvoyConfigs of the files with the same namespace and envoyRef. EnvoyConfigs
+without a namespace are in -n's (or the kubeconfig context's). Other kinds are
+skipped. Exits 1 when something would be refused.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(files) == 0 {
+				return fmt.Errorf("-f is required")
+			}
+			ns, err := o.namespace()
+			if err != nil {
+				ns = "default"
+			}
+			docs, err := readManifests(files, recursive, o.streams.In)
+			if err != nil {
+				return err
+			}
+			res := validate(docs, ns)
+			return reportValidation(o.streams.Out, res)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "A file, a directory of .yaml, .yml and .json files, or - for stdin; repeatable.")
+	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "Read the directories given with -f recursively.")
+	return cmd
+}
+
+func (o *options) versionCommand() *cobra.Command {
+	var clientOnly bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "The plugin's version and each replica's of the operator",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lines := []versionLine{{Component: "kubectl-envoy", Version: version.Version(), Revision: version.Revision()}}
+			if !clientOnly {
+				ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
+				defer cancel()
+				conns, err := o.connect(ctx)
+				if err != nil {
+					lines = append(lines, versionLine{Component: "operator", Error: err.Error()})
+				}
+				defer closeAll(conns)
+				for _, c := range conns {
+					var v debug.VersionInfo
+					if err := c.get(ctx, debug.VersionPath, nil, &v); err != nil {
+						lines = append(lines, versionLine{Component: "operator", Replica: c.replica, Error: err.Error()})
+						continue
+					}
+					lines = append(lines, versionLine{Component: "operator", Replica: v.Replica, Version: v.Version, Revision: v.Revision})
+				}
+			}
+			return printVersions(o.streams.Out, o.output, lines)
+		},
+	}
+	cmd.Flags().BoolVar(&clientOnly, "client", false, "Only the plugin's version.")
+	cmd.Flags().StringVarP(&o.output, "output", "o", outputTable, "Output format: table, json or yaml.")
+	return cmd
+}

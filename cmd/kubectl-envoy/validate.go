@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
+)
+
+// manifest is one YAML or JSON document of a file.
+type manifest struct {
+	file string
+	// doc is the document's position in its file, from 1.
+	doc  int
+	data []byte
+}
+
+func (m manifest) where() string {
+	return fmt.Sprintf("%s (document %d)", m.file, m.doc)
+}
+
+// readManifests reads the documents of the files, and of the .yaml, .yml and
+// .json files of the directories, given (recursively if asked), in order;
+// "-" reads stdin.
+func readManifests(paths []string, recursive bool, stdin io.Reader) ([]manifest, error) {
+	var out []manifest
+	for _, p := range paths {
+		if p == "-" {
+			b, err := io.ReadAll(stdin)
+			if err != nil {
+				return nil, err
+			}
+			docs, err := splitDocuments("<stdin>", b)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, docs...)
+			continue
+		}
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		var files []string
+		if !info.IsDir() {
+			files = []string{p}
+		} else {
+			err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				if d.IsDir() {
+					if path != p && !recursive {
+						return filepath.SkipDir
+					}
+					return nil
+				}
+				switch strings.ToLower(filepath.Ext(path)) {
+				case ".yaml", ".yml", ".json":
+					files = append(files, path)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			sort.Strings(files)
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, err
+			}
+			docs, err := splitDocuments(f, b)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, docs...)
+		}
+	}
+	return out, nil
+}
+
+// splitDocuments splits a file's content into its YAML documents.
+func splitDocuments(file string, b []byte) ([]manifest, error) {
+	var out []manifest
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+	for doc := 1; ; doc++ {
+		d, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		out = append(out, manifest{file: file, doc: doc, data: d})
+	}
+}
+
+// validation is what validate found.
+type validation struct {
+	configs, fleets, skipped int
+	// problems name the file, the EnvoyConfig, the resource and the field.
+	problems []string
+}
+
+// validate checks the EnvoyConfigs among docs as admission would if they
+// were applied together: each is decoded strictly (an unknown field is an
+// error, as with kubectl's strict field validation), then judged by
+// translate.Admit, the webhook's own check, against the other EnvoyConfigs
+// of its fleet (same namespace and envoyRef) in docs. An EnvoyConfig
+// without a namespace is in namespace. Other kinds are skipped.
+func validate(docs []manifest, namespace string) validation {
+	var v validation
+	type entry struct {
+		where  string
+		config translate.Config
+	}
+	fleets := map[string][]entry{}
+	var order []string
+	seen := map[string]string{}
+	for _, m := range docs {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(m.data, &tm); err != nil {
+			v.problems = append(v.problems, fmt.Sprintf("%s: %v", m.where(), err))
+			continue
+		}
+		if tm.Kind == "" && tm.APIVersion == "" {
+			if len(bytes.TrimSpace(m.data)) > 0 && !isOnlyComments(m.data) {
+				v.skipped++
+			}
+			continue
+		}
+		if tm.Kind != "EnvoyConfig" || tm.APIVersion != examplev1.GroupVersion.String() {
+			v.skipped++
+			continue
+		}
+		cfg := &examplev1.EnvoyConfig{}
+		if err := yaml.UnmarshalStrict(m.data, cfg); err != nil {
+			v.problems = append(v.problems, fmt.Sprintf("%s: EnvoyConfig %s: %v", m.where(), nameOf(m.data), err))
+			continue
+		}
+		if cfg.Namespace == "" {
+			cfg.Namespace = namespace
+		}
+		if cfg.Name == "" {
+			v.problems = append(v.problems, fmt.Sprintf("%s: EnvoyConfig: metadata.name is required", m.where()))
+			continue
+		}
+		c := translate.FromObject(cfg)
+		if first, dup := seen[c.Name]; dup {
+			v.problems = append(v.problems, fmt.Sprintf("%s: EnvoyConfig %s: defined again (first in %s)", m.where(), c.Name, first))
+			continue
+		}
+		seen[c.Name] = m.where()
+		v.configs++
+		key := cfg.Namespace + "/" + cfg.Spec.EnvoyRef
+		if _, ok := fleets[key]; !ok {
+			order = append(order, key)
+		}
+		fleets[key] = append(fleets[key], entry{where: m.where(), config: c})
+	}
+	v.fleets = len(fleets)
+	for _, key := range order {
+		fleet := fleets[key]
+		for i, e := range fleet {
+			others := make([]translate.Config, 0, len(fleet)-1)
+			for j, o := range fleet {
+				if j != i {
+					others = append(others, o.config)
+				}
+			}
+			c := e.config
+			for _, p := range translate.Admit(others, c.Name, &c) {
+				v.problems = append(v.problems, fmt.Sprintf("%s: EnvoyConfig %s: %s", e.where, c.Name, p))
+			}
+		}
+	}
+	return v
+}
+
+// nameOf is the document's metadata.name, for messages about a document
+// that does not decode.
+func nameOf(data []byte) string {
+	var m struct {
+		Metadata struct{ Namespace, Name string } `json:"metadata"`
+	}
+	_ = yaml.Unmarshal(data, &m)
+	if m.Metadata.Namespace != "" {
+		return m.Metadata.Namespace + "/" + m.Metadata.Name
+	}
+	return m.Metadata.Name
+}
+
+func isOnlyComments(data []byte) bool {
+	for _, line := range strings.Split(string(data), "\n") {
+		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
+			return false
+		}
+	}
+	return true
+}
+
+// reportValidation prints v, and fails when there are problems.
+func reportValidation(w io.Writer, v validation) error {
+	for _, p := range v.problems {
+		fmt.Fprintln(w, p)
+	}
+	if len(v.problems) > 0 {
+		return fmt.Errorf("%d problem(s) in %d EnvoyConfig(s) of %d fleet(s)", len(v.problems), v.configs, v.fleets)
+	}
+	if v.configs == 0 {
+		return fmt.Errorf("no EnvoyConfig found (%d other document(s) skipped)", v.skipped)
+	}
+	fmt.Fprintf(w, "%d EnvoyConfig(s) of %d fleet(s) are valid (%d other document(s) skipped)\n", v.configs, v.fleets, v.skipped)
+	return nil
+}

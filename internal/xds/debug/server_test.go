@@ -1,0 +1,315 @@
+package debug
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
+)
+
+var (
+	env   *envtest.Environment
+	admin *kubernetes.Clientset
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	if env, err = testenv.New(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	admin = kubernetes.NewForConfigOrDie(cfg)
+	return m.Run()
+}
+
+// debugServer is a replica: an xDS server, plaintext (its transport is not
+// what is tested here), with its debug endpoint on loopback.
+type debugServer struct {
+	xds    *xds.Server
+	url    string
+	caPool *tls.Config // trusts the debug endpoint's CA
+}
+
+func startServer(t *testing.T) *debugServer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	log := zap.New(zap.UseDevMode(true))
+	x := xds.NewServer("127.0.0.1:0", log, nil)
+	go func() { _ = x.Start(ctx) }()
+
+	now := time.Now()
+	a, _, err := pki.Rotate(pki.Authority{}, now, pki.DefaultOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := pki.IssueServer(a, []string{"localhost", "127.0.0.1"}, now, pki.DefaultOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(leaf.Cert, leaf.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Options{
+		BindAddress: "127.0.0.1:0", Replica: "replica-a", Config: env.Config, Source: x, Log: log,
+		Certificate: func(context.Context) (*tls.Certificate, error) { return &cert, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if err := srv.Start(ctx); err != nil {
+			t.Errorf("the debug server: %v", err)
+		}
+	}()
+	addr, err := srv.Addr(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &debugServer{xds: x, url: "https://" + addr.String(), caPool: &tls.Config{RootCAs: a.Pool(), ServerName: "localhost"}}
+}
+
+// get asks the endpoint as someone: a bearer token, or a client
+// certificate in cfg, or nobody.
+func (d *debugServer) get(t *testing.T, path, token string, clientCert *rest.Config) (int, []byte) {
+	t.Helper()
+	tc := d.caPool.Clone()
+	if clientCert != nil {
+		pair, err := tls.X509KeyPair(clientCert.CertData, clientCert.KeyData)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: time.Minute}
+	req, _ := http.NewRequest(http.MethodGet, d.url+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func namespace(t *testing.T, name string) {
+	t.Helper()
+	_, err := admin.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// allow grants subject get on resources (of example.com) in ns.
+func allow(t *testing.T, ns string, subject rbacv1.Subject, resources ...string) {
+	t.Helper()
+	ctx := context.Background()
+	name := fmt.Sprintf("%s-%s-%s", strings.ToLower(subject.Kind), subject.Name, strings.Join(resources, "-"))
+	_, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"example.com"}, Resources: resources, Verbs: []string{"get"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name}, Subjects: []rbacv1.Subject{subject}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// serviceAccount creates a ServiceAccount and returns a token for it.
+func serviceAccount(t *testing.T, ns, name string) (string, rbacv1.Subject) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token, rbacv1.Subject{Kind: "ServiceAccount", Name: name, Namespace: ns}
+}
+
+// publish serves fleet a cluster and a secret with a private key, and
+// connects a proxy that accepts both.
+func publish(t *testing.T, d *debugServer, fleet, node string) {
+	t.Helper()
+	ctx := context.Background()
+	err := d.xds.SetFleet(ctx, fleet, "v1", map[string][]types.Resource{
+		resourcev3.ClusterType: {&clusterv3.Cluster{Name: "backend", ConnectTimeout: durationpb.New(time.Second)}},
+		resourcev3.SecretType: {&tlsv3.Secret{Name: "server-cert", Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "PUBLIC-CHAIN"}},
+			PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "PRIVATE-KEY-OF-" + fleet}},
+		}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := d.xds.Addr(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := xdstest.Connect(t, xdstest.Dial(t, addr.String()), fleet, node, resourcev3.ClusterType)
+	if _, err := p.Next(""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func proxiesOf(t *testing.T, body []byte) []string {
+	t.Helper()
+	var l ProxyList
+	if err := json.Unmarshal(body, &l); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	var out []string
+	for _, p := range l.Proxies {
+		out = append(out, fmt.Sprintf("%s %s %s %s", p.Fleet, p.Node, p.Replica, p.State))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The endpoint answers nobody it cannot authenticate, and shows each user
+// only the fleets of the namespaces where RBAC lets them get Envoys (the
+// proxies) or EnvoyConfigs (the configuration), whether they authenticate
+// with a ServiceAccount token or a client certificate of the cluster's CA.
+func TestAuthenticationAndAuthorization(t *testing.T) {
+	d := startServer(t)
+	namespace(t, "team-a")
+	namespace(t, "team-b")
+	publish(t, d, "team-a/edge", "edge-a-1")
+	publish(t, d, "team-b/edge", "edge-b-1")
+
+	viewerToken, viewer := serviceAccount(t, "team-a", "viewer")
+	allow(t, "team-a", viewer, "envoys")
+	dumperToken, dumper := serviceAccount(t, "team-a", "dumper")
+	allow(t, "team-a", dumper, "envoys", "envoyconfigs")
+	nobodyToken, _ := serviceAccount(t, "team-a", "nobody")
+	certUser, err := env.AddUser(envtest.User{Name: "carol"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow(t, "team-b", rbacv1.Subject{Kind: "User", Name: "carol", APIGroup: "rbac.authorization.k8s.io"}, "envoys")
+
+	t.Run("anonymous and unknown clients get 401", func(t *testing.T) {
+		for _, path := range []string{VersionPath, ProxiesPath, ConfigPath + "?fleet=team-a/edge"} {
+			if code, body := d.get(t, path, "", nil); code != http.StatusUnauthorized {
+				t.Errorf("anonymous %s: %d %s", path, code, body)
+			}
+			if code, body := d.get(t, path, "not-a-token", nil); code != http.StatusUnauthorized {
+				t.Errorf("a made-up token, %s: %d %s", path, code, body)
+			}
+		}
+	})
+	t.Run("version needs authentication only", func(t *testing.T) {
+		code, body := d.get(t, VersionPath, nobodyToken, nil)
+		var v VersionInfo
+		if code != http.StatusOK || json.Unmarshal(body, &v) != nil || v.Replica != "replica-a" || v.Version == "" {
+			t.Errorf("version: %d %s", code, body)
+		}
+	})
+	t.Run("every namespace: only the readable fleets' rows", func(t *testing.T) {
+		code, body := d.get(t, ProxiesPath, viewerToken, nil)
+		if want := []string{"team-a/edge edge-a-1 replica-a SYNCED"}; code != http.StatusOK || !slices.Equal(proxiesOf(t, body), want) {
+			t.Errorf("viewer: %d %s, want %q", code, body, want)
+		}
+		// The cluster's client CA is read from its ConfigMap once the
+		// server's informer has it.
+		testenv.Eventually(t, "the client CA to be loaded", func() (bool, error) {
+			code, _ = d.get(t, ProxiesPath, "", certUser.Config())
+			return code != http.StatusUnauthorized, nil
+		})
+		code, body = d.get(t, ProxiesPath, "", certUser.Config())
+		if want := []string{"team-b/edge edge-b-1 replica-a SYNCED"}; code != http.StatusOK || !slices.Equal(proxiesOf(t, body), want) {
+			t.Errorf("carol, by certificate: %d %s, want %q", code, body, want)
+		}
+		code, body = d.get(t, ProxiesPath, nobodyToken, nil)
+		if code != http.StatusOK || len(proxiesOf(t, body)) != 0 {
+			t.Errorf("nobody: %d %s, want no rows", code, body)
+		}
+	})
+	t.Run("a namespace", func(t *testing.T) {
+		if code, body := d.get(t, ProxiesPath+"?namespace=team-b", viewerToken, nil); code != http.StatusForbidden {
+			t.Errorf("viewer, team-b: %d %s, want 403", code, body)
+		}
+		code, body := d.get(t, ProxiesPath+"?namespace=team-a", viewerToken, nil)
+		if want := []string{"team-a/edge edge-a-1 replica-a SYNCED"}; code != http.StatusOK || !slices.Equal(proxiesOf(t, body), want) {
+			t.Errorf("viewer, team-a: %d %s, want %q", code, body, want)
+		}
+	})
+	t.Run("a named fleet", func(t *testing.T) {
+		if code, body := d.get(t, ProxiesPath+"?namespace=team-b&fleet=edge", viewerToken, nil); code != http.StatusForbidden {
+			t.Errorf("viewer, team-b's fleet: %d %s, want 403", code, body)
+		}
+		code, body := d.get(t, ProxiesPath+"?namespace=team-a&fleet=edge", viewerToken, nil)
+		if want := []string{"team-a/edge edge-a-1 replica-a SYNCED"}; code != http.StatusOK || !slices.Equal(proxiesOf(t, body), want) {
+			t.Errorf("viewer, team-a's fleet: %d %s, want %q", code, body, want)
+		}
+	})
+	t.Run("config dump", func(t *testing.T) {
+		if code, body := d.get(t, ConfigPath+"?fleet=team-a/edge", viewerToken, nil); code != http.StatusForbidden {
+			t.Errorf("viewer, who may not get EnvoyConfigs: %d %s, want 403", code, body)
+		}
+		if code, body := d.get(t, ConfigPath+"?fleet=team-b/edge", dumperToken, nil); code != http.StatusForbidden {
+			t.Errorf("dumper, team-b's fleet: %d %s, want 403", code, body)
+		}
+		code, body := d.get(t, ConfigPath+"?fleet=team-a/edge", dumperToken, nil)
+		var dump ConfigDump
+		if code != http.StatusOK || json.Unmarshal(body, &dump) != nil {
+			t.Fatalf("dumper, team-a's fleet: %d %s", code, body)
+		}
+		got := string(body)
+		if len(dump.Resources["clusters"]) != 1 || len(dump.Resources["secrets"]) != 1 || !strings.Contains(got, translate.Redacted) ||
+			!strings.Contains(got, "PUBLIC-CHAIN") || strings.Contains(got, "PRIVATE-KEY") {
+			t.Errorf("the dump: %s", got)
+		}
+		if code, body := d.get(t, ConfigPath+"?fleet=team-a/edge&type=routers", dumperToken, nil); code != http.StatusBadRequest {
+			t.Errorf("an unknown type: %d %s, want 400", code, body)
+		}
+	})
+}
