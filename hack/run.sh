@@ -20,19 +20,20 @@ echo "CRDs installed: $(bin/kubectl get crd -o name | sed 's#.*/##' | tr '\n' ' 
 
 # The operator's ports on this host: free ones, unless set, so that a second
 # operator or anything else on the usual ports does not stop it.
-ports=$(free_ports 4)
-{ read -r free_webhook; read -r free_metrics; read -r free_health; read -r free_xds; } <<<"$ports"
+ports=$(free_ports 5)
+{ read -r free_webhook; read -r free_metrics; read -r free_health; read -r free_xds; read -r free_debug; } <<<"$ports"
 WEBHOOK_PORT=${WEBHOOK_PORT:-$free_webhook}
 METRICS_PORT=${METRICS_PORT:-$free_metrics}
 HEALTH_PORT=${HEALTH_PORT:-$free_health}
 XDS_PORT=${XDS_PORT:-$free_xds}
+DEBUG_PORT=${DEBUG_PORT:-$free_debug}
 # The sidecar-injection webhook, served by the operator on this host.
 hack/webhook-local.sh "$WEBHOOK_PORT"
 
 # Metrics in plain HTTP, on the loopback interface only, for curl.
 bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" --zap-devel=false \
   --metrics-secure=false --metrics-bind-address "127.0.0.1:$METRICS_PORT" --health-probe-bind-address "127.0.0.1:$HEALTH_PORT" \
-  --xds-bind-address "127.0.0.1:$XDS_PORT" \
+  --xds-bind-address "127.0.0.1:$XDS_PORT" --debug-bind-address "127.0.0.1:$DEBUG_PORT" \
   --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dns-name localhost \
   --webhook-cert-write-files --webhook-cert-dir "$ROOT/tmp/$NAME/webhook-certs" &
 op_pid=$!
@@ -94,14 +95,24 @@ kube-envoy-controller is running against the local cluster "$NAME".
   bin/kubectl get configmap envoy-cfg-1 -o yaml   # the fleet's Envoy v3 bootstrap
   bin/kubectl scale envoy/edge-envoy --replicas=5
 
+  What every proxy runs, with the kubectl plugin (bin/kubectl-envoy; kubectl
+  finds it on PATH). The operator runs on this host, so it is reached at its
+  address rather than through its pods. KWOK's pods run no Envoy, so no
+  proxy is connected here; on a real cluster each one is listed:
+  export PATH=$ROOT/bin:\$PATH
+  kubectl envoy proxy-status -A --operator-address 127.0.0.1:$DEBUG_PORT
+  kubectl envoy config-dump web-gateway --type routes --operator-address 127.0.0.1:$DEBUG_PORT
+  kubectl envoy validate -f config/samples/
+
   The EnvoyConfig samples, served by the operator's xDS server:
   bin/kubectl get envoyconfigs             # web-routing, web-canary, web-tls, shop-routes
   bin/kubectl get pods -l app=shop -o jsonpath='{.items[*].spec.containers[*].name}'   # shop envoy
 
   The operator's ports: metrics http://127.0.0.1:$METRICS_PORT/metrics,
   probes http://127.0.0.1:$HEALTH_PORT/readyz, xDS 127.0.0.1:$XDS_PORT,
+  debug https://127.0.0.1:$DEBUG_PORT (kubectl envoy),
   webhook https://localhost:$WEBHOOK_PORT (set METRICS_PORT, HEALTH_PORT,
-  XDS_PORT or WEBHOOK_PORT to choose them).
+  XDS_PORT, DEBUG_PORT or WEBHOOK_PORT to choose them).
 
 Ctrl-C stops the operator and removes its webhook configurations. make cluster-down removes the cluster.
 ================================================================================

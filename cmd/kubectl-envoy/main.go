@@ -9,6 +9,9 @@
 package main
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
 	"context"
 	"fmt"
 	"io"
@@ -16,6 +19,9 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/pkg/generated/clientset/versioned"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -118,14 +124,23 @@ the rows of fleets whose Envoys you may not get are left out.`,
 				}
 				q.Set("namespace", ns)
 			}
-			if len(args) > 0 {
-				q.Set("fleet", args[0])
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 			defer cancel()
+			var fleet *examplev1.Envoy
+			if len(args) > 0 {
+				q.Set("fleet", args[0])
+				var err error
+				if fleet, err = o.envoy(ctx, q.Get("namespace"), args[0]); err != nil {
+					return err
+				}
+			}
 			rows, err := o.proxies(ctx, q)
 			if err != nil {
 				return err
+			}
+			if fleet != nil && len(rows) == 0 {
+				fmt.Fprintf(o.streams.ErrOut, "no proxy of fleet %s/%s is connected (spec.replicas: %d, and its sidecars)\n",
+					fleet.Namespace, fleet.Name, ptr.Deref(fleet.Spec.Replicas, 1))
 			}
 			return printRows(o.streams.Out, o.output, rows, time.Now())
 		},
@@ -133,6 +148,20 @@ the rows of fleets whose Envoys you may not get are left out.`,
 	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "Proxies of every namespace.")
 	cmd.Flags().StringVarP(&o.output, "output", "o", outputTable, "Output format: table, json or yaml.")
 	return cmd
+}
+
+// envoy reads the fleet's Envoy with the typed client, so that a fleet that
+// does not exist is an error rather than an empty table.
+func (o *options) envoy(ctx context.Context, ns, name string) (*examplev1.Envoy, error) {
+	cfg, err := o.config.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	c, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return c.ExampleV1().Envoys(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
 // proxies merges the rows of every reachable replica.

@@ -120,6 +120,15 @@ func TestPluginProxyStatus(t *testing.T) {
 	ns := namespace(t, "e2e-plugin")
 	applyFleet(t, ns)
 
+	// The fleet is read with the typed client: one that does not exist is
+	// an error, and one without proxies says so.
+	if out, err := run("proxy-status", "no-such-fleet", "-n", ns); err == nil || !strings.Contains(out, `"no-such-fleet" not found`) {
+		t.Errorf("proxy-status of a fleet that does not exist: %v\n%s", err, out)
+	}
+	if out, err := run("proxy-status", "edge", "-n", ns); err != nil || !strings.Contains(out, "no proxy of fleet "+ns+"/edge is connected") {
+		t.Errorf("proxy-status of a fleet without proxies: %v\n%s", err, out)
+	}
+
 	synced := xdstest.Connect(t, dialAsFleet(t, ns, "edge"), ns+"/edge", "proxy-synced", resourcev3.ClusterType)
 	if _, err := synced.Next(""); err != nil {
 		t.Fatal(err)
