@@ -59,6 +59,19 @@ func KindOf(typeURL string) Kind {
 	return Kind{}
 }
 
+// KindNamed returns the kind whose field is name (listeners, routes,
+// clusters, endpoints or secrets).
+func KindNamed(name string) (Kind, error) {
+	var names []string
+	for _, k := range Kinds {
+		if k.Field == name {
+			return k, nil
+		}
+		names = append(names, k.Field)
+	}
+	return Kind{}, fmt.Errorf("unknown type %q: want one of %s", name, strings.Join(names, ", "))
+}
+
 // validator is what every generated Envoy message has: protoc-gen-validate's checks.
 type validator interface{ ValidateAll() error }
 

@@ -64,6 +64,17 @@ func kubectlOut(args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+// applyYAML applies manifest in ns with kubectl apply -f, from a file, as a
+// user would.
+func applyYAML(t *testing.T, ns, manifest string) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "manifest.yaml")
+	if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "-n", ns, "apply", "-f", f)
+}
+
 // sample returns the path of a file in config/samples.
 func sample(name string) string {
 	return filepath.Join(os.Getenv("E2E_ROOT"), "config", "samples", name)

@@ -52,11 +52,7 @@ func dialAsFleet(t *testing.T, ns, name string) discoveryv3.AggregatedDiscoveryS
 // refused with PermissionDenied; fleet B's own gets its configuration.
 func TestXDSServesOnlyTheCertificatesFleet(t *testing.T) {
 	ns := namespace(t, "e2e-mtls")
-	f, err := os.CreateTemp(t.TempDir(), "fleets-*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(`
+	applyYAML(t, ns, `
 apiVersion: example.com/v1
 kind: Envoy
 metadata: {name: a}
@@ -73,11 +69,7 @@ spec:
   resources:
     clusters:
     - {name: b-only, type: STATIC, connect_timeout: 1s}
-`); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	kubectl(t, "-n", ns, "apply", "-f", f.Name())
+`)
 	waitJSONPath(t, time.Minute, ns, "envoyconfig/b", `{.status.conditions[?(@.type=="Published")].status}`, "True")
 	addr := os.Getenv("E2E_XDS_ADDR")
 	_, _, ca := fleetSecret(t, ns, "a")

@@ -68,11 +68,7 @@ func debugAddr(t *testing.T) string {
 // ns, and waits until the configuration is published.
 func applyFleet(t *testing.T, ns string) {
 	t.Helper()
-	f, err := os.CreateTemp(t.TempDir(), "fleet-*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(`
+	applyYAML(t, ns, `
 apiVersion: example.com/v1
 kind: Envoy
 metadata: {name: edge}
@@ -85,11 +81,7 @@ spec:
   resources:
     clusters:
     - {name: plugin-backend, type: STATIC, connect_timeout: 1s}
-`); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	kubectl(t, "-n", ns, "apply", "-f", f.Name())
+`)
 	waitJSONPath(t, time.Minute, ns, "envoyconfig/edge", `{.status.conditions[?(@.type=="Published")].status}`, "True")
 }
 

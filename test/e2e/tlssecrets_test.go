@@ -115,11 +115,7 @@ func TestTLSSecretOverSDS(t *testing.T) {
 	dir := t.TempDir()
 	crtPath, keyPath, crt := writeCertificate(t, dir, "web.example.com")
 	applyTLSSecret(t, ns, crtPath, keyPath)
-	f := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(f, []byte(tlsConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kubectl(t, "-n", ns, "apply", "-f", f)
+	applyYAML(t, ns, tlsConfig)
 	// Not labelled yet: published, and told why the secret is not served.
 	waitJSONPath(t, time.Minute, ns, "envoyconfig/https", `{.status.conditions[?(@.type=="Degraded")].reason}`, "SecretUnavailable")
 	kubectl(t, "-n", ns, "label", "secret", "web-tls", "kube-envoy-controller.io/xds-secret=tls")

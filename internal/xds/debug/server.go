@@ -262,7 +262,7 @@ func (s *Server) config(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if only != "" {
-		if _, err := KindNamed(only); err != nil {
+		if _, err := xds.KindNamed(only); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}

@@ -34,11 +34,9 @@ func TestRedact(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var kind xds.Kind
-			for _, k := range xds.Kinds {
-				if k.Field == tt.field {
-					kind = k
-				}
+			kind, err := xds.KindNamed(tt.field)
+			if err != nil {
+				t.Fatal(err)
 			}
 			m, _, err := xds.Decode(kind, []byte(tt.raw))
 			if err != nil {
