@@ -71,10 +71,12 @@ generate: $(BIN)/controller-gen ## Generate deepcopy code, CRDs, RBAC, the webho
 	@# gotypesalias=0: the deepcopy generator drops the values of a map whose value type is an alias
 	@# (api/example/v1 LabelValue, an alias only for its CRD markers); with aliases resolved, it copies them.
 	GODEBUG=gotypesalias=0 $(BIN)/controller-gen object paths=./api/...
+	@# The typed clients before the RBAC markers are read: the packages that
+	@# controller-gen loads (cmd/kubectl-envoy) import them.
+	hack/update-codegen.sh
 	$(BIN)/controller-gen rbac:roleName=kube-envoy-controller crd:generateEmbeddedObjectMeta=true webhook paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
-	hack/update-codegen.sh
 
 .PHONY: codegen
 codegen: ## Generate only the typed clients in pkg/generated (k8s.io/code-generator, pinned in hack/codegen).
