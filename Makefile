@@ -130,11 +130,13 @@ install: ## Install the CRDs into the local cluster.
 ##@ Test
 
 .PHONY: test
-test: tools verify test-scripts unit e2e install-and-bench-smoke ## Run every test: stale-file checks, the scripts' tests, unit and envtest integration tests, end-to-end and install tests, the benchmarks' smoke run.
+test: tools verify unit-go e2e test-at-once ## Run every test: stale-file checks, the scripts' tests, unit and envtest integration tests, end-to-end and install tests, the benchmarks' smoke run.
 
-.PHONY: install-and-bench-smoke
-install-and-bench-smoke: tools installer ## e2e-install and bench-smoke at once, each on its own cluster (hack/together.sh).
-	hack/together.sh e2e-install "LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh" bench-smoke "BENCH_SMOKE=1 hack/bench.sh"
+.PHONY: test-at-once
+test-at-once: tools installer $(BIN)/controller-gen ## e2e-install, bench-smoke, test-scripts and the image build's tests at once (hack/together.sh): the first two mostly wait on their clusters.
+	hack/together.sh e2e-install "LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh" \
+		bench-smoke "BENCH_SMOKE=1 hack/bench.sh" test-scripts "hack/lib_test.sh && hack/verify-generated_test.sh" \
+		image-test "cd hack/image && go test -count=1 ./..."
 
 .PHONY: test-scripts
 test-scripts: $(BIN)/controller-gen ## Tests of the scripts in hack/: the cleanup trap, running tests at once, the stale-file check.
@@ -142,9 +144,12 @@ test-scripts: $(BIN)/controller-gen ## Tests of the scripts in hack/: the cleanu
 	hack/verify-generated_test.sh
 
 .PHONY: unit
-unit: tools ## Unit tests and envtest integration tests (a real kube-apiserver and etcd from bin/), and the image build's tests.
-	hack/unit.sh
+unit: unit-go ## Unit tests and envtest integration tests (a real kube-apiserver and etcd from bin/), and the image build's tests.
 	cd hack/image && go test -count=1 ./...
+
+.PHONY: unit-go
+unit-go: tools ## Unit tests and envtest integration tests of the operator's module only.
+	hack/unit.sh
 
 FUZZTIME ?= 30s
 FUZZMINIMIZETIME ?= 5s

@@ -72,7 +72,9 @@ if [[ $tests != 0 ]]; then
   "$DIR/kube-envoy-controller" "${op_args[@]}" >"$DIR/operator.log" 2>&1 &
   op_pid=$!
   wait_ready "$op_pid" "$health_port" "$DIR/operator.log"
-  E2E_ROOT=$ROOT E2E_XDS_ADDR=$XDS_ADDR E2E_DEBUG_ADDR=127.0.0.1:$debug_port go test -tags e2e -count=1 -timeout 20m ./test/e2e/... "$@" || rc=$?
+  # The tests run at once (t.Parallel), each in namespaces of its own: they
+  # mostly wait on the cluster.
+  E2E_ROOT=$ROOT E2E_XDS_ADDR=$XDS_ADDR E2E_DEBUG_ADDR=127.0.0.1:$debug_port go test -tags e2e -count=1 -parallel 6 -timeout 20m ./test/e2e/... "$@" || rc=$?
   # The operator's own account of the run, whatever the tests said: it stops
   # gracefully, and its log has no panic, data race or hot loop.
   stop_operator || rc=1

@@ -12,6 +12,7 @@ import (
 // The seed's sample Envoy, applied unchanged, becomes a running fleet that
 // scales, rolls on a bootstrap change, and is removed with its Envoy.
 func TestEnvoySample(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	step := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
 	ns := namespace(t, "e2e-envoy")

@@ -51,6 +51,7 @@ func dialAsFleet(t *testing.T, ns, name string) discoveryv3.AggregatedDiscoveryS
 // a plaintext one, gets nothing; fleet A's certificate, claiming fleet B, is
 // refused with PermissionDenied; fleet B's own gets its configuration.
 func TestXDSServesOnlyTheCertificatesFleet(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "e2e-mtls")
 	applyYAML(t, ns, `
 apiVersion: example.com/v1

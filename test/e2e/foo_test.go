@@ -9,6 +9,7 @@ import (
 
 // The seed's sample Foo, applied unchanged, runs nginx pods on the cluster.
 func TestFooSample(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	step := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
 	ns := namespace(t, "e2e-foo")

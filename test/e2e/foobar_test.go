@@ -12,6 +12,7 @@ import (
 // pod KWOK completes; the FooBar reaches Succeeded. A new spec runs a new Job
 // and removes the old one with its pod.
 func TestFooBarSample(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	step := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
 	ns := namespace(t, "e2e-foobar")

@@ -26,6 +26,7 @@ import (
 // The seed's sample PodSet, applied unchanged, runs three ready pods; a
 // deleted pod is replaced.
 func TestPodSetSample(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	step := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
 	ns := namespace(t, "e2e-podset")
@@ -162,6 +163,7 @@ func (s *podSampler) take(t *testing.T) (watchMax, listMax, samples, created int
 // Scaling from 0 to 200 and back to 0: the pod count, sampled throughout, is
 // never above the target, and no pod is created beyond it.
 func TestPodSetScaleNeverAboveTarget(t *testing.T) {
+	t.Parallel()
 	const target = 200
 	start := time.Now()
 	step := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }

@@ -106,6 +106,7 @@ func proxyRows(run func(...string) (string, error), args ...string) (map[string]
 // accepted its fleet's configuration as SYNCED and one that rejected it as
 // NACKED with its reason; config-dump shows what the fleet is served.
 func TestPluginProxyStatus(t *testing.T) {
+	t.Parallel()
 	plain := plugin(t)
 	addr := debugAddr(t)
 	run := func(args ...string) (string, error) { return plain(append(args, "--operator-address", addr)...) }
@@ -182,6 +183,7 @@ func TestPluginProxyStatus(t *testing.T) {
 // cluster is made with it enabled) sends its debug port to the operator
 // running on this host.
 func TestPluginThroughPortForward(t *testing.T) {
+	t.Parallel()
 	run := plugin(t)
 	const operatorNS = "kube-envoy-controller"
 	ns := namespace(t, "e2e-plugin-pf")

@@ -143,6 +143,7 @@ func waitEndpoints(t *testing.T, c discoveryv3.AggregatedDiscoveryServiceClient,
 // termination with a Kubernetes TLS Secret. What the fleet's proxies are
 // served is what the samples' comments promise.
 func TestGatewaySamples(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "e2e-samples")
 	crtPath, keyPath, crt := writeCertificate(t, t.TempDir(), "web.example.com")
 	applyTLSSecret(t, ns, crtPath, keyPath)
@@ -214,6 +215,7 @@ func TestGatewaySamples(t *testing.T) {
 // injection: its Deployment's pods get an Envoy sidecar of the fleet
 // shop-mesh, and the fleet's EnvoyConfig is what the sidecars are served.
 func TestSidecarSample(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "e2e-sidecar-sample")
 	kubectl(t, "label", "namespace", ns, "kube-envoy-controller.io/injection=enabled")
 	kubectl(t, "-n", ns, "apply", "-f", sample("example_v1_envoy_sidecar.yaml"))

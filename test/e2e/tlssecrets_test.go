@@ -111,6 +111,7 @@ func applyTLSSecret(t *testing.T, ns, crtPath, keyPath string) {
 // certificate reaches it live. A private key written inline in an
 // EnvoyConfig is refused by kubectl apply, with the field named.
 func TestTLSSecretOverSDS(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "e2e-tls")
 	dir := t.TempDir()
 	crtPath, keyPath, crt := writeCertificate(t, dir, "web.example.com")

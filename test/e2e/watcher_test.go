@@ -24,6 +24,7 @@ import (
 // The sample Watcher and an Envoy fleet's sidecar are injected into the pods
 // of a Deployment in a namespace that enables injection.
 func TestWatcherInjection(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	start := time.Now()
 	step := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
