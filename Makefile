@@ -130,11 +130,11 @@ install: ## Install the CRDs into the local cluster.
 ##@ Test
 
 .PHONY: test
-test: tools verify unit-go test-at-once ## Run every test: stale-file checks, the scripts' tests, unit and envtest integration tests, end-to-end and install tests, the benchmarks' smoke run.
+test: tools verify unit-go e2e test-at-once ## Run every test: stale-file checks, the scripts' tests, unit and envtest integration tests, end-to-end and install tests, the benchmarks' smoke run.
 
 .PHONY: test-at-once
-test-at-once: tools installer $(BIN)/controller-gen ## e2e (with chaos), e2e-install, bench-smoke, test-scripts and the image build's tests at once (hack/together.sh): the first three mostly wait on their clusters.
-	hack/together.sh e2e hack/e2e.sh e2e-install "LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh" \
+test-at-once: tools installer $(BIN)/controller-gen ## e2e-install, bench-smoke, test-scripts and the image build's tests at once (hack/together.sh): the first two mostly wait on their clusters.
+	hack/together.sh e2e-install "LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh" \
 		bench-smoke "BENCH_SMOKE=1 hack/bench.sh" test-scripts "hack/lib_test.sh && hack/verify-generated_test.sh" \
 		image-test "cd hack/image && go test -count=1 ./..."
 
