@@ -89,7 +89,7 @@ cat <<MSG
 kube-envoy-controller is running against the local cluster "$NAME".
 
   export KUBECONFIG=$KUBECONFIG      # or: bin/kwokctl --name $NAME get kubeconfig
-  bin/kubectl get foos,envoys,podsets,foobars,watchers
+  bin/kubectl get foos,envoys,envoyconfigs,podsets,foobars,watchers
   bin/kubectl get deployment,pods -l controller=example-foo
   bin/kubectl describe envoy edge-envoy      # conditions and events
   bin/kubectl get configmap envoy-cfg-1 -o yaml   # the fleet's Envoy v3 bootstrap
