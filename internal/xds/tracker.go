@@ -21,10 +21,16 @@ import (
 // until Forget) are counted, reported, notified and have metric series: a
 // stream of another fleet is only remembered, as one entry until it closes,
 // and counts once its fleet is published.
+//
+// A request or a response costs the same whatever the number of proxies:
+// each proxy's standing with its fleet's published version is kept, and
+// each fleet's counts follow it. Only a publication judges every proxy of
+// its fleet again.
 type Tracker struct {
 	mu        sync.Mutex
 	streams   map[int64]*proxyStream
-	published map[string]publication // by fleet
+	fleets    map[string]*fleetProxies // by fleet: its streams that named a node
+	published map[string]publication   // by fleet
 	// typeVersions holds, by fleet and fleet version, each type's version in
 	// that publication (see Server.SetFleet).
 	typeVersions map[string]map[string]map[string]string
@@ -41,13 +47,35 @@ type publication struct {
 	allAck  bool // the publish-to-ACK time has been observed
 }
 
+// fleetProxies is a fleet's connected proxies and how many of them stand
+// where with its published version.
+type fleetProxies struct {
+	streams        map[int64]*proxyStream
+	acked, nacked  int
+	lastNACKStream int64 // a stream that rejected the published version, if nacked > 0
+}
+
+// standing is where a proxy stands with a version.
+type standing int
+
+const (
+	pending  standing = iota // neither accepted nor rejected every type yet
+	accepted                 // accepted every type it asked for
+	rejected                 // rejected some type
+)
+
 type proxyStream struct {
+	id          int64
 	fleet, node string
-	sent        map[string]string // nonce -> version
-	lastSent    map[string]string // type URL -> version of the last response
-	acked       map[string]string // type URL -> version
-	nacked      map[string]nack   // type URL -> the rejection
-	requested   map[string]bool   // type URLs the proxy asked for
+	// standing is the stream's, with its fleet's published version, and
+	// nackDetail the detail of the rejection when it is rejected.
+	standing   standing
+	nackDetail string
+	sent       map[string]string // nonce -> version
+	lastSent   map[string]string // type URL -> version of the last response
+	acked      map[string]string // type URL -> version
+	nacked     map[string]nack   // type URL -> the rejection
+	requested  map[string]bool   // type URLs the proxy asked for
 	// since is when the stream opened, lastSeen when its last request came.
 	since, lastSeen time.Time
 }
@@ -59,7 +87,7 @@ func NewTracker(notify func(fleet string)) *Tracker {
 	if notify == nil {
 		notify = func(string) {}
 	}
-	return &Tracker{streams: map[int64]*proxyStream{}, published: map[string]publication{},
+	return &Tracker{streams: map[int64]*proxyStream{}, fleets: map[string]*fleetProxies{}, published: map[string]publication{},
 		typeVersions: map[string]map[string]map[string]string{}, notify: notify, now: time.Now}
 }
 
@@ -85,43 +113,116 @@ func (t *Tracker) Counts(fleet, version string) ProxyCounts {
 }
 
 func (t *Tracker) countsLocked(fleet, version string) ProxyCounts {
-	var c ProxyCounts
-	tv := t.typeVersions[fleet][version]
-	label := func(typ string) string {
-		if v, ok := tv[typ]; ok {
-			return v
-		}
-		return version
+	f := t.fleets[fleet]
+	if f == nil {
+		return ProxyCounts{}
 	}
-	ids := make([]int64, 0, len(t.streams))
-	for id := range t.streams {
-		ids = append(ids, id)
+	c := ProxyCounts{Connected: len(f.streams)}
+	if p, ok := t.published[fleet]; ok && p.version == version {
+		c.Acked, c.Nacked = f.acked, f.nacked
+		if f.nacked > 0 {
+			c.LastNACK = f.streams[f.lastNACKStream].nackDetail
+		}
+		return c
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for _, id := range ids {
-		s := t.streams[id]
-		if s.fleet != fleet || s.node == "" {
-			continue
-		}
-		c.Connected++
-		rejected, accepted := false, len(s.requested) > 0
-		for typ := range s.requested {
-			if n, ok := s.nacked[typ]; ok && n.version == label(typ) {
-				rejected = true
-				c.LastNACK = n.detail
-			}
-			if s.acked[typ] != label(typ) {
-				accepted = false
-			}
-		}
-		switch {
+	// Another version than the published one: judge every proxy against it.
+	label := t.labels(fleet, version)
+	for _, s := range f.streams {
+		switch st, detail := judge(s, label); st {
 		case rejected:
 			c.Nacked++
+			c.LastNACK = detail
 		case accepted:
 			c.Acked++
 		}
 	}
 	return c
+}
+
+// labels returns, for a fleet's version, each type's version in it.
+func (t *Tracker) labels(fleet, version string) func(typ string) string {
+	tv := t.typeVersions[fleet][version]
+	return func(typ string) string {
+		if v, ok := tv[typ]; ok {
+			return v
+		}
+		return version
+	}
+}
+
+// judge returns where a proxy stands with the version whose types label
+// gives: rejected if it rejected some type at that version, accepted if it
+// accepted every type it asked for.
+func judge(s *proxyStream, label func(string) string) (standing, string) {
+	st := pending
+	if len(s.requested) > 0 {
+		st = accepted
+	}
+	for typ := range s.requested {
+		if n, ok := s.nacked[typ]; ok && n.version == label(typ) {
+			return rejected, n.detail
+		}
+		if s.acked[typ] != label(typ) {
+			st = pending
+		}
+	}
+	return st, ""
+}
+
+// rejudgeLocked judges a stream of fleet f again against the published
+// version, and moves it between the fleet's counts.
+func (t *Tracker) rejudgeLocked(f *fleetProxies, s *proxyStream, label func(string) string) {
+	t.leaveLocked(f, s)
+	s.standing, s.nackDetail = judge(s, label)
+	switch s.standing {
+	case accepted:
+		f.acked++
+	case rejected:
+		f.nacked++
+		f.lastNACKStream = s.id
+	}
+}
+
+// leaveLocked takes a stream out of its fleet's counts.
+func (t *Tracker) leaveLocked(f *fleetProxies, s *proxyStream) {
+	switch s.standing {
+	case accepted:
+		f.acked--
+	case rejected:
+		f.nacked--
+		if f.lastNACKStream == s.id && f.nacked > 0 {
+			// Another rejection stands for the fleet; finding one is
+			// the only walk over the fleet's proxies a request can cost.
+			for id, o := range f.streams {
+				if o.standing == rejected && id != s.id {
+					f.lastNACKStream = id
+					break
+				}
+			}
+		}
+	}
+	s.standing, s.nackDetail = pending, ""
+}
+
+// rejudgeFleetLocked judges every proxy of fleet again, after a publication.
+func (t *Tracker) rejudgeFleetLocked(fleet string) {
+	f := t.fleets[fleet]
+	p, ok := t.published[fleet]
+	if f == nil || !ok {
+		return
+	}
+	label := t.labels(fleet, p.version)
+	f.acked, f.nacked = 0, 0
+	for id, s := range f.streams {
+		s.standing, s.nackDetail = judge(s, label)
+		switch s.standing {
+		case accepted:
+			f.acked++
+		case rejected:
+			f.nacked++
+			f.lastNACKStream = id
+		}
+	}
 }
 
 // Published records that fleet's configuration is now version, with each
@@ -141,15 +242,15 @@ func (t *Tracker) recordPublication(fleet, version string, typeVersions map[stri
 	}
 	t.typeVersions[fleet][version] = typeVersions
 	p, known := t.published[fleet]
-	if known && p.version == version {
-		return
+	if !known || p.version != version {
+		t.published[fleet] = publication{version: version, at: t.now()}
+		metricPushes.WithLabelValues(fleet).Inc()
 	}
-	t.published[fleet] = publication{version: version, at: t.now()}
-	metricPushes.WithLabelValues(fleet).Inc()
-	if !known {
-		// Its proxies that connected before count from now on.
-		t.changedLocked(fleet)
-	}
+	// The same version may come with other type versions (endpoints and
+	// secrets are live): every proxy is judged again, and those that
+	// connected before the fleet was published count from now on.
+	t.rejudgeFleetLocked(fleet)
+	t.changedLocked(fleet)
 }
 
 // Forget drops what the tracker knows of a fleet's publications, and the
@@ -181,18 +282,17 @@ func (t *Tracker) changedLocked(fleet string) {
 	if !t.knownLocked(fleet) {
 		return
 	}
+	f := t.fleets[fleet]
 	connected := 0
-	for _, s := range t.streams {
-		if s.fleet == fleet && s.node != "" {
-			connected++
-		}
+	if f != nil {
+		connected = len(f.streams)
 	}
 	metricConnected.WithLabelValues(fleet).Set(float64(connected))
 	p, ok := t.published[fleet]
 	if !ok || p.allAck {
 		return
 	}
-	if c := t.countsLocked(fleet, p.version); c.Connected > 0 && c.Acked == c.Connected {
+	if connected > 0 && f.acked == connected {
 		metricPublishToAck.Observe(t.now().Sub(p.at).Seconds())
 		p.allAck = true
 		t.published[fleet] = p
@@ -203,7 +303,7 @@ func (t *Tracker) open(id int64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	t.streams[id] = &proxyStream{sent: map[string]string{}, lastSent: map[string]string{}, acked: map[string]string{},
+	t.streams[id] = &proxyStream{id: id, sent: map[string]string{}, lastSent: map[string]string{}, acked: map[string]string{},
 		nacked: map[string]nack{}, requested: map[string]bool{}, since: now, lastSeen: now}
 	return nil
 }
@@ -211,9 +311,20 @@ func (t *Tracker) open(id int64) error {
 func (t *Tracker) closed(id int64) {
 	t.mu.Lock()
 	s, ok := t.streams[id]
+	if !ok {
+		t.mu.Unlock()
+		return
+	}
 	delete(t.streams, id)
+	if f := t.fleets[s.fleet]; s.node != "" && f != nil {
+		t.leaveLocked(f, s)
+		delete(f.streams, id)
+		if len(f.streams) == 0 {
+			delete(t.fleets, s.fleet)
+		}
+	}
 	fleet := ""
-	if ok && t.knownLocked(s.fleet) {
+	if t.knownLocked(s.fleet) {
 		fleet = s.fleet
 		t.changedLocked(fleet)
 	}
@@ -234,6 +345,12 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 	}
 	if s.node == "" && node != nil {
 		s.node, s.fleet = node.GetId(), FleetID(node)
+		f := t.fleets[s.fleet]
+		if f == nil {
+			f = &fleetProxies{streams: map[int64]*proxyStream{}}
+			t.fleets[s.fleet] = f
+		}
+		f.streams[id] = s
 	}
 	s.lastSeen = t.now()
 	s.requested[typeURL] = true
@@ -259,6 +376,11 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 		changed = true
 	}
 	fleet := s.fleet
+	if f := t.fleets[fleet]; f != nil && s.node != "" {
+		if p, ok := t.published[fleet]; ok {
+			t.rejudgeLocked(f, s, t.labels(fleet, p.version))
+		}
+	}
 	if changed || node != nil {
 		t.changedLocked(fleet)
 	}
@@ -323,12 +445,10 @@ func (t *Tracker) OnFetchResponse(*discoveryv3.DiscoveryRequest, *discoveryv3.Di
 func (t *Tracker) Fleets() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	seen := map[string]bool{}
 	var out []string
-	for _, s := range t.streams {
-		if s.node != "" && !seen[s.fleet] && t.knownLocked(s.fleet) {
-			seen[s.fleet] = true
-			out = append(out, s.fleet)
+	for fleet := range t.fleets {
+		if t.knownLocked(fleet) {
+			out = append(out, fleet)
 		}
 	}
 	sort.Strings(out)

@@ -2,6 +2,8 @@ package xds
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
@@ -55,5 +57,121 @@ func TestTrackerProxies(t *testing.T) {
 	tr.OnStreamClosed(1, node)
 	if got := tr.Proxies(); len(got) != 0 {
 		t.Errorf("after the stream closed: %+v", got)
+	}
+}
+
+// recount is how a fleet's proxies stand with version, counted from
+// scratch: what the tracker's kept counts must always equal.
+func recount(t *Tracker, fleet, version string) (c ProxyCounts, details map[string]bool) {
+	details = map[string]bool{}
+	label := t.labels(fleet, version)
+	for _, s := range t.streams {
+		if s.fleet != fleet || s.node == "" {
+			continue
+		}
+		c.Connected++
+		st, detail := judge(s, label)
+		switch st {
+		case rejected:
+			c.Nacked++
+			details[detail] = true
+		case accepted:
+			c.Acked++
+		}
+	}
+	return c, details
+}
+
+// However streams open, ask, ACK, NACK and close, and however fleets are
+// published and forgotten, the counts the tracker keeps equal a recount.
+func TestTrackerCountsFollowEveryEvent(t *testing.T) {
+	types := []string{resourcev3.ListenerType, resourcev3.ClusterType, resourcev3.EndpointType}
+	fleets := []string{"ns/a", "ns/b"}
+	for seed := range int64(50) {
+		rnd := rand.New(rand.NewPCG(uint64(seed), 7))
+		tr := NewTracker(nil)
+		ctx := context.Background()
+		var open []int64
+		nonce := 0
+		published := map[string]string{}
+		for step := range 400 {
+			switch op := rnd.IntN(10); {
+			case op == 0 && len(open) < 30: // a stream opens and names its node
+				id := int64(step + 1)
+				_ = tr.OnStreamOpen(ctx, id, "")
+				open = append(open, id)
+				f := fleets[rnd.IntN(len(fleets))]
+				_ = tr.OnStreamRequest(id, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: fmt.Sprint("p", id), Cluster: f}, TypeUrl: types[rnd.IntN(len(types))]})
+			case op == 1 && len(open) > 0: // a stream closes
+				i := rnd.IntN(len(open))
+				tr.OnStreamClosed(open[i], nil)
+				open = append(open[:i], open[i+1:]...)
+			case op == 2: // a fleet is published, or its endpoints change
+				f := fleets[rnd.IntN(len(fleets))]
+				v := fmt.Sprint("v", rnd.IntN(3))
+				tv := map[string]string{}
+				for _, typ := range types {
+					tv[typ] = fmt.Sprint(typ[len(typ)-3:], rnd.IntN(2))
+				}
+				tr.Published(f, v, tv)
+				published[f] = v
+			case op == 3: // a fleet is forgotten
+				f := fleets[rnd.IntN(len(fleets))]
+				tr.Forget(f)
+				delete(published, f)
+			case len(open) > 0: // a response, and its ACK or NACK
+				id := open[rnd.IntN(len(open))]
+				typ := types[rnd.IntN(len(types))]
+				s := tr.streams[id]
+				version := fmt.Sprint(typ[len(typ)-3:], rnd.IntN(2))
+				if v, ok := published[s.fleet]; ok && rnd.IntN(2) == 0 {
+					version = tr.labels(s.fleet, v)(typ)
+				}
+				nonce++
+				n := fmt.Sprint(nonce)
+				tr.OnStreamResponse(ctx, id, nil, &discoveryv3.DiscoveryResponse{TypeUrl: typ, VersionInfo: version, Nonce: n})
+				req := &discoveryv3.DiscoveryRequest{TypeUrl: typ, VersionInfo: version, ResponseNonce: n}
+				if rnd.IntN(4) == 0 {
+					req.VersionInfo = ""
+					req.ErrorDetail = &statuspb.Status{Message: fmt.Sprint("rejected by ", id)}
+				}
+				_ = tr.OnStreamRequest(id, req)
+			}
+			for f, v := range published {
+				want, details := recount(tr, f, v)
+				got := tr.Counts(f, v)
+				lastNACK := got.LastNACK
+				got.LastNACK = ""
+				if got != want {
+					t.Fatalf("seed %d, step %d: Counts(%s, %s) = %+v, a recount gives %+v", seed, step, f, v, got, want)
+				}
+				if (want.Nacked > 0) != (lastNACK != "") || (lastNACK != "" && !details[lastNACK]) {
+					t.Fatalf("seed %d, step %d: LastNACK %q, the rejections are %v", seed, step, lastNACK, details)
+				}
+			}
+		}
+	}
+}
+
+// An ACK costs the same whatever the number of proxies: compare the
+// ns/op at each size (go test -bench Tracker ./internal/xds/).
+func BenchmarkTrackerACK(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprint(n, " proxies"), func(b *testing.B) {
+			tr := NewTracker(nil)
+			ctx := context.Background()
+			tr.Published("ns/edge", "v1", map[string]string{resourcev3.EndpointType: "e1"})
+			for id := range int64(n) {
+				_ = tr.OnStreamOpen(ctx, id, "")
+				_ = tr.OnStreamRequest(id, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: fmt.Sprint(id), Cluster: "ns/edge"}, TypeUrl: resourcev3.EndpointType})
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				id := int64(i % n)
+				nonce := fmt.Sprint(i)
+				tr.OnStreamResponse(ctx, id, nil, &discoveryv3.DiscoveryResponse{TypeUrl: resourcev3.EndpointType, VersionInfo: "e1", Nonce: nonce})
+				_ = tr.OnStreamRequest(id, &discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, VersionInfo: "e1", ResponseNonce: nonce})
+			}
+		})
 	}
 }
