@@ -23,7 +23,10 @@ import (
 // Reporter writes what this replica's proxies answered into the replica's
 // report (publish.Report), for the leader to add up. It runs on every
 // replica. Proxy events only mark the report dirty: however many arrive, a
-// write carries them all, and none is lost.
+// write carries them all, and none is lost. Writes are at least Interval
+// apart: a push to a thousand proxies brings thousands of ACKs in a second,
+// and each write of the report makes the leader reconcile the fleet and
+// write its EnvoyConfigs' status.
 type Reporter struct {
 	Client    client.Client
 	APIReader client.Reader
@@ -32,6 +35,11 @@ type Reporter struct {
 	Namespace, Replica string
 	// Pod is this replica's pod, if it runs in one: the report is deleted with it.
 	Pod string
+	// Interval is the least time between two writes of the report.
+	Interval time.Duration
+
+	// after is time.After; tests decide when a wait ends.
+	after func(time.Duration) <-chan time.Time
 
 	dirty chan struct{}
 	// last is the report as last written: the report is this replica's
@@ -39,9 +47,15 @@ type Reporter struct {
 	last *corev1.ConfigMap
 }
 
+// DefaultReportInterval is the least time between two writes of a
+// replica's report: the status of a fleet's EnvoyConfigs follows its
+// proxies at most once a second.
+const DefaultReportInterval = time.Second
+
 // NewReporter returns a Reporter; Notify is the xDS server's notify function.
 func NewReporter(c client.Client, apiReader client.Reader, namespace, replica, pod string) *Reporter {
-	return &Reporter{Client: c, APIReader: apiReader, Namespace: namespace, Replica: replica, Pod: pod, dirty: make(chan struct{}, 1)}
+	return &Reporter{Client: c, APIReader: apiReader, Namespace: namespace, Replica: replica, Pod: pod,
+		Interval: DefaultReportInterval, dirty: make(chan struct{}, 1), after: time.After}
 }
 
 // Notify marks the report dirty; it never blocks.
@@ -70,19 +84,25 @@ func (r *Reporter) Start(ctx context.Context) error {
 		}
 	}
 	var (
-		written publish.Report
-		first   = true
-		backoff time.Duration
-		retry   <-chan time.Time // set while a failed write waits to be tried again
+		written   publish.Report
+		first     = true
+		backoff   time.Duration
+		retry     <-chan time.Time // set while a failed write waits to be tried again
+		paced     <-chan time.Time // set while a change waits for Interval to pass
+		lastWrite time.Time
 	)
 	for {
-		if report := r.report(); first || !maps.Equal(report, written) {
-			if err := r.write(ctx, report, owner); err != nil && ctx.Err() == nil {
-				log.Error(err, "writing this replica's proxy report")
-				backoff = min(max(2*backoff, 100*time.Millisecond), 10*time.Second)
-				retry = time.After(backoff)
-			} else {
-				first, written, backoff, retry = false, report, 0, nil
+		if retry == nil && paced == nil {
+			if report := r.report(); first || !maps.Equal(report, written) {
+				if wait := r.Interval - time.Since(lastWrite); !first && wait > 0 {
+					paced = r.after(wait)
+				} else if err := r.write(ctx, report, owner); err != nil && ctx.Err() == nil {
+					log.Error(err, "writing this replica's proxy report")
+					backoff = min(max(2*backoff, 100*time.Millisecond), 10*time.Second)
+					retry = r.after(backoff)
+				} else {
+					first, written, backoff, lastWrite = false, report, 0, time.Now()
+				}
 			}
 		}
 		select {
@@ -91,6 +111,9 @@ func (r *Reporter) Start(ctx context.Context) error {
 			return nil
 		case <-r.dirty:
 		case <-retry:
+			retry = nil
+		case <-paced:
+			paced, lastWrite = nil, time.Time{} // the interval has passed
 		}
 	}
 }
