@@ -31,8 +31,18 @@ const Path = "/mutate-v1-pod"
 // kube-envoy-controller.io/injection=enabled are sent, never those of
 // kube-system or of the operator's own namespace.
 //
+// The injector is called once per pod (reinvocationPolicy Never). With
+// IfNeeded the API server called it a second time for every pod it
+// injected: after a webhook changes a pod, the API server runs its built-in
+// admission again, whose ServiceAccount plugin mounts the token into the
+// sidecar, and that change alone reinvokes IfNeeded webhooks. The built-in
+// plugins run again whatever the policy, so the sidecars get their token
+// all the same. What Never gives up: a webhook called after this one that
+// adds the annotation naming a Watcher, or a label a Watcher selects, does
+// not get that Watcher injected; such webhooks must run first.
+//
 // +kubebuilder:webhookconfiguration:mutating=true,name=kube-envoy-controller-injector
-// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups="",resources=pods,verbs=create,versions=v1,name=inject.watch.my.domain,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=5,serviceName=kube-envoy-controller-webhook,serviceNamespace=kube-envoy-controller,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kube-envoy-controller.io/injection","operator":"In","values":["enabled"]},{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","kube-envoy-controller"]}]}}`
+// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups="",resources=pods,verbs=create,versions=v1,name=inject.watch.my.domain,admissionReviewVersions=v1,reinvocationPolicy=Never,timeoutSeconds=5,serviceName=kube-envoy-controller-webhook,serviceNamespace=kube-envoy-controller,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kube-envoy-controller.io/injection","operator":"In","values":["enabled"]},{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","kube-envoy-controller"]}]}}`
 
 // +kubebuilder:rbac:groups=watch.my.domain,resources=watchers,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
