@@ -5,6 +5,7 @@
 package xds
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -79,9 +80,14 @@ type validator interface{ ValidateAll() error }
 // names, strictly (a field the v3 API does not have is an error), and checks
 // it with Envoy's own validation rules. It returns the resource and its name.
 func Decode(k Kind, raw []byte) (types.Resource, string, error) {
-	js, err := yaml.YAMLToJSON(raw)
-	if err != nil {
-		return nil, "", err
+	js := raw
+	// What the API server stores is JSON already; converting it as YAML
+	// took most of the time of decoding a resource.
+	if !json.Valid(raw) {
+		var err error
+		if js, err = yaml.YAMLToJSON(raw); err != nil {
+			return nil, "", err
+		}
 	}
 	msg := k.newMsg()
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(js, msg); err != nil {

@@ -53,7 +53,7 @@ func TestAdmit(t *testing.T) {
 		{"update to a route whose cluster is missing", []Config{L, R, C}, "ns/r", &rToM,
 			[]string{`spec.resources.routes[0] ("r"): cluster "m" does not exist`}},
 		{"an invalid resource is refused before references", []Config{L, R, C}, "ns/c", &badCluster,
-			[]string{`spec.resources.clusters[0]: proto: (line 1:2): unknown field "bogus"`}},
+			[]string{`spec.resources.clusters[0]: proto: (line 1:30): unknown field "bogus"`}},
 		{"a reference that already dangled is not the change's fault", []Config{L, R}, "ns/x",
 			&Config{Name: "ns/x", Spec: examplev1.EnvoyConfigSpec{Resources: examplev1.EnvoyResources{Clusters: []runtime.RawExtension{clusterNamed("other")}}}}, nil},
 		{"an update that fixes what dangled", []Config{L, R, cOnlyOther}, "ns/c", &C, nil},
