@@ -46,17 +46,21 @@ const xdsClusters = 50
 // process from the server and from the benchmark.
 const loadClientsEnv = "XDS_LOAD_CLIENTS"
 
-func xdsResources(port int) examplev1.EnvoyResources {
+func xdsResources(port int) examplev1.EnvoyResources { return clusterRange(0, xdsClusters, port, 8080) }
+
+// clusterRange returns the EDS clusters c<from>..c<to-1> and their
+// ClusterLoadAssignments, each with one endpoint: port for c0, other for the rest.
+func clusterRange(from, to, port, other int) examplev1.EnvoyResources {
 	var res examplev1.EnvoyResources
-	for i := range xdsClusters {
+	for i := from; i < to; i++ {
 		res.Clusters = append(res.Clusters, runtime.RawExtension{Raw: []byte(fmt.Sprintf(
 			`{"name": "c%d", "type": "EDS", "connect_timeout": "1s", "eds_cluster_config": {"eds_config": {"ads": {}, "resource_api_version": "V3"}}}`, i))})
-		p := 8080
+		p := other
 		if i == 0 {
 			p = port // the endpoint that changes
 		}
 		res.Endpoints = append(res.Endpoints, runtime.RawExtension{Raw: []byte(fmt.Sprintf(
-			`{"cluster_name": "c%d", "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"socket_address": {"address": "10.0.%d.1", "port_value": %d}}}}]}]}`, i, i, p))})
+			`{"cluster_name": "c%d", "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"socket_address": {"address": "10.%d.%d.1", "port_value": %d}}}}]}]}`, i, i/256, i%256, p))})
 	}
 	return res
 }
@@ -78,8 +82,8 @@ func TestXDSPushToAck(t *testing.T) {
 	sizes := sizesEnv(t, "BENCH_XDS_SIZES", "100,1000")
 	rounds := sizeEnv(t, "BENCH_XDS_ROUNDS", 10)
 	rows := []string{
-		"| mode | transport | proxies | connection set-up: all first ACKs | push to ACK sent p50 | p99 | all ACKs sent, median of rounds | bytes per proxy per endpoint change | operator live heap per 1000 proxies (MiB) |",
-		"|---|---|---|---|---|---|---|---|---|",
+		"| mode | transport | proxies | connection set-up: all first ACKs | push to ACK sent p50 | p99 | all ACKs sent, median of rounds | bytes per proxy per endpoint change | operator CPU per push | operator live heap per 1000 proxies (MiB) | operator RSS (MiB) |",
+		"|---|---|---|---|---|---|---|---|---|---|---|",
 	}
 	for _, mode := range []string{"sotw", "delta"} {
 		for _, n := range sizes {
@@ -107,7 +111,7 @@ func TestXDSPushToAck(t *testing.T) {
 			waitConnected(t, "", 0)
 			heapBefore := operatorHeap(t)
 			started := time.Now()
-			acks := startLoadClients(t, addr, fleet, mode, n, certDir)
+			acks := startLoadClients(t, addr, fleet, mode, n, xdsClusters, certDir)
 			acks.waitAll(t, n, "")
 			setup := time.Since(started)
 			waitConnected(t, fleet, n)
@@ -116,6 +120,7 @@ func TestXDSPushToAck(t *testing.T) {
 			var lat []time.Duration
 			var all []time.Duration
 			var bytes int64
+			cpuBefore := operatorCPU(t)
 			for r := range rounds {
 				prev := acks.latest()
 				patch := client.MergeFrom(cfg.DeepCopy())
@@ -134,6 +139,8 @@ func TestXDSPushToAck(t *testing.T) {
 				}
 				all = append(all, last)
 			}
+			cpuPerPush := (operatorCPU(t) - cpuBefore) / float64(rounds)
+			rss := operatorRSS(t)
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 			sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 			perThousand := mib(heapAfter.HeapAlloc-heapBefore.HeapAlloc) / float64(n) * 1000
@@ -141,8 +148,8 @@ func TestXDSPushToAck(t *testing.T) {
 			if certDir == "" {
 				transport = "plaintext"
 			}
-			rows = append(rows, fmt.Sprintf("| %s | %s | %d | %s | %s | %s | %s | %d | %.1f |", mode, transport, n, ms(setup),
-				ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(all[len(all)/2]), bytes/int64(rounds*n), perThousand))
+			rows = append(rows, fmt.Sprintf("| %s | %s | %d | %s | %s | %s | %s | %d | %.0f ms | %.1f | %.0f |", mode, transport, n, ms(setup),
+				ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(all[len(all)/2]), bytes/int64(rounds*n), cpuPerPush*1000, perThousand, mib(rss.Current)))
 			t.Log(rows[len(rows)-1])
 			acks.stop()
 		}
@@ -224,11 +231,13 @@ func fleetCertificate(t *testing.T, ns, name string) string {
 	return dir
 }
 
-func startLoadClients(t *testing.T, addr, fleet, mode string, n int, certDir string) *loadClients {
+// startLoadClients starts the client process: n proxies of fleet, each
+// subscribed to the EDS clusters c0..c<clusters-1>.
+func startLoadClients(t *testing.T, addr, fleet, mode string, n, clusters int, certDir string) *loadClients {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), loadClientsEnv+"=1", "XDS_LOAD_ADDR="+addr, "XDS_LOAD_FLEET="+fleet,
-		"XDS_LOAD_MODE="+mode, "XDS_LOAD_N="+strconv.Itoa(n), "XDS_LOAD_CERT_DIR="+certDir)
+		"XDS_LOAD_MODE="+mode, "XDS_LOAD_N="+strconv.Itoa(n), "XDS_LOAD_CLUSTERS="+strconv.Itoa(clusters), "XDS_LOAD_CERT_DIR="+certDir)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +345,7 @@ func (lc *loadClients) stop() {
 }
 
 // runLoadClients is the client process: XDS_LOAD_N ADS streams of fleet
-// XDS_LOAD_FLEET, each subscribed to the fleet's EDS clusters, that ACK every
+// XDS_LOAD_FLEET, each subscribed to the EDS clusters c0..c<XDS_LOAD_CLUSTERS-1>, that ACK every
 // response and print "client version unixnano bytes" for it, the time being
 // when the ACK was sent.
 func runLoadClients() {
@@ -345,8 +354,13 @@ func runLoadClients() {
 		fmt.Fprintln(os.Stderr, "XDS_LOAD_N:", err)
 		os.Exit(1)
 	}
+	clusters, err := measure.Size(os.Getenv("XDS_LOAD_CLUSTERS"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "XDS_LOAD_CLUSTERS:", err)
+		os.Exit(1)
+	}
 	addr, fleet, mode := os.Getenv("XDS_LOAD_ADDR"), os.Getenv("XDS_LOAD_FLEET"), os.Getenv("XDS_LOAD_MODE")
-	names := make([]string, xdsClusters)
+	names := make([]string, clusters)
 	for i := range names {
 		names[i] = fmt.Sprintf("c%d", i)
 	}
@@ -451,4 +465,144 @@ func deltaClient(c discoveryv3.AggregatedDiscoveryServiceClient, node *corev3.No
 		}
 		report(resp.GetSystemVersionInfo(), proto.Size(resp)) // stamped once the ACK is sent
 	}
+}
+
+// operatorCPU is the CPU time the operator process has used, in seconds
+// (its process_cpu_seconds_total).
+func operatorCPU(t *testing.T) float64 {
+	t.Helper()
+	s, err := operatorMetric(t, "process_cpu_seconds_total", nil)
+	if err != nil {
+		t.Fatalf("the operator's CPU time: %v", err)
+	}
+	if s.Matched != 1 {
+		t.Fatalf("the operator's CPU time: %d series, want 1", s.Matched)
+	}
+	return s.Value
+}
+
+// TestXDSNoisyNeighbour measures how much a fleet that churns its endpoints
+// delays another fleet's pushes on the same server. Fleet A has
+// BENCH_NOISY_CLUSTERS EDS clusters (default 4096), in EnvoyConfigs of 512,
+// and BENCH_NOISY_PROXIES proxies (default 10) subscribed to all of them;
+// fleet B is the push-to-ACK benchmark's fleet with BENCH_NOISY_B_PROXIES
+// proxies (default 100). Fleet B's push to ACK is measured
+// BENCH_XDS_ROUNDS times with A quiet, then as many times while A's
+// EnvoyConfigs are patched one after the other without pause, each patch
+// moving every endpoint of its 512 clusters, then with A quiet again.
+func TestXDSNoisyNeighbour(t *testing.T) {
+	addr := os.Getenv("OPERATOR_XDS_ADDR")
+	if addr == "" {
+		t.Fatal("OPERATOR_XDS_ADDR is not set: run through hack/bench.sh (make bench)")
+	}
+	clustersA := sizeEnv(t, "BENCH_NOISY_CLUSTERS", 4096)
+	proxiesA := sizeEnv(t, "BENCH_NOISY_PROXIES", 10)
+	proxiesB := sizeEnv(t, "BENCH_NOISY_B_PROXIES", 100)
+	rounds := sizeEnv(t, "BENCH_XDS_ROUNDS", 10)
+	const chunk = 512
+	ctx := context.Background()
+	ns := "bench-xds-noisy"
+	namespace(t, ns)
+	for _, name := range []string{"a", "b"} {
+		if err := k8s.Create(ctx, &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: examplev1.EnvoySpec{Replicas: ptr.To[int32](0)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	certA, certB := "", ""
+	if os.Getenv("BENCH_XDS_PLAINTEXT") != "1" {
+		certA, certB = fleetCertificate(t, ns, "a"), fleetCertificate(t, ns, "b")
+	}
+	var configsA []*examplev1.EnvoyConfig
+	for from := 0; from < clustersA; from += chunk {
+		c := &examplev1.EnvoyConfig{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("a-%d", from/chunk), Namespace: ns},
+			Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "a", Resources: clusterRange(from, min(from+chunk, clustersA), 8080, 8080)}}
+		if err := k8s.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		configsA = append(configsA, c)
+	}
+	cfgB := &examplev1.EnvoyConfig{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns},
+		Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "b", Resources: xdsResources(9000)}}
+	if err := k8s.Create(ctx, cfgB); err != nil {
+		t.Fatal(err)
+	}
+	acksA := startLoadClients(t, addr, ns+"/a", "sotw", proxiesA, clustersA, certA)
+	acksB := startLoadClients(t, addr, ns+"/b", "sotw", proxiesB, xdsClusters, certB)
+	acksA.waitAll(t, proxiesA, "")
+	acksB.waitAll(t, proxiesB, "")
+
+	port := 9001
+	pushB := func() []time.Duration {
+		var lat []time.Duration
+		for range rounds {
+			prev := acksB.latest()
+			patch := client.MergeFrom(cfgB.DeepCopy())
+			cfgB.Spec.Resources = xdsResources(port)
+			port++
+			start := time.Now()
+			if err := k8s.Patch(ctx, cfgB, patch); err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range acksB.waitAll(t, proxiesB, prev) {
+				lat = append(lat, a.at.Sub(start))
+			}
+		}
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		return lat
+	}
+	quiet := pushB()
+
+	// Churn fleet A until B's rounds are done.
+	stop := make(chan struct{})
+	churned := make(chan int)
+	go func() {
+		n := 0
+		defer func() { churned <- n }()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c := configsA[i%len(configsA)]
+			from := (i % len(configsA)) * chunk
+			patch := client.MergeFrom(c.DeepCopy())
+			c.Spec.Resources = clusterRange(from, min(from+chunk, clustersA), 8081+i, 8081+i)
+			if err := k8s.Patch(ctx, c, patch); err != nil {
+				t.Error(err)
+				return
+			}
+			n++
+		}
+	}()
+	pushesA := func() float64 {
+		s, err := operatorMetric(t, "kube_envoy_controller_xds_pushes_total", map[string]string{"fleet": ns + "/a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Value
+	}
+	before, started := pushesA(), time.Now()
+	busy := pushB()
+	close(stop)
+	patches := <-churned
+	churnSeconds := time.Since(started).Seconds()
+	published := pushesA() - before
+	if published < 1 {
+		t.Fatalf("fleet A published nothing while it was patched %d times: the churn did not reach the server", patches)
+	}
+	quiet = append(quiet, pushB()...)
+	sort.Slice(quiet, func(i, j int) bool { return quiet[i] < quiet[j] })
+
+	p := func(l []time.Duration, q int) time.Duration { return l[len(l)*q/100] }
+	row := fmt.Sprintf("| %d clusters, %d proxies | %d proxies | %s | %s | %s | %s | %+.1f ms | %+.1f ms | %.1f patches/s, %.1f publications/s |",
+		clustersA, proxiesA, proxiesB, ms(p(quiet, 50)), ms(p(quiet, 99)), ms(p(busy, 50)), ms(p(busy, 99)),
+		float64((p(busy, 50)-p(quiet, 50)).Microseconds())/1000, float64((p(busy, 99)-p(quiet, 99)).Microseconds())/1000,
+		float64(patches)/churnSeconds, published/churnSeconds)
+	Record(t, "xds-noisy", strings.Join([]string{
+		"| fleet A (churning) | fleet B | B push to ACK p50, A quiet | p99, A quiet | B p50, A churning | p99, A churning | delay p50 | delay p99 | A's churn |",
+		"|---|---|---|---|---|---|---|---|---|",
+		row,
+	}, "\n")+"\n")
 }
