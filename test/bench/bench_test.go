@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,10 +39,12 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/test/bench/measure"
 )
 
@@ -415,3 +418,185 @@ func deleteNamespaces(t *testing.T, names ...string) {
 		t.Fatalf("namespaces %v not deleted: %v", left, err)
 	}
 }
+
+// Benchmarks against a floor: the operator's objects beside the same
+// Deployments created directly. Each N runs four times, floor, operator,
+// operator, floor, each in a namespace of its own, so that a drift of the
+// machine's load over the row and a fuller cluster weigh on both alike; the
+// ratio is that of the two means. Objects are created 32 at a time, and every
+// run is timed from its first create to every Deployment of its namespace
+// with all its replicas available.
+
+// fourRuns is one N of a benchmark against its floor.
+type fourRuns[R any] struct {
+	floor      [2]time.Duration // the 1st and 4th runs
+	operator   [2]R             // the 2nd and 3rd runs
+	namespaces []string         // all four, to delete once the row is done
+}
+
+// againstFloor runs floor, operator, operator, floor for one N, in the
+// namespaces floorPrefix-N-1, opPrefix-N-1, opPrefix-N-2 and floorPrefix-N-2.
+// afterFirst, if not nil, runs between the two operator runs: what is
+// measured with N of the operator's objects in place.
+func againstFloor[R any](t *testing.T, n int, floorPrefix, opPrefix string,
+	floor func(ns string) time.Duration, operator func(ns string) R, afterFirst func()) fourRuns[R] {
+	t.Helper()
+	name := func(prefix string, k int) string { return fmt.Sprintf("%s-%d-%d", prefix, n, k) }
+	var r fourRuns[R]
+	r.namespaces = []string{name(floorPrefix, 1), name(opPrefix, 1), name(opPrefix, 2), name(floorPrefix, 2)}
+	r.floor[0] = floor(r.namespaces[0])
+	r.operator[0] = operator(r.namespaces[1])
+	if afterFirst != nil {
+		afterFirst()
+	}
+	r.operator[1] = operator(r.namespaces[2])
+	r.floor[1] = floor(r.namespaces[3])
+	return r
+}
+
+// meanRatio is the mean of the operator's runs over the mean of the floor's.
+func meanRatio(floor, operator [2]time.Duration) float64 {
+	return (operator[0] + operator[1]).Seconds() / (floor[0] + floor[1]).Seconds()
+}
+
+// timeFloor creates namespace ns, then n times what create(i) makes there,
+// 32 at a time, and returns the time from the first create until n
+// Deployments of ns have all their replicas available: what the cluster
+// itself needs for those objects.
+func timeFloor(t *testing.T, n int, ns string, create func(ctx context.Context, i int) error) time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	namespace(t, ns)
+	start := time.Now()
+	parallel(t, n, func(i int) error { return create(ctx, i) })
+	ready := 0
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		ready, err = availableDeployments(ctx, ns)
+		return err == nil && ready >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("timed out waiting for %d floor Deployments in %s: %d available", n, ns, ready)
+	}
+	d := time.Since(start)
+	t.Logf("%s: Deployments available %.1fs", ns, d.Seconds())
+	return d
+}
+
+// timeOperator creates namespace ns, then n of the operator's objects with
+// create(i), 32 at a time, and times from the first create until n
+// Deployments of ns have all their replicas available (the floor's end
+// point), and until reported counts n objects that show it in their status.
+// what names those objects in a failure.
+func timeOperator(t *testing.T, n int, ns, what string, create func(ctx context.Context, i int) error,
+	reported func(ctx context.Context) (int, error)) (deployments, status time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	namespace(t, ns)
+	start := time.Now()
+	parallel(t, n, func(i int) error { return create(ctx, i) })
+	available, shown := 0, 0
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if deployments == 0 {
+			var err error
+			if available, err = availableDeployments(ctx, ns); err != nil {
+				return false, nil
+			}
+			if available >= n {
+				deployments = time.Since(start)
+			}
+		}
+		if status == 0 {
+			var err error
+			if shown, err = reported(ctx); err != nil {
+				return false, nil
+			}
+			if shown >= n {
+				status = time.Since(start)
+			}
+		}
+		return deployments > 0 && status > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("timed out waiting for %d %s in %s: %d Deployments available, %d %s", n, what, ns, available, shown, what)
+	}
+	return deployments, status
+}
+
+// availableDeployments counts the Deployments of ns with all their replicas
+// available.
+func availableDeployments(ctx context.Context, ns string) (int, error) {
+	var list appsv1.DeploymentList
+	if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return 0, err
+	}
+	ready := 0
+	for _, d := range list.Items {
+		if d.Status.AvailableReplicas == ptr.Deref(d.Spec.Replicas, 1) {
+			ready++
+		}
+	}
+	return ready, nil
+}
+
+// plain makes one of the operator's rendered objects a plain one for a
+// floor: no owner, and not labelled as the operator's, so that the
+// operator's cache (which holds only its own objects) does not take it in.
+func plain(obj client.Object) client.Object {
+	obj.SetOwnerReferences(nil)
+	labels := obj.GetLabels()
+	delete(labels, objects.ManagedByLabel)
+	obj.SetLabels(labels)
+	if d, ok := obj.(*appsv1.Deployment); ok {
+		delete(d.Spec.Template.Labels, objects.ManagedByLabel)
+	}
+	return obj
+}
+
+// settledPerMinute waits settle and returns by how much count grew meanwhile,
+// per minute: the writes of a workload that should have nothing left to do.
+func settledPerMinute(settle time.Duration, count func() int) float64 {
+	before := count()
+	time.Sleep(settle)
+	after := count()
+	if settle == 0 {
+		return 0
+	}
+	return float64(after-before) / settle.Minutes()
+}
+
+// parallel runs create(i) for i in [0, n) on 32 workers.
+func parallel(t *testing.T, n int, create func(i int) error) {
+	t.Helper()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  = make(chan int)
+	)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := create(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if first != nil {
+		t.Fatal(first)
+	}
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }

@@ -122,6 +122,20 @@ func CountWrites(events []AuditEvent, f WriteFilter) map[string]int {
 	return counts
 }
 
+// ByResource sums counts of CountWrites by resource[/subresource], whatever
+// the verb: what a controller costs the API server in each kind of write.
+func ByResource(counts map[string]int) map[string]int {
+	out := map[string]int{}
+	for key, n := range counts {
+		_, resource, ok := strings.Cut(key, " ")
+		if !ok {
+			resource = key
+		}
+		out[resource] += n
+	}
+	return out
+}
+
 // ParseMetrics parses Prometheus' text format.
 func ParseMetrics(text []byte) (map[string]*dto.MetricFamily, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)

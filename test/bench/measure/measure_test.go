@@ -78,6 +78,24 @@ func TestAudit(t *testing.T) {
 	}
 }
 
+func TestByResource(t *testing.T) {
+	for _, tt := range []struct {
+		in, want map[string]int
+	}{
+		{map[string]int{}, map[string]int{}},
+		{
+			map[string]int{"create deployments": 100, "update deployments": 3, "update foos/status": 250, "create events": 100, "patch events": 2},
+			map[string]int{"deployments": 103, "foos/status": 250, "events": 102},
+		},
+		// A subresource is its own resource: a status update is not a spec write.
+		{map[string]int{"update foos": 1, "update foos/status": 2}, map[string]int{"foos": 1, "foos/status": 2}},
+	} {
+		if got := ByResource(tt.in); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("ByResource(%v) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
 func TestAuditRejectsAnUnparseableLine(t *testing.T) {
 	log := auditLine("create", "a", "b", "pods", "") + "\nnot json\n" + auditLine("create", "a", "b", "pods", "") + "\n"
 	if _, err := ParseAudit([]byte(log)); err == nil || !strings.Contains(err.Error(), "line 2") {
