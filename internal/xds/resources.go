@@ -79,7 +79,16 @@ type validator interface{ ValidateAll() error }
 // Decode reads one raw resource of kind k, in YAML or JSON with Envoy's field
 // names, strictly (a field the v3 API does not have is an error), and checks
 // it with Envoy's own validation rules. It returns the resource and its name.
+//
+// The same bytes decode to the same result, which is remembered (see
+// decodeCache): a fleet's EnvoyConfigs are decoded by every reconcile of the
+// fleet and every admission of one of them, and an edit changes few of
+// their resources. The returned message is shared; callers never change it.
 func Decode(k Kind, raw []byte) (types.Resource, string, error) {
+	return decoded.get(k, raw, decode)
+}
+
+func decode(k Kind, raw []byte) (types.Resource, string, error) {
 	js := raw
 	// What the API server stores is JSON already; converting it as YAML
 	// took most of the time of decoding a resource.

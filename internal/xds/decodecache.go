@@ -1,0 +1,68 @@
+package xds
+
+import (
+	"crypto/sha256"
+	"sync"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+)
+
+// decoded remembers what Decode returned for the resources decoded lately.
+var decoded = newDecodeCache(1 << 14)
+
+// decodeCache remembers decoding results by kind and content. It holds two
+// generations of at most size entries each: a result used in the older one
+// moves to the newer, and when the newer is full the older is dropped. So
+// the resources in use stay, whatever was decoded once and never again goes,
+// and at most 2×size results are held.
+type decodeCache struct {
+	size int
+
+	mu              sync.Mutex
+	current, former map[decodeKey]decodeResult
+}
+
+type decodeKey struct {
+	typeURL string
+	sum     [sha256.Size]byte
+}
+
+type decodeResult struct {
+	msg  types.Resource
+	name string
+	err  error
+}
+
+func newDecodeCache(size int) *decodeCache {
+	return &decodeCache{size: size, current: map[decodeKey]decodeResult{}, former: map[decodeKey]decodeResult{}}
+}
+
+// get returns what decode returns for k and raw, calling it only when the
+// cache does not hold the result. Two callers may both decode the same new
+// content at once; both get a correct result.
+func (c *decodeCache) get(k Kind, raw []byte, decode func(Kind, []byte) (types.Resource, string, error)) (types.Resource, string, error) {
+	key := decodeKey{typeURL: k.TypeURL, sum: sha256.Sum256(raw)}
+	c.mu.Lock()
+	r, ok := c.current[key]
+	if !ok {
+		if r, ok = c.former[key]; ok {
+			c.putLocked(key, r)
+		}
+	}
+	c.mu.Unlock()
+	if ok {
+		return r.msg, r.name, r.err
+	}
+	msg, name, err := decode(k, raw)
+	c.mu.Lock()
+	c.putLocked(key, decodeResult{msg, name, err})
+	c.mu.Unlock()
+	return msg, name, err
+}
+
+func (c *decodeCache) putLocked(key decodeKey, r decodeResult) {
+	if len(c.current) >= c.size {
+		c.former, c.current = c.current, make(map[decodeKey]decodeResult, c.size)
+	}
+	c.current[key] = r
+}
