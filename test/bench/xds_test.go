@@ -82,8 +82,8 @@ func TestXDSPushToAck(t *testing.T) {
 	sizes := sizesEnv(t, "BENCH_XDS_SIZES", "100,1000")
 	rounds := sizeEnv(t, "BENCH_XDS_ROUNDS", 10)
 	rows := []string{
-		"| mode | transport | proxies | connection set-up: all first ACKs | push to ACK sent p50 | p99 | all ACKs sent, median of rounds | bytes per proxy per endpoint change | operator CPU per push | operator live heap per 1000 proxies (MiB) | operator RSS (MiB) |",
-		"|---|---|---|---|---|---|---|---|---|---|---|",
+		"| mode | transport | proxies | connection set-up: all first ACKs | push to ACK sent p50 | p99 | all ACKs sent, median of rounds | bytes per proxy per endpoint change | operator CPU per push | operator live heap per 1000 proxies (MiB) | operator RSS (MiB) | of which heap in use / goroutine stacks (MiB), goroutines |",
+		"|---|---|---|---|---|---|---|---|---|---|---|---|",
 	}
 	for _, mode := range []string{"sotw", "delta"} {
 		for _, n := range sizes {
@@ -141,6 +141,10 @@ func TestXDSPushToAck(t *testing.T) {
 			}
 			cpuPerPush := (operatorCPU(t) - cpuBefore) / float64(rounds)
 			rss := operatorRSS(t)
+			goroutines, err := operatorMetric(t, "go_goroutines", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 			sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 			perThousand := mib(heapAfter.HeapAlloc-heapBefore.HeapAlloc) / float64(n) * 1000
@@ -148,8 +152,9 @@ func TestXDSPushToAck(t *testing.T) {
 			if certDir == "" {
 				transport = "plaintext"
 			}
-			rows = append(rows, fmt.Sprintf("| %s | %s | %d | %s | %s | %s | %s | %d | %.0f ms | %.1f | %.0f |", mode, transport, n, ms(setup),
-				ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(all[len(all)/2]), bytes/int64(rounds*n), cpuPerPush*1000, perThousand, mib(rss.Current)))
+			rows = append(rows, fmt.Sprintf("| %s | %s | %d | %s | %s | %s | %s | %d | %.0f ms | %.1f | %.0f | %.0f / %.0f, %.0f |", mode, transport, n, ms(setup),
+				ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(all[len(all)/2]), bytes/int64(rounds*n), cpuPerPush*1000, perThousand,
+				mib(rss.Current), mib(heapAfter.HeapInuse), mib(heapAfter.StackInuse), goroutines.Value))
 			t.Log(rows[len(rows)-1])
 			acks.stop()
 		}
@@ -337,6 +342,13 @@ func (lc *loadClients) waitAll(t *testing.T, n int, prev string) []ack {
 	}
 }
 
+// allAcked reports whether n clients acknowledged version.
+func (lc *loadClients) allAcked(version string, n int) bool {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return len(lc.byVersion[version]) >= n
+}
+
 func (lc *loadClients) stop() {
 	if lc.cmd.Process != nil {
 		_ = lc.cmd.Process.Kill()
@@ -489,7 +501,8 @@ func operatorCPU(t *testing.T) float64 {
 // proxies (default 100). Fleet B's push to ACK is measured
 // BENCH_XDS_ROUNDS times with A quiet, then as many times while A's
 // EnvoyConfigs are patched one after the other without pause, each patch
-// moving every endpoint of its 512 clusters, then with A quiet again.
+// moving every endpoint of its 512 clusters, then, once A has settled, with
+// A quiet again.
 func TestXDSNoisyNeighbour(t *testing.T) {
 	addr := os.Getenv("OPERATOR_XDS_ADDR")
 	if addr == "" {
@@ -585,12 +598,30 @@ func TestXDSNoisyNeighbour(t *testing.T) {
 	}
 	before, started := pushesA(), time.Now()
 	busy := pushB()
+	// The churn goes on until fleet A has published at least once: a churn
+	// that never reached the server would measure nothing.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		return pushesA() > before, nil
+	})
 	close(stop)
 	patches := <-churned
 	churnSeconds := time.Since(started).Seconds()
 	published := pushesA() - before
-	if published < 1 {
+	if err != nil {
 		t.Fatalf("fleet A published nothing while it was patched %d times: the churn did not reach the server", patches)
+	}
+	// Fleet A's last patches may still be in the works: B's quiet rounds
+	// wait until A's proxies all have its newest version and A publishes
+	// no more.
+	var last float64
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+		now := pushesA()
+		settled := now == last && acksA.allAcked(acksA.latest(), proxiesA)
+		last = now
+		return settled, nil
+	})
+	if err != nil {
+		t.Fatalf("fleet A did not settle after its churn: %v", err)
 	}
 	quiet = append(quiet, pushB()...)
 	sort.Slice(quiet, func(i, j int) bool { return quiet[i] < quiet[j] })

@@ -238,6 +238,8 @@ type HeapStats struct {
 	HeapAlloc int64 // bytes of allocated heap objects; right after a GC, the live heap
 	HeapInuse int64 // bytes in in-use spans
 	Sys       int64 // bytes obtained from the OS
+	// StackInuse is the bytes of goroutine stacks ("# Stack = inuse / sys").
+	StackInuse int64
 	// NumForcedGC counts the GCs the program was asked for; that it grew
 	// between two reads shows that the second one followed a GC.
 	NumForcedGC int64
@@ -248,10 +250,14 @@ func ParseHeapProfile(profile []byte) (HeapStats, error) {
 	var h HeapStats
 	fields := map[string]*int64{"HeapAlloc": &h.HeapAlloc, "HeapInuse": &h.HeapInuse, "Sys": &h.Sys, "NumForcedGC": &h.NumForcedGC}
 	seen := map[string]bool{}
+	fields["Stack"] = &h.StackInuse
 	for _, line := range strings.Split(string(profile), "\n") {
 		name, value, ok := strings.Cut(strings.TrimPrefix(line, "# "), " = ")
 		if !ok || !strings.HasPrefix(line, "# ") {
 			continue
+		}
+		if name == "Stack" {
+			value, _, _ = strings.Cut(value, " / ")
 		}
 		if p, ok := fields[name]; ok && !seen[name] {
 			n, err := strconv.ParseInt(value, 10, 64)

@@ -168,9 +168,9 @@ func TestParseProcStatus(t *testing.T) {
 }
 
 func TestParseHeapProfile(t *testing.T) {
-	profile := "heap profile: 10: 2048 [100: 40960] @ heap/524288\n1: 2048 [1: 2048] @ 0x1\n\n# runtime.MemStats\n# Alloc = 5000\n# TotalAlloc = 90000\n# Sys = 30000000\n# HeapAlloc = 5000\n# HeapSys = 8000\n# HeapInuse = 7000\n# NumGC = 12\n# NumForcedGC = 3\n"
+	profile := "heap profile: 10: 2048 [100: 40960] @ heap/524288\n1: 2048 [1: 2048] @ 0x1\n\n# runtime.MemStats\n# Alloc = 5000\n# TotalAlloc = 90000\n# Sys = 30000000\n# HeapAlloc = 5000\n# HeapSys = 8000\n# HeapInuse = 7000\n# Stack = 655360 / 655360\n# NumGC = 12\n# NumForcedGC = 3\n"
 	h, err := ParseHeapProfile([]byte(profile))
-	if err != nil || h != (HeapStats{HeapAlloc: 5000, HeapInuse: 7000, Sys: 30000000, NumForcedGC: 3}) {
+	if err != nil || h != (HeapStats{HeapAlloc: 5000, HeapInuse: 7000, Sys: 30000000, StackInuse: 655360, NumForcedGC: 3}) {
 		t.Errorf("ParseHeapProfile = %+v, %v", h, err)
 	}
 	// The binary form (debug=0) has no statistics.
