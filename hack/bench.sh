@@ -14,6 +14,9 @@
 # operator's --controllers (default *), to run a benchmark with only the
 # controllers it measures. Results: tmp/$BENCH_CLUSTER/results/.
 #
+# BENCH_OPERATOR_ARGS adds flags to the operator's command line, such as
+# --concurrent-reconciles=20, to measure another setting.
+#
 # BENCH_XDS_PLAINTEXT=1 runs the operator with --xds-plaintext, and the xDS
 # benchmark's clients without TLS: the figures beside those over mutual TLS.
 #
@@ -80,7 +83,7 @@ plaintext=()
   --metrics-secure=false --metrics-bind-address "127.0.0.1:$metrics_port" --health-probe-bind-address "127.0.0.1:$health_port" \
   --pprof-bind-address "127.0.0.1:$pprof_port" --xds-bind-address "127.0.0.1:$xds_port" --debug-bind-address "127.0.0.1:$debug_port" \
   --webhook-bind-address "127.0.0.1:$webhook_port" --webhook-cert-dns-name localhost \
-  --webhook-cert-write-files --webhook-cert-dir "$DIR/webhook-certs" \
+  --webhook-cert-write-files --webhook-cert-dir "$DIR/webhook-certs" ${BENCH_OPERATOR_ARGS:-} \
   >"$DIR/operator.log" 2>&1 &
 op_pid=$!
 wait_ready "$op_pid" "$health_port" "$DIR/operator.log"
