@@ -174,6 +174,11 @@ func judge(s *proxyStream, label func(string) string) (standing, string) {
 func (t *Tracker) rejudgeLocked(f *fleetProxies, s *proxyStream, label func(string) string) {
 	t.leaveLocked(f, s)
 	s.standing, s.nackDetail = judge(s, label)
+	f.count(s)
+}
+
+// count adds a judged stream to the fleet's counts.
+func (f *fleetProxies) count(s *proxyStream) {
 	switch s.standing {
 	case accepted:
 		f.acked++
@@ -213,15 +218,9 @@ func (t *Tracker) rejudgeFleetLocked(fleet string) {
 	}
 	label := t.labels(fleet, p.version)
 	f.acked, f.nacked = 0, 0
-	for id, s := range f.streams {
+	for _, s := range f.streams {
 		s.standing, s.nackDetail = judge(s, label)
-		switch s.standing {
-		case accepted:
-			f.acked++
-		case rejected:
-			f.nacked++
-			f.lastNACKStream = id
-		}
+		f.count(s)
 	}
 }
 
