@@ -24,8 +24,9 @@
 # cluster of 3 nodes (default name kec-bench-smoke): it checks the harness and
 # the benchmarks' own assertions, and records no figures. The sizes are
 # BENCH_ENVOY_SIZES, BENCH_FOO_SIZES, BENCH_XDS_SIZES, BENCH_XDS_ROUNDS,
-# BENCH_PODSET_REPLICAS, BENCH_WEBHOOK_PODS, BENCH_SETTLE and BENCH_NOISY_*
-# (test/bench); set, they win over the smoke defaults.
+# BENCH_PODSET_REPLICAS, BENCH_WEBHOOK_PODS, BENCH_WEBHOOK_QUIET_PODS,
+# BENCH_SETTLE and BENCH_NOISY_* (test/bench); set, they win over the smoke
+# defaults.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -37,7 +38,7 @@ if [[ $smoke == 1 ]]; then
   nodes=${NODES:-3}
   export BENCH_ENVOY_SIZES=${BENCH_ENVOY_SIZES:-3} BENCH_FOO_SIZES=${BENCH_FOO_SIZES:-3} BENCH_XDS_SIZES=${BENCH_XDS_SIZES:-5} \
     BENCH_XDS_ROUNDS=${BENCH_XDS_ROUNDS:-2} BENCH_PODSET_REPLICAS=${BENCH_PODSET_REPLICAS:-20} \
-    BENCH_WEBHOOK_PODS=${BENCH_WEBHOOK_PODS:-10} BENCH_SETTLE=${BENCH_SETTLE:-2s}
+    BENCH_WEBHOOK_PODS=${BENCH_WEBHOOK_PODS:-10} BENCH_WEBHOOK_QUIET_PODS=${BENCH_WEBHOOK_QUIET_PODS:-5} BENCH_SETTLE=${BENCH_SETTLE:-2s}
   export BENCH_NOISY_CLUSTERS=${BENCH_NOISY_CLUSTERS:-600} BENCH_NOISY_PROXIES=${BENCH_NOISY_PROXIES:-2} \
     BENCH_NOISY_B_PROXIES=${BENCH_NOISY_B_PROXIES:-3}
 else

@@ -27,8 +27,10 @@ import (
 // 1000 pod creations, 50 at a time, through the API server, in a namespace
 // where the injection webhook adds a Watcher's sidecar to each, and the same
 // in a namespace out of its scope: the latency of each create as the client
-// sees it, and the webhook's share as the API server measures it.
-// BENCH_WEBHOOK_PODS sets the number of pods (default 1000).
+// sees it, and the webhook's share as the API server measures it. Then, on
+// a quiet API server, pods created one at a time in each namespace in turn
+// (BENCH_WEBHOOK_QUIET_PODS in each, default 200): what the webhook adds to
+// one create. BENCH_WEBHOOK_PODS sets the number of pods (default 1000).
 func TestWebhookAdmissionLatency(t *testing.T) {
 	pods := sizeEnv(t, "BENCH_WEBHOOK_PODS", 1000)
 	concurrency, warmup := min(50, pods), min(50, pods)
@@ -82,6 +84,23 @@ func TestWebhookAdmissionLatency(t *testing.T) {
 		t.Fatalf("the API server counted %.0f calls of the webhook %s for %d injected pods", calls, hook, pods)
 	}
 	mean := (after.Sum - before.Sum) / calls * 1000
+
+	// Quiet: one create at a time, alternating between the namespaces, so
+	// that a drift of the machine's load weighs on both alike.
+	quiet := sizeEnv(t, "BENCH_WEBHOOK_QUIET_PODS", 200)
+	var quietOn, quietOff latencies
+	beforeQuiet := webhookAdmission(t, hook)
+	for i := range quiet {
+		quietOn.each = append(quietOn.each, createPods(t, nsOn, fmt.Sprintf("quiet-%04d", i), 1, 1).each...)
+		quietOff.each = append(quietOff.each, createPods(t, nsOff, fmt.Sprintf("quiet-%04d", i), 1, 1).each...)
+	}
+	afterQuiet := webhookAdmission(t, hook)
+	quietCalls := afterQuiet.Count - beforeQuiet.Count
+	if quietCalls < float64(quiet) {
+		t.Fatalf("the API server counted %.0f calls of the webhook %s for %d pods created one at a time", quietCalls, hook, quiet)
+	}
+	quietMean := (afterQuiet.Sum - beforeQuiet.Sum) / quietCalls * 1000
+
 	Record(t, "webhook", fmt.Sprintf(`## Sidecar injection: admission latency
 
 %d pod creations, %d at a time, after %d to warm up; each pod gets one Watcher's sidecar.
@@ -92,10 +111,25 @@ func TestWebhookAdmissionLatency(t *testing.T) {
 | not enabled (webhook not called) | %s | %s | %s | %s |
 
 API server's own measure of the webhook call (%s{name=%q}): %.0f calls, mean %.1f ms.
+
+Quiet: %d pod creations in each namespace, one at a time, alternating.
+
+| namespace | p50 | p99 | max |
+|---|---|---|---|
+| injection enabled (webhook called) | %s | %s | %s |
+| not enabled (webhook not called) | %s | %s | %s |
+| added by the webhook | %s | %s | |
+
+API server's own measure of the webhook call: %.0f calls, mean %.1f ms.
 `, pods, concurrency, warmup,
 		ms(on.quantile(0.5)), ms(on.quantile(0.99)), ms(on.quantile(1)), on.wall.Round(time.Millisecond),
 		ms(off.quantile(0.5)), ms(off.quantile(0.99)), ms(off.quantile(1)), off.wall.Round(time.Millisecond),
-		webhookDurationMetric, hook, calls, mean))
+		webhookDurationMetric, hook, calls, mean,
+		quiet,
+		ms(quietOn.quantile(0.5)), ms(quietOn.quantile(0.99)), ms(quietOn.quantile(1)),
+		ms(quietOff.quantile(0.5)), ms(quietOff.quantile(0.99)), ms(quietOff.quantile(1)),
+		ms(quietOn.quantile(0.5)-quietOff.quantile(0.5)), ms(quietOn.quantile(0.99)-quietOff.quantile(0.99)),
+		quietCalls, quietMean))
 }
 
 // waitForInjection waits until a dry-run pod in ns comes back injected: the
