@@ -15,7 +15,8 @@
 # controllers it measures. Results: tmp/$BENCH_CLUSTER/results/.
 #
 # BENCH_OPERATOR_ARGS adds flags to the operator's command line, such as
-# --concurrent-reconciles=20, to measure another setting.
+# --concurrent-reconciles=20, and BENCH_OPERATOR_ENV variables to its
+# environment, such as GOMEMLIMIT=460MiB, to measure another setting.
 #
 # BENCH_XDS_PLAINTEXT=1 runs the operator with --xds-plaintext, and the xDS
 # benchmark's clients without TLS: the figures beside those over mutual TLS.
@@ -80,7 +81,7 @@ hack/webhook-local.sh "$webhook_port"
 # Metrics in plain HTTP, on the loopback interface only: the benchmark reads them.
 plaintext=()
 [[ ${BENCH_XDS_PLAINTEXT:-0} == 0 ]] || plaintext=(--xds-plaintext)
-"$DIR/kube-envoy-controller" --kubeconfig "$KUBECONFIG" --controllers "${BENCH_CONTROLLERS:-*}" "${plaintext[@]}" \
+env ${BENCH_OPERATOR_ENV:-} "$DIR/kube-envoy-controller" --kubeconfig "$KUBECONFIG" --controllers "${BENCH_CONTROLLERS:-*}" "${plaintext[@]}" \
   --metrics-secure=false --metrics-bind-address "127.0.0.1:$metrics_port" --health-probe-bind-address "127.0.0.1:$health_port" \
   --pprof-bind-address "127.0.0.1:$pprof_port" --xds-bind-address "127.0.0.1:$xds_port" --debug-bind-address "127.0.0.1:$debug_port" \
   --webhook-bind-address "127.0.0.1:$webhook_port" --webhook-cert-dns-name localhost \
