@@ -7,19 +7,22 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 )
 
-// decoded remembers what Decode returned for the resources decoded lately.
-var decoded = newDecodeCache(1 << 14)
+// decoded remembers what Decode returned for the resources decoded lately:
+// 16,384 results or 16 MiB of their JSON per generation.
+var decoded = newDecodeCache(1<<14, 16<<20)
 
 // decodeCache remembers decoding results by kind and content. It holds two
-// generations of at most size entries each: a result used in the older one
-// moves to the newer, and when the newer is full the older is dropped. So
-// the resources in use stay, whatever was decoded once and never again goes,
-// and at most 2×size results are held.
+// generations of at most size entries and bytes bytes of input each: a result
+// used in the older one moves to the newer, and when the newer is full the
+// older is dropped. So the resources in use stay, whatever was decoded once
+// and never again goes, and at most 2×size results of 2×bytes of input are
+// held, however many or large the resources that users write.
 type decodeCache struct {
-	size int
+	size, bytes int
 
 	mu              sync.Mutex
 	current, former map[decodeKey]decodeResult
+	currentBytes    int
 }
 
 type decodeKey struct {
@@ -28,13 +31,14 @@ type decodeKey struct {
 }
 
 type decodeResult struct {
-	msg  types.Resource
-	name string
-	err  error
+	msg   types.Resource
+	name  string
+	err   error
+	bytes int // of the input
 }
 
-func newDecodeCache(size int) *decodeCache {
-	return &decodeCache{size: size, current: map[decodeKey]decodeResult{}, former: map[decodeKey]decodeResult{}}
+func newDecodeCache(size, bytes int) *decodeCache {
+	return &decodeCache{size: size, bytes: bytes, current: map[decodeKey]decodeResult{}, former: map[decodeKey]decodeResult{}}
 }
 
 // get returns what decode returns for k and raw, calling it only when the
@@ -54,15 +58,18 @@ func (c *decodeCache) get(k Kind, raw []byte, decode func(Kind, []byte) (types.R
 		return r.msg, r.name, r.err
 	}
 	msg, name, err := decode(k, raw)
-	c.mu.Lock()
-	c.putLocked(key, decodeResult{msg, name, err})
-	c.mu.Unlock()
+	if len(raw) <= c.bytes {
+		c.mu.Lock()
+		c.putLocked(key, decodeResult{msg, name, err, len(raw)})
+		c.mu.Unlock()
+	}
 	return msg, name, err
 }
 
 func (c *decodeCache) putLocked(key decodeKey, r decodeResult) {
-	if len(c.current) >= c.size {
-		c.former, c.current = c.current, make(map[decodeKey]decodeResult, c.size)
+	if len(c.current) >= c.size || c.currentBytes+r.bytes > c.bytes {
+		c.former, c.current, c.currentBytes = c.current, make(map[decodeKey]decodeResult), 0
 	}
 	c.current[key] = r
+	c.currentBytes += r.bytes
 }

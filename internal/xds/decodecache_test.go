@@ -11,7 +11,7 @@ import (
 // The cache decodes each content once while it is in use, tells kinds apart,
 // remembers errors too, and holds at most two generations.
 func TestDecodeCache(t *testing.T) {
-	c := newDecodeCache(2)
+	c := newDecodeCache(2, 1<<20)
 	calls := map[string]int{}
 	decode := func(k Kind, raw []byte) (types.Resource, string, error) {
 		calls[k.Field+" "+string(raw)]++
@@ -54,5 +54,32 @@ func TestDecodeCache(t *testing.T) {
 	}
 	if n := len(c.current) + len(c.former); n > 4 {
 		t.Errorf("the cache holds %d results, want at most 2×2", n)
+	}
+}
+
+// The cache holds at most twice its bytes of input, and nothing larger.
+func TestDecodeCacheBytes(t *testing.T) {
+	c := newDecodeCache(1000, 100)
+	decode := func(Kind, []byte) (types.Resource, string, error) { return nil, "", nil }
+	clusters := KindOf("type.googleapis.com/envoy.config.cluster.v3.Cluster")
+	for i := range 50 {
+		_, _, _ = c.get(clusters, []byte(fmt.Sprintf("%030d", i)), decode)
+		held := 0
+		for _, m := range []map[decodeKey]decodeResult{c.current, c.former} {
+			for _, r := range m {
+				held += r.bytes
+			}
+		}
+		if held > 200 {
+			t.Fatalf("after %d resources of 30 bytes the cache holds %d bytes, want at most 2×100", i+1, held)
+		}
+	}
+	_, _, _ = c.get(clusters, make([]byte, 101), decode)
+	for _, m := range []map[decodeKey]decodeResult{c.current, c.former} {
+		for _, r := range m {
+			if r.bytes > 100 {
+				t.Fatalf("a resource of %d bytes is held, more than a generation's 100", r.bytes)
+			}
+		}
 	}
 }
