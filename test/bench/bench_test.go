@@ -468,7 +468,7 @@ func timeFloor(t *testing.T, n int, ns string, create func(ctx context.Context, 
 	ctx := context.Background()
 	namespace(t, ns)
 	start := time.Now()
-	parallel(t, n, func(i int) error { return create(ctx, i) })
+	parallel(t, n, 32, func(i int) error { return create(ctx, i) })
 	ready := 0
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var err error
@@ -494,7 +494,7 @@ func timeOperator(t *testing.T, n int, ns, what string, create func(ctx context.
 	ctx := context.Background()
 	namespace(t, ns)
 	start := time.Now()
-	parallel(t, n, func(i int) error { return create(ctx, i) })
+	parallel(t, n, 32, func(i int) error { return create(ctx, i) })
 	available, shown := 0, 0
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if deployments == 0 {
@@ -565,8 +565,9 @@ func settledPerMinute(settle time.Duration, count func() int) float64 {
 	return float64(after-before) / settle.Minutes()
 }
 
-// parallel runs create(i) for i in [0, n) on 32 workers.
-func parallel(t *testing.T, n int, create func(i int) error) {
+// parallel runs create(i) for i in [0, n) on the given number of workers,
+// and fails the test with the first error.
+func parallel(t *testing.T, n, workers int, create func(i int) error) {
 	t.Helper()
 	var (
 		wg    sync.WaitGroup
@@ -574,7 +575,7 @@ func parallel(t *testing.T, n int, create func(i int) error) {
 		first error
 		next  = make(chan int)
 	)
-	for range 32 {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

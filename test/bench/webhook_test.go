@@ -179,37 +179,25 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Micros
 // long each create took.
 func createPods(t *testing.T, ns, prefix string, n, concurrency int) latencies {
 	t.Helper()
-	next := make(chan int)
-	var mu sync.Mutex
-	var out latencies
-	var firstErr error
-	var wg sync.WaitGroup
+	var (
+		mu  sync.Mutex
+		out latencies
+	)
 	start := time.Now()
-	for range concurrency {
-		wg.Go(func() {
-			for i := range next {
-				p := benchPod(ns, fmt.Sprintf("%s-%04d", prefix, i))
-				t0 := time.Now()
-				_, err := cs.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
-				d := time.Since(t0)
-				mu.Lock()
-				out.each = append(out.each, d)
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	parallel(t, n, concurrency, func(i int) error {
+		p := benchPod(ns, fmt.Sprintf("%s-%04d", prefix, i))
+		t0 := time.Now()
+		_, err := cs.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
+		d := time.Since(t0)
+		mu.Lock()
+		out.each = append(out.each, d)
+		mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("creating pods in %s: %w", ns, err)
+		}
+		return nil
+	})
 	out.wall = time.Since(start)
-	if firstErr != nil {
-		t.Fatalf("creating pods in %s: %v", ns, firstErr)
-	}
 	return out
 }
 
