@@ -17,6 +17,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
 )
 
 // settings is what the command line asks for, checked.
@@ -86,7 +87,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	fs.IntVar(&concurrentReconciles, "concurrent-reconciles", manager.DefaultConcurrentReconciles,
 		"How many objects each controller reconciles at once (PodSet sets its own).")
 	fs.StringVar(&s.xdsBindAddress, "xds-bind-address", ":18000", "Address of the built-in xDS (ADS) server, served by every replica.")
-	fs.StringVar(&s.debugBindAddress, "debug-bind-address", "127.0.0.1:8444",
+	fs.StringVar(&s.debugBindAddress, "debug-bind-address", fmt.Sprintf("127.0.0.1:%d", debug.DefaultPort),
 		"Address of the xDS debug endpoint that kubectl envoy reads (HTTPS; the API server authenticates and authorizes its clients), served by every replica. "+
 			"On loopback by default: clients reach it through the API server's port forwarding. 0 disables it.")
 	fs.IntVar(&s.xdsLimits.MaxConnections, "xds-max-connections", xds.DefaultLimits.MaxConnections,

@@ -24,16 +24,16 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
 )
 
 // The operator's pods, as config/manager deploys them.
 const (
 	defaultOperatorNamespace = "kube-envoy-controller"
 	operatorSelector         = "app.kubernetes.io/name=kube-envoy-controller"
-	// debugPortName is the container port of the debug endpoint, and
-	// defaultDebugPort its number when no port has that name.
-	debugPortName    = "debug"
-	defaultDebugPort = 8444
+	// debugPortName is the container port of the debug endpoint; without
+	// it, the port is debug.DefaultPort.
+	debugPortName = "debug"
 	// serverName is a name the debug endpoint's certificate is issued for.
 	serverName = "localhost"
 )
@@ -69,7 +69,7 @@ func debugPort(p corev1.Pod) int32 {
 			}
 		}
 	}
-	return defaultDebugPort
+	return debug.DefaultPort
 }
 
 // endpoint reaches the replicas: through the API server's port forwarding

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -24,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/version"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 )
@@ -227,21 +227,25 @@ func (s *Server) proxies(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "fleet needs namespace", http.StatusBadRequest)
 		return
 	}
-	if ns != "" && !s.authorize(w, req, proxiesResource, ns, name) {
-		return
+	decided := map[string]bool{}
+	if ns != "" {
+		if !s.authorize(w, req, proxiesResource, ns, name) {
+			return
+		}
+		if name != "" {
+			decided[fleet.ID{Namespace: ns, Name: name}.String()] = true
+		}
 	}
 	rows := Rows(s.o.Source.Tracker().Proxies(), s.o.Source.TypeVersion, s.o.Replica)
-	decided := map[string]bool{}
 	out := make([]ProxyRow, 0, len(rows))
 	for _, r := range rows {
-		fns, fname, _ := strings.Cut(r.Fleet, "/")
-		if (ns != "" && fns != ns) || (name != "" && fname != name) {
+		id, err := fleet.Parse(r.Fleet)
+		if err != nil || (ns != "" && id.Namespace != ns) || (name != "" && id.Name != name) {
 			continue
 		}
 		ok, seen := decided[r.Fleet]
 		if !seen {
-			var err error
-			if ok, err = s.allowed(ctx, proxiesResource, fns, fname); err != nil {
+			if ok, err = s.allowed(ctx, proxiesResource, id.Namespace, id.Name); err != nil {
 				s.o.Log.Error(err, "debug endpoint: authorizing", "fleet", r.Fleet)
 			}
 			decided[r.Fleet] = ok
@@ -255,10 +259,10 @@ func (s *Server) proxies(w http.ResponseWriter, req *http.Request) {
 
 // config dumps what a fleet is served, to a user who may get its EnvoyConfigs.
 func (s *Server) config(w http.ResponseWriter, req *http.Request) {
-	fleet, only := req.URL.Query().Get("fleet"), req.URL.Query().Get("type")
-	ns, name, ok := strings.Cut(fleet, "/")
-	if !ok || ns == "" || name == "" {
-		http.Error(w, "fleet: want namespace/name", http.StatusBadRequest)
+	fleetID, only := req.URL.Query().Get("fleet"), req.URL.Query().Get("type")
+	id, err := fleet.Parse(fleetID)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	if only != "" {
@@ -267,15 +271,15 @@ func (s *Server) config(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-	if !s.authorize(w, req, configResource, ns, "") {
+	if !s.authorize(w, req, configResource, id.Namespace, "") {
 		return
 	}
-	resources := s.o.Source.Resources(fleet)
+	resources := s.o.Source.Resources(fleetID)
 	if resources == nil {
-		http.Error(w, fmt.Sprintf("fleet %s is not served by replica %s", fleet, s.o.Replica), http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("fleet %s is not served by replica %s", fleetID, s.o.Replica), http.StatusNotFound)
 		return
 	}
-	d, err := Dump(fleet, s.o.Replica, resources, only)
+	d, err := Dump(fleetID, s.o.Replica, resources, only)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

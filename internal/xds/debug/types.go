@@ -27,6 +27,11 @@ const (
 	VersionPath = "/version"
 )
 
+// DefaultPort is the endpoint's port unless --debug-bind-address says
+// otherwise, and the one kubectl envoy forwards to when the operator's pod
+// names no port "debug".
+const DefaultPort = 8444
+
 // State is where a proxy stands with a type, or with all its types.
 type State string
 

@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
-
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 )
 
 // Redact hides exactly the secret material that admission refuses inline,
@@ -34,14 +32,7 @@ func TestRedact(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			kind, err := xds.KindNamed(tt.field)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, _, err := xds.Decode(kind, []byte(tt.raw))
-			if err != nil {
-				t.Fatalf("the case does not decode: %v", err)
-			}
+			m := decodeCase(t, tt.field, tt.raw)
 			before, _ := protojson.Marshal(m)
 			out, err := protojson.Marshal(Redact(m))
 			if err != nil {

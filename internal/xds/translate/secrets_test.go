@@ -9,6 +9,7 @@ import (
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -137,14 +138,7 @@ func TestInlineKeyFields(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			kind, err := xds.KindNamed(tt.field)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, _, err := xds.Decode(kind, []byte(tt.raw))
-			if err != nil {
-				t.Fatalf("the case does not decode: %v", err)
-			}
+			m := decodeCase(t, tt.field, tt.raw)
 			got := inlineKeyFields(m)
 			slices.Sort(got)
 			if !reflect.DeepEqual(got, tt.want) {
@@ -237,4 +231,18 @@ func TestAdmitSecrets(t *testing.T) {
 			}
 		})
 	}
+}
+
+// decodeCase decodes a test case's resource of the spec.resources list field.
+func decodeCase(t *testing.T, field, raw string) proto.Message {
+	t.Helper()
+	kind, err := xds.KindNamed(field)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := xds.Decode(kind, []byte(raw))
+	if err != nil {
+		t.Fatalf("the case does not decode: %v", err)
+	}
+	return m
 }
