@@ -156,6 +156,15 @@ func (c *Children) Problem() *conditions.Problem {
 // Report logs the children this reconcile wrote and records one Normal event
 // per verb (per reason, for creates), whatever the number of children: a
 // fleet of three children created at once is one event, not three.
+//
+// An owner's first children, made before it ever reported a status, are
+// logged but not recorded as a Created event: making them is what creating
+// the owner asked for, and the status written by the same reconcile
+// (Progressing, with the generation) tells of them. An event would cost the
+// API server one more write per object created, for nothing a user did not
+// already know. A child created again later (someone deleted it) is
+// recorded, as are updates, deletions and the kinds' own create reasons (a
+// FooBar's run).
 func (c *Children) Report() {
 	type line struct {
 		reason, verb string
@@ -175,6 +184,16 @@ func (c *Children) Report() {
 		}
 		msg := l.verb + " " + strings.Join(l.what, ", ")
 		log.Info(msg)
+		if l.reason == conditions.EventCreated && neverReported(c.owner) {
+			continue
+		}
 		c.kit.Recorder.Eventf(c.owner, nil, corev1.EventTypeNormal, l.reason, l.verb, "%s", msg)
 	}
+}
+
+// neverReported reports whether owner has no status condition yet: the
+// operator has not written its status since it was created.
+func neverReported(owner client.Object) bool {
+	o, ok := owner.(status.Object)
+	return ok && len(o.GetConditions()) == 0
 }

@@ -150,14 +150,24 @@ func (s *Suite) Namespace(t testing.TB) string {
 
 // Events returns the events about the named object in ns, as "Type Reason Note".
 func (s *Suite) Events(ns, name string) ([]string, error) {
+	evs, err := s.events(ns, name)
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Type+" "+e.Reason+" "+e.Note)
+	}
+	return out, err
+}
+
+// events returns the events about the named object in ns.
+func (s *Suite) events(ns, name string) ([]eventsv1.Event, error) {
 	var list eventsv1.EventList
 	if err := s.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 		return nil, err
 	}
-	var out []string
+	var out []eventsv1.Event
 	for _, e := range list.Items {
 		if e.Regarding.Name == name {
-			out = append(out, e.Type+" "+e.Reason+" "+e.Note)
+			out = append(out, e)
 		}
 	}
 	return out, nil
@@ -175,6 +185,42 @@ func (s *Suite) WaitEvent(t testing.TB, ns, name, want string) {
 		}
 		return false, err
 	})
+}
+
+// CreatedAgain deletes child, an owner's child the operator made, waits for
+// the event that tells of it being made again (one that starts with want,
+// "Normal Created Created …", recorded after the deletion), and fails unless
+// it is the owner's only Created event, recorded once: an owner's first
+// children are told of by its status, not by an event
+// (objects.Children.Report). Had the first creation been recorded, it would
+// be a second Created event, or this one's first occurrence (a series).
+func (s *Suite) CreatedAgain(t testing.TB, owner, child client.Object, want string) {
+	t.Helper()
+	deleted := time.Now().Truncate(time.Microsecond) // events keep microseconds
+	if err := s.Client.Delete(context.Background(), child); err != nil {
+		t.Fatal(err)
+	}
+	var created []string
+	Eventually(t, "event "+want+" after the deletion", func() (bool, error) {
+		evs, err := s.events(owner.GetNamespace(), owner.GetName())
+		seen := false
+		created = nil
+		for _, e := range evs {
+			if e.Type != corev1.EventTypeNormal || e.Reason != "Created" {
+				continue
+			}
+			n, last := int32(1), e.EventTime.Time
+			if e.Series != nil {
+				n, last = e.Series.Count, e.Series.LastObservedTime.Time
+			}
+			created = append(created, fmt.Sprintf("%s (%d×)", e.Note, n))
+			seen = seen || strings.HasPrefix(e.Type+" "+e.Reason+" "+e.Note, want) && !last.Before(deleted)
+		}
+		return seen, err
+	})
+	if len(created) != 1 || !strings.HasSuffix(created[0], "(1×)") {
+		t.Errorf("Created events %q, want only the one of the child made again, once", created)
+	}
 }
 
 // Quiet waits until the manager has sent no write request for a second.

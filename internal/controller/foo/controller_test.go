@@ -72,7 +72,6 @@ func TestCreatesDeployment(t *testing.T) {
 	if c := testenv.Condition(got, conditions.Progressing); c.Status != metav1.ConditionTrue || c.Reason != conditions.RollingOut {
 		t.Errorf("Progressing = %+v while the Deployment rolls out", c)
 	}
-	suite.WaitEvent(t, ns, "example-foo", `Normal Created Created Deployment "example-foo"`)
 	// Every write names the operator as its field manager.
 	if m := d.ManagedFields; len(m) == 0 || m[0].Manager != objects.FieldOwner {
 		t.Errorf("field managers of the Deployment = %+v, want %s", m, objects.FieldOwner)
@@ -86,6 +85,9 @@ func TestCreatesDeployment(t *testing.T) {
 			t.Errorf("%s = %+v, want %s", typ, c, want)
 		}
 	}
+
+	// The first Deployment is told of by the status; one made again by an event.
+	suite.CreatedAgain(t, foo, d, `Normal Created Created Deployment "example-foo"`)
 }
 
 func TestScales(t *testing.T) {

@@ -56,7 +56,6 @@ func TestConfigMapFollowsTheWatcher(t *testing.T) {
 	if got.Status.ConfigMapName != "logs-config" {
 		t.Errorf("status.configMapName = %q", got.Status.ConfigMapName)
 	}
-	suite.WaitEvent(t, ns, "logs", `Normal Created Created ConfigMap "logs-config"`)
 
 	// A spec change reaches the ConfigMap.
 	got.Spec.ConfigData = map[string]string{"LEVEL": "info", "NEW": "1"}
@@ -77,6 +76,9 @@ func TestConfigMapFollowsTheWatcher(t *testing.T) {
 	testenv.WaitFor(t, suite.Client, ns, "logs-config", &corev1.ConfigMap{}, func(cm *corev1.ConfigMap) bool {
 		return cm.Data["LEVEL"] == "info" && cm.Labels["team"] == "x"
 	})
+
+	// The first ConfigMap is told of by the status; one made again by an event.
+	suite.CreatedAgain(t, w, cm, `Normal Created Created ConfigMap "logs-config"`)
 }
 
 func TestForeignConfigMapIsNotTakenOver(t *testing.T) {
