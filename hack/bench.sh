@@ -99,7 +99,7 @@ rc=0
 BENCH_ROOT=$ROOT BENCH_CLUSTER=$NAME BENCH_OUT=$out BENCH_SMOKE=$smoke OPERATOR_PID=$op_pid \
   OPERATOR_XDS_ADDR=127.0.0.1:$xds_port OPERATOR_METRICS_ADDR=127.0.0.1:$metrics_port \
   OPERATOR_PPROF_ADDR=127.0.0.1:$pprof_port \
-  go test -tags bench -count=1 -timeout 60m ./test/bench/... -v "${args[@]}" || rc=$?
+  go test -vet=off -tags bench -count=1 -timeout 60m ./test/bench/... -v "${args[@]}" || rc=$?
 stop_operator || rc=1
 echo "checking the operator's log (tmp/$NAME/operator.log)"
 go run ./hack/logcheck "$DIR/operator.log" || rc=1

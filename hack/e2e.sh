@@ -43,9 +43,9 @@ for _ in $(seq 30); do
 done
 bin/kubectl wait --for condition=Established --timeout 60s crd --all >/dev/null
 
-race=(-race)
-[[ ${E2E_RACE:-1} != 0 ]] || race=()
-go build "${race[@]}" -o "$DIR/kube-envoy-controller" ./cmd/kube-envoy-controller
+race=() race_env=()
+[[ ${E2E_RACE:-1} == 0 ]] || { race=(-race); race_env=(CGO_ENABLED=1); } # the race detector needs cgo
+env "${race_env[@]}" go build "${race[@]}" -o "$DIR/kube-envoy-controller" ./cmd/kube-envoy-controller
 ports=$(free_ports 4)
 { read -r webhook_port; read -r xds_port; read -r health_port; read -r debug_port; } <<<"$ports"
 # The sidecar-injection webhook, served by the operator on this host.
@@ -65,7 +65,7 @@ export CHAOS_ROOT=$ROOT CHAOS_CLUSTER=$NAME OPERATOR_BIN=$DIR/kube-envoy-control
 rc=0
 if [[ $chaos != 0 ]]; then
   # The chaos suite's test binary, built while the end-to-end tests run.
-  go test -tags chaos -c -o "$DIR/chaos.test" ./test/chaos >"$DIR/chaos-build.log" 2>&1 &
+  go test -vet=off -tags chaos -c -o "$DIR/chaos.test" ./test/chaos >"$DIR/chaos-build.log" 2>&1 &
   bg_pid=$!
 fi
 if [[ $tests != 0 ]]; then
@@ -74,7 +74,7 @@ if [[ $tests != 0 ]]; then
   wait_ready "$op_pid" "$health_port" "$DIR/operator.log"
   # The tests run at once (t.Parallel), each in namespaces of its own: they
   # mostly wait on the cluster.
-  E2E_ROOT=$ROOT E2E_XDS_ADDR=$XDS_ADDR E2E_DEBUG_ADDR=127.0.0.1:$debug_port go test -tags e2e -count=1 -parallel 6 -timeout 20m ./test/e2e/... "$@" || rc=$?
+  E2E_ROOT=$ROOT E2E_XDS_ADDR=$XDS_ADDR E2E_DEBUG_ADDR=127.0.0.1:$debug_port go test -vet=off -tags e2e -count=1 -parallel 6 -timeout 20m ./test/e2e/... "$@" || rc=$?
   # The operator's own account of the run, whatever the tests said: it stops
   # gracefully, and its log has no panic, data race or hot loop.
   stop_operator || rc=1

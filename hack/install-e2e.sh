@@ -59,7 +59,7 @@ step "the operator is built; running the tests"
 
 INSTALL_ROOT=$ROOT INSTALL_DIR=$DIR INSTALL_SA_KUBECONFIG=$sa_kubeconfig INSTALL_BINARY=$DIR/kube-envoy-controller \
   INSTALL_WEBHOOK_PORT=$webhook_port INSTALL_VERSION=${VERSION:-} \
-  go test -tags install -count=1 -timeout 15m ./test/install/... "$@"
+  go test -vet=off -tags install -count=1 -timeout 15m ./test/install/... "$@"
 step "done"
 if [[ -f $DIR/failover.txt ]]; then
   echo "Leader takeover (docs/benchmarks.md):" >&2

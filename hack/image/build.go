@@ -49,7 +49,9 @@ type Spec struct {
 // Compile builds a static binary of the operator for platform p into out.
 // Every input that could differ between two builds of one commit is fixed:
 // paths (-trimpath), build IDs (-buildid=), VCS stamping (off: the revision
-// is stamped explicitly), cgo (off) and the instruction-set levels.
+// is stamped explicitly), cgo (off) and the instruction-set levels. The
+// Makefile builds and tests with the same cgo and path settings, so that its
+// compiles of the dependencies serve this one too.
 func Compile(ctx context.Context, repo string, p v1.Platform, version, revision, out string) error {
 	ldflags := fmt.Sprintf("-s -w -buildid= -X %[1]s.version=%[2]s -X %[1]s.revision=%[3]s", VersionPackage, version, revision)
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, "./cmd/kube-envoy-controller")
