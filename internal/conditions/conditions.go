@@ -58,7 +58,8 @@ const (
 // controller's package.
 const (
 	// EventCreated, EventUpdated and EventDeleted report the children a
-	// reconcile wrote: one event per verb and reconcile.
+	// reconcile wrote: one event per verb and reconcile. An owner's first
+	// children have none; its status tells of them (objects.Children.Report).
 	EventCreated = "Created"
 	EventUpdated = "Updated"
 	EventDeleted = "Deleted"
