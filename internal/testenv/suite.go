@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 )
 
@@ -206,7 +207,7 @@ func (s *Suite) CreatedAgain(t testing.TB, owner, child client.Object, want stri
 		seen := false
 		created = nil
 		for _, e := range evs {
-			if e.Type != corev1.EventTypeNormal || e.Reason != "Created" {
+			if e.Type != corev1.EventTypeNormal || e.Reason != conditions.EventCreated {
 				continue
 			}
 			n, last := int32(1), e.EventTime.Time
