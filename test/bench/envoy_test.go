@@ -94,18 +94,8 @@ func envoyFleets(t *testing.T, n int, ns string) fleetRun {
 					XDS: &examplev1.XDS{Host: "xds.bench.svc", Port: 18000}},
 			})
 		},
-		func(ctx context.Context) (int, error) {
-			var list examplev1.EnvoyList
-			if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
-				return 0, err
-			}
-			envoys := 0
-			for _, e := range list.Items {
-				if meta.IsStatusConditionTrue(e.Status.Conditions, conditions.Available) && e.Status.AvailableReplicas == 1 {
-					envoys++
-				}
-			}
-			return envoys, nil
+		&examplev1.EnvoyList{}, func(e *examplev1.Envoy) bool {
+			return meta.IsStatusConditionTrue(e.Status.Conditions, conditions.Available) && e.Status.AvailableReplicas == 1
 		})
 	run.writes = operatorWritesIn(t, ns)
 	t.Logf("%s: Deployments available %.1fs, Envoys Available %.1fs, %d writes (%s)",

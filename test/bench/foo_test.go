@@ -107,19 +107,7 @@ func foos(t *testing.T, n int, ns string) fooRun {
 	run := fooRun{ns: ns}
 	run.deployments, run.foos = timeOperator(t, n, ns, "Foos with availableReplicas 1",
 		func(ctx context.Context, i int) error { return k8s.Create(ctx, sampleFoo(ns, i)) },
-		func(ctx context.Context) (int, error) {
-			var list samplev1alpha1.FooList
-			if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
-				return 0, err
-			}
-			shown := 0
-			for _, f := range list.Items {
-				if f.Status.AvailableReplicas == 1 {
-					shown++
-				}
-			}
-			return shown, nil
-		})
+		&samplev1alpha1.FooList{}, func(f *samplev1alpha1.Foo) bool { return f.Status.AvailableReplicas == 1 })
 	run.writes = fooWritesIn(t, ns)
 	t.Logf("%s: Deployments available %.1fs, Foos report it %.1fs, %d writes (%s)",
 		ns, run.deployments.Seconds(), run.foos.Seconds(), Total(run.writes), Breakdown(run.writes))
