@@ -130,21 +130,7 @@ type PodTracker struct {
 func TrackPods(t *testing.T, ctx context.Context, ns string, target int) *PodTracker {
 	t.Helper()
 	pt := &PodTracker{target: target, live: map[string]bool{}, running: map[string]bool{}}
-	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Items) > 0 {
-		t.Fatalf("namespace %s already has %d pods", ns, len(list.Items))
-	}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return cs.CoreV1().Pods(ns).Watch(ctx, o)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := watchEmpty(t, ctx, &corev1.PodList{}, ns)
 	go func() {
 		defer w.Stop()
 		for ev := range w.ResultChan() {
@@ -527,20 +513,7 @@ type Follower struct {
 // whose moment Wait returns.
 func Follow[T client.Object](t *testing.T, ctx context.Context, list client.ObjectList, ns string, target int, meets func(T) bool) *Follower {
 	t.Helper()
-	if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	if n := meta.LenList(list); n > 0 {
-		t.Fatalf("namespace %s already has %d objects of %T", ns, n, list)
-	}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return k8s.Watch(ctx, list.DeepCopyObject().(client.ObjectList), client.InNamespace(ns), &client.ListOptions{Raw: &o})
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := watchEmpty(t, ctx, list, ns)
 	f := &Follower{target: target, done: make(chan struct{}), meets: map[string]bool{}}
 	go func() {
 		defer w.Stop()
@@ -555,6 +528,28 @@ func Follow[T client.Object](t *testing.T, ctx context.Context, list client.Obje
 		}
 	}()
 	return f
+}
+
+// watchEmpty watches the objects of list's kind in ns, which must hold none
+// yet, from the list's resource version on, resuming where it stopped, until
+// ctx ends: none of their events is missed.
+func watchEmpty(t *testing.T, ctx context.Context, list client.ObjectList, ns string) watch.Interface {
+	t.Helper()
+	if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if n := meta.LenList(list); n > 0 {
+		t.Fatalf("namespace %s already has %d objects of %T", ns, n, list)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return k8s.Watch(ctx, list.DeepCopyObject().(client.ObjectList), client.InNamespace(ns), &client.ListOptions{Raw: &o})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // observe takes one event in; judge returns the object's name and whether
