@@ -491,7 +491,7 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 
 // A Follower counts the objects of one kind in one namespace that meet a
 // condition, from a watch that resumes where it stopped, and notes when
-// when that count first reached its target. The benchmarks wait with it rather
+// that count first reached its target. The benchmarks wait with it rather
 // than by listing the namespace again and again: a list of a thousand
 // objects every quarter second is work for the API server and for this
 // process, on the 2 cores the runs share, and it was more work in the
@@ -499,6 +499,7 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 // (one). A watch event, encoded once for every watcher, costs next to
 // nothing, and the moment the target is reached is known to the event.
 type Follower struct {
+	ns     string
 	target int
 	done   chan struct{} // closed when the target is reached or the watch fails
 
@@ -514,7 +515,7 @@ type Follower struct {
 func Follow[T client.Object](t *testing.T, ctx context.Context, list client.ObjectList, ns string, target int, meets func(T) bool) *Follower {
 	t.Helper()
 	w := watchEmpty(t, ctx, list, ns)
-	f := &Follower{target: target, done: make(chan struct{}), meets: map[string]bool{}}
+	f := &Follower{ns: ns, target: target, done: make(chan struct{}), meets: map[string]bool{}}
 	go func() {
 		defer w.Stop()
 		for ev := range w.ResultChan() {
@@ -590,9 +591,9 @@ func (f *Follower) Wait(t *testing.T, timeout time.Duration, what string) time.T
 	defer f.mu.Unlock()
 	switch {
 	case f.err != nil:
-		t.Fatalf("waiting for %d %s: %v", f.target, what, f.err)
+		t.Fatalf("waiting for %d %s in %s: %v", f.target, what, f.ns, f.err)
 	case f.reached.IsZero():
-		t.Fatalf("timed out waiting for %d %s: %d", f.target, what, len(f.meets))
+		t.Fatalf("timed out waiting for %d %s in %s: %d", f.target, what, f.ns, len(f.meets))
 	}
 	return f.reached
 }
