@@ -58,9 +58,14 @@ hack/cluster.sh down "$NAME" # whatever an earlier run left
 rm -f "$DIR/operator.log" # so that a failure before the operator starts shows none
 # 50 nodes of 110 pods hold every benchmark's pods at once; a /16 Service
 # range holds the Envoy benchmark's Services (the default /24 holds 254).
+# The API server rotates its audit log at 100 MB unless told otherwise, and
+# `kwokctl logs audit` reads the current file only: a rotation in the middle
+# of a run would drop writes from its counts. An Envoy row at N=1000 logs
+# more than 100 MB.
 NODES=$nodes hack/cluster.sh up "$NAME" --kube-apiserver-port 0 --disable-qps-limits \
   --kube-audit-policy "$ROOT/test/bench/audit-policy.yaml" \
-  --extra-args kube-apiserver=service-cluster-ip-range=10.96.0.0/16
+  --extra-args kube-apiserver=service-cluster-ip-range=10.96.0.0/16 \
+  --extra-args kube-apiserver=audit-log-maxsize=1000000
 export KUBECONFIG=$DIR/kubeconfig
 
 crds=()

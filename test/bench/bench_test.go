@@ -614,10 +614,15 @@ func plain(obj client.Object) client.Object {
 
 // settledPerMinute waits settle and returns by how much count grew meanwhile,
 // per minute: the writes of a workload that should have nothing left to do.
-func settledPerMinute(settle time.Duration, count func() int) float64 {
+// A count that went down means the audit log lost lines, and fails t.
+func settledPerMinute(t *testing.T, settle time.Duration, count func() int) float64 {
+	t.Helper()
 	before := count()
 	time.Sleep(settle)
 	after := count()
+	if after < before {
+		t.Fatalf("the audit log counted %d writes, then %d: it lost lines (rotated?)", before, after)
+	}
 	if settle == 0 {
 		return 0
 	}

@@ -47,7 +47,7 @@ func TestEnvoyFleets(t *testing.T) {
 		t.Logf("N=%d Deployments available: floor %.1fs, operator %.1fs, operator %.1fs, floor %.1fs; Envoys Available %.1fs, %.1fs",
 			n, floor1.Seconds(), op1.deployments.Seconds(), op2.deployments.Seconds(), floor2.Seconds(), op1.envoys.Seconds(), op2.envoys.Seconds())
 
-		perMin := settledPerMinute(settle, func() int {
+		perMin := settledPerMinute(t, settle, func() int {
 			return Total(operatorWritesIn(t, op1.ns)) + Total(operatorWritesIn(t, op2.ns))
 		})
 		rss := operatorRSS(t)

@@ -44,7 +44,7 @@ func TestFooVsDeployments(t *testing.T) {
 		t.Logf("N=%d Deployments available: floor %.1fs, operator %.1fs, operator %.1fs, floor %.1fs; Foos report it %.1fs, %.1fs",
 			n, floor1.Seconds(), op1.deployments.Seconds(), op2.deployments.Seconds(), floor2.Seconds(), op1.foos.Seconds(), op2.foos.Seconds())
 
-		perMin := settledPerMinute(settle, func() int {
+		perMin := settledPerMinute(t, settle, func() int {
 			return Total(fooWritesIn(t, op1.ns)) + Total(fooWritesIn(t, op2.ns))
 		})
 		rss := operatorRSS(t)
