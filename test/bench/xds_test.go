@@ -384,15 +384,23 @@ func runLoadClients() {
 		out.Flush()
 		outMu.Unlock()
 	}
-	// At most 50 streams a connection: the server allows 100 by default
-	// (--xds-max-streams-per-connection), and Envoy itself opens one.
+	// One connection per stream, as each Envoy opens its own; with
+	// BENCH_XDS_STREAMS_PER_CONN, that many streams share a connection (the
+	// server allows 100 by default, --xds-max-streams-per-connection).
+	perConn := 1
+	if v := os.Getenv("BENCH_XDS_STREAMS_PER_CONN"); v != "" {
+		if perConn, err = measure.Size(v); err != nil {
+			fmt.Fprintln(os.Stderr, "BENCH_XDS_STREAMS_PER_CONN:", err)
+			os.Exit(1)
+		}
+	}
 	creds, err := loadCredentials(os.Getenv("XDS_LOAD_CERT_DIR"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	var conns []discoveryv3.AggregatedDiscoveryServiceClient
-	for range max(10, (n+49)/50) {
+	for range (n + perConn - 1) / perConn {
 		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
