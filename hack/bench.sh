@@ -16,7 +16,7 @@
 #
 # BENCH_OPERATOR_ARGS adds flags to the operator's command line, such as
 # --concurrent-reconciles=20, and BENCH_OPERATOR_ENV variables to its
-# environment, such as GOMEMLIMIT=460MiB, to measure another setting.
+# environment, such as GOMEMLIMIT=1380MiB, to measure another setting.
 #
 # BENCH_XDS_PLAINTEXT=1 runs the operator with --xds-plaintext, and the xDS
 # benchmark's clients without TLS: the figures beside those over mutual TLS.
