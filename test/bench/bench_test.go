@@ -34,7 +34,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -498,13 +497,14 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 // operator's runs (two lists a tick, one of them JSON) than in the floor's
 // (one). A watch event, encoded once for every watcher, costs next to
 // nothing, and the moment the target is reached is known to the event.
-type Follower struct {
+type Follower[T client.Object] struct {
 	ns     string
 	target int
+	meets  func(T) bool
 	done   chan struct{} // closed when the target is reached or the watch fails
 
 	mu      sync.Mutex
-	meets   map[string]bool // the objects that meet the condition
+	met     map[string]bool // the objects that meet the condition
 	reached time.Time       // when the target was first reached
 	err     error
 }
@@ -512,23 +512,21 @@ type Follower struct {
 // Follow starts following the objects of list's kind in ns, which must hold
 // none yet, until ctx ends. meets is the condition, and target the count
 // whose moment Wait returns.
-func Follow[T client.Object](t *testing.T, ctx context.Context, list client.ObjectList, ns string, target int, meets func(T) bool) *Follower {
+func Follow[T client.Object](t *testing.T, ctx context.Context, list client.ObjectList, ns string, target int, meets func(T) bool) *Follower[T] {
 	t.Helper()
+	f := newFollower(ns, target, meets)
 	w := watchEmpty(t, ctx, list, ns)
-	f := &Follower{ns: ns, target: target, done: make(chan struct{}), meets: map[string]bool{}}
 	go func() {
 		defer w.Stop()
 		for ev := range w.ResultChan() {
-			f.observe(ev, func(obj runtime.Object) (string, bool, bool) {
-				o, ok := obj.(T)
-				if !ok {
-					return "", false, false
-				}
-				return o.GetName(), ev.Type != watch.Deleted && meets(o), true
-			})
+			f.observe(ev)
 		}
 	}()
 	return f
+}
+
+func newFollower[T client.Object](ns string, target int, meets func(T) bool) *Follower[T] {
+	return &Follower[T]{ns: ns, target: target, meets: meets, done: make(chan struct{}), met: map[string]bool{}}
 }
 
 // watchEmpty watches the objects of list's kind in ns, which must hold none
@@ -553,12 +551,11 @@ func watchEmpty(t *testing.T, ctx context.Context, list client.ObjectList, ns st
 	return w
 }
 
-// observe takes one event in; judge returns the object's name and whether
-// it meets the condition, or false when the event holds no such object.
-func (f *Follower) observe(ev watch.Event, judge func(runtime.Object) (name string, meets, ok bool)) {
+// observe takes one event in.
+func (f *Follower[T]) observe(ev watch.Event) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	name, meets, ok := judge(ev.Object)
+	obj, ok := ev.Object.(T)
 	switch {
 	case !ok && ev.Type == watch.Error:
 		if f.err == nil && f.reached.IsZero() {
@@ -568,12 +565,12 @@ func (f *Follower) observe(ev watch.Event, judge func(runtime.Object) (name stri
 		return
 	case !ok:
 		return
-	case meets:
-		f.meets[name] = true
+	case ev.Type != watch.Deleted && f.meets(obj):
+		f.met[obj.GetName()] = true
 	default:
-		delete(f.meets, name)
+		delete(f.met, obj.GetName())
 	}
-	if f.reached.IsZero() && f.err == nil && len(f.meets) >= f.target {
+	if f.reached.IsZero() && f.err == nil && len(f.met) >= f.target {
 		f.reached = time.Now()
 		close(f.done)
 	}
@@ -581,7 +578,7 @@ func (f *Follower) observe(ev watch.Event, judge func(runtime.Object) (name stri
 
 // Wait waits up to timeout for the target and returns when it was reached.
 // It fails t on a timeout or a broken watch; what names the objects counted.
-func (f *Follower) Wait(t *testing.T, timeout time.Duration, what string) time.Time {
+func (f *Follower[T]) Wait(t *testing.T, timeout time.Duration, what string) time.Time {
 	t.Helper()
 	select {
 	case <-f.done:
@@ -593,7 +590,7 @@ func (f *Follower) Wait(t *testing.T, timeout time.Duration, what string) time.T
 	case f.err != nil:
 		t.Fatalf("waiting for %d %s in %s: %v", f.target, what, f.ns, f.err)
 	case f.reached.IsZero():
-		t.Fatalf("timed out waiting for %d %s in %s: %d", f.target, what, f.ns, len(f.meets))
+		t.Fatalf("timed out waiting for %d %s in %s: %d", f.target, what, f.ns, len(f.met))
 	}
 	return f.reached
 }
