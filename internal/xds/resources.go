@@ -19,7 +19,6 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
@@ -179,13 +178,7 @@ func Version(resources map[string][]types.Resource) string {
 	sort.Strings(typeURLs)
 	h := NewHash()
 	for _, t := range typeURLs {
-		k := KindOf(t)
-		rs := append([]types.Resource(nil), resources[t]...)
-		sort.Slice(rs, func(i, j int) bool { return k.name(rs[i]) < k.name(rs[j]) })
-		for _, r := range rs {
-			b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(r)
-			h.Add(t, k.name(r), b)
-		}
+		encodeKind(h, t, resources[t])
 	}
 	return h.Sum()
 }

@@ -108,15 +108,21 @@ func (s *Server) Addr(ctx context.Context) (net.Addr, error) {
 // gives the same content the same version. Publishing what is already
 // published does nothing.
 func (s *Server) SetFleet(ctx context.Context, fleet, version string, resources map[string][]types.Resource) error {
-	snap := &cachev3.Snapshot{}
+	// snap is what the cache serves: each resource marshalled once, here
+	// (encoded.go). check holds the same resources as they are, for the
+	// consistency check, which looks into Envoy's own types.
+	snap, check := &cachev3.Snapshot{}, &cachev3.Snapshot{}
 	typeVersions := map[string]string{}
 	content := NewHash()
 	for _, k := range Kinds {
 		items := resources[k.TypeURL]
-		label := Version(map[string][]types.Resource{k.TypeURL: items})
+		h := NewHash()
+		encoded := encodeKind(h, k.TypeURL, items)
+		label := h.Sum()
 		typeVersions[k.TypeURL] = label
 		content.Add(k.TypeURL, label)
-		snap.Resources[cachev3.GetResponseType(k.TypeURL)] = cachev3.NewResources(label, items)
+		snap.Resources[cachev3.GetResponseType(k.TypeURL)] = cachev3.NewResources(label, encoded)
+		check.Resources[cachev3.GetResponseType(k.TypeURL)] = cachev3.NewResources(label, items)
 	}
 	s.mu.Lock()
 	fv := s.fleets[fleet]
@@ -127,7 +133,7 @@ func (s *Server) SetFleet(ctx context.Context, fleet, version string, resources 
 	s.fleets[fleet] = &fleetVersions{version: version, content: content.Sum()}
 	s.mu.Unlock()
 
-	if err := snap.Consistent(); err != nil {
+	if err := check.Consistent(); err != nil {
 		// EDS and RDS names must match what clusters and listeners ask for;
 		// a missing ClusterLoadAssignment is allowed (the cluster has no endpoints yet).
 		s.log.V(1).Info("snapshot is not consistent", "fleet", fleet, "reason", err.Error())
@@ -167,7 +173,7 @@ func (s *Server) Resources(fleet string) map[string][]types.Resource {
 	out := map[string][]types.Resource{}
 	for _, k := range Kinds {
 		for _, r := range snap.GetResources(k.TypeURL) {
-			out[k.TypeURL] = append(out[k.TypeURL], r)
+			out[k.TypeURL] = append(out[k.TypeURL], plain(r))
 		}
 	}
 	return out

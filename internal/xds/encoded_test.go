@@ -1,0 +1,116 @@
+package xds
+
+import (
+	"bytes"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
+)
+
+// An encoded resource is its resource to everyone who looks: the cache
+// (name, marshalling), protobuf (size, equality, JSON) and the version.
+func TestEncodedResourcesAreTheirResources(t *testing.T) {
+	byType := mustParse(t, validResources())
+	for _, k := range Kinds {
+		items := byType[k.TypeURL]
+		if len(items) == 0 {
+			t.Fatalf("the valid resources have no %s", k.Field)
+		}
+		h := NewHash()
+		encoded := encodeKind(h, k.TypeURL, items)
+		if got, want := h.Sum(), Version(map[string][]types.Resource{k.TypeURL: items}); got != want {
+			t.Errorf("%s: version %s, want %s as Version gives", k.Field, got, want)
+		}
+		for _, r := range encoded {
+			if _, ok := r.(*encodedResource); !ok {
+				t.Fatalf("%s: %T was not encoded", k.Field, r)
+			}
+			p := plain(r)
+			want, err := proto.MarshalOptions{Deterministic: true}.Marshal(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := cachev3.MarshalResource(r)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s: the cache marshals %x (%v), want %x", k.Field, got, err, want)
+			}
+			if n := proto.Size(r); n != len(want) {
+				t.Errorf("%s: size %d, want %d", k.Field, n, len(want))
+			}
+			if got, want := cachev3.GetResourceName(r), k.name(p); got != want || got == "" {
+				t.Errorf("%s: the cache names it %q, want %q", k.Field, got, want)
+			}
+			if !proto.Equal(r, p) {
+				t.Errorf("%s: not equal to its resource", k.Field)
+			}
+			gotJSON, err1 := protojson.Marshal(r)
+			wantJSON, err2 := protojson.Marshal(p)
+			if err1 != nil || err2 != nil || !bytes.Equal(gotJSON, wantJSON) {
+				t.Errorf("%s: JSON %s (%v), want %s (%v)", k.Field, gotJSON, err1, wantJSON, err2)
+			}
+		}
+	}
+}
+
+// mark is field 1000 with the value 1: a field no Envoy message has, which
+// no marshalling of a published resource adds.
+var mark = []byte{0xc0, 0x3e, 0x01}
+
+// What a proxy is sent is the wire form encoded at publication, not the
+// resource marshalled again for the response: the test marks the wire forms
+// of the published clusters, and only a copy of them sends the mark.
+func TestProxiesAreSentTheWireForm(t *testing.T) {
+	s, addr := startServer(t)
+	mustPublish(t, s, "v1", clusters("a", "b"))
+	snap, err := s.cache.GetSnapshot(fleet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range snap.GetResources(resourcev3.ClusterType) {
+		e, ok := r.(*encodedResource)
+		if !ok {
+			t.Fatalf("cluster %s is served as %T, not encoded at publication", name, r)
+		}
+		e.wire = append(append([]byte(nil), e.wire...), mark...)
+	}
+	p := xdstest.Connect(t, xdstest.Dial(t, addr), fleet, "pod-1", resourcev3.ClusterType)
+	resp, err := p.Next("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMarked(t, resp)
+
+	published := s.Resources(fleet)[resourcev3.ClusterType]
+	if len(published) != 2 {
+		t.Fatalf("Resources has %d clusters, want 2", len(published))
+	}
+	for _, r := range published {
+		if _, ok := r.(*clusterv3.Cluster); !ok {
+			t.Errorf("Resources returns a %T, want the clusters as published", r)
+		}
+	}
+}
+
+func checkMarked(t *testing.T, resp *discoveryv3.DiscoveryResponse) {
+	t.Helper()
+	if len(resp.GetResources()) != 2 {
+		t.Fatalf("%d resources sent, want 2", len(resp.GetResources()))
+	}
+	for _, a := range resp.GetResources() {
+		var c clusterv3.Cluster
+		if err := a.UnmarshalTo(&c); err != nil || c.GetName() == "" {
+			t.Errorf("sent %x: not a named cluster (%v)", a.GetValue(), err)
+		}
+		if !bytes.HasSuffix(a.GetValue(), mark) {
+			t.Errorf("sent cluster %q as %x: not the wire form encoded at publication", c.GetName(), a.GetValue())
+		}
+	}
+}
