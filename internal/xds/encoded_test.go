@@ -2,15 +2,18 @@ package xds
 
 import (
 	"bytes"
+	"context"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
@@ -86,9 +89,10 @@ func TestVersionsAreStable(t *testing.T) {
 // no marshalling of a published resource adds.
 var mark = []byte{0xc0, 0x3e, 0x01}
 
-// What a proxy is sent is the wire form encoded at publication, not the
-// resource marshalled again for the response: the test marks the wire forms
-// of the published clusters, and only a copy of them sends the mark.
+// What a proxy is sent, over state-of-the-world or delta, is the wire form
+// encoded at publication, not the resource marshalled again for the
+// response: the test marks the wire forms of the published clusters, and
+// only a copy of them sends the mark.
 func TestProxiesAreSentTheWireForm(t *testing.T) {
 	s, addr := startServer(t)
 	mustPublish(t, s, "v1", clusters("a", "b"))
@@ -108,7 +112,27 @@ func TestProxiesAreSentTheWireForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkMarked(t, resp)
+	checkMarked(t, resp.GetResources())
+
+	// Delta, which sends each resource on its own, sends the same bytes.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := xdstest.Dial(t, addr).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "pod-2", Cluster: fleet}, TypeUrl: resourcev3.ClusterType}); err != nil {
+		t.Fatal(err)
+	}
+	delta, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent []*anypb.Any
+	for _, r := range delta.GetResources() {
+		sent = append(sent, r.GetResource())
+	}
+	checkMarked(t, sent)
 
 	published := s.Resources(fleet)[resourcev3.ClusterType]
 	if len(published) != 2 {
@@ -121,12 +145,12 @@ func TestProxiesAreSentTheWireForm(t *testing.T) {
 	}
 }
 
-func checkMarked(t *testing.T, resp *discoveryv3.DiscoveryResponse) {
+func checkMarked(t *testing.T, sent []*anypb.Any) {
 	t.Helper()
-	if len(resp.GetResources()) != 2 {
-		t.Fatalf("%d resources sent, want 2", len(resp.GetResources()))
+	if len(sent) != 2 {
+		t.Fatalf("%d resources sent, want 2", len(sent))
 	}
-	for _, a := range resp.GetResources() {
+	for _, a := range sent {
 		var c clusterv3.Cluster
 		if err := a.UnmarshalTo(&c); err != nil || c.GetName() == "" {
 			t.Errorf("sent %x: not a named cluster (%v)", a.GetValue(), err)
