@@ -2,12 +2,9 @@ package xds
 
 import (
 	"bytes"
-	"context"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -115,15 +112,7 @@ func TestProxiesAreSentTheWireForm(t *testing.T) {
 	checkMarked(t, resp.GetResources())
 
 	// Delta, which sends each resource on its own, sends the same bytes.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	st, err := xdstest.Dial(t, addr).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "pod-2", Cluster: fleet}, TypeUrl: resourcev3.ClusterType}); err != nil {
-		t.Fatal(err)
-	}
+	st := xdstest.ConnectDelta(t, xdstest.Dial(t, addr), fleet, "pod-2", resourcev3.ClusterType)
 	delta, err := st.Recv()
 	if err != nil {
 		t.Fatal(err)

@@ -74,13 +74,7 @@ func TestMTLSServesTheCertificatesFleet(t *testing.T) {
 		t.Fatalf("the fleet's own proxy got %v, %v; want clusters a and b", names, err)
 	}
 
-	st, err := dialAs(t, addr, a, "ns", "edge").DeltaAggregatedResources(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "pod-2", Cluster: fleet}, TypeUrl: resourcev3.ClusterType}); err != nil {
-		t.Fatal(err)
-	}
+	st := xdstest.ConnectDelta(t, dialAs(t, addr, a, "ns", "edge"), fleet, "pod-2", resourcev3.ClusterType)
 	if resp, err := st.Recv(); err != nil || len(resp.GetResources()) != 2 {
 		t.Fatalf("delta: %v, %v", resp, err)
 	}
@@ -105,13 +99,7 @@ func TestMTLSRefusesAnotherFleet(t *testing.T) {
 		}
 		wantCode(t, "sotw "+typ, err, codes.PermissionDenied)
 	}
-	st, err := asEdge.DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "pod", Cluster: "ns/other"}, TypeUrl: resourcev3.SecretType, ResourceNamesSubscribe: []string{"b-key"}}); err != nil {
-		t.Fatal(err)
-	}
+	st := xdstest.ConnectDelta(t, asEdge, "ns/other", "pod", resourcev3.SecretType, "b-key")
 	resp, err := st.Recv()
 	if resp != nil {
 		t.Errorf("delta: sent %v", resp.GetResources())

@@ -114,18 +114,9 @@ func TestSotwAckAndNack(t *testing.T) {
 }
 
 func TestDeltaAckAndNack(t *testing.T) {
-	ctx := context.Background()
 	s, addr := startServer(t)
 	mustPublish(t, s, "v1", clusters("a"))
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	st, err := xdstest.Dial(t, addr).DeltaAggregatedResources(sctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "pod-1", Cluster: fleet}, TypeUrl: resourcev3.ClusterType}); err != nil {
-		t.Fatal(err)
-	}
+	st := xdstest.ConnectDelta(t, xdstest.Dial(t, addr), fleet, "pod-1", resourcev3.ClusterType)
 	resp, err := st.Recv()
 	if err != nil {
 		t.Fatal(err)

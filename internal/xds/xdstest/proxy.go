@@ -99,6 +99,24 @@ func Connect(t testing.TB, c discoveryv3.AggregatedDiscoveryServiceClient, fleet
 	return p
 }
 
+// ConnectDelta opens a delta stream as proxy id of fleet and subscribes to
+// typeURL: the named resources, or all of them (a wildcard) when names is
+// empty. The test receives and answers on the stream itself; the stream
+// ends with the test.
+func ConnectDelta(t testing.TB, c discoveryv3.AggregatedDiscoveryServiceClient, fleet, id, typeURL string, names ...string) discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st, err := c.DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{Node: &corev3.Node{Id: id, Cluster: fleet}, TypeUrl: typeURL, ResourceNamesSubscribe: names}); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // Next receives the next response and answers it: an ACK when nackDetail is
 // empty, otherwise a NACK carrying it. It fails, closing the stream, when no
 // response comes within the proxy's Timeout.
