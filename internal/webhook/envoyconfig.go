@@ -2,9 +2,7 @@ package webhook
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -94,14 +92,11 @@ func (v *EnvoyConfigValidator) Handle(ctx context.Context, req admission.Request
 	if len(problems) == 0 {
 		return admission.Allowed("")
 	}
-	what := "is invalid"
-	if req.Operation == admissionv1.Delete {
-		if v.namespaceTerminating(ctx, cfg.Namespace) {
-			return admission.Allowed("the namespace is being deleted")
-		}
-		what = "cannot be deleted"
+	deleting := req.Operation == admissionv1.Delete
+	if deleting && v.namespaceTerminating(ctx, cfg.Namespace) {
+		return admission.Allowed("the namespace is being deleted")
 	}
-	return admission.Denied(fmt.Sprintf("EnvoyConfig %s %s: %s", cfg.Name, what, strings.Join(problems, "; ")))
+	return admission.Denied(translate.Refusal(cfg.Name, deleting, problems))
 }
 
 func (v *EnvoyConfigValidator) namespaceTerminating(ctx context.Context, name string) bool {

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"strings"
 )
 
 // Admit checks a change to one EnvoyConfig of a fleet, as admission sees
@@ -59,4 +60,15 @@ func Admit(before []Config, name string, after *Config) []string {
 		}
 	}
 	return out
+}
+
+// Refusal is admission's message for the problems Admit returned about a
+// change to the EnvoyConfig named name (its name, without the namespace):
+// the words the webhook refuses it with, and kubectl envoy diff repeats.
+func Refusal(name string, deleting bool, problems []string) string {
+	what := "is invalid"
+	if deleting {
+		what = "cannot be deleted"
+	}
+	return fmt.Sprintf("EnvoyConfig %s %s: %s", name, what, strings.Join(problems, "; "))
 }
