@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -117,68 +118,88 @@ type validation struct {
 	problems []string
 }
 
-// validate checks the EnvoyConfigs among docs as admission would if they
-// were applied together: each is decoded strictly (an unknown field is an
-// error, as with kubectl's strict field validation), then judged by
-// translate.Admit, the webhook's own check, against the other EnvoyConfigs
-// of its fleet (same namespace and envoyRef) in docs. An EnvoyConfig
-// without a namespace is in namespace. Other kinds are skipped.
-func validate(docs []manifest, namespace string) validation {
-	var v validation
-	type entry struct {
-		where  string
-		config translate.Config
-	}
-	fleets := map[string][]entry{}
-	var order []string
+// fileConfig is an EnvoyConfig of the files, and where it is.
+type fileConfig struct {
+	where  string
+	config translate.Config
+}
+
+// decoded is what decodeConfigs found.
+type decoded struct {
+	configs []fileConfig
+	skipped int
+	// problems name the file and the EnvoyConfig.
+	problems []string
+}
+
+// decodeConfigs returns the EnvoyConfigs among docs, in order, each decoded
+// strictly (an unknown field is an error, as with kubectl's strict field
+// validation). An EnvoyConfig without a namespace is in namespace. Other
+// kinds are skipped; an EnvoyConfig given twice is a problem.
+func decodeConfigs(docs []manifest, namespace string) decoded {
+	var d decoded
 	seen := map[string]string{}
 	for _, m := range docs {
 		var tm metav1.TypeMeta
 		if err := yaml.Unmarshal(m.data, &tm); err != nil {
-			v.problems = append(v.problems, fmt.Sprintf("%s: %v", m.where(), err))
+			d.problems = append(d.problems, fmt.Sprintf("%s: %v", m.where(), err))
 			continue
 		}
 		if tm.Kind == "" && tm.APIVersion == "" {
 			if len(bytes.TrimSpace(m.data)) > 0 && !isOnlyComments(m.data) {
-				v.skipped++
+				d.skipped++
 			}
 			continue
 		}
 		if tm.Kind != "EnvoyConfig" || tm.APIVersion != examplev1.GroupVersion.String() {
-			v.skipped++
+			d.skipped++
 			continue
 		}
 		cfg := &examplev1.EnvoyConfig{}
 		if err := yaml.UnmarshalStrict(m.data, cfg); err != nil {
-			v.problems = append(v.problems, fmt.Sprintf("%s: EnvoyConfig %s: %v", m.where(), nameOf(m.data), err))
+			d.problems = append(d.problems, fmt.Sprintf("%s: EnvoyConfig %s: %v", m.where(), nameOf(m.data), err))
 			continue
 		}
 		if cfg.Namespace == "" {
 			cfg.Namespace = namespace
 		}
 		if cfg.Name == "" {
-			v.problems = append(v.problems, fmt.Sprintf("%s: EnvoyConfig: metadata.name is required", m.where()))
+			d.problems = append(d.problems, fmt.Sprintf("%s: EnvoyConfig: metadata.name is required", m.where()))
 			continue
 		}
 		c := translate.FromObject(cfg)
 		if first, dup := seen[c.Name]; dup {
-			v.problems = append(v.problems, fmt.Sprintf("%s: EnvoyConfig %s: defined again (first in %s)", m.where(), c.Name, first))
+			d.problems = append(d.problems, fmt.Sprintf("%s: EnvoyConfig %s: defined again (first in %s)", m.where(), c.Name, first))
 			continue
 		}
 		seen[c.Name] = m.where()
-		v.configs++
-		key := cfg.Namespace + "/" + cfg.Spec.EnvoyRef
+		d.configs = append(d.configs, fileConfig{where: m.where(), config: c})
+	}
+	return d
+}
+
+// validate checks the EnvoyConfigs among docs as admission would if they
+// were applied together: each is decoded (decodeConfigs), then judged by
+// translate.Admit, the webhook's own check, against the other EnvoyConfigs
+// of its fleet (same namespace and envoyRef) in docs.
+func validate(docs []manifest, namespace string) validation {
+	d := decodeConfigs(docs, namespace)
+	v := validation{configs: len(d.configs), skipped: d.skipped, problems: d.problems}
+	fleets := map[fleet.ID][]fileConfig{}
+	var order []fleet.ID
+	for _, fc := range d.configs {
+		key := fleetOf(fc.config)
 		if _, ok := fleets[key]; !ok {
 			order = append(order, key)
 		}
-		fleets[key] = append(fleets[key], entry{where: m.where(), config: c})
+		fleets[key] = append(fleets[key], fc)
 	}
 	v.fleets = len(fleets)
 	for _, key := range order {
-		fleet := fleets[key]
-		for i, e := range fleet {
-			others := make([]translate.Config, 0, len(fleet)-1)
-			for j, o := range fleet {
+		configs := fleets[key]
+		for i, e := range configs {
+			others := make([]translate.Config, 0, len(configs)-1)
+			for j, o := range configs {
 				if j != i {
 					others = append(others, o.config)
 				}
@@ -190,6 +211,12 @@ func validate(docs []manifest, namespace string) validation {
 		}
 	}
 	return v
+}
+
+// fleetOf is the fleet of an EnvoyConfig: its namespace and envoyRef.
+func fleetOf(c translate.Config) fleet.ID {
+	ns, _, _ := strings.Cut(c.Name, "/")
+	return fleet.ID{Namespace: ns, Name: c.Spec.EnvoyRef}
 }
 
 // nameOf is the document's metadata.name, for messages about a document
