@@ -1,8 +1,9 @@
 // Command kubectl-envoy is a kubectl plugin for kube-envoy-controller:
 // which configuration every proxy runs and whether it accepted it
 // (proxy-status), what a fleet is served (config-dump), whether
-// EnvoyConfig files would be admitted (validate, offline), and the
-// versions of the plugin and the operator's replicas (version).
+// EnvoyConfig files would be admitted (validate, offline), what applying
+// them would change in what each fleet is served (diff), and the versions
+// of the plugin and the operator's replicas (version).
 //
 // Install it with `go install ./cmd/kubectl-envoy` (or `make build`, which
 // puts it in bin/); kubectl finds it on PATH as `kubectl envoy`.
@@ -13,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -36,8 +38,16 @@ import (
 func main() {
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 	if err := newRootCommand(streams).Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
+		code := 1
+		var e *exitCodeError
+		if errors.As(err, &e) {
+			code = e.code
+			err = e.err
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "error:", err)
+		}
+		os.Exit(code)
 	}
 }
 
@@ -69,7 +79,7 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	fs.StringArrayVar(&o.operatorAddresses, "operator-address", nil,
 		"host:port of a replica's debug endpoint, reached directly instead of through port forwarding to the operator's pods (an operator run on this host); repeatable.")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "How long to wait for the operator's replicas.")
-	root.AddCommand(o.proxyStatusCommand(), o.configDumpCommand(), o.validateCommand(), o.versionCommand())
+	root.AddCommand(o.proxyStatusCommand(), o.configDumpCommand(), o.validateCommand(), o.diffCommand(), o.versionCommand())
 	return root
 }
 

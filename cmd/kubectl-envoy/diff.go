@@ -1,0 +1,395 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
+	"github.com/kube-envoy-controller/kube-envoy-controller/pkg/generated/clientset/versioned"
+)
+
+// diff's exit codes, as kubectl diff's: 0 nothing would change, 1 what the
+// proxies are served would change, more for errors; and one of its own,
+// for files admission would refuse.
+const (
+	exitChanges = 1
+	exitError   = 2
+	exitRefused = 3
+)
+
+// outputText is diff's default output: the changes, for people.
+const outputText = "text"
+
+type diffOptions struct {
+	files     []string
+	recursive bool
+	prune     bool
+	offline   bool
+	against   []string
+	output    string
+}
+
+func (o *options) diffCommand() *cobra.Command {
+	d := &diffOptions{}
+	cmd := &cobra.Command{
+		Use:   "diff -f <file|dir|->",
+		Short: "What each fleet's proxies would be served if the files were applied, against what they are served now",
+		Long: `For each fleet that the EnvoyConfigs of the files touch, compares what its proxies
+are served now (its recorded revision, with its EndpointSlices and Secrets as they
+are) with what they would be served once the files are applied: per type, the
+resources added, removed and changed, with each changed field in Envoy's field
+names. Secret material is shown as [redacted].
+
+It reads the EnvoyConfigs of the files' namespaces, each fleet's recorded revision
+(ConfigMap <envoy>-xds), and the EndpointSlices and Secrets the EnvoyConfigs name,
+through the API server with your credentials; it writes nothing. The files are
+applied as kubectl apply would store them, in order, each judged by the operator's
+admission check against what the ones before it left: a change admission would
+refuse is listed with the webhook's message and left out of the diff. An
+EnvoyConfig of the files replaces the live one's spec. Only --prune deletes: the
+EnvoyConfigs of a fleet the files name that the files do not hold.
+
+--offline reads no cluster: the files are compared with nothing, or with the
+EnvoyConfigs of --against, as the operator would serve them. Endpoints are then
+empty, and the secrets of spec.tlsSecrets are not shown.
+
+Exit status: 0 nothing would change, 1 what the proxies are served would change,
+2 an error, 3 admission would refuse some of the files.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.NoArgs(cmd, args); err != nil {
+				return &exitCodeError{code: exitError, err: err}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			code, err := o.runDiff(cmd.Context(), d)
+			if err != nil {
+				return &exitCodeError{code: exitError, err: err}
+			}
+			if code != 0 {
+				return &exitCodeError{code: code}
+			}
+			return nil
+		},
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitCodeError{code: exitError, err: err} })
+	fs := cmd.Flags()
+	fs.StringArrayVarP(&d.files, "filename", "f", nil, "A file, a directory of .yaml, .yml and .json files, or - for stdin; repeatable.")
+	fs.BoolVarP(&d.recursive, "recursive", "R", false, "Read the directories given with -f and --against recursively.")
+	fs.BoolVar(&d.prune, "prune", false, "The files hold every EnvoyConfig of the fleets they name: the others of those fleets are deleted.")
+	fs.BoolVar(&d.offline, "offline", false, "Read no cluster: compare the files with nothing, or with the EnvoyConfigs of --against.")
+	fs.StringArrayVar(&d.against, "against", nil, "Offline: EnvoyConfigs to compare with, as if they were applied and published (a file, a directory or -); repeatable. Implies --offline.")
+	fs.StringVarP(&d.output, "output", "o", outputText, "Output format: text, json or yaml.")
+	return cmd
+}
+
+// runDiff returns diff's exit code, or an error.
+func (o *options) runDiff(ctx context.Context, d *diffOptions) (int, error) {
+	if len(d.files) == 0 {
+		return 0, fmt.Errorf("-f is required")
+	}
+	switch d.output {
+	case outputText, outputJSON, outputYAML:
+	default:
+		return 0, fmt.Errorf("unknown output format %q: want text, json or yaml", d.output)
+	}
+	offline := d.offline || len(d.against) > 0
+	ns, err := o.namespace()
+	if err != nil {
+		if !offline {
+			return 0, err
+		}
+		ns = "default"
+	}
+	docs, err := readManifests(d.files, d.recursive, o.streams.In)
+	if err != nil {
+		return 0, err
+	}
+	files := decodeConfigs(docs, ns)
+	if len(files.configs) == 0 && len(files.problems) == 0 {
+		return 0, fmt.Errorf("no EnvoyConfig found in the files (%d other document(s) skipped)", files.skipped)
+	}
+
+	var (
+		w        world
+		warnings []string
+	)
+	if offline {
+		if w, err = offlineWorld(d.against, d.recursive, ns, o.streams.In); err != nil {
+			return 0, err
+		}
+	} else {
+		cfg, err := o.config.ToRESTConfig()
+		if err != nil {
+			return 0, err
+		}
+		ctx, cancel := context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+		if w, warnings, err = readWorld(ctx, cfg, files.configs, d.prune); err != nil {
+			return 0, err
+		}
+	}
+	for _, warning := range warnings {
+		fmt.Fprintln(o.streams.ErrOut, "warning:", warning)
+	}
+
+	report := plan(w, changesOf(w, files.configs, d.prune), time.Now())
+	for _, p := range files.problems {
+		report.Refused = append([]refusal{{Message: p}}, report.Refused...)
+	}
+	if err := printDiff(o.streams.Out, d.output, report); err != nil {
+		return 0, err
+	}
+	switch {
+	case len(report.Refused) > 0:
+		return exitRefused, nil
+	case report.changed():
+		return exitChanges, nil
+	}
+	return 0, nil
+}
+
+// changesOf is what the files change: each of their EnvoyConfigs, in order,
+// and with prune, a deletion of every other EnvoyConfig of w in the fleets
+// the files name, in name order.
+func changesOf(w world, files []fileConfig, prune bool) []change {
+	out := make([]change, 0, len(files))
+	inFiles := map[string]bool{}
+	named := map[fleet.ID]bool{}
+	for _, f := range files {
+		out = append(out, change{where: f.where, config: f.config})
+		inFiles[f.config.Name] = true
+		named[fleetOf(f.config)] = true
+	}
+	if !prune {
+		return out
+	}
+	var gone []string
+	for name, c := range w.configs {
+		if !inFiles[name] && named[fleetOf(c)] {
+			gone = append(gone, name)
+		}
+	}
+	sort.Strings(gone)
+	for _, name := range gone {
+		out = append(out, change{where: "--prune", config: w.configs[name], delete: true})
+	}
+	return out
+}
+
+// offlineWorld is a world of the EnvoyConfigs of the against files, each
+// fleet published as the operator would publish them. They are older than
+// the files' EnvoyConfigs, in their order.
+func offlineWorld(against []string, recursive bool, ns string, stdin io.Reader) (world, error) {
+	w := world{configs: map[string]translate.Config{}, histories: map[fleet.ID]publish.History{}, offline: true}
+	if len(against) == 0 {
+		return w, nil
+	}
+	docs, err := readManifests(against, recursive, stdin)
+	if err != nil {
+		return w, err
+	}
+	d := decodeConfigs(docs, ns)
+	if len(d.problems) > 0 {
+		return w, fmt.Errorf("--against: %s", d.problems[0])
+	}
+	fleets := map[fleet.ID]bool{}
+	for i, fc := range d.configs {
+		c := fc.config
+		c.Created = time.Unix(int64(i), 0)
+		w.configs[c.Name] = c
+		fleets[fleetOf(c)] = true
+	}
+	for f := range fleets {
+		w.histories[f] = publishedHistory(fleetConfigs(w.configs, f))
+	}
+	return w, nil
+}
+
+// readWorld reads, with the caller's credentials, what diff starts from:
+// the EnvoyConfigs of the files' namespaces (an error if the caller may not
+// list them, as with kubectl diff), the recorded history of each fleet the
+// files touch, and the EndpointSlices and Secrets their EnvoyConfigs name.
+// What the caller may not read of the last three is a warning: a fleet's
+// history is then taken to be its EnvoyConfigs as they are, published; the
+// endpoints of a Service and the secret of a Secret are left out, on both
+// sides of the diff.
+func readWorld(ctx context.Context, cfg *rest.Config, files []fileConfig, prune bool) (world, []string, error) {
+	ec, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return world{}, nil, err
+	}
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return world{}, nil, err
+	}
+	w := world{
+		configs:    map[string]translate.Config{},
+		histories:  map[fleet.ID]publish.History{},
+		slices:     map[string]map[string][]discoveryv1.EndpointSlice{},
+		secrets:    map[string]map[string]corev1.Secret{},
+		unreadable: map[string]bool{},
+	}
+	var warnings []string
+
+	namespaces := map[string]bool{}
+	for _, f := range files {
+		ns, _ := splitName(f.config.Name)
+		namespaces[ns] = true
+	}
+	for _, ns := range sortedKeys(namespaces) {
+		list, err := ec.ExampleV1().EnvoyConfigs(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return w, nil, fmt.Errorf("listing the EnvoyConfigs of namespace %s: %w", ns, err)
+		}
+		for i := range list.Items {
+			if list.Items[i].DeletionTimestamp.IsZero() {
+				c := translate.FromObject(&list.Items[i])
+				w.configs[c.Name] = c
+			}
+		}
+	}
+
+	// The fleets the files touch: theirs, and those their EnvoyConfigs
+	// leave when they change envoyRef.
+	fleets := map[fleet.ID]bool{}
+	for _, f := range files {
+		fleets[fleetOf(f.config)] = true
+		if live, ok := w.configs[f.config.Name]; ok {
+			fleets[fleetOf(live)] = true
+		}
+	}
+	// Every EnvoyConfig whose Services and Secrets count: the files', and
+	// the touched fleets' as they are and as recorded.
+	uses := make([]translate.Config, 0, len(files))
+	for _, f := range files {
+		uses = append(uses, f.config)
+	}
+	for _, f := range sortedFleets(fleets) {
+		live := fleetConfigs(w.configs, f)
+		uses = append(uses, live...)
+		cm, err := kc.CoreV1().ConfigMaps(f.Namespace).Get(ctx, publish.HistoryName(f.Name), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue // never published
+		case apierrors.IsForbidden(err):
+			warnings = append(warnings, fmt.Sprintf("fleet %s: its recorded revision is not readable (%v): what it is served now is taken to be its EnvoyConfigs as they are", f, err))
+			w.histories[f] = publishedHistory(live)
+			continue
+		case err != nil:
+			return w, nil, fmt.Errorf("reading the recorded revision of fleet %s: %w", f, err)
+		}
+		if envoy, ok := publish.IsHistory(cm); !ok || envoy != f.Name {
+			continue // a ConfigMap of that name that is not the fleet's history: the operator writes none
+		}
+		h, err := publish.FromConfigMap(cm)
+		if err != nil {
+			return w, nil, fmt.Errorf("fleet %s: %w", f, err)
+		}
+		w.histories[f] = h
+		if rev := h.Served(); rev != nil {
+			uses = append(uses, rev.Configs...)
+		}
+	}
+
+	seen := map[string]bool{}
+	for _, c := range uses {
+		ns, _ := splitName(c.Name)
+		for _, se := range c.Spec.ServiceEndpoints {
+			if key := "service " + ns + "/" + se.Service; !seen[key] {
+				seen[key] = true
+				list, err := kc.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + se.Service})
+				switch {
+				case apierrors.IsForbidden(err):
+					warnings = append(warnings, fmt.Sprintf("the endpoints of Service %s/%s are left out: %v", ns, se.Service, err))
+				case err != nil:
+					return w, nil, fmt.Errorf("listing the EndpointSlices of Service %s/%s: %w", ns, se.Service, err)
+				default:
+					if w.slices[ns] == nil {
+						w.slices[ns] = map[string][]discoveryv1.EndpointSlice{}
+					}
+					w.slices[ns][se.Service] = list.Items
+				}
+			}
+		}
+		for _, ts := range c.Spec.TLSSecrets {
+			if key := "secret " + ns + "/" + ts.SecretRef; !seen[key] {
+				seen[key] = true
+				s, err := kc.CoreV1().Secrets(ns).Get(ctx, ts.SecretRef, metav1.GetOptions{})
+				switch {
+				case apierrors.IsNotFound(err):
+					// Translation says the Secret is missing.
+				case apierrors.IsForbidden(err):
+					warnings = append(warnings, fmt.Sprintf("the secrets that Secret %s/%s serves are left out: %v", ns, ts.SecretRef, err))
+					w.unreadable[ns+"/"+ts.SecretRef] = true
+				case err != nil:
+					return w, nil, fmt.Errorf("reading Secret %s/%s: %w", ns, ts.SecretRef, err)
+				default:
+					if _, labelled := s.Labels[objects.XDSSecretLabel]; labelled {
+						// The operator reads only the Secrets that carry the label.
+						if w.secrets[ns] == nil {
+							w.secrets[ns] = map[string]corev1.Secret{}
+						}
+						w.secrets[ns][ts.SecretRef] = *s
+					}
+				}
+			}
+		}
+	}
+	return w, warnings, nil
+}
+
+// splitName splits an EnvoyConfig's namespace/name.
+func splitName(name string) (namespace, short string) {
+	namespace, short, _ = strings.Cut(name, "/")
+	return namespace, short
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedFleets(m map[fleet.ID]bool) []fleet.ID {
+	out := make([]fleet.ID, 0, len(m))
+	for f := range m {
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// exitCodeError ends the command with code, saying err if there is one.
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e *exitCodeError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitCodeError) Unwrap() error { return e.err }

@@ -1,0 +1,383 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoyconfig"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
+)
+
+// The package's tests run against a real API server with the operator's
+// EnvoyConfig controller, its xDS server and its validating webhook: diff's
+// predictions are checked against what the operator then does.
+var (
+	suite     testenv.Suite
+	xdsServer *xds.Server
+)
+
+const operatorNamespace = "kube-envoy-controller"
+
+func TestMain(m *testing.M) {
+	_, validating, err := testenv.WebhookManifests()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	suite.ValidatingWebhooks = validating
+	suite.Main(m, func(mgr ctrl.Manager) error {
+		c, err := client.New(mgr.GetConfig(), client.Options{})
+		if err != nil {
+			return err
+		}
+		if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}); err != nil {
+			return err
+		}
+		if xdsServer, err = envoyconfig.AddServer(mgr, envoyconfig.ServerOptions{BindAddress: "127.0.0.1:0", Namespace: operatorNamespace, Replica: "replica-a"}); err != nil {
+			return err
+		}
+		if err := envoyconfig.NewReconciler(mgr, xdsServer, operatorNamespace).SetupWithManager(mgr); err != nil {
+			return err
+		}
+		return webhook.Setup(mgr, webhook.Options{Namespace: operatorNamespace})
+	})
+}
+
+// user is a ServiceAccount of ns allowed rules in ns, and a kubeconfig
+// that authenticates as it, with ns as its context's namespace.
+func user(t *testing.T, ns, name string, rules ...rbacv1.PolicyRule) string {
+	t.Helper()
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(suite.Manager.GetConfig())
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) > 0 {
+		if _, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := suite.Manager.GetConfig()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.Contexts[name] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: name, Namespace: ns}
+	kc.CurrentContext = name
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func rule(group, resource string, verbs ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{resource}, Verbs: verbs}
+}
+
+// apply creates or updates the EnvoyConfigs of content in ns through the
+// API server, and its webhook, as kubectl apply would store them.
+func apply(t *testing.T, ns, content string) error {
+	t.Helper()
+	ctx := context.Background()
+	for _, doc := range strings.Split(content, "\n---\n") {
+		c := &examplev1.EnvoyConfig{}
+		if err := yaml.UnmarshalStrict([]byte(doc), c); err != nil {
+			t.Fatal(err)
+		}
+		c.Namespace = ns
+		live := &examplev1.EnvoyConfig{}
+		err := suite.Client.Get(ctx, client.ObjectKeyFromObject(c), live)
+		switch {
+		case err == nil:
+			live.Spec = c.Spec
+			err = suite.Client.Update(ctx, live)
+		case client.IgnoreNotFound(err) == nil:
+			err = suite.Client.Create(ctx, c)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// served waits until the operator serves fleet version, and returns what
+// it serves.
+func served(t *testing.T, fleetID, version string) map[string][]types.Resource {
+	t.Helper()
+	testenv.Eventually(t, "version "+version+" of "+fleetID, func() (bool, error) {
+		return xdsServer.Version(fleetID) == version, fmt.Errorf("serving %q", xdsServer.Version(fleetID))
+	})
+	return xdsServer.Resources(fleetID)
+}
+
+// sameResources compares two fleets' resources as Envoy's JSON, redacted,
+// and returns what differs.
+func sameResources(t *testing.T, got, want map[string][]types.Resource) []string {
+	t.Helper()
+	g, err := debug.Dump("", "", got, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := debug.Dump("", "", want, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, k := range xds.Kinds {
+		if td := diffType(k.Field, named(got[k.TypeURL], g.Resources[k.Field]), named(want[k.TypeURL], w.Resources[k.Field])); td != nil {
+			b, _ := json.Marshal(td)
+			out = append(out, string(b))
+		}
+	}
+	return out
+}
+
+// A fleet with its Service's endpoints and a TLS Secret, live.
+func liveFleet(t *testing.T) (ns string, keyPEM []byte) {
+	t.Helper()
+	ctx := context.Background()
+	ns = suite.Namespace(t)
+	now := time.Now()
+	ca, _, err := pki.Rotate(pki.Authority{}, now, pki.DefaultOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := pki.IssueServer(ca, []string{"web.example.com"}, now, pki.DefaultOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}},
+		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "web-tls", Namespace: ns, Labels: map[string]string{objects.XDSSecretLabel: objects.XDSSecretTLS}},
+			Type: corev1.SecretTypeTLS, Data: map[string][]byte{corev1.TLSCertKey: leaf.Cert, corev1.TLSPrivateKeyKey: leaf.Key}},
+	} {
+		if err := suite.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ns, leaf.Key
+}
+
+const (
+	backendWithEndpoints = `apiVersion: example.com/v1
+kind: EnvoyConfig
+metadata:
+  name: cluster
+spec:
+  envoyRef: edge
+  resources:
+    clusters:
+    - {name: backend, type: EDS, connect_timeout: 1s, eds_cluster_config: {eds_config: {ads: {}, resource_api_version: V3}}}
+  serviceEndpoints:
+  - {cluster: backend, service: web, port: http}
+`
+	// httpsConfig terminates TLS with the Secret web-tls, over SDS.
+	httpsConfig = `apiVersion: example.com/v1
+kind: EnvoyConfig
+metadata:
+  name: https
+spec:
+  envoyRef: edge
+  tlsSecrets:
+  - {name: web-cert, secretRef: web-tls}
+  resources:
+    listeners:
+    - name: https
+      address: {socket_address: {address: 0.0.0.0, port_value: 8443}}
+      filter_chains:
+      - transport_socket:
+          name: envoy.transport_sockets.tls
+          typed_config:
+            '@type': type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
+            common_tls_context:
+              tls_certificate_sds_secret_configs:
+              - {name: web-cert, sds_config: {ads: {}, resource_api_version: V3}}
+        filters:
+        - name: envoy.filters.network.http_connection_manager
+          typed_config:
+            '@type': type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+            stat_prefix: https
+            rds: {route_config_name: routes, config_source: {ads: {}, resource_api_version: V3}}
+            http_filters:
+            - name: envoy.filters.http.router
+              typed_config: {'@type': type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+`
+)
+
+// Against a live fleet, diff reads with the caller's credentials what the
+// fleet is served now (its recorded revision, its endpoints and secrets),
+// predicts exactly what the operator serves once the files are applied,
+// redacts the private key it had to read, and refuses what the webhook
+// refuses, in the webhook's words.
+func TestDiffLive(t *testing.T) {
+	ns, key := liveFleet(t)
+	fleetID := ns + "/edge"
+	if err := apply(t, ns, backendWithEndpoints+"---\n"+routesConfig+"---\n"+listenerConfig); err != nil {
+		t.Fatal(err)
+	}
+	published := &examplev1.EnvoyConfig{}
+	testenv.Eventually(t, "the fleet to be published", func() (bool, error) {
+		err := suite.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "routes"}, published)
+		return err == nil && published.Status.PublishedVersion != "", err
+	})
+	servedNow := served(t, fleetID, published.Status.PublishedVersion)
+	if len(servedNow[resourcev3.EndpointType]) != 1 || len(servedNow[resourcev3.SecretType]) != 0 {
+		t.Fatalf("the fleet's endpoints are not served: %v", servedNow)
+	}
+
+	reader := user(t, ns, "reader",
+		rule("example.com", "envoyconfigs", "list"), rule("", "configmaps", "get"),
+		rule("discovery.k8s.io", "endpointslices", "list"), rule("", "secrets", "get"))
+	files := writeFiles(t, map[string]string{
+		"a.yaml": strings.Replace(routesConfig, "route: {cluster: backend}", "route: {cluster: backend, timeout: 5s}", 1),
+		"b.yaml": httpsConfig,
+	})
+
+	t.Run("what it prints, and its exit code", func(t *testing.T) {
+		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", reader, "-f", files)
+		if code != exitChanges || stderr != "" {
+			t.Fatalf("exit %d, stderr %q, want %d and nothing:\n%s", code, stderr, exitChanges, stdout)
+		}
+		for _, want := range []string{
+			fmt.Sprintf("fleet %s: version %s -> ", fleetID, published.Status.PublishedVersion[:versionWidth]),
+			"  listeners: 1 added\n    + https\n",
+			"  routes: 1 changed\n    ~ routes\n        + virtual_hosts[name=all].routes[0].route.timeout: \"5s\"\n",
+			"  secrets: 1 added\n    + web-cert\n",
+		} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("the output lacks %q:\n%s", want, stdout)
+			}
+		}
+		if redacted := regexp.MustCompile(`"private_key": \{\s*"inline_string": "` + regexp.QuoteMeta(translate.Redacted) + `"`); !redacted.MatchString(stdout) {
+			t.Errorf("the output shows no redacted private key:\n%s", stdout)
+		}
+		// protojson shows bytes in base64.
+		for _, secret := range []string{string(key), base64.StdEncoding.EncodeToString(key)} {
+			if strings.Contains(stdout, secret) {
+				t.Errorf("the output shows the private key:\n%s", stdout)
+			}
+		}
+		if strings.Contains(stdout, "endpoints") || strings.Contains(stdout, "clusters") {
+			t.Errorf("what does not change is shown:\n%s", stdout)
+		}
+	})
+
+	t.Run("what it predicts is what the operator serves", func(t *testing.T) {
+		cfg, err := clientcmd.BuildConfigFromFlags("", reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs, err := readManifests([]string{files}, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := decodeConfigs(docs, ns)
+		w, warnings, err := readWorld(context.Background(), cfg, d.configs, false)
+		if err != nil || len(warnings) > 0 {
+			t.Fatal(err, warnings)
+		}
+		r := plan(w, changesOf(w, d.configs, false), time.Now())
+		if len(r.Fleets) != 1 || len(r.Refused) > 0 {
+			t.Fatalf("%+v", r)
+		}
+		f := r.Fleets[0]
+		if diff := sameResources(t, f.now, servedNow); len(diff) > 0 {
+			t.Errorf("what it says is served now is not what is served: %v", diff)
+		}
+		if err := apply(t, ns, strings.Replace(routesConfig, "route: {cluster: backend}", "route: {cluster: backend, timeout: 5s}", 1)+"---\n"+httpsConfig); err != nil {
+			t.Fatal(err)
+		}
+		if diff := sameResources(t, f.next, served(t, fleetID, f.NewVersion)); len(diff) > 0 {
+			t.Errorf("what it says would be served is not what is served: %v", diff)
+		}
+		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", reader, "-f", files)
+		if want := fmt.Sprintf("fleet %s: version %s -> %[2]s\n  no change to what its proxies are served\n", fleetID, f.NewVersion[:versionWidth]); code != 0 || stdout != want {
+			t.Errorf("once applied: exit %d, %q, want 0 and %q; stderr %q", code, stdout, want, stderr)
+		}
+	})
+
+	t.Run("admission's refusal, in the webhook's words", func(t *testing.T) {
+		broken := strings.NewReplacer("name: routes", "name: broken", "route: {cluster: backend}", "route: {cluster: nowhere}").Replace(routesConfig)
+		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", reader, "-f", writeFiles(t, map[string]string{"c.yaml": broken}))
+		err := apply(t, ns, broken)
+		if err == nil {
+			t.Fatal("the API server took the broken EnvoyConfig")
+		}
+		_, message, _ := strings.Cut(stdout, "(document 1): ")
+		message = strings.TrimSuffix(message, "\n")
+		if code != exitRefused || !strings.HasPrefix(message, "EnvoyConfig broken is invalid: ") || !strings.HasSuffix(err.Error(), "denied the request: "+message) {
+			t.Errorf("exit %d, %q; the webhook: %v; stderr %q", code, stdout, err, stderr)
+		}
+	})
+
+	t.Run("a caller who may not list EnvoyConfigs gets an error", func(t *testing.T) {
+		stranger := user(t, ns, "stranger", rule("", "configmaps", "get"))
+		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", stranger, "-f", files)
+		if code != exitError || stdout != "" || !strings.Contains(stderr, "listing the EnvoyConfigs of namespace "+ns+": ") || !strings.Contains(stderr, "forbidden") {
+			t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+	})
+
+	t.Run("what a caller may not read is left out, with a warning", func(t *testing.T) {
+		viewer := user(t, ns, "viewer", rule("example.com", "envoyconfigs", "list"), rule("discovery.k8s.io", "endpointslices", "list"))
+		changed := writeFiles(t, map[string]string{"a.yaml": strings.Replace(httpsConfig, "port_value: 8443", "port_value: 9443", 1)})
+		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", viewer, "-f", changed)
+		for _, want := range []string{
+			"warning: fleet " + fleetID + ": its recorded revision is not readable",
+			"warning: the secrets that Secret " + ns + "/web-tls serves are left out: ",
+		} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("stderr lacks %q: %s", want, stderr)
+			}
+		}
+		if want := "  listeners: 1 changed\n    ~ https\n        ~ address.socket_address.port_value: 8443 -> 9443\n"; code != exitChanges || !strings.HasSuffix(stdout, want) {
+			t.Errorf("exit %d, %q, want %d and %q", code, stdout, exitChanges, want)
+		}
+	})
+}

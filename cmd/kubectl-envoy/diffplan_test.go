@@ -1,0 +1,111 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
+)
+
+// configsOf decodes EnvoyConfigs of namespace team, in order, each older
+// than the next.
+func configsOf(t *testing.T, content string) []translate.Config {
+	t.Helper()
+	docs, err := splitDocuments("test.yaml", []byte(content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := decodeConfigs(docs, "team")
+	if len(d.problems) > 0 {
+		t.Fatal(d.problems)
+	}
+	out := make([]translate.Config, len(d.configs))
+	for i, fc := range d.configs {
+		out[i] = fc.config
+		out[i].Created = time.Unix(int64(i), 0)
+	}
+	return out
+}
+
+func worldOf(configs []translate.Config, h publish.History) world {
+	w := world{configs: map[string]translate.Config{}, histories: map[fleet.ID]publish.History{{Namespace: "team", Name: "edge"}: h}}
+	for _, c := range configs {
+		w.configs[c.Name] = c
+	}
+	return w
+}
+
+func changesFrom(configs []translate.Config) []change {
+	out := make([]change, len(configs))
+	for i, c := range configs {
+		out[i] = change{where: "file", config: c}
+	}
+	return out
+}
+
+// What the fleet is served now is its recorded revision, whatever its
+// EnvoyConfigs say; what it would be served is what the publish stage
+// would decide.
+func TestPlanRecordedRevision(t *testing.T) {
+	slow := configsOf(t, strings.Replace(clusterConfig, "connect_timeout: 1s", "connect_timeout: 2s", 1))
+	fast := configsOf(t, clusterConfig)
+	spare := configsOf(t, otherCluster)
+
+	t.Run("EnvoyConfigs the operator has not published yet are part of the diff, and a note says so", func(t *testing.T) {
+		w := worldOf(slow, publishedHistory(fast))
+		r := plan(w, changesFrom(spare), time.Now())
+		if len(r.Fleets) != 1 || len(r.Refused) != 0 {
+			t.Fatalf("%+v", r)
+		}
+		f := r.Fleets[0]
+		if len(f.Types) != 1 || len(f.Types[0].Changed) != 1 || len(f.Types[0].Added) != 1 ||
+			f.Types[0].Changed[0].Fields[0].Path != "connect_timeout" || f.Types[0].Added[0].Name != "spare" {
+			t.Errorf("types: %+v", f.Types)
+		}
+		if len(f.Notes) != 1 || !strings.HasPrefix(f.Notes[0], "the operator has not published the fleet's EnvoyConfigs as they are yet") {
+			t.Errorf("notes: %q", f.Notes)
+		}
+	})
+
+	t.Run("content every proxy rejected is not published again", func(t *testing.T) {
+		rejected := publishedHistory(slow)
+		h := publishedHistory(fast)
+		h.Revisions[0].Acked = true
+		r := rejected.Served()
+		r.Rejected = "bad timeout"
+		h.Revisions = append(h.Revisions, *r)
+		w := worldOf(fast, h)
+		got := plan(w, changesFrom(slow), time.Now())
+		if len(got.Fleets) != 1 {
+			t.Fatalf("%+v", got)
+		}
+		f := got.Fleets[0]
+		if len(f.Types) != 0 || f.NewVersion != h.Current || len(f.Notes) != 1 || !strings.Contains(f.Notes[0], "was rejected by every proxy (bad timeout)") {
+			t.Errorf("%+v", f)
+		}
+		if got.changed() {
+			t.Error("a change is reported")
+		}
+	})
+
+	t.Run("an EnvoyConfig that leaves a fleet with a route to its cluster holds that fleet", func(t *testing.T) {
+		// The cluster's EnvoyConfig moves to another fleet. Admission
+		// judges the fleet it moves to, and lets it in; the fleet it
+		// leaves would lose the cluster its route needs, and is held.
+		live := configsOf(t, routesConfig+"---\n"+clusterConfig)
+		w := worldOf(live, publishedHistory(live))
+		moved := configsOf(t, strings.Replace(clusterConfig, "envoyRef: edge", "envoyRef: other", 1))
+		got := plan(w, changesFrom(moved), time.Now())
+		if len(got.Fleets) != 2 {
+			t.Fatalf("%+v", got)
+		}
+		edge := got.Fleets[0]
+		if edge.Fleet != "team/edge" || len(edge.Types) != 0 || edge.NewVersion != edge.Version || len(edge.Notes) != 1 ||
+			!strings.HasPrefix(edge.Notes[0], `the fleet would be held on its published revision: EnvoyConfig team/routes: spec.resources.routes[0] ("routes"): cluster "backend" does not exist`) {
+			t.Errorf("%+v", edge)
+		}
+	})
+}
