@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -253,7 +255,7 @@ func readWorld(ctx context.Context, cfg *rest.Config, files []fileConfig, prune 
 		ns, _ := splitName(f.config.Name)
 		namespaces[ns] = true
 	}
-	for _, ns := range sortedKeys(namespaces) {
+	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
 		list, err := ec.ExampleV1().EnvoyConfigs(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return w, nil, fmt.Errorf("listing the EnvoyConfigs of namespace %s: %w", ns, err)
@@ -361,22 +363,9 @@ func splitName(name string) (namespace, short string) {
 	return namespace, short
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
+// sortedFleets returns the fleets of m in order.
 func sortedFleets(m map[fleet.ID]bool) []fleet.ID {
-	out := make([]fleet.ID, 0, len(m))
-	for f := range m {
-		out = append(out, f)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	return out
+	return slices.SortedFunc(maps.Keys(m), func(a, b fleet.ID) int { return strings.Compare(a.String(), b.String()) })
 }
 
 // exitCodeError ends the command with code, saying err if there is one.

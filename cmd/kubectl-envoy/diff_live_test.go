@@ -204,34 +204,19 @@ func liveFleet(t *testing.T) (ns string, keyPEM []byte) {
 	return ns, leaf.Key
 }
 
-const (
-	backendWithEndpoints = `apiVersion: example.com/v1
-kind: EnvoyConfig
-metadata:
-  name: cluster
-spec:
-  envoyRef: edge
-  resources:
-    clusters:
-    - {name: backend, type: EDS, connect_timeout: 1s, eds_cluster_config: {eds_config: {ads: {}, resource_api_version: V3}}}
-  serviceEndpoints:
-  - {cluster: backend, service: web, port: http}
-`
-	// httpsConfig terminates TLS with the Secret web-tls, over SDS.
-	httpsConfig = `apiVersion: example.com/v1
-kind: EnvoyConfig
-metadata:
-  name: https
-spec:
-  envoyRef: edge
-  tlsSecrets:
-  - {name: web-cert, secretRef: web-tls}
-  resources:
-    listeners:
-    - name: https
-      address: {socket_address: {address: 0.0.0.0, port_value: 8443}}
-      filter_chains:
-      - transport_socket:
+// backendWithEndpoints is clusterConfig with its cluster's endpoints from
+// the Service web.
+const backendWithEndpoints = clusterConfig + "  serviceEndpoints:\n  - {cluster: backend, service: web, port: http}\n"
+
+// httpsConfig is listenerConfig on port 8443, terminating TLS with the
+// Secret web-tls, over SDS.
+var httpsConfig = strings.NewReplacer(
+	"name: listener\n", "name: https\n",
+	"  envoyRef: edge\n", "  envoyRef: edge\n  tlsSecrets:\n  - {name: web-cert, secretRef: web-tls}\n",
+	"- name: http\n", "- name: https\n",
+	"port_value: 8080", "port_value: 8443",
+	"stat_prefix: http\n", "stat_prefix: https\n",
+	"      - filters:\n", `      - transport_socket:
           name: envoy.transport_sockets.tls
           typed_config:
             '@type': type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
@@ -239,16 +224,8 @@ spec:
               tls_certificate_sds_secret_configs:
               - {name: web-cert, sds_config: {ads: {}, resource_api_version: V3}}
         filters:
-        - name: envoy.filters.network.http_connection_manager
-          typed_config:
-            '@type': type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-            stat_prefix: https
-            rds: {route_config_name: routes, config_source: {ads: {}, resource_api_version: V3}}
-            http_filters:
-            - name: envoy.filters.http.router
-              typed_config: {'@type': type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
-`
-)
+`,
+).Replace(listenerConfig)
 
 // Against a live fleet, diff reads with the caller's credentials what the
 // fleet is served now (its recorded revision, its endpoints and secrets),

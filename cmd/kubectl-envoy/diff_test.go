@@ -59,6 +59,14 @@ spec:
     clusters:
     - {name: spare, type: STATIC, connect_timeout: 1s}
 `
+	// spareAdded is how diff shows otherCluster's cluster added.
+	spareAdded = `    + spare
+        {
+          "name": "spare",
+          "type": "STATIC",
+          "connect_timeout": "1s"
+        }
+`
 	// inlineKeyConfig holds a private key inline, as an EnvoyConfig stored
 	// before admission refused that may.
 	inlineKeyConfig = `apiVersion: example.com/v1
@@ -144,13 +152,7 @@ admission would refuse:
     ~ routes
         ~ virtual_hosts[name=all].routes[0].route.cluster: "backend" -> "spare"
   clusters: 1 added
-    + spare
-        {
-          "name": "spare",
-          "type": "STATIC",
-          "connect_timeout": "1s"
-        }
-`},
+` + spareAdded},
 		{name: "--prune deletes what the files leave out of their fleets", args: []string{"--prune"},
 			against: map[string]string{"a.yaml": fleet + "---\n" + otherCluster}, files: map[string]string{"a.yaml": fleet}, code: 1,
 			stdout: "fleet team/edge: version v1 -> v2\n  clusters: 1 removed\n    - spare\n"},
@@ -171,13 +173,7 @@ admission would refuse:
     - spare
 fleet team/other: version - -> v3
   clusters: 1 added
-    + spare
-        {
-          "name": "spare",
-          "type": "STATIC",
-          "connect_timeout": "1s"
-        }
-`},
+` + spareAdded},
 		{name: "a name another EnvoyConfig has: the older one's resource is served, and a note says so",
 			against: map[string]string{"a.yaml": clusterConfig}, files: map[string]string{"a.yaml": strings.Replace(strings.Replace(slower, "name: cluster", "name: newer", 1), "connect_timeout: 2s", "connect_timeout: 3s", 1)}, code: 0,
 			stdout: `fleet team/edge: version v1 -> v2
@@ -188,13 +184,7 @@ fleet team/other: version - -> v3
 			files: map[string]string{"a.yaml": strings.Replace(clusterConfig, "envoyRef: edge", "envoyRef: edge\n  envoyRefs: edge", 1) + "---\n" + otherCluster}, code: 3,
 			stdout: `fleet team/edge: version - -> v1
   clusters: 1 added
-    + spare
-        {
-          "name": "spare",
-          "type": "STATIC",
-          "connect_timeout": "1s"
-        }
-
+` + spareAdded + `
 admission would refuse:
   DIR/a.yaml (document 1): EnvoyConfig cluster: error unmarshaling JSON: while decoding JSON: json: unknown field "envoyRefs"
 `},
@@ -209,13 +199,7 @@ admission would refuse:
 			against: map[string]string{"a.yaml": inlineKeyConfig}, files: map[string]string{"a.yaml": strings.Replace(otherCluster, "name: spare\nspec", "name: keys\nspec", 1)}, code: 1,
 			stdout: `fleet team/edge: version v1 -> v2
   clusters: 1 added
-    + spare
-        {
-          "name": "spare",
-          "type": "STATIC",
-          "connect_timeout": "1s"
-        }
-  secrets: 1 removed
+` + spareAdded + `  secrets: 1 removed
     - s
 `},
 	}
@@ -276,16 +260,7 @@ func TestDiffStdin(t *testing.T) {
 
 // Whatever keeps diff from comparing exits 2, with what went wrong.
 func TestDiffErrors(t *testing.T) {
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u, namespace: team}}]
-current-context: x
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := unreachableKubeconfig(t)
 	files := writeFiles(t, map[string]string{"a.yaml": clusterConfig})
 	noConfigs := writeFiles(t, map[string]string{"a.yaml": service})
 	badAgainst := writeFiles(t, map[string]string{"a.yaml": strings.Replace(clusterConfig, "envoyRef: edge", "envoyRef: edge\n  envoyRefs: edge", 1)})

@@ -12,16 +12,7 @@ import (
 
 // Commands that fail before they reach anything: what they say.
 func TestCommandErrors(t *testing.T) {
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u, namespace: team}}]
-current-context: x
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := unreachableKubeconfig(t)
 	tests := []struct {
 		args []string
 		want string
@@ -43,4 +34,21 @@ current-context: x
 			}
 		})
 	}
+}
+
+// unreachableKubeconfig is a kubeconfig whose API server nothing answers,
+// with team as its context's namespace.
+func unreachableKubeconfig(t *testing.T) string {
+	t.Helper()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u, namespace: team}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
 }
