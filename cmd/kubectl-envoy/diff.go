@@ -143,7 +143,7 @@ func (o *options) runDiff(ctx context.Context, d *diffOptions) (int, error) {
 		}
 		ctx, cancel := context.WithTimeout(ctx, o.timeout)
 		defer cancel()
-		if w, warnings, err = readWorld(ctx, cfg, files.configs, d.prune); err != nil {
+		if w, warnings, err = readWorld(ctx, cfg, files.configs); err != nil {
 			return 0, err
 		}
 	}
@@ -152,9 +152,12 @@ func (o *options) runDiff(ctx context.Context, d *diffOptions) (int, error) {
 	}
 
 	report := plan(w, changesOf(w, files.configs, d.prune), time.Now())
+	// The documents that do not decode, which the API server would refuse, come first.
+	undecoded := make([]refusal, 0, len(files.problems)+len(report.Refused))
 	for _, p := range files.problems {
-		report.Refused = append([]refusal{{Message: p}}, report.Refused...)
+		undecoded = append(undecoded, refusal{Message: p})
 	}
+	report.Refused = append(undecoded, report.Refused...)
 	if err := printDiff(o.streams.Out, d.output, report); err != nil {
 		return 0, err
 	}
@@ -232,7 +235,7 @@ func offlineWorld(against []string, recursive bool, ns string, stdin io.Reader) 
 // history is then taken to be its EnvoyConfigs as they are, published; the
 // endpoints of a Service and the secret of a Secret are left out, on both
 // sides of the diff.
-func readWorld(ctx context.Context, cfg *rest.Config, files []fileConfig, prune bool) (world, []string, error) {
+func readWorld(ctx context.Context, cfg *rest.Config, files []fileConfig) (world, []string, error) {
 	ec, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return world{}, nil, err

@@ -295,7 +295,7 @@ func TestDiffLive(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := decodeConfigs(docs, ns)
-		w, warnings, err := readWorld(context.Background(), cfg, d.configs, false)
+		w, warnings, err := readWorld(context.Background(), cfg, d.configs)
 		if err != nil || len(warnings) > 0 {
 			t.Fatal(err, warnings)
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,15 +20,9 @@ func runPlugin(t *testing.T, stdin string, args ...string) (code int, stdout, st
 	var out, errOut bytes.Buffer
 	cmd := newRootCommand(genericiooptions.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut})
 	cmd.SetArgs(args)
-	if err := cmd.Execute(); err != nil {
-		code = 1
-		var e *exitCodeError
-		if errors.As(err, &e) {
-			code, err = e.code, e.err
-		}
-		if err != nil {
-			errOut.WriteString("error: " + err.Error() + "\n")
-		}
+	code, err := exitStatus(cmd.Execute())
+	if err != nil {
+		errOut.WriteString("error: " + err.Error() + "\n")
 	}
 	return code, out.String(), errOut.String()
 }

@@ -37,18 +37,25 @@ import (
 
 func main() {
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
-	if err := newRootCommand(streams).Execute(); err != nil {
-		code := 1
-		var e *exitCodeError
-		if errors.As(err, &e) {
-			code = e.code
-			err = e.err
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "error:", err)
-		}
-		os.Exit(code)
+	code, err := exitStatus(newRootCommand(streams).Execute())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
 	}
+	os.Exit(code)
+}
+
+// exitStatus is the exit code a command's error ends the plugin with, and
+// what to say, if anything: 1 and the error, unless the command chose
+// (exitCodeError).
+func exitStatus(err error) (int, error) {
+	if err == nil {
+		return 0, nil
+	}
+	var e *exitCodeError
+	if errors.As(err, &e) {
+		return e.code, e.err
+	}
+	return 1, err
 }
 
 // options are the flags every command shares.
