@@ -90,7 +90,7 @@ func TestEnvoyConfigAdmission(t *testing.T) {
 	if err := suite.Client.Get(ctx, clientKey(ns, "clusters"), cfg); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Spec.Resources.Clusters = rawList(`{"name": "backend", "type": "EDS"}`, `{"name": "backend", "type": "EDS"}`)
+	cfg.Spec.Resources.Clusters = rawList(edsCluster, edsCluster)
 	if err := suite.Client.Update(ctx, cfg); err == nil || !strings.Contains(err.Error(), `cluster "backend" is already defined`) {
 		t.Errorf("update: got %v, want a denial for the duplicate cluster", err)
 	}

@@ -77,7 +77,8 @@ type validator interface{ ValidateAll() error }
 
 // Decode reads one raw resource of kind k, in YAML or JSON with Envoy's field
 // names, strictly (a field the v3 API does not have is an error), and checks
-// it with Envoy's own validation rules. It returns the resource and its name.
+// it with Envoy's own validation rules and the rules Envoy applies when it
+// loads a resource (envoyrules.go). It returns the resource and its name.
 //
 // The same bytes decode to the same result, which is remembered (see
 // decodeCache): a fleet's EnvoyConfigs are decoded by every reconcile of the
@@ -112,6 +113,9 @@ func decode(k Kind, raw []byte) (types.Resource, string, error) {
 	name := k.name(msg)
 	if name == "" {
 		return nil, "", fmt.Errorf("a name is required")
+	}
+	if err := checkLoad(msg); err != nil {
+		return nil, name, err
 	}
 	return msg, name, nil
 }

@@ -1,0 +1,305 @@
+package xds
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+)
+
+// Snippets for the cases below.
+const (
+	hcmType     = `"@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager`
+	routerType  = `"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router`
+	router      = `{name: envoy.filters.http.router, typed_config: {` + routerType + `}}`
+	rds         = `rds: {route_config_name: r, config_source: {ads: {}}}`
+	tcpProxy    = `{name: tcp, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy, stat_prefix: tcp, cluster: c}}`
+	downTLSType = `type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext`
+	upTLSType   = `type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext`
+	edsConfig   = `eds_cluster_config: {eds_config: {ads: {}}}`
+)
+
+// hcmListener is a listener on port whose connection manager has the given
+// HTTP filters and route configuration (rds or an inline route_config).
+func hcmListener(port, filters, routes string) string {
+	return `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: ` + port + `}},
+filter_chains: [{filters: [{name: hcm, typed_config: {` + hcmType + `, stat_prefix: h, ` + routes + `,
+http_filters: [` + filters + `]}}]}]}`
+}
+
+// inlineRoutes is an inline route configuration with the given virtual hosts.
+func inlineRoutes(vhosts string) string {
+	return `route_config: {name: r, virtual_hosts: [` + vhosts + `]}`
+}
+
+// staticCluster is a STATIC cluster whose one endpoint is at address.
+func staticCluster(typ, address string) string {
+	return `{name: c, type: ` + typ + `, load_assignment: {cluster_name: c, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: ` + address + `, port_value: 80}}}}]}]}}`
+}
+
+// envoyRuleCase is one resource Envoy refuses when it loads it.
+type envoyRuleCase struct {
+	name, kind, yaml string
+	// field is the field our message names (a part of its path).
+	field string
+	// envoy is what Envoy v1.40 says when it loads the resource (its
+	// placeholders filled in), from its source: the listener manager, the
+	// cluster manager, the route table, the HTTP connection manager, the
+	// protobuf utilities and RE2.
+	envoy string
+}
+
+var envoyRuleCases = []envoyRuleCase{
+	// Durations: MessageUtil::validateDurationFields, on every duration.
+	{"negative duration in a route", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: c, timeout: -1s}}]}]}`,
+		"virtual_hosts[0].routes[0].route.timeout", "Invalid duration: Expected positive duration: seconds: -1"},
+	{"negative nanos in a cluster", "clusters", `{name: c, type: EDS, ` + edsConfig + `, common_lb_config: {update_merge_window: -0.5s}}`,
+		"common_lb_config.update_merge_window", "Invalid duration: Expected positive duration: nanos: -500000000"},
+	{"negative duration inside a typed_config", "listeners", hcmListener("80", router, rds+`, stream_idle_timeout: -3s`),
+		"typed_config(HttpConnectionManager).stream_idle_timeout", "Invalid duration: Expected positive duration: seconds: -3"},
+	{"duration too long for nanoseconds", "clusters", `{name: c, type: EDS, ` + edsConfig + `, connect_timeout: 315576000000s}`,
+		"connect_timeout", "Invalid duration: Duration out-of-range"},
+
+	// Regular expressions: RE2, in Regex::Utility::parseRegex.
+	{"regex RE2 cannot parse", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {safe_regex: {regex: "(+invalid)"}}, route: {cluster: c}}]}]}`,
+		"match.safe_regex.regex", "no argument for repetition operator: +"},
+	{"regex with a lookahead", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {prefix: /, headers: [{name: x, string_match: {safe_regex: {regex: "a(?=b)"}}}]}, route: {cluster: c}}]}]}`,
+		"string_match.safe_regex.regex", "invalid perl operator: (?="},
+	{"regex over the program size", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {safe_regex: {regex: "^/api/v[0-9]+/users/[a-z0-9-]{1,64}$"}}, route: {cluster: c}}]}]}`,
+		"match.safe_regex.regex", "regex '^/api/v[0-9]+/users/[a-z0-9-]{1,64}$' RE2 program size of 268 > max program size of 100 set for the error level threshold. Increase configured max program size if necessary."},
+	{"regex over its own max_program_size", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {safe_regex: {regex: "/asdf/.*", google_re2: {max_program_size: 1}}}, route: {cluster: c}}]}]}`,
+		"match.safe_regex.regex", "regex '/asdf/.*' RE2 program size of 18 > max program size of 1. Increase configured max program size if necessary."},
+
+	// Listeners: ListenerManagerImpl and ListenerImpl.
+	{"listener without an address", "listeners", `{name: l, filter_chains: [{filters: [` + tcpProxy + `]}]}`,
+		"address", "error adding listener named 'l': address is necessary"},
+	{"listener on a host name", "listeners", `{name: l, address: {socket_address: {address: example.com, port_value: 80}}, filter_chains: [{filters: [` + tcpProxy + `]}]}`,
+		"address.socket_address.address", "malformed IP address: example.com"},
+	{"listener additional address on a host name", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 80}}, additional_addresses: [{address: {socket_address: {address: localhost, port_value: 81}}}], filter_chains: [{filters: [` + tcpProxy + `]}]}`,
+		"additional_addresses[0].address.socket_address.address", "malformed IP address: localhost"},
+	{"listener address with a zone", "listeners", `{name: l, address: {socket_address: {address: "fe80::1%eth0", port_value: 80}}, filter_chains: [{filters: [` + tcpProxy + `]}]}`,
+		"address.socket_address.address", "malformed IP address: fe80::1%eth0"},
+	{"ipv4_compat on an IPv4 address", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 80, ipv4_compat: true}}, filter_chains: [{filters: [` + tcpProxy + `]}]}`,
+		"address.socket_address.ipv4_compat", "Only IPv6 address '::' or valid IPv4-mapped IPv6 address can set ipv4_compat: 0.0.0.0:80"},
+	{"additional address of another socket type", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 80}}, additional_addresses: [{address: {socket_address: {address: 0.0.0.0, port_value: 81, protocol: UDP}}}], filter_chains: [{filters: [` + tcpProxy + `]}]}`,
+		"additional_addresses[0].address.socket_address.protocol", "listener l: has different socket type. The listener only support same socket type for all the addresses."},
+	{"listener without filter chains", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 80}}}`,
+		"filter_chains", "error adding listener '0.0.0.0:80': no filter chains specified"},
+	{"UDP listener with filter chains", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 53, protocol: UDP}}, filter_chains: [{filters: [` + tcpProxy + `]}]}`,
+		"filter_chains", "error adding listener '0.0.0.0:53': 1 filter chain(s) specified for connection-less UDP listener."},
+	{"internal listener", "listeners", `{name: l, internal_listener: {}, filter_chains: [{filters: [` + tcpProxy + `]}]}`,
+		"internal_listener", "error adding listener named 'l': InternalListener bootstrap extension is mandatory"},
+	{"internal address without internal_listener", "listeners", `{name: l, address: {envoy_internal_address: {server_listener_name: x}}, filter_chains: [{filters: [` + tcpProxy + `]}]}`,
+		"address", "error adding listener named 'l': use internal_listener field instead of address for internal listeners"},
+	{"listener on the admin interface's port", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 19000}}, filter_chains: [{filters: [` + tcpProxy + `]}]}`,
+		"address.socket_address", "cannot bind '0.0.0.0:19000': Address already in use"},
+	{"listener on the ready listener's address", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 19001}}, filter_chains: [{filters: [` + tcpProxy + `]}]}`,
+		"address.socket_address", "error adding listener: 'l' has duplicate address '0.0.0.0:19001' as existing listener, to check if the listener has duplicated addresses with other listeners or 'enable_reuse_port' is set to 'false' for the listener"},
+	{"listener named as the bootstrap's", "listeners", `{name: envoy_ready_stats, address: {socket_address: {address: 0.0.0.0, port_value: 80}}, filter_chains: [{filters: [` + tcpProxy + `]}]}`,
+		"name", "(no error: LDS cannot replace a static listener; the update is ignored, \"duplicate/locked listener 'envoy_ready_stats'. no add/update\")"},
+
+	// Filters in the wrong place or order: Config::Utility::getAndCheckFactory
+	// and validateTerminalFilters.
+	{"terminal network filter not last", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 80}}, filter_chains: [{filters: [` + tcpProxy + `, ` + tcpProxy + `]}]}`,
+		"filter_chains[0].filters[0]", "Error: terminal filter named tcp of type envoy.filters.network.tcp_proxy must be the last filter in a network filter chain."},
+	{"HTTP filter as a network filter", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 80}}, filter_chains: [{filters: [` + router + `]}]}`,
+		"filter_chains[0].filters[0].typed_config", "Didn't find a registered implementation for 'envoy.filters.http.router' with type URL: 'envoy.extensions.filters.http.router.v3.Router'"},
+	{"network filter without typed_config", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 80}}, filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy}]}]}`,
+		"filter_chains[0].filters[0].typed_config", "Didn't find a registered implementation for 'envoy.filters.network.tcp_proxy' with type URL: ''"},
+	{"connection manager as a listener filter", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 80}}, listener_filters: [{name: hcm, typed_config: {` + hcmType + `, stat_prefix: h, ` + rds + `}}], filter_chains: [{filters: [` + tcpProxy + `]}]}`,
+		"listener_filters[0].typed_config", "Didn't find a registered implementation for 'hcm' with type URL: 'envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager'"},
+	{"connection manager as an HTTP filter", "listeners", hcmListener("80", `{name: hcm, typed_config: {`+hcmType+`, stat_prefix: x, `+rds+`}}, `+router, rds),
+		"http_filters[0].typed_config", "Didn't find a registered implementation for 'hcm' with type URL: 'envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager'"},
+	{"router not the last HTTP filter", "listeners", hcmListener("80", router+`, {name: cors, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}`, rds),
+		"http_filters[0]", "Error: terminal filter named envoy.filters.http.router of type envoy.filters.http.router must be the last filter in a http filter chain."},
+	{"HTTP filters without the router", "listeners", hcmListener("80", `{name: cors, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}`, rds),
+		"http_filters[0]", "Error: non-terminal filter named cors of type envoy.filters.http.cors is the last filter in a http filter chain."},
+	{"upgrade filters not ending in the router", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 80}}, filter_chains: [{filters: [{name: hcm, typed_config: {` + hcmType + `, stat_prefix: h, ` + rds + `, http_filters: [` + router + `], upgrade_configs: [{upgrade_type: websocket, filters: [` + router + `, {name: cors, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}]}]}}]}]}`,
+		"upgrade_configs[0].filters[0]", "Error: terminal filter named envoy.filters.http.router of type envoy.filters.http.router must be the last filter in a http upgrade filter chain."},
+	{"duplicate upgrade configs", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 80}}, filter_chains: [{filters: [{name: hcm, typed_config: {` + hcmType + `, stat_prefix: h, ` + rds + `, http_filters: [` + router + `], upgrade_configs: [{upgrade_type: websocket}, {upgrade_type: WebSocket}]}}]}]}`,
+		"upgrade_configs[1].upgrade_type", "Error: multiple upgrade configs with the same name: 'websocket'"},
+	{"access logger of the wrong kind", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 80}}, access_log: [{name: log, typed_config: {` + routerType + `}}], filter_chains: [{filters: [` + tcpProxy + `]}]}`,
+		"access_log[0].typed_config", "Didn't find a registered implementation for 'log' with type URL: 'envoy.extensions.filters.http.router.v3.Router'"},
+
+	// TLS contexts of the wrong direction.
+	{"upstream TLS context in a listener", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 443}}, filter_chains: [{transport_socket: {name: envoy.transport_sockets.tls, typed_config: {"@type": ` + upTLSType + `}}, filters: [` + tcpProxy + `]}]}`,
+		"filter_chains[0].transport_socket.typed_config", "Didn't find a registered implementation for 'envoy.transport_sockets.tls' with type URL: 'envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext'"},
+	{"downstream TLS context in a cluster", "clusters", `{name: c, type: EDS, ` + edsConfig + `, transport_socket: {name: envoy.transport_sockets.tls, typed_config: {"@type": ` + downTLSType + `}}}`,
+		"transport_socket.typed_config", "Didn't find a registered implementation for 'envoy.transport_sockets.tls' with type URL: 'envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext'"},
+
+	// Route tables: RouteMatcher, VirtualHostImpl, RouteEntryImplBase.
+	{"duplicate domain across virtual hosts", "routes", `{name: r, virtual_hosts: [{name: a, domains: [example.com]}, {name: b, domains: [Example.COM]}]}`,
+		"virtual_hosts[1].domains[0]", "Only unique values for domains are permitted. Duplicate entry of domain example.com in route r"},
+	{"duplicate suffix wildcard domain", "routes", `{name: r, virtual_hosts: [{name: a, domains: ["*.example.com", "*.example.com"]}]}`,
+		"virtual_hosts[0].domains[1]", "Only unique values for domains are permitted. Duplicate entry of domain *.example.com in route r"},
+	{"two wildcard domains", "routes", `{name: r, virtual_hosts: [{name: a, domains: ["*"]}, {name: b, domains: ["*"]}]}`,
+		"virtual_hosts[1].domains[0]", "Only a single wildcard domain is permitted in route r"},
+	{"duplicate domain in an inline route configuration", "listeners", hcmListener("80", router, inlineRoutes(`{name: a, domains: [x.com]}, {name: b, domains: [x.com]}`)),
+		"route_config.virtual_hosts[1].domains[0]", "Only unique values for domains are permitted. Duplicate entry of domain x.com in route r"},
+	{"direct response body over the limit", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {prefix: /}, direct_response: {status: 200, body: {inline_string: "` + strings.Repeat("x", 4097) + `"}}}]}]}`,
+		"routes[0].direct_response.body", "response body size is 4097 bytes; maximum is 4096"},
+	{"direct response body over its configured limit", "routes", `{name: r, max_direct_response_body_size_bytes: 10, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {prefix: /}, direct_response: {status: 200, body: {inline_string: "eleven byte"}}}]}]}`,
+		"routes[0].direct_response.body", "response body size is 11 bytes; maximum is 10"},
+	{"two path rewrites", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: c, prefix_rewrite: /x, regex_rewrite: {pattern: {regex: a}, substitution: b}}}]}]}`,
+		"routes[0].route", "Specify only one of prefix_rewrite, regex_rewrite or path_rewrite_policy"},
+	{"route with a duplicate upgrade", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: c, upgrade_configs: [{upgrade_type: websocket}, {upgrade_type: websocket}]}}]}]}`,
+		"route.upgrade_configs[1].upgrade_type", "Duplicate upgrade websocket"},
+	{"connect_config on a websocket upgrade", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: c, upgrade_configs: [{upgrade_type: websocket, connect_config: {}}]}}]}]}`,
+		"route.upgrade_configs[0].connect_config", "Non-CONNECT upgrade type websocket has ConnectConfig"},
+	{"retry back-off max below base", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: c, retry_policy: {retry_back_off: {base_interval: 2s, max_interval: 1s}}}}]}]}`,
+		"route.retry_policy.retry_back_off.max_interval", "retry_policy.max_interval must greater than or equal to the base_interval"},
+	{"mirror policy with cluster and header", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: c, request_mirror_policies: [{cluster: m, cluster_header: x-mirror}]}}]}]}`,
+		"route.request_mirror_policies[0]", "Only one of cluster 'm' or cluster_header 'x-mirror' in request mirror policy can be specified"},
+	{"virtual host with matcher and routes", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], matcher: {on_no_match: {action: {name: a, typed_config: {"@type": type.googleapis.com/envoy.config.route.v3.Route, match: {prefix: /}, route: {cluster: c}}}}}, routes: [{match: {prefix: /}, route: {cluster: c}}]}]}`,
+		"virtual_hosts[0]", "cannot set both matcher and routes on virtual host"},
+	{"virtual cluster without headers", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], virtual_clusters: [{name: vc}]}]}`,
+		"virtual_hosts[0].virtual_clusters[0]", "virtual clusters must define 'headers'"},
+
+	// Clusters: the cluster manager and its factories.
+	{"STATIC cluster with eds_cluster_config", "clusters", `{name: c, type: STATIC, ` + edsConfig + `}`,
+		"eds_cluster_config", "eds_cluster_config set in a non-EDS cluster"},
+	{"STRICT_DNS cluster with eds_cluster_config", "clusters", `{name: c, type: STRICT_DNS, ` + edsConfig + `}`,
+		"eds_cluster_config", "eds_cluster_config set in a non-EDS cluster"},
+	{"EDS cluster without eds_cluster_config", "clusters", `{name: c, type: EDS}`,
+		"eds_cluster_config", "cannot create an EDS cluster without an EDS config"},
+	{"ORIGINAL_DST cluster with round robin", "clusters", `{name: c, type: ORIGINAL_DST, lb_policy: ROUND_ROBIN}`,
+		"lb_policy", "cluster: LB policy ROUND_ROBIN is not valid for Cluster type ORIGINAL_DST. Only 'CLUSTER_PROVIDED' is allowed with cluster type 'ORIGINAL_DST'"},
+	{"EDS cluster with CLUSTER_PROVIDED", "clusters", `{name: c, type: EDS, ` + edsConfig + `, lb_policy: CLUSTER_PROVIDED}`,
+		"lb_policy", "cluster manager: cluster provided LB specified but cluster 'c' did not provide one. Check cluster documentation."},
+	{"CLUSTER_PROVIDED with a subset config", "clusters", `{name: c, type: ORIGINAL_DST, lb_policy: CLUSTER_PROVIDED, lb_subset_config: {subset_selectors: [{keys: [x]}]}}`,
+		"lb_subset_config", "cluster: LB policy CLUSTER_PROVIDED cannot be combined with lb_subset_config"},
+	{"LOAD_BALANCING_POLICY_CONFIG without a policy", "clusters", `{name: c, type: EDS, ` + edsConfig + `, lb_policy: LOAD_BALANCING_POLICY_CONFIG}`,
+		"load_balancing_policy", "cluster: field load_balancing_policy need to be set"},
+	{"locality-weight-aware subsets without locality weights", "clusters", `{name: c, type: EDS, ` + edsConfig + `, lb_subset_config: {subset_selectors: [{keys: [x]}], locality_weight_aware: true}}`,
+		"lb_subset_config.locality_weight_aware", "Locality weight aware subset LB requires that a locality_weighted_lb_config be set in c"},
+	{"maglev table size not prime", "clusters", `{name: c, type: EDS, ` + edsConfig + `, lb_policy: MAGLEV, maglev_lb_config: {table_size: 65536}}`,
+		"maglev_lb_config.table_size", "The table size of maglev must be prime number"},
+	{"ring hash minimum above maximum", "clusters", `{name: c, type: EDS, ` + edsConfig + `, lb_policy: RING_HASH, ring_hash_lb_config: {maximum_ring_size: 512}}`,
+		"ring_hash_lb_config", "ring hash: minimum_ring_size (1024) > maximum_ring_size (512)"},
+	{"two health checks", "clusters", `{name: c, type: EDS, ` + edsConfig + `, health_checks: [{timeout: 1s, interval: 1s, unhealthy_threshold: 1, healthy_threshold: 1, tcp_health_check: {}}, {timeout: 1s, interval: 1s, unhealthy_threshold: 1, healthy_threshold: 1, tcp_health_check: {}}]}`,
+		"health_checks", "Multiple health checks not supported"},
+	{"max_requests_per_connection twice", "clusters", `{name: c, type: EDS, ` + edsConfig + `, max_requests_per_connection: 10, typed_extension_protocol_options: {envoy.extensions.upstreams.http.v3.HttpProtocolOptions: {"@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions, common_http_protocol_options: {max_requests_per_connection: 5}, explicit_http_config: {http2_protocol_options: {}}}}}`,
+		"max_requests_per_connection", "Only one of max_requests_per_connection from Cluster or HttpProtocolOptions can be specified"},
+	{"ALPN without TLS", "clusters", `{name: c, type: EDS, ` + edsConfig + `, typed_extension_protocol_options: {envoy.extensions.upstreams.http.v3.HttpProtocolOptions: {"@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions, auto_config: {}}}}`,
+		"auto_config", "ALPN configured for cluster c which has a non-ALPN transport socket"},
+	{"protocol options under another name", "clusters", `{name: c, type: EDS, ` + edsConfig + `, typed_extension_protocol_options: {http: {"@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions, explicit_http_config: {http2_protocol_options: {}}}}}`,
+		"typed_extension_protocol_options[http]", "Didn't find a registered network or http filter or protocol options implementation for name: 'http'"},
+	{"STATIC cluster on a host name", "clusters", staticCluster("STATIC", "backend.default.svc"),
+		"load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address", "malformed IP address: backend.default.svc"},
+	{"LOGICAL_DNS cluster with two endpoints", "clusters", `{name: c, type: LOGICAL_DNS, load_assignment: {cluster_name: c, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: a.example, port_value: 80}}}}, {endpoint: {address: {socket_address: {address: b.example, port_value: 80}}}}]}]}}`,
+		"load_assignment", "LOGICAL_DNS clusters must have a single locality_lb_endpoint and a single lb_endpoint"},
+	{"cluster named as the bootstrap's", "clusters", `{name: envoy_admin, type: EDS, ` + edsConfig + `}`,
+		"name", "(no error: CDS cannot replace a static cluster; the update is skipped, and routes to envoy_admin reach the admin interface)"},
+	{"cluster named as the xDS cluster", "clusters", `{name: xds_cluster, type: EDS, ` + edsConfig + `}`,
+		"name", "(no error: CDS cannot replace a static cluster; the update is skipped)"},
+
+	// Endpoints over EDS: EdsClusterImpl, which resolves every address.
+	{"EDS endpoint on a host name", "endpoints", `{cluster_name: c, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: backend.example, port_value: 80}}}}]}]}`,
+		"endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address", "malformed IP address: backend.example"},
+	{"EDS endpoint without an address", "endpoints", `{cluster_name: c, endpoints: [{lb_endpoints: [{endpoint: {}}]}]}`,
+		"endpoints[0].lb_endpoints[0].endpoint.address", "Address must be set"},
+	{"EDS health check address on a host name", "endpoints", `{cluster_name: c, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 10.0.0.1, port_value: 80}}, health_check_config: {address: {socket_address: {address: foo.bar.com, port_value: 4321}}}}}]}]}`,
+		"health_check_config.address.socket_address.address", "malformed IP address: foo.bar.com"},
+}
+
+// envoyValidCases are edge cases Envoy loads: they must be admitted.
+var envoyValidCases = []struct{ name, kind, yaml string }{
+	{"listener on port 0", "listeners", `{name: l, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, filter_chains: [{filters: [` + tcpProxy + `]}]}`},
+	{"listener on :: with ipv4_compat", "listeners", `{name: l, address: {socket_address: {address: "::", port_value: 80, ipv4_compat: true}}, filter_chains: [{filters: [` + tcpProxy + `]}]}`},
+	{"listener on an IPv4-mapped address with ipv4_compat", "listeners", `{name: l, address: {socket_address: {address: "::ffff:10.0.0.1", port_value: 80, ipv4_compat: true}}, filter_chains: [{filters: [` + tcpProxy + `]}]}`},
+	{"listener on the ready port of another address", "listeners", `{name: l, address: {socket_address: {address: 10.0.0.5, port_value: 19001}}, filter_chains: [{filters: [` + tcpProxy + `]}]}`},
+	{"listener on the admin port of another address", "listeners", `{name: l, address: {socket_address: {address: 10.0.0.5, port_value: 19000}}, filter_chains: [{filters: [` + tcpProxy + `]}]}`},
+	{"listener that does not bind the ready address", "listeners", `{name: l, bind_to_port: false, address: {socket_address: {address: 0.0.0.0, port_value: 19000}}, filter_chains: [{filters: [` + tcpProxy + `]}]}`},
+	{"listener with an empty filter chain", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 80}}, filter_chains: [{filters: []}]}`},
+	{"listener with only a default filter chain", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 80}}, default_filter_chain: {filters: [` + tcpProxy + `]}}`},
+	{"HTTP filters ending in the router", "listeners", hcmListener("80", `{name: cors, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}, `+router, rds)},
+	{"optional HTTP filter of another kind", "listeners", hcmListener("80", `{name: x, is_optional: true, typed_config: {`+hcmType+`, stat_prefix: x, `+rds+`}}, `+router, rds)},
+	{"upgrade config without filters", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 80}}, filter_chains: [{filters: [{name: hcm, typed_config: {` + hcmType + `, stat_prefix: h, ` + rds + `, http_filters: [` + router + `], upgrade_configs: [{upgrade_type: websocket}, {upgrade_type: CONNECT}]}}]}]}`},
+	{"proxyless gRPC API listener", "listeners", `{name: l, api_listener: {api_listener: {` + hcmType + `, stat_prefix: h, ` + rds + `, http_filters: [` + router + `]}}}`},
+	{"downstream TLS in a listener", "listeners", `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 443}}, filter_chains: [{transport_socket: {name: envoy.transport_sockets.tls, typed_config: {"@type": ` + downTLSType + `}}, filters: [` + tcpProxy + `]}]}`},
+	{"one domain in exact, prefix and suffix forms", "routes", `{name: r, virtual_hosts: [{name: a, domains: ["example.com", "example.com*"]}, {name: b, domains: ["*example.com", "*"]}]}`},
+	{"two virtual hosts of one name", "routes", `{name: r, virtual_hosts: [{name: v, domains: [a.com]}, {name: v, domains: [b.com]}]}`},
+	{"regex RE2 accepts", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {safe_regex: {regex: "^/v1/(users|groups)/[^/]+/items/[a-f0-9]{32}$"}}, route: {cluster: c}}]}]}`},
+	{"regex with a named group and Unicode class", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {safe_regex: {regex: "^/(?P<lang>[a-z]{2})/\\pL+$"}}, route: {cluster: c}}]}]}`},
+	{"direct response body at the limit", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {prefix: /}, direct_response: {status: 200, body: {inline_string: "` + strings.Repeat("x", 4096) + `"}}}]}]}`},
+	{"zero durations", "clusters", `{name: c, type: EDS, ` + edsConfig + `, connect_timeout: 0.001s, dns_refresh_rate: 1s, common_lb_config: {update_merge_window: 0s}}`},
+	{"retry back-off max equal to base", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: c, retry_policy: {retry_back_off: {base_interval: 0.0001s, max_interval: 0.0002s}}}}]}]}`},
+	{"STRICT_DNS cluster on a host name", "clusters", staticCluster("STRICT_DNS", "backend.default.svc")},
+	{"LOGICAL_DNS cluster with one endpoint", "clusters", staticCluster("LOGICAL_DNS", "backend.default.svc")},
+	{"STATIC cluster on an IPv6 address", "clusters", staticCluster("STATIC", `"2001:db8::1"`)},
+	{"ORIGINAL_DST cluster", "clusters", `{name: c, type: ORIGINAL_DST, lb_policy: CLUSTER_PROVIDED}`},
+	{"maglev table size prime", "clusters", `{name: c, type: EDS, ` + edsConfig + `, lb_policy: MAGLEV, maglev_lb_config: {table_size: 65537}}`},
+	{"ring hash bounds equal", "clusters", `{name: c, type: EDS, ` + edsConfig + `, lb_policy: RING_HASH, ring_hash_lb_config: {minimum_ring_size: 2048, maximum_ring_size: 2048}}`},
+	{"subset config without selectors and CLUSTER_PROVIDED", "clusters", `{name: c, type: ORIGINAL_DST, lb_policy: CLUSTER_PROVIDED, lb_subset_config: {}}`},
+	{"ALPN with TLS", "clusters", `{name: c, type: EDS, ` + edsConfig + `, transport_socket: {name: envoy.transport_sockets.tls, typed_config: {"@type": ` + upTLSType + `}}, typed_extension_protocol_options: {envoy.extensions.upstreams.http.v3.HttpProtocolOptions: {"@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions, auto_config: {}}}}`},
+	{"EDS endpoint on an IPv6 address", "endpoints", `{cluster_name: c, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: "fd00::1", port_value: 80}}}}]}]}`},
+}
+
+func parseOne(kind, yaml string) ([]Resource, []error) {
+	res := examplev1.EnvoyResources{}
+	r := []runtime.RawExtension{raw(yaml)}
+	switch kind {
+	case "listeners":
+		res.Listeners = r
+	case "routes":
+		res.Routes = r
+	case "clusters":
+		res.Clusters = r
+	case "endpoints":
+		res.Endpoints = r
+	}
+	return Parse("ns/a", res)
+}
+
+// Every rule Envoy applies when it loads a resource refuses the resource,
+// naming the field.
+func TestEnvoyLoadRules(t *testing.T) {
+	seen := map[string]bool{}
+	for _, tc := range envoyRuleCases {
+		if seen[tc.name] {
+			t.Fatalf("two cases named %q", tc.name)
+		}
+		seen[tc.name] = true
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.envoy == "" {
+				t.Fatal("the case gives no Envoy message")
+			}
+			got, errs := parseOne(tc.kind, tc.yaml)
+			if len(errs) != 1 || len(got) != 0 {
+				t.Fatalf("got %d resources and errors %v, want it refused (Envoy: %s)", len(got), errs, tc.envoy)
+			}
+			if !strings.Contains(errs[0].Error(), "spec.resources."+tc.kind+"[0]") || !strings.Contains(errs[0].Error(), tc.field+":") {
+				t.Errorf("error %q does not name %s (Envoy: %s)", errs[0], tc.field, tc.envoy)
+			}
+		})
+	}
+}
+
+func TestEnvoyLoadRulesAdmitValid(t *testing.T) {
+	for _, tc := range envoyValidCases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, errs := parseOne(tc.kind, tc.yaml); len(errs) != 0 {
+				t.Errorf("refused: %v", errs)
+			}
+		})
+	}
+}
+
+// Every extension extensions.go imports has a place: a typed_config of a
+// type that placed does not know is refused everywhere.
+func TestEveryServedExtensionHasAPlace(t *testing.T) {
+	kinds := map[string]bool{}
+	for name, ext := range extensions {
+		if ext.kind == "" || ext.name == "" {
+			t.Errorf("%s has no kind or name", name)
+		}
+		kinds[ext.kind] = true
+	}
+	for _, k := range []string{networkFilter, httpFilter, listenerFilter, downstreamTLS, upstreamTLS, accessLogger, compressionLib, protocolOptions} {
+		if !kinds[k] {
+			t.Errorf("no extension is a %s", k)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package xds
+
+import (
+	"strconv"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Walk calls visit for m and every message inside it, at any depth and
+// inside every Any (typed_config and the like), with its field path from m
+// ("filter_chains[0].transport_socket.typed_config(DownstreamTlsContext)").
+// visit returns whether to look inside the message it was given. An Any
+// whose content does not decode is skipped: decoding (Decode) refuses such a
+// resource.
+func Walk(m proto.Message, path string, visit func(m proto.Message, path string) bool) {
+	walkAny(m, path, visit, false)
+}
+
+// WalkRewriting is Walk for a visit that changes the messages it is given:
+// the content of every Any is written back into it.
+func WalkRewriting(m proto.Message, path string, visit func(m proto.Message, path string) bool) {
+	walkAny(m, path, visit, true)
+}
+
+func walkAny(m proto.Message, path string, visit func(m proto.Message, path string) bool, rewrite bool) {
+	if a, ok := m.(*anypb.Any); ok {
+		inner, err := a.UnmarshalNew()
+		if err != nil {
+			return
+		}
+		walkAny(inner, path+"("+string(proto.MessageName(inner).Name())+")", visit, rewrite)
+		if rewrite {
+			_ = a.MarshalFrom(inner) // it was just unmarshalled: it marshals
+		}
+		return
+	}
+	if !visit(m, path) {
+		return
+	}
+	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Kind() != protoreflect.MessageKind && fd.Kind() != protoreflect.GroupKind {
+			return true
+		}
+		name := string(fd.Name())
+		if path != "" {
+			name = path + "." + name
+		}
+		switch {
+		case fd.IsList():
+			l := v.List()
+			for i := 0; i < l.Len(); i++ {
+				walkAny(l.Get(i).Message().Interface(), name+"["+strconv.Itoa(i)+"]", visit, rewrite)
+			}
+		case fd.IsMap():
+			if fd.MapValue().Kind() == protoreflect.MessageKind {
+				v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+					walkAny(mv.Message().Interface(), name+"["+k.String()+"]", visit, rewrite)
+					return true
+				})
+			}
+		default:
+			walkAny(v.Message().Interface(), name, visit, rewrite)
+		}
+		return true
+	})
+}
