@@ -303,3 +303,27 @@ func TestEveryServedExtensionHasAPlace(t *testing.T) {
 		}
 	}
 }
+
+// Two listeners of one EnvoyConfig on one address: Envoy refuses the second
+// ("error adding listener: 'b' has duplicate address '0.0.0.0:80' as
+// existing listener"). On the same port of another address, or over UDP,
+// they are two listeners Envoy takes.
+func TestParseListenersShareAnAddress(t *testing.T) {
+	on := func(name, address, protocol string) runtime.RawExtension {
+		return raw(`{name: ` + name + `, address: {socket_address: {address: "` + address + `", port_value: 80, protocol: ` + protocol + `}}, filter_chains: [{filters: [` + tcpProxy + `]}]}`)
+	}
+	udp := func(name, address string) runtime.RawExtension {
+		return raw(`{name: ` + name + `, address: {socket_address: {address: "` + address + `", port_value: 80, protocol: UDP}}}`)
+	}
+	_, errs := Parse("ns/a", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{on("a", "0.0.0.0", "TCP"), on("b", "0.0.0.0", "TCP")}})
+	want := `spec.resources.listeners[1] ("b"): address: 0.0.0.0:80 is also the address of listener "a" (spec.resources.listeners[0])`
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), want) {
+		t.Errorf("errors %v, want one saying %s", errs, want)
+	}
+	rs, errs := Parse("ns/a", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{
+		on("a", "0.0.0.0", "TCP"), on("b", "127.0.0.1", "TCP"), on("c", "::", "TCP"), udp("d", "0.0.0.0"),
+	}})
+	if len(errs) != 0 || len(rs) != 4 {
+		t.Errorf("got %d listeners and errors %v, want all four", len(rs), errs)
+	}
+}

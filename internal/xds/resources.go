@@ -142,6 +142,9 @@ func Parse(source string, res examplev1.EnvoyResources) ([]Resource, []error) {
 		out  []Resource
 		errs []error
 		seen = map[string]string{}
+		// addresses holds the listeners' addresses: Envoy refuses two
+		// listeners on one address.
+		addresses = map[string]string{}
 	)
 	for _, k := range Kinds {
 		for i, raw := range lists[k.Field] {
@@ -158,6 +161,12 @@ func Parse(source string, res examplev1.EnvoyResources) ([]Resource, []error) {
 			if first, dup := seen[key]; dup {
 				errs = append(errs, fmt.Errorf("%s: %s %q is already defined at %s", path, k.Noun(), name, first))
 				continue
+			}
+			if l, ok := msg.(*listenerv3.Listener); ok {
+				if err := sharedAddress(l, path, addresses); err != nil {
+					errs = append(errs, fmt.Errorf("%s (%q): %w", path, name, err))
+					continue
+				}
 			}
 			seen[key] = path
 			out = append(out, Resource{Kind: k, Name: name, Message: msg, Path: path, Source: source})
@@ -185,4 +194,20 @@ func Version(resources map[string][]types.Resource) string {
 		encodeKind(h, t, resources[t])
 	}
 	return h.Sum()
+}
+
+// sharedAddress returns an error naming the first address of l that
+// another listener of seen (addresses by key, to the listener's path and
+// name) already has, and adds l's addresses to seen.
+func sharedAddress(l *listenerv3.Listener, path string, seen map[string]string) error {
+	addrs := ListenerAddresses(l)
+	for _, a := range addrs {
+		if other, taken := seen[a.Key]; taken {
+			return fmt.Errorf("%s: %s is also the address of listener %s: Envoy refuses two listeners on one address", a.Path, a.Addr, other)
+		}
+	}
+	for _, a := range addrs {
+		seen[a.Key] = fmt.Sprintf("%q (%s)", l.GetName(), path)
+	}
+	return nil
 }

@@ -11,8 +11,10 @@ import (
 // or nil when name is being deleted. It returns what is wrong with after's
 // own resources (secret material inline among them: see inlineKeys), and
 // every reference in the fleet that the change would leave leading nowhere,
-// naming the EnvoyConfig and the resource. A reference that already led
-// nowhere before the change is not the change's fault and is not returned.
+// naming the EnvoyConfig and the resource, and every listener of after whose
+// address a listener of another EnvoyConfig of the fleet has. A reference
+// that already led nowhere, or an address already shared, before the change
+// is not the change's fault and is not returned.
 // Whether the Secrets that spec.tlsSecrets name exist is not checked: a
 // Secret may come after the EnvoyConfig that names it (cert-manager issues
 // it), and its content is live anyway.
@@ -39,13 +41,27 @@ func Admit(before []Config, name string, after *Config) []string {
 	if after != nil {
 		will = append(will, *after)
 	}
+	// A listener address the change makes two EnvoyConfigs share.
+	var out []string
+	shared := map[string]bool{}
+	for _, s := range sharedAddresses(was) {
+		shared[s.message(s.a, s.b)] = true
+	}
+	for _, s := range sharedAddresses(will) {
+		switch {
+		case shared[s.message(s.a, s.b)]:
+		case s.a.config == name:
+			out = append(out, s.message(s.a, s.b))
+		case s.b.config == name:
+			out = append(out, s.message(s.b, s.a))
+		}
+	}
 	already := map[string]bool{}
 	for config, errs := range checkReferences(mergeOf(was, nil)) {
 		for _, e := range errs {
 			already[config+"\x00"+e.Error()] = true
 		}
 	}
-	var out []string
 	broken := checkReferences(mergeOf(will, nil))
 	for _, config := range sortedKeys(broken) {
 		for _, e := range broken[config] {

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -33,6 +34,12 @@ func TestAdmit(t *testing.T) {
 	cOnlyOther := config("c", examplev1.EnvoyResources{Clusters: []runtime.RawExtension{clusterNamed("other")}})
 	badCluster := config("c", examplev1.EnvoyResources{Clusters: []runtime.RawExtension{raw(`{"name": "k", "type": "EDS", "bogus": 1}`)}})
 	rToM := config("r", examplev1.EnvoyResources{Routes: []runtime.RawExtension{raw(`{"name": "r", "virtual_hosts": [{"name": "all", "domains": ["*"], "routes": [{"match": {"prefix": "/"}, "route": {"cluster": "m"}}]}]}`)}})
+	// Listeners of other EnvoyConfigs: on L's address, on the same port of
+	// another address, and on another port.
+	onL := config("x", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{listenerOn("x", "0.0.0.0", 8080)}})
+	onOtherAddress := config("x", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{listenerOn("x", "10.0.0.1", 8080)}})
+	onOtherPort := config("x", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{listenerOn("x", "0.0.0.0", 8081)}})
+	alsoOnL := config("y", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{listenerOn("y", "0.0.0.0", 8080)}})
 	tests := []struct {
 		name   string
 		before []Config
@@ -40,6 +47,12 @@ func TestAdmit(t *testing.T) {
 		after  *Config
 		want   []string
 	}{
+		{"create a listener on another config's listener's address", []Config{L, R, C}, "ns/x", &onL,
+			[]string{`spec.resources.listeners[0] ("x"): address: 0.0.0.0:8080 is also the address of listener spec.resources.listeners[0] ("http") of EnvoyConfig ns/l: Envoy refuses two listeners on one address`}},
+		{"update a listener onto another config's listener's address", []Config{L, R, C, onOtherPort}, "ns/x", &onL,
+			[]string{`spec.resources.listeners[0] ("x"): address: 0.0.0.0:8080 is also the address of listener spec.resources.listeners[0] ("http") of EnvoyConfig ns/l: Envoy refuses two listeners on one address`}},
+		{"a listener on the same port of another address", []Config{L, R, C}, "ns/x", &onOtherAddress, nil},
+		{"an address already shared is not the change's fault", []Config{L, R, C, alsoOnL}, "ns/x", &onOtherPort, nil},
 		{"create a consistent config", []Config{L, R}, "ns/c", &C, nil},
 		{"create a route to a missing cluster", []Config{L}, "ns/r", &R,
 			[]string{`spec.resources.routes[0] ("r"): cluster "k" does not exist`}},
@@ -65,4 +78,10 @@ func TestAdmit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// listenerOn is a listener named name on address:port, with a TCP proxy to
+// cluster k.
+func listenerOn(name, address string, port int) runtime.RawExtension {
+	return raw(fmt.Sprintf(`{"name": %q, "address": {"socket_address": {"address": %q, "port_value": %d}}, "filter_chains": [{"filters": [{"name": "tcp", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy", "stat_prefix": "t", "cluster": "k"}}]}]}`, name, address, port))
 }

@@ -85,7 +85,8 @@ const (
 // ConfigStatus is what translation found about one EnvoyConfig.
 type ConfigStatus struct {
 	Served Served `json:"served"`
-	// Invalid holds its resources that do not decode or validate.
+	// Invalid holds its resources that do not decode or validate, and its
+	// listeners whose address another EnvoyConfig's listener has.
 	Invalid []string `json:"invalid,omitempty"`
 	// Dangling holds its references that lead nowhere in the fleet.
 	Dangling []string `json:"dangling,omitempty"`
@@ -154,6 +155,17 @@ func Translate(in Input) IR {
 	// published. When references of unchanged content break, the change that
 	// broke them is elsewhere (or a deleted EnvoyConfig): hold the fleet.
 	for {
+		// Two EnvoyConfigs that share a listener address: the one that
+		// changed is not served.
+		for name, why := range resolveSharedAddresses(choice, published, in.Configs) {
+			st := ir.Configs[name]
+			st.Invalid = append(st.Invalid, why...)
+			st.Served = NotServed
+			if _, ok := choice[name]; ok {
+				st.Served = ServedPublished
+			}
+			ir.Configs[name] = st
+		}
 		dangling := checkReferences(mergeOf(configsOf(choice), in.Configs))
 		if len(dangling) == 0 {
 			break
