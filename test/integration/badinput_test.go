@@ -9,12 +9,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/crdschema"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 // The manifests below are what a user would write and apply: each invalid one
@@ -66,6 +69,34 @@ func manyTLSSecrets(n int) string {
 	return b.String()
 }
 
+// withResources is an EnvoyConfig of fleet envoy that serves resources,
+// given as the YAML lines under spec.resources (listeners:, clusters:, …).
+func withResources(name, envoy, resources string) string {
+	return head("EnvoyConfig", name) + "spec:\n  envoyRef: " + envoy + "\n  resources:\n" + resources
+}
+
+// Resources the cases of withResources are made of.
+const (
+	tcpToK     = `filter_chains: [{filters: [{name: tcp, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy, stat_prefix: t, cluster: k}}]}]`
+	clusterK   = "    clusters:\n    - {name: k, type: EDS, connect_timeout: 1s, eds_cluster_config: {eds_config: {ads: {}}}}\n"
+	hcmRouter  = `filter_chains: [{filters: [{name: hcm, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager, stat_prefix: h, rds: {route_config_name: r, config_source: {ads: {}}}, http_filters: [%s]}}]}]`
+	routerF    = `{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}`
+	corsF      = `{name: envoy.filters.http.cors, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}`
+	routeToK   = "    routes:\n    - {name: r, virtual_hosts: [{name: v, domains: [\"*\"], routes: [{match: %s, route: {cluster: k%s}}]}]}\n"
+	listenerOn = "    - {name: %s, address: {socket_address: {address: %q, port_value: %d%s}}, %s}\n"
+)
+
+// listenersOn is a listeners: list, each item a listener of name, address
+// and port with a TCP proxy to cluster k.
+func listenersOn(items ...string) string { return "    listeners:\n" + strings.Join(items, "") }
+
+func tcpListener(name, address string, port int) string {
+	return fmt.Sprintf(listenerOn, name, address, port, "", tcpToK)
+}
+
+// A sha256 digest, for image references.
+var digest = "sha256:" + long("0123456789abcdef", 4)
+
 // badInput is a manifest the API server must refuse.
 type badInput struct {
 	name     string
@@ -74,6 +105,9 @@ type badInput struct {
 	field string
 	// why is a part of the message that says what is wrong with it.
 	why string
+	// webhook: the EnvoyConfig validating webhook refuses it (Envoy's rules
+	// for the resources it serves), not the CRD's schema.
+	webhook bool
 }
 
 var invalidManifests = []badInput{
@@ -204,6 +238,36 @@ var invalidManifests = []badInput{
 	{name: "envoy resources claims", field: "spec.resources", why: "claims", manifest: envoyHead + `spec:
   resources:
     claims: [{name: gpu}]`},
+	{name: "envoy image with a space inside", field: "spec.image", why: "image reference", manifest: envoyHead + `spec:
+  image: "envoyproxy/envoy v1.40.0"`},
+	{name: "envoy image repository in capitals", field: "spec.image", why: "image reference", manifest: envoyHead + `spec:
+  image: envoyproxy/Envoy:v1.40.0`},
+	{name: "envoy image with a short digest", field: "spec.image", why: "image reference", manifest: envoyHead + `spec:
+  image: envoyproxy/envoy@sha256:abc`},
+	{name: "envoy image of 64 hex digits", field: "spec.image", why: "image reference", manifest: envoyHead + `spec:
+  image: "` + long("a", 64) + `"`},
+	{name: "envoy image tag over 128 characters", field: "spec.image", why: "image reference", manifest: envoyHead + `spec:
+  image: envoyproxy/envoy:` + long("t", 129)},
+	{name: "envoy image repository over 255 characters", field: "spec.image", why: "255", manifest: envoyHead + `spec:
+  image: registry.example.com/` + long("r", 250) + `:v1`},
+	{name: "envoy resources extended resource request without limit", field: "spec.resources", why: "need a limit", manifest: envoyHead + `spec:
+  resources:
+    requests: {example.com/device: 1}`},
+	{name: "envoy resources hugepages request without limit", field: "spec.resources", why: "need a limit", manifest: envoyHead + `spec:
+  resources:
+    requests: {hugepages-2Mi: 2Mi, memory: 1Gi}`},
+	{name: "envoy resources hugepages without cpu or memory", field: "spec.resources", why: "hugepages need a cpu or memory", manifest: envoyHead + `spec:
+  resources:
+    limits: {hugepages-2Mi: 2Mi}`},
+	{name: "envoy resources hugepages of no page size", field: "spec.resources", why: "page size", manifest: envoyHead + `spec:
+  resources:
+    limits: {hugepages-big: 2Mi, memory: 1Gi}`},
+	{name: "envoy resources extended resource in the kubernetes.io domain", field: "spec.resources", why: "kubernetes.io domain", manifest: envoyHead + `spec:
+  resources:
+    limits: {kubernetes.io/gpu: 1}`},
+	{name: "envoy port name with two dashes in a row", field: "spec.ports[0].name", why: "IANA_SVC_NAME", manifest: envoyHead + `spec:
+  ports:
+  - {name: a--b, port: 80}`},
 	{name: "envoy unknown field", field: "spec.replica", why: "unknown field", manifest: envoyHead + `spec:
   replica: 3`},
 	{name: "envoy name over 63 characters", field: "metadata.name", why: "63", manifest: head("Envoy", long("e", 64))},
@@ -269,6 +333,64 @@ var invalidManifests = []badInput{
   tlsSecrets:
   - {name: server-cert, secretName: web-tls}`},
 
+	// EnvoyConfig: the Services whose endpoints it serves.
+	{name: "envoyconfig serviceEndpoints service not a DNS-1035 label", field: "spec.serviceEndpoints[0].service", why: "DNS-1035", manifest: configHead + `spec:
+  envoyRef: edge
+  serviceEndpoints:
+  - {cluster: k, service: 1web, port: http}`},
+	{name: "envoyconfig serviceEndpoints port name with an underscore", field: "spec.serviceEndpoints[0].port", why: "port of the Service", manifest: configHead + `spec:
+  envoyRef: edge
+  serviceEndpoints:
+  - {cluster: k, service: web, port: http_port}`},
+	{name: "envoyconfig serviceEndpoints port 0", field: "spec.serviceEndpoints[0].port", why: "port number from 1 to 65535", manifest: configHead + `spec:
+  envoyRef: edge
+  serviceEndpoints:
+  - {cluster: k, service: web, port: 0}`},
+	{name: "envoyconfig serviceEndpoints port over 65535", field: "spec.serviceEndpoints[0].port", why: "port number from 1 to 65535", manifest: configHead + `spec:
+  envoyRef: edge
+  serviceEndpoints:
+  - {cluster: k, service: web, port: 70000}`},
+
+	// EnvoyConfig: what Envoy refuses when it loads the resources, which
+	// the validating webhook refuses (internal/xds/envoyrules_test.go has
+	// Envoy's message for each).
+	{name: "envoyconfig two listeners on one address", webhook: true, field: `spec.resources.listeners[1] ("b")`, why: "0.0.0.0:8080 is also the address of listener", manifest: withResources("routes", "edge",
+		listenersOn(tcpListener("a", "0.0.0.0", 8080), tcpListener("b", "0.0.0.0", 8080))+clusterK)},
+	{name: "envoyconfig listener on a host name", webhook: true, field: `spec.resources.listeners[0] ("a"): address.socket_address.address`, why: "not an IP address", manifest: withResources("routes", "edge",
+		listenersOn(tcpListener("a", "envoy.example.com", 8080))+clusterK)},
+	{name: "envoyconfig listener on the admin interface's port", webhook: true, field: `spec.resources.listeners[0] ("a"): address.socket_address`, why: "admin interface", manifest: withResources("routes", "edge",
+		listenersOn(tcpListener("a", "0.0.0.0", 19000))+clusterK)},
+	{name: "envoyconfig router not the last HTTP filter", webhook: true, field: `spec.resources.listeners[0] ("a"): filter_chains[0].filters[0].typed_config(HttpConnectionManager).http_filters[0]`, why: "must be the last filter", manifest: withResources("routes", "edge",
+		listenersOn(fmt.Sprintf(listenerOn, "a", "0.0.0.0", 8080, "", fmt.Sprintf(hcmRouter, routerF+", "+corsF)))+fmt.Sprintf(routeToK, "{prefix: /}", "")+clusterK)},
+	{name: "envoyconfig connection manager as a listener filter", webhook: true, field: `spec.resources.listeners[0] ("a"): listener_filters[0].typed_config`, why: "not a listener filter", manifest: withResources("routes", "edge",
+		"    listeners:\n    - {name: a, address: {socket_address: {address: 0.0.0.0, port_value: 8080}}, listener_filters: [{name: hcm, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager, stat_prefix: h, rds: {route_config_name: r, config_source: {ads: {}}}}}], "+tcpToK+"}\n"+clusterK)},
+	{name: "envoyconfig upstream TLS context in a listener", webhook: true, field: `spec.resources.listeners[0] ("a"): filter_chains[0].transport_socket.typed_config`, why: "not a downstream transport socket", manifest: withResources("routes", "edge",
+		"    listeners:\n    - {name: a, address: {socket_address: {address: 0.0.0.0, port_value: 8443}}, filter_chains: [{transport_socket: {name: tls, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext}}, filters: [{name: tcp, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy, stat_prefix: t, cluster: k}}]}]}\n"+clusterK)},
+	{name: "envoyconfig downstream TLS context in a cluster", webhook: true, field: `spec.resources.clusters[0] ("k"): transport_socket.typed_config`, why: "not an upstream transport socket", manifest: withResources("routes", "edge",
+		"    clusters:\n    - {name: k, type: EDS, eds_cluster_config: {eds_config: {ads: {}}}, transport_socket: {name: tls, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext}}}\n")},
+	{name: "envoyconfig EDS cluster without eds_cluster_config", webhook: true, field: `spec.resources.clusters[0] ("k"): eds_cluster_config`, why: "needs eds_cluster_config", manifest: withResources("routes", "edge",
+		"    clusters:\n    - {name: k, type: EDS, connect_timeout: 1s}\n")},
+	{name: "envoyconfig STATIC cluster with eds_cluster_config", webhook: true, field: `spec.resources.clusters[0] ("k"): eds_cluster_config`, why: "only an EDS cluster", manifest: withResources("routes", "edge",
+		"    clusters:\n    - {name: k, type: STATIC, eds_cluster_config: {eds_config: {ads: {}}}}\n")},
+	{name: "envoyconfig ORIGINAL_DST cluster with round robin", webhook: true, field: `spec.resources.clusters[0] ("k"): lb_policy`, why: "CLUSTER_PROVIDED", manifest: withResources("routes", "edge",
+		"    clusters:\n    - {name: k, type: ORIGINAL_DST, lb_policy: ROUND_ROBIN}\n")},
+	{name: "envoyconfig STATIC cluster on a host name", webhook: true, field: `spec.resources.clusters[0] ("k"): load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address`, why: "not an IP address", manifest: withResources("routes", "edge",
+		"    clusters:\n    - {name: k, type: STATIC, load_assignment: {cluster_name: k, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: web.default.svc, port_value: 80}}}}]}]}}\n")},
+	{name: "envoyconfig maglev table size not prime", webhook: true, field: `spec.resources.clusters[0] ("k"): maglev_lb_config.table_size`, why: "not a prime number", manifest: withResources("routes", "edge",
+		"    clusters:\n    - {name: k, type: EDS, eds_cluster_config: {eds_config: {ads: {}}}, lb_policy: MAGLEV, maglev_lb_config: {table_size: 1000}}\n")},
+	{name: "envoyconfig negative route timeout", webhook: true, field: `spec.resources.routes[0] ("r"): virtual_hosts[0].routes[0].route.timeout`, why: "must not be negative", manifest: withResources("routes", "edge",
+		fmt.Sprintf(routeToK, "{prefix: /}", ", timeout: -1s")+clusterK)},
+	{name: "envoyconfig regex RE2 cannot parse", webhook: true, field: `spec.resources.routes[0] ("r"): virtual_hosts[0].routes[0].match.safe_regex.regex`, why: "not a valid RE2 regular expression", manifest: withResources("routes", "edge",
+		fmt.Sprintf(routeToK, `{safe_regex: {regex: "/(+x"}}`, "")+clusterK)},
+	{name: "envoyconfig regex over Envoy's program size", webhook: true, field: `spec.resources.routes[0] ("r"): virtual_hosts[0].routes[0].match.safe_regex.regex`, why: "re2.max_program_size", manifest: withResources("routes", "edge",
+		fmt.Sprintf(routeToK, `{safe_regex: {regex: "^/users/[a-z0-9-]{1,64}$"}}`, "")+clusterK)},
+	{name: "envoyconfig duplicate domain", webhook: true, field: `spec.resources.routes[0] ("r"): virtual_hosts[1].domains[0]`, why: "domains must be unique", manifest: withResources("routes", "edge",
+		"    routes:\n    - {name: r, virtual_hosts: [{name: a, domains: [web.example.com]}, {name: b, domains: [WEB.example.com]}]}\n")},
+	{name: "envoyconfig direct response body over 4 KiB", webhook: true, field: `spec.resources.routes[0] ("r"): virtual_hosts[0].routes[0].direct_response.body`, why: "max_direct_response_body_size_bytes is 4096", manifest: withResources("routes", "edge",
+		"    routes:\n    - {name: r, virtual_hosts: [{name: v, domains: [\"*\"], routes: [{match: {prefix: /}, direct_response: {status: 200, body: {inline_string: "+long("x", 5000)+"}}}]}]}\n")},
+	{name: "envoyconfig EDS endpoint on a host name", webhook: true, field: `spec.resources.endpoints[0] ("k"): endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address`, why: "not an IP address", manifest: withResources("routes", "edge",
+		"    endpoints:\n    - {cluster_name: k, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: web.default.svc, port_value: 80}}}}]}]}\n")},
+
 	// Watcher: its selector.
 	{name: "watcher selector operator Bogus", field: "spec.selector.matchExpressions", why: "In, NotIn, Exists or DoesNotExist", manifest: watcherHead + watcherContainer + `  selector:
     matchExpressions:
@@ -330,6 +452,14 @@ var invalidManifests = []badInput{
     image: busybox
     resources:
       requests: {"-bad/x": 1}`},
+	{name: "watcher container image with a space inside", field: "spec.container.image", why: "image reference", manifest: watcherHead + `spec:
+  container: {name: tail, image: "busy box"}`},
+	{name: "watcher container image repository in capitals", field: "spec.container.image", why: "image reference", manifest: watcherHead + `spec:
+  container: {name: tail, image: library/BusyBox}`},
+	{name: "watcher volume with two sources", field: "spec.volume", why: "exactly one volume source", manifest: watcherHead + watcherContainer + `  volume: {name: logs, emptyDir: {}, configMap: {name: logs}}`},
+	{name: "watcher volume without a source", field: "spec.volume", why: "exactly one volume source", manifest: watcherHead + watcherContainer + `  volume: {name: logs}`},
+	{name: "watcher configMap volume without a name", field: "spec.volume.configMap.name", why: "required", manifest: watcherHead + watcherContainer + `  volume: {name: logs, configMap: {}}`},
+	{name: "watcher secret volume without a name", field: "spec.volume.secret.secretName", why: "required", manifest: watcherHead + watcherContainer + `  volume: {name: logs, secret: {}}`},
 	{name: "watcher volume name Bad_Vol", field: "spec.volume.name", why: "DNS-1123 label", manifest: watcherHead + watcherContainer + `  volume: {name: Bad_Vol, emptyDir: {}}`},
 	{name: "watcher imagePullSecrets name invalid", field: "spec.imagePullSecrets.name", why: "DNS-1123 subdomain", manifest: watcherHead + watcherContainer + `  imagePullSecrets: {name: Bad_Secret}`},
 	{name: "watcher without container", field: "spec.container", why: "Required", manifest: watcherHead + `spec: {}`},
@@ -421,6 +551,15 @@ var invalidManifests = []badInput{
 	{name: "foobar image with surrounding spaces", field: "spec.image", why: "whitespace", manifest: fooBarHead + `spec:
   command: "true"
   image: "busybox "`},
+	{name: "foobar image with a space inside", field: "spec.image", why: "image reference", manifest: fooBarHead + `spec:
+  command: "true"
+  image: "busy box"`},
+	{name: "foobar image with an empty tag", field: "spec.image", why: "image reference", manifest: fooBarHead + `spec:
+  command: "true"
+  image: "busybox:"`},
+	{name: "foobar image with a tag starting with a dot", field: "spec.image", why: "image reference", manifest: fooBarHead + `spec:
+  command: "true"
+  image: busybox:.1`},
 	{name: "foobar foo as a number", field: "spec.foo", why: "string", manifest: fooBarHead + `spec:
   command: "true"
   foo: 42`},
@@ -482,6 +621,45 @@ var validManifests = []struct{ name, manifest string }{
   - {name: ` + long("n", 253) + `, secretRef: ` + strings.Repeat("s.", 126) + `s}
   - {name: same-secret-again, secretRef: web-tls}
 ` + manyTLSSecrets(253)},
+	{"envoy image of a registry with a port, a tag and a digest", head("Envoy", "image-digest") + `spec:
+  image: registry.example.com:5000/team/envoy-proxy:v1.40.0_rc.1@` + digest},
+	{"envoy image of a registry in capitals", head("Envoy", "image-registry") + `spec:
+  image: MyRegistry/envoy`},
+	{"envoy image of localhost and double underscores", head("Envoy", "image-localhost") + `spec:
+  image: localhost/team__a/envoy--proxy.v2:latest`},
+	{"envoy resources extended resources and hugepages at their limits", head("Envoy", "extended") + `spec:
+  resources:
+    requests: {example.com/device: 2, hugepages-1Gi: 1Gi, cpu: 100m}
+    limits: {example.com/device: 2, hugepages-1Gi: 1Gi, memory: 2Gi}`},
+	{"envoy port name with one dash", head("Envoy", "port-dash") + `spec:
+  ports:
+  - {name: http-alt, port: 8080}`},
+	{"envoyconfig serviceEndpoints by name and by number", head("EnvoyConfig", "service-ports") + `spec:
+  envoyRef: service-ports
+  serviceEndpoints:
+  - {cluster: a, service: web, port: http-metrics}
+  - {cluster: b, service: w` + long("e", 62) + `, port: 65535}
+  - {cluster: c, service: web, port: 1}`},
+	{"envoyconfig two listeners on one port of two addresses", withResources("two-addresses", "two-addresses",
+		listenersOn(tcpListener("a", "0.0.0.0", 8080), tcpListener("b", "127.0.0.1", 8080), tcpListener("c", "::", 8080))+clusterK)},
+	{"envoyconfig TCP and UDP listeners on one port", withResources("tcp-and-udp", "tcp-and-udp",
+		listenersOn(tcpListener("a", "0.0.0.0", 5353), fmt.Sprintf(listenerOn, "b", "0.0.0.0", 5353, ", protocol: UDP", "udp_listener_config: {}"))+clusterK)},
+	{"envoyconfig listener on the ready port of another address", withResources("ready-port", "ready-port",
+		listenersOn(tcpListener("a", "10.0.0.1", 19001))+clusterK)},
+	{"envoyconfig regex RE2 accepts", withResources("regex", "regex",
+		fmt.Sprintf(routeToK, `{safe_regex: {regex: "^/(?P<lang>[a-z]{2})/items/[a-f0-9]{32}$"}}`, "")+clusterK)},
+	{"envoyconfig STRICT_DNS cluster on a host name", withResources("strict-dns", "strict-dns",
+		"    clusters:\n    - {name: k, type: STRICT_DNS, load_assignment: {cluster_name: k, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: web.default.svc, port_value: 80}}}}]}]}}\n")},
+	{"envoyconfig one domain as exact, prefix and suffix", withResources("domains", "domains",
+		"    routes:\n    - {name: r, virtual_hosts: [{name: v, domains: [web.example.com, \"web.example.com*\"]}, {name: v, domains: [\"*web.example.com\", \"*\"]}]}\n")},
+	{"envoyconfig direct response body of 4 KiB", withResources("body", "body",
+		"    routes:\n    - {name: r, virtual_hosts: [{name: v, domains: [\"*\"], routes: [{match: {prefix: /}, direct_response: {status: 200, body: {inline_string: "+long("x", 4096)+"}}}]}]}\n")},
+	{"watcher container image with a digest", head("Watcher", "digest") + `spec:
+  container: {name: tail, image: "registry.example.com/tools/busybox@` + digest + `"}`},
+	{"watcher volume of each common source", head("Watcher", "volume") + watcherContainer + `  volume: {name: logs, configMap: {name: logs-config, optional: true}}`},
+	{"foobar image with a registry port and a digest", head("FooBar", "image-digest") + `spec:
+  command: "true"
+  image: localhost:5000/tools/busybox:1.36@` + digest},
 	{"watcher minimal", head("Watcher", "minimal") + watcherContainer},
 	{"watcher name of 63 characters", head("Watcher", long("w", 63)) + watcherContainer},
 	{"watcher empty selector", head("Watcher", "everything") + watcherContainer + `  selector: {}`},
@@ -591,7 +769,10 @@ func TestInvalidManifestsAreRefused(t *testing.T) {
 				_ = client.Resource(gvr).Namespace(ns).Delete(ctx, got.GetName(), metav1.DeleteOptions{})
 				t.Fatalf("admitted; want it refused, naming %s:\n%s", tc.field, tc.manifest)
 			}
-			if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+			switch {
+			case tc.webhook && !apierrors.IsForbidden(err):
+				t.Fatalf("not refused by the validating webhook (%s): %v", apierrors.ReasonForError(err), err)
+			case !tc.webhook && !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err):
 				t.Fatalf("refused for another reason than the manifest (%s): %v", apierrors.ReasonForError(err), err)
 			}
 			msg := err.Error()
@@ -619,9 +800,11 @@ func TestValidEdgeCasesAreAdmitted(t *testing.T) {
 }
 
 // The fuzz tests keep the specs that internal/crdschema admits, in process:
-// it must refuse and admit what this API server does.
+// it must refuse and admit what this API server does. What the validating
+// webhook refuses, its own code (translate.Admit) refuses in process, and
+// the schema admits.
 func TestInProcessSchemaAgrees(t *testing.T) {
-	check := func(t *testing.T, manifest string) field.ErrorList {
+	schema := func(t *testing.T, manifest string) field.ErrorList {
 		t.Helper()
 		u, _ := decode(t, manifest)
 		s, err := crdschema.LoadFromRoot(u.GetKind())
@@ -630,12 +813,40 @@ func TestInProcessSchemaAgrees(t *testing.T) {
 		}
 		return s.Admit(u.Object)
 	}
+	// webhook is what the validating webhook says of an EnvoyConfig created
+	// alone in its fleet.
+	webhook := func(t *testing.T, manifest string) []string {
+		t.Helper()
+		u, _ := decode(t, manifest)
+		if u.GetKind() != "EnvoyConfig" {
+			return nil
+		}
+		cfg := &examplev1.EnvoyConfig{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cfg); err != nil {
+			t.Fatal(err)
+		}
+		c := translate.FromObject(cfg)
+		return translate.Admit(nil, c.Name, &c)
+	}
 	for _, tc := range invalidManifests {
 		if tc.why == "unknown field" {
 			continue // strict decoding, before validation; the fuzz tests decode into Go types
 		}
 		t.Run(tc.name, func(t *testing.T) {
-			errs := check(t, tc.manifest)
+			errs := schema(t, tc.manifest)
+			if tc.webhook {
+				if len(errs) > 0 {
+					t.Fatalf("refused by the schema; the webhook should be the one to refuse it: %v", errs.ToAggregate())
+				}
+				problems := webhook(t, tc.manifest)
+				if len(problems) == 0 {
+					t.Fatalf("admitted by translate.Admit; the webhook refuses it, naming %s", tc.field)
+				}
+				if msg := strings.Join(problems, "; "); !strings.Contains(msg, tc.field) || !strings.Contains(msg, tc.why) {
+					t.Errorf("the problems do not name %s and say %q:\n%s", tc.field, tc.why, msg)
+				}
+				return
+			}
 			if len(errs) == 0 {
 				t.Fatalf("admitted in process; the API server refuses it, naming %s", tc.field)
 			}
@@ -646,9 +857,34 @@ func TestInProcessSchemaAgrees(t *testing.T) {
 	}
 	for _, tc := range validManifests {
 		t.Run(tc.name, func(t *testing.T) {
-			if errs := check(t, tc.manifest); len(errs) > 0 {
+			if errs := schema(t, tc.manifest); len(errs) > 0 {
 				t.Fatalf("refused in process; the API server admits it: %v", errs.ToAggregate())
 			}
+			if problems := webhook(t, tc.manifest); len(problems) > 0 {
+				t.Fatalf("refused by translate.Admit; the webhook admits it: %v", problems)
+			}
 		})
+	}
+}
+
+// Two listeners of a fleet on one address, in two EnvoyConfigs: the
+// webhook refuses the second, naming the listener and the EnvoyConfig that
+// has the address (Envoy: "error adding listener: 'b' has duplicate address
+// '0.0.0.0:8080' as existing listener"). On the same port of another
+// address, the second is admitted.
+func TestListenerAddressSharedAcrossEnvoyConfigs(t *testing.T) {
+	ctx := context.Background()
+	client := dynamic.NewForConfigOrDie(cfg)
+	ns := namespace(t)
+	if _, err := create(ctx, t, client, ns, withResources("first", "shared", listenersOn(tcpListener("a", "0.0.0.0", 8080))+clusterK)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := create(ctx, t, client, ns, withResources("second", "shared", listenersOn(tcpListener("b", "0.0.0.0", 8080))))
+	want := `spec.resources.listeners[0] ("b"): address: 0.0.0.0:8080 is also the address of listener spec.resources.listeners[0] ("a") of EnvoyConfig ` + ns + `/first`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want a denial saying %s", err, want)
+	}
+	if _, err := create(ctx, t, client, ns, withResources("second", "shared", listenersOn(tcpListener("b", "127.0.0.1", 8080)))); err != nil {
+		t.Errorf("a listener on the same port of another address: %v", err)
 	}
 }

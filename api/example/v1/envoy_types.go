@@ -39,6 +39,8 @@ type EnvoySpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
 	// +kubebuilder:validation:XValidation:rule="self == self.trim()",message="must not have leading or trailing whitespace"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(?:(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:[.](?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|[[][a-fA-F0-9:]+[]])(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(?:@(?:sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128}))?$') && !self.matches('^[a-f0-9]{64}$')",message="must be an image reference the kubelet can pull: [registry[:port]/]repository[:tag][@digest], such as envoyproxy/envoy:v1.40.0 or registry.example.com/team/image@sha256:<64 hex digits>; the repository in lower case"
+	// +kubebuilder:validation:XValidation:rule="size(self.split('@')[0].lastIndexOf(':') > self.split('@')[0].lastIndexOf('/') ? self.split('@')[0].substring(0, self.split('@')[0].lastIndexOf(':')) : self.split('@')[0]) <= 255",message="the image's repository name (registry and path) must be at most 255 characters"
 	Image string `json:"image,omitempty"`
 
 	// Resources are the Envoy container's compute resources. They are
@@ -52,6 +54,12 @@ type EnvoySpec struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(k, !k.contains('/') || !format.qualifiedName().validate(k).hasValue())",message="limits: an extended resource name must be a qualified name such as example.com/device"
 	// +kubebuilder:validation:XValidation:rule="['cpu', 'memory', 'ephemeral-storage'].all(r, (!has(self.requests) || !(r in self.requests) || !isQuantity(string(self.requests[r])) || !quantity(string(self.requests[r])).isLessThan(quantity('0'))) && (!has(self.limits) || !(r in self.limits) || !isQuantity(string(self.limits[r])) || !quantity(string(self.limits[r])).isLessThan(quantity('0'))))",message="cpu, memory and ephemeral-storage quantities must not be negative"
 	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !has(self.limits) || ['cpu', 'memory', 'ephemeral-storage'].all(r, !(r in self.requests) || !(r in self.limits) || !isQuantity(string(self.requests[r])) || !isQuantity(string(self.limits[r])) || !quantity(string(self.limits[r])).isLessThan(quantity(string(self.requests[r]))))",message="requests must not exceed limits"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(k, !(k.startsWith('hugepages-') || (k.contains('/') && !k.contains('kubernetes.io/'))) || (has(self.limits) && k in self.limits))",message="requests: hugepages and extended resources need a limit as well: Kubernetes does not overcommit them"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(k, !k.contains('/') || (!k.contains('kubernetes.io/') && !k.startsWith('requests.')))",message="requests: an extended resource name must not be in the kubernetes.io domain nor start with requests."
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || self.requests.all(k, !k.startsWith('hugepages-') || isQuantity(k.substring(10)))",message="requests: hugepages-<size> needs a page size, such as hugepages-2Mi"
+	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(k, !k.contains('/') || (!k.contains('kubernetes.io/') && !k.startsWith('requests.')))",message="limits: an extended resource name must not be in the kubernetes.io domain nor start with requests."
+	// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(k, !k.startsWith('hugepages-') || isQuantity(k.substring(10)))",message="limits: hugepages-<size> needs a page size, such as hugepages-2Mi"
+	// +kubebuilder:validation:XValidation:rule="!((has(self.requests) && self.requests.exists(k, k.startsWith('hugepages-'))) || (has(self.limits) && self.limits.exists(k, k.startsWith('hugepages-')))) || (has(self.requests) && ('cpu' in self.requests || 'memory' in self.requests)) || (has(self.limits) && ('cpu' in self.limits || 'memory' in self.limits))",message="hugepages need a cpu or memory request or limit"
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// LogLevel is Envoy's --log-level.
@@ -131,6 +139,7 @@ type EnvoyPort struct {
 	// +required
 	// +kubebuilder:validation:MaxLength=15
 	// +kubebuilder:validation:XValidation:rule="!format.dns1035Label().validate(self).hasValue()",message="must be a DNS-1035 label"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('--')",message="must be a valid container port name (IANA_SVC_NAME): no two '-' in a row"
 	Name string `json:"name"`
 
 	// Port is the Service's port.

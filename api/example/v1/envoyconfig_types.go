@@ -102,11 +102,14 @@ type ServiceEndpoints struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="!format.dns1035Label().validate(self).hasValue()",message="must be the name of a Service: a DNS-1035 label (lower case alphanumeric characters or '-', starting with a letter and ending with an alphanumeric character)"
 	Service string `json:"service"`
 	// Port is the endpoint port: the name of the Service's port, or the
 	// number the pods listen on.
 	// +required
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? (self >= 1 && self <= 65535) : !format.dns1123Label().validate(self).hasValue()",message="must be the name of a port of the Service (a DNS-1123 label) or a port number from 1 to 65535"
 	Port intstr.IntOrString `json:"port"`
 }
 

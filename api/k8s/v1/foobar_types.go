@@ -25,6 +25,8 @@ type FooBarSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
 	// +kubebuilder:validation:XValidation:rule="self == self.trim()",message="must not have leading or trailing whitespace"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(?:(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:[.](?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|[[][a-fA-F0-9:]+[]])(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(?:@(?:sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128}))?$') && !self.matches('^[a-f0-9]{64}$')",message="must be an image reference the kubelet can pull: [registry[:port]/]repository[:tag][@digest], such as envoyproxy/envoy:v1.40.0 or registry.example.com/team/image@sha256:<64 hex digits>; the repository in lower case"
+	// +kubebuilder:validation:XValidation:rule="size(self.split('@')[0].lastIndexOf(':') > self.split('@')[0].lastIndexOf('/') ? self.split('@')[0].substring(0, self.split('@')[0].lastIndexOf(':')) : self.split('@')[0]) <= 255",message="the image's repository name (registry and path) must be at most 255 characters"
 	Image string `json:"image,omitempty"`
 }
 
