@@ -191,11 +191,20 @@ func placed(f *findings, path string, a *anypb.Any, kind string, optional bool) 
 	if !optional {
 		what := "is not an extension this operator serves"
 		if ok {
-			what = "is a " + ext.kind
+			what = "is " + article(ext.kind)
 		}
-		f.add(path, "%s %s, not a %s", typ, what, kind)
+		f.add(path, "%s %s, not %s", typ, what, article(kind))
 	}
 	return extension{}, false
+}
+
+// article returns what, a kind of extension or filter chain, after its
+// indefinite article.
+func article(what string) string {
+	if strings.HasPrefix(what, "HTTP") || strings.ContainsRune("aeiou", rune(what[0])) {
+		return "an " + what
+	}
+	return "a " + what
 }
 
 // chainFilter is a filter of a network or HTTP filter chain.
@@ -212,9 +221,9 @@ func checkTerminal(f *findings, chain string, filters []chainFilter) {
 		last := i == len(filters)-1
 		switch {
 		case fl.ext.terminal && !last:
-			f.add(fl.path, "%s (%s) ends a %s filter chain, so it must be the last filter", fl.name, fl.ext.name, chain)
+			f.add(fl.path, "%s (%s) ends %s filter chain, so it must be the last filter", fl.name, fl.ext.name, article(chain))
 		case !fl.ext.terminal && last:
-			f.add(fl.path, "%s (%s) cannot be the last filter of a %s filter chain: it must be followed by a terminal filter", fl.name, fl.ext.name, chain)
+			f.add(fl.path, "%s (%s) cannot be the last filter of %s filter chain: it must be followed by a terminal filter", fl.name, fl.ext.name, article(chain))
 		}
 	}
 }
@@ -451,7 +460,7 @@ func checkAccessLogs(f *findings, path string, logs []*accesslogv3.AccessLog) {
 }
 
 func checkHCM(f *findings, path string, hcm *hcmv3.HttpConnectionManager) {
-	checkHTTPFilters(f, path, "http_filters", "http", hcm.GetHttpFilters())
+	checkHTTPFilters(f, path, "http_filters", "HTTP", hcm.GetHttpFilters())
 	upgrades := map[string]int{}
 	for i, u := range hcm.GetUpgradeConfigs() {
 		up := index(path, "upgrade_configs", i)
@@ -461,7 +470,7 @@ func checkHCM(f *findings, path string, hcm *hcmv3.HttpConnectionManager) {
 		}
 		upgrades[t] = i
 		if len(u.GetFilters()) > 0 {
-			checkHTTPFilters(f, up, "filters", "http upgrade", u.GetFilters())
+			checkHTTPFilters(f, up, "filters", "HTTP upgrade", u.GetFilters())
 		}
 	}
 	if rc := hcm.GetRouteConfig(); rc != nil {
