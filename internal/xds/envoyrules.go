@@ -461,14 +461,10 @@ func checkAccessLogs(f *findings, path string, logs []*accesslogv3.AccessLog) {
 
 func checkHCM(f *findings, path string, hcm *hcmv3.HttpConnectionManager) {
 	checkHTTPFilters(f, path, "http_filters", "HTTP", hcm.GetHttpFilters())
-	upgrades := map[string]int{}
+	upgrades := upgradeTypes{}
 	for i, u := range hcm.GetUpgradeConfigs() {
 		up := index(path, "upgrade_configs", i)
-		t := strings.ToLower(u.GetUpgradeType())
-		if first, dup := upgrades[t]; dup {
-			f.add(child(up, "upgrade_type"), "upgrade type %q is also that of upgrade_configs[%d]", u.GetUpgradeType(), first)
-		}
-		upgrades[t] = i
+		upgrades.add(f, up, i, u.GetUpgradeType())
 		if len(u.GetFilters()) > 0 {
 			checkHTTPFilters(f, up, "filters", "HTTP upgrade", u.GetFilters())
 		}
@@ -477,6 +473,21 @@ func checkHCM(f *findings, path string, hcm *hcmv3.HttpConnectionManager) {
 		checkRouteConfig(f, child(path, "route_config"), rc)
 	}
 	checkAccessLogs(f, path, hcm.GetAccessLog())
+}
+
+// upgradeTypes are the upgrade types of a list of upgrade configs, by index:
+// Envoy takes each once, whatever its case.
+type upgradeTypes map[string]int
+
+// add adds the upgrade type of the config at path, the i-th, and returns it
+// in lower case.
+func (u upgradeTypes) add(f *findings, path string, i int, typ string) string {
+	t := strings.ToLower(typ)
+	if first, dup := u[t]; dup {
+		f.add(child(path, "upgrade_type"), "upgrade type %q is also that of upgrade_configs[%d]", typ, first)
+	}
+	u[t] = i
+	return t
 }
 
 // checkHTTPFilters: each is an HTTP filter, and the router, the only
@@ -581,15 +592,10 @@ func checkRoute(f *findings, path string, r *routev3.Route, maxBody uint32) {
 	if rewrites > 1 {
 		f.add(ap, "give only one of prefix_rewrite, regex_rewrite and path_rewrite_policy")
 	}
-	upgrades := map[string]int{}
+	upgrades := upgradeTypes{}
 	for i, u := range a.GetUpgradeConfigs() {
 		up := index(ap, "upgrade_configs", i)
-		t := strings.ToLower(u.GetUpgradeType())
-		if first, dup := upgrades[t]; dup {
-			f.add(child(up, "upgrade_type"), "upgrade type %q is also that of upgrade_configs[%d]", u.GetUpgradeType(), first)
-		}
-		upgrades[t] = i
-		if u.GetConnectConfig() != nil && t != "connect" && t != "connect-udp" {
+		if t := upgrades.add(f, up, i, u.GetUpgradeType()); u.GetConnectConfig() != nil && t != "connect" && t != "connect-udp" {
 			f.add(child(up, "connect_config"), "only a CONNECT upgrade takes connect_config")
 		}
 	}

@@ -237,6 +237,8 @@ var envoyValidCases = []struct{ name, kind, yaml string }{
 	{"EDS endpoint on an IPv6 address", "endpoints", `{cluster_name: c, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: "fd00::1", port_value: 80}}}}]}]}`},
 }
 
+// parseOne parses yaml as the one resource of kind (listeners, routes,
+// clusters, endpoints or secrets) of an EnvoyConfig.
 func parseOne(kind, yaml string) ([]Resource, []error) {
 	res := examplev1.EnvoyResources{}
 	r := []runtime.RawExtension{raw(yaml)}
@@ -249,6 +251,8 @@ func parseOne(kind, yaml string) ([]Resource, []error) {
 		res.Clusters = r
 	case "endpoints":
 		res.Endpoints = r
+	case "secrets":
+		res.Secrets = r
 	}
 	return Parse("ns/a", res)
 }

@@ -127,21 +127,7 @@ filter_chains: [{filters: [{name: envoy.filters.network.http_connection_manager,
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := examplev1.EnvoyResources{}
-			r := []runtime.RawExtension{raw(tt.yaml)}
-			switch tt.field {
-			case "listeners":
-				res.Listeners = r
-			case "clusters":
-				res.Clusters = r
-			case "routes":
-				res.Routes = r
-			case "endpoints":
-				res.Endpoints = r
-			case "secrets":
-				res.Secrets = r
-			}
-			got, errs := Parse("ns/a", res)
+			got, errs := parseOne(tt.field, tt.yaml)
 			if len(errs) != 1 || len(got) != 0 {
 				t.Fatalf("got %d resources and errors %v, want one error", len(got), errs)
 			}
