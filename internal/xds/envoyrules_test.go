@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
@@ -291,13 +292,16 @@ func TestEnvoyLoadRulesAdmitValid(t *testing.T) {
 	}
 }
 
-// Every extension extensions.go imports has a place: a typed_config of a
-// type that placed does not know is refused everywhere.
+// Every extension of the table is one extensions.go imports, so that it
+// decodes; a name the registry does not know would be refused everywhere.
 func TestEveryServedExtensionHasAPlace(t *testing.T) {
 	kinds := map[string]bool{}
 	for name, ext := range extensions {
 		if ext.kind == "" || ext.name == "" {
 			t.Errorf("%s has no kind or name", name)
+		}
+		if _, err := protoregistry.GlobalTypes.FindMessageByName(name); err != nil {
+			t.Errorf("%s: %v: import its package in extensions.go", name, err)
 		}
 		kinds[ext.kind] = true
 	}
