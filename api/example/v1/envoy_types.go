@@ -3,9 +3,12 @@ package v1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // EnvoySpec is the desired state of a fleet of Envoy proxies.
+// +kubebuilder:validation:XValidation:rule="!has(self.terminationGracePeriodSeconds) || self.terminationGracePeriodSeconds >= (has(self.drainSeconds) ? self.drainSeconds : 60) + 5",fieldPath=".terminationGracePeriodSeconds",message="must be at least drainSeconds + 5 (drainSeconds defaults to 60): a pod is killed when its grace period ends, drained or not"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || (has(self.resources) && has(self.resources.requests) && 'cpu' in self.resources.requests)",fieldPath=".autoscaling",message="needs resources.requests.cpu: the CPU target is a share of what each proxy requests"
 type EnvoySpec struct {
 	// Name is the name of the fleet's Deployment and Service. Defaults to the
 	// Envoy's metadata.name.
@@ -26,6 +29,56 @@ type EnvoySpec struct {
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Autoscaling has a HorizontalPodAutoscaler, owned by the Envoy, scale
+	// the fleet between minReplicas and maxReplicas on the proxies' CPU. It
+	// scales the Envoy through its scale subresource: spec.replicas is then
+	// the autoscaler's to write, and the operator never writes it.
+	// +optional
+	Autoscaling *EnvoyAutoscaling `json:"autoscaling,omitempty"`
+
+	// DrainSeconds is how long, at most, a proxy that is being stopped (by a
+	// rollout, a scale-down, an eviction) drains before it exits: it fails
+	// its readiness, has its clients close their connections, keeps
+	// accepting while endpoints drop it, and exits as soon as its last
+	// connection closes, after at least 10 seconds. It is also Envoy's
+	// --drain-time-s. 0 turns draining off: the proxy exits at once, as
+	// Envoy does on SIGTERM. Defaults to 60. Draining runs a bash script
+	// in the proxy's container: an image without bash needs 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	DrainSeconds *int32 `json:"drainSeconds,omitempty"`
+
+	// TerminationGracePeriodSeconds is the proxies' grace period: how long
+	// a stopping pod may take, drain included, before it is killed. It must
+	// be at least drainSeconds + 5. Defaults to drainSeconds + 15, and to
+	// no less than 30.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=7200
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+
+	// PodDisruptionBudget limits how many of the fleet's proxies voluntary
+	// disruptions (node drains, evictions) may take at once. Without it, a
+	// fleet that can have two proxies or more (replicas, or
+	// autoscaling.maxReplicas) gets a budget of maxUnavailable: 1, and a
+	// smaller fleet none; with it, the fleet always gets this budget.
+	// +optional
+	PodDisruptionBudget *EnvoyDisruptionBudget `json:"podDisruptionBudget,omitempty"`
+
+	// TopologySpreadConstraints replace the fleet's default spread: its
+	// proxies on as many nodes, and as many zones, as the scheduler can
+	// find, never at the cost of not scheduling one (maxSkew 1,
+	// ScheduleAnyway, over kubernetes.io/hostname and
+	// topology.kubernetes.io/zone). Each constraint counts the fleet's own
+	// pods of the same rollout, as a pod's topologySpreadConstraints with
+	// the fleet's selector and matchLabelKeys [pod-template-hash].
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(c, self.exists_one(d, d.topologyKey == c.topologyKey && d.whenUnsatisfiable == c.whenUnsatisfiable))",message="each pair of topologyKey and whenUnsatisfiable may appear once"
+	TopologySpreadConstraints []EnvoySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 
 	// XDS is the xDS management server the fleet takes its listeners and
 	// clusters from. When it is omitted, the fleet uses the operator's
@@ -99,6 +152,92 @@ type EnvoySpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k.lowerAscii()).hasValue())",message="every key must be a valid annotation key: an optional DNS subdomain prefix and '/', then a name of at most 63 alphanumeric characters, '-', '_' or '.' that starts and ends with an alphanumeric character"
 	// +kubebuilder:validation:XValidation:rule="!('kube-envoy-controller.io/bootstrap-hash' in self)",message="kube-envoy-controller.io/bootstrap-hash is set by the operator"
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+}
+
+// EnvoySpreadConstraint spreads a fleet's proxies over a topology: the
+// fields of a pod's topologySpreadConstraints that a fleet sets, with the
+// same meaning. The label selector is the fleet's own.
+// +kubebuilder:validation:XValidation:rule="!has(self.minDomains) || self.whenUnsatisfiable == 'DoNotSchedule'",fieldPath=".minDomains",message="may be set only with whenUnsatisfiable: DoNotSchedule"
+type EnvoySpreadConstraint struct {
+	// MaxSkew is how much the number of the fleet's proxies may differ
+	// between two domains of the topology.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	MaxSkew int32 `json:"maxSkew"`
+
+	// TopologyKey is the node label whose values are the domains, such as
+	// kubernetes.io/hostname or topology.kubernetes.io/zone.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:XValidation:rule="!format.qualifiedName().validate(self).hasValue()",message="must be a label key, such as topology.kubernetes.io/zone"
+	TopologyKey string `json:"topologyKey"`
+
+	// WhenUnsatisfiable is what the scheduler does with a proxy that would
+	// break maxSkew: DoNotSchedule keeps it pending, ScheduleAnyway places
+	// it where the skew grows least.
+	// +required
+	// +kubebuilder:validation:Enum=DoNotSchedule;ScheduleAnyway
+	WhenUnsatisfiable corev1.UnsatisfiableConstraintAction `json:"whenUnsatisfiable"`
+
+	// MinDomains is the fewest domains that count as eligible, with
+	// DoNotSchedule.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MinDomains *int32 `json:"minDomains,omitempty"`
+
+	// NodeAffinityPolicy says whether the pods' node affinity limits the
+	// domains counted: Honor (the default) or Ignore.
+	// +optional
+	// +kubebuilder:validation:Enum=Honor;Ignore
+	NodeAffinityPolicy *corev1.NodeInclusionPolicy `json:"nodeAffinityPolicy,omitempty"`
+
+	// NodeTaintsPolicy says whether node taints the pods do not tolerate
+	// limit the domains counted: Honor or Ignore (the default).
+	// +optional
+	// +kubebuilder:validation:Enum=Honor;Ignore
+	NodeTaintsPolicy *corev1.NodeInclusionPolicy `json:"nodeTaintsPolicy,omitempty"`
+}
+
+// EnvoyAutoscaling is the HorizontalPodAutoscaler of a fleet.
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="minReplicas must not exceed maxReplicas"
+type EnvoyAutoscaling struct {
+	// MinReplicas is the fewest proxies the autoscaler keeps. Defaults to 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
+
+	// MaxReplicas is the most proxies the autoscaler starts.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	MaxReplicas int32 `json:"maxReplicas"`
+
+	// TargetCPUUtilizationPercentage is the average CPU use, as a percentage
+	// of the CPU each proxy requests (resources.requests.cpu), that the
+	// autoscaler keeps the fleet at. Defaults to 80.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	TargetCPUUtilizationPercentage *int32 `json:"targetCPUUtilizationPercentage,omitempty"`
+}
+
+// EnvoyDisruptionBudget is the PodDisruptionBudget of a fleet: one of
+// maxUnavailable and minAvailable, a number of proxies or a percentage.
+// +kubebuilder:validation:XValidation:rule="!(has(self.maxUnavailable) && has(self.minAvailable))",message="set maxUnavailable or minAvailable, not both"
+type EnvoyDisruptionBudget struct {
+	// MaxUnavailable is how many proxies may be unavailable at once during
+	// voluntary disruptions. Defaults to 1 when minAvailable is not set.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? int(self) >= 0 : string(self).matches('^(100|[1-9]?[0-9])%$')",message="must be a number of proxies, 0 or more, or a percentage from 0% to 100%"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// MinAvailable is how many proxies must stay available during
+	// voluntary disruptions.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? int(self) >= 0 : string(self).matches('^(100|[1-9]?[0-9])%$')",message="must be a number of proxies, 0 or more, or a percentage from 0% to 100%"
+	MinAvailable *intstr.IntOrString `json:"minAvailable,omitempty"`
 }
 
 // LabelValue is the value of a label. It is an alias, so that the fields

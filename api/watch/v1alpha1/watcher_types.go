@@ -11,6 +11,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="size(self.container.name) > 0",message="spec.container.name is required"
 // +kubebuilder:validation:XValidation:rule="has(self.container.image) && size(self.container.image) > 0",message="spec.container.image is required"
 // +kubebuilder:validation:XValidation:rule="!has(self.configData) || !has(self.configBinaryData) || !self.configData.exists(k, k in self.configBinaryData)",message="spec.configData and spec.configBinaryData must not share a key"
+// +kubebuilder:validation:XValidation:rule="!has(self.container.restartPolicy)",fieldPath=".container.restartPolicy",message="is set by the injector: set spec.nativeSidecar to inject the container as a native sidecar"
 type WatcherSpec struct {
 	// Container is the sidecar container added to every pod the Watcher
 	// is injected into. Its environment also comes from the Watcher's
@@ -67,6 +68,15 @@ type WatcherSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.all(k, size(k) <= 317 && k.matches('^([-a-z0-9.]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))",fieldPath=".matchLabels",message="every key must be a valid label key"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.all(k, size(self.matchLabels[k]) <= 63)",fieldPath=".matchLabels",message="every value must be a label value of at most 63 characters"
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+
+	// NativeSidecar injects the container as a native sidecar (Kubernetes
+	// 1.29 and later): an init container with restartPolicy Always, placed
+	// before the pod's own init containers. It starts before them and before
+	// the pod's containers, and stops after the pod's containers; a Job's
+	// pod completes without it. Without it, the container is added to the
+	// pod's containers.
+	// +optional
+	NativeSidecar bool `json:"nativeSidecar,omitempty"`
 }
 
 // WatcherStatus is the observed state of a Watcher.

@@ -36,18 +36,24 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		// Group=example.com, Version=v1
 	case v1.SchemeGroupVersion.WithKind("Envoy"):
 		return &examplev1.EnvoyApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("EnvoyAutoscaling"):
+		return &examplev1.EnvoyAutoscalingApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyConfig"):
 		return &examplev1.EnvoyConfigApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyConfigSpec"):
 		return &examplev1.EnvoyConfigSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyConfigStatus"):
 		return &examplev1.EnvoyConfigStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("EnvoyDisruptionBudget"):
+		return &examplev1.EnvoyDisruptionBudgetApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyPort"):
 		return &examplev1.EnvoyPortApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyResources"):
 		return &examplev1.EnvoyResourcesApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoySpec"):
 		return &examplev1.EnvoySpecApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("EnvoySpreadConstraint"):
+		return &examplev1.EnvoySpreadConstraintApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyStatus"):
 		return &examplev1.EnvoyStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ProxyStatus"):

@@ -22,6 +22,39 @@ type EnvoySpecApplyConfiguration struct {
 	ConfigMapName *string `json:"configMapName,omitempty"`
 	// Replicas is the number of Envoy pods.
 	Replicas *int32 `json:"replicas,omitempty"`
+	// Autoscaling has a HorizontalPodAutoscaler, owned by the Envoy, scale
+	// the fleet between minReplicas and maxReplicas on the proxies' CPU. It
+	// scales the Envoy through its scale subresource: spec.replicas is then
+	// the autoscaler's to write, and the operator never writes it.
+	Autoscaling *EnvoyAutoscalingApplyConfiguration `json:"autoscaling,omitempty"`
+	// DrainSeconds is how long, at most, a proxy that is being stopped (by a
+	// rollout, a scale-down, an eviction) drains before it exits: it fails
+	// its readiness, has its clients close their connections, keeps
+	// accepting while endpoints drop it, and exits as soon as its last
+	// connection closes, after at least 10 seconds. It is also Envoy's
+	// --drain-time-s. 0 turns draining off: the proxy exits at once, as
+	// Envoy does on SIGTERM. Defaults to 60. Draining runs a bash script
+	// in the proxy's container: an image without bash needs 0.
+	DrainSeconds *int32 `json:"drainSeconds,omitempty"`
+	// TerminationGracePeriodSeconds is the proxies' grace period: how long
+	// a stopping pod may take, drain included, before it is killed. It must
+	// be at least drainSeconds + 5. Defaults to drainSeconds + 15, and to
+	// no less than 30.
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+	// PodDisruptionBudget limits how many of the fleet's proxies voluntary
+	// disruptions (node drains, evictions) may take at once. Without it, a
+	// fleet that can have two proxies or more (replicas, or
+	// autoscaling.maxReplicas) gets a budget of maxUnavailable: 1, and a
+	// smaller fleet none; with it, the fleet always gets this budget.
+	PodDisruptionBudget *EnvoyDisruptionBudgetApplyConfiguration `json:"podDisruptionBudget,omitempty"`
+	// TopologySpreadConstraints replace the fleet's default spread: its
+	// proxies on as many nodes, and as many zones, as the scheduler can
+	// find, never at the cost of not scheduling one (maxSkew 1,
+	// ScheduleAnyway, over kubernetes.io/hostname and
+	// topology.kubernetes.io/zone). Each constraint counts the fleet's own
+	// pods of the same rollout, as a pod's topologySpreadConstraints with
+	// the fleet's selector and matchLabelKeys [pod-template-hash].
+	TopologySpreadConstraints []EnvoySpreadConstraintApplyConfiguration `json:"topologySpreadConstraints,omitempty"`
 	// XDS is the xDS management server the fleet takes its listeners and
 	// clusters from. When it is omitted, the fleet uses the operator's
 	// built-in xDS server.
@@ -72,6 +105,51 @@ func (b *EnvoySpecApplyConfiguration) WithConfigMapName(value string) *EnvoySpec
 // If called multiple times, the Replicas field is set to the value of the last call.
 func (b *EnvoySpecApplyConfiguration) WithReplicas(value int32) *EnvoySpecApplyConfiguration {
 	b.Replicas = &value
+	return b
+}
+
+// WithAutoscaling sets the Autoscaling field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Autoscaling field is set to the value of the last call.
+func (b *EnvoySpecApplyConfiguration) WithAutoscaling(value *EnvoyAutoscalingApplyConfiguration) *EnvoySpecApplyConfiguration {
+	b.Autoscaling = value
+	return b
+}
+
+// WithDrainSeconds sets the DrainSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DrainSeconds field is set to the value of the last call.
+func (b *EnvoySpecApplyConfiguration) WithDrainSeconds(value int32) *EnvoySpecApplyConfiguration {
+	b.DrainSeconds = &value
+	return b
+}
+
+// WithTerminationGracePeriodSeconds sets the TerminationGracePeriodSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TerminationGracePeriodSeconds field is set to the value of the last call.
+func (b *EnvoySpecApplyConfiguration) WithTerminationGracePeriodSeconds(value int64) *EnvoySpecApplyConfiguration {
+	b.TerminationGracePeriodSeconds = &value
+	return b
+}
+
+// WithPodDisruptionBudget sets the PodDisruptionBudget field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PodDisruptionBudget field is set to the value of the last call.
+func (b *EnvoySpecApplyConfiguration) WithPodDisruptionBudget(value *EnvoyDisruptionBudgetApplyConfiguration) *EnvoySpecApplyConfiguration {
+	b.PodDisruptionBudget = value
+	return b
+}
+
+// WithTopologySpreadConstraints adds the given value to the TopologySpreadConstraints field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the TopologySpreadConstraints field.
+func (b *EnvoySpecApplyConfiguration) WithTopologySpreadConstraints(values ...*EnvoySpreadConstraintApplyConfiguration) *EnvoySpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithTopologySpreadConstraints")
+		}
+		b.TopologySpreadConstraints = append(b.TopologySpreadConstraints, *values[i])
+	}
 	return b
 }
 

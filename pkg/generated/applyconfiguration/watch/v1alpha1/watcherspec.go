@@ -36,6 +36,13 @@ type WatcherSpecApplyConfiguration struct {
 	// Watcher's name, or is "*". When it is omitted, only the annotation
 	// injects the Watcher; an empty selector matches every pod.
 	Selector *metav1.LabelSelectorApplyConfiguration `json:"selector,omitempty"`
+	// NativeSidecar injects the container as a native sidecar (Kubernetes
+	// 1.29 and later): an init container with restartPolicy Always, placed
+	// before the pod's own init containers. It starts before them and before
+	// the pod's containers, and stops after the pod's containers; a Job's
+	// pod completes without it. Without it, the container is added to the
+	// pod's containers.
+	NativeSidecar *bool `json:"nativeSidecar,omitempty"`
 }
 
 // WatcherSpecApplyConfiguration constructs a declarative configuration of the WatcherSpec type for use with
@@ -101,5 +108,13 @@ func (b *WatcherSpecApplyConfiguration) WithImagePullSecrets(value *v1.LocalObje
 // If called multiple times, the Selector field is set to the value of the last call.
 func (b *WatcherSpecApplyConfiguration) WithSelector(value *metav1.LabelSelectorApplyConfiguration) *WatcherSpecApplyConfiguration {
 	b.Selector = value
+	return b
+}
+
+// WithNativeSidecar sets the NativeSidecar field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the NativeSidecar field is set to the value of the last call.
+func (b *WatcherSpecApplyConfiguration) WithNativeSidecar(value bool) *WatcherSpecApplyConfiguration {
+	b.NativeSidecar = &value
 	return b
 }
