@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	"sigs.k8s.io/yaml"
 )
 
@@ -65,9 +66,10 @@ type XDSServer struct {
 func (s XDSServer) String() string { return fmt.Sprintf("%s:%d", s.Host, s.Port) }
 
 // Bootstrap returns the v3 bootstrap of a proxy that takes its listeners and
-// clusters over ADS from xds. The node's id and cluster are not in it: Envoy
-// takes them from --service-node and --service-cluster.
-func Bootstrap(xds XDSServer) *bootstrapv3.Bootstrap {
+// clusters over ADS from xds, within the limits of o. The node's id and
+// cluster are not in it: Envoy takes them from --service-node and
+// --service-cluster.
+func Bootstrap(xds XDSServer, o Overload) *bootstrapv3.Bootstrap {
 	ads := &corev3.ConfigSource{
 		ResourceApiVersion:    corev3.ApiVersion_V3,
 		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
@@ -95,6 +97,7 @@ func Bootstrap(xds XDSServer) *bootstrapv3.Bootstrap {
 			},
 			Listeners: []*listenerv3.Listener{readyListener()},
 		},
+		OverloadManager: overloadManager(o),
 	}
 }
 
@@ -102,6 +105,9 @@ func Bootstrap(xds XDSServer) *bootstrapv3.Bootstrap {
 // dead server connection is noticed.
 func xdsCluster(xds XDSServer) *clusterv3.Cluster {
 	c := staticCluster(xds.ClusterName, xds.Host, xds.Port)
+	// The control plane is trusted and its responses can be large: Envoy's
+	// default buffer, not the limit for the pod network's peers.
+	c.PerConnectionBufferLimitBytes = nil
 	c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
 	c.DnsLookupFamily = clusterv3.Cluster_V4_PREFERRED
 	if xds.MutualTLS {
@@ -227,9 +233,10 @@ func sdsResponse(s *tlsv3.Secret) *discoveryv3.DiscoveryResponse {
 
 func staticCluster(name, host string, port uint32) *clusterv3.Cluster {
 	return &clusterv3.Cluster{
-		Name:                 name,
-		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
-		ConnectTimeout:       durationpb.New(5 * time.Second),
+		Name:                          name,
+		PerConnectionBufferLimitBytes: wrapperspb.UInt32(BufferLimitBytes),
+		ClusterDiscoveryType:          &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		ConnectTimeout:                durationpb.New(5 * time.Second),
 		LoadAssignment: &endpointv3.ClusterLoadAssignment{
 			ClusterName: name,
 			Endpoints: []*endpointv3.LocalityLbEndpoints{{
@@ -274,8 +281,11 @@ func readyListener() *listenerv3.Listener {
 		}},
 	}
 	return &listenerv3.Listener{
-		Name:    readyListenerName,
-		Address: socketAddress("0.0.0.0", ReadyPort),
+		Name:                          readyListenerName,
+		Address:                       socketAddress("0.0.0.0", ReadyPort),
+		PerConnectionBufferLimitBytes: wrapperspb.UInt32(BufferLimitBytes),
+		// A proxy at its connection limit is still probed and scraped.
+		IgnoreGlobalConnLimit: true,
 		FilterChains: []*listenerv3.FilterChain{{
 			Filters: []*listenerv3.Filter{{
 				Name:       "envoy.filters.network.http_connection_manager",
@@ -302,10 +312,10 @@ func mustAny(m proto.Message) *anypb.Any {
 	return a
 }
 
-// RenderBootstrap returns the bootstrap for xds as YAML, after checking it
-// against Envoy's own validation rules.
-func RenderBootstrap(xds XDSServer) ([]byte, error) {
-	b := Bootstrap(xds)
+// RenderBootstrap returns the bootstrap for xds and o as YAML, after checking
+// it against Envoy's own validation rules.
+func RenderBootstrap(xds XDSServer, o Overload) ([]byte, error) {
+	b := Bootstrap(xds, o)
 	if err := b.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("invalid bootstrap: %w", err)
 	}
@@ -313,10 +323,10 @@ func RenderBootstrap(xds XDSServer) ([]byte, error) {
 }
 
 // RenderFiles returns every file a proxy of xds reads from its bootstrap
-// ConfigMap, by key: the bootstrap and, with mutual TLS, the SDS files. Each
-// passes Envoy's validation rules.
-func RenderFiles(xds XDSServer) (map[string][]byte, error) {
-	bootstrap, err := RenderBootstrap(xds)
+// ConfigMap, by key: the bootstrap (with the limits of o) and, with mutual
+// TLS, the SDS files. Each passes Envoy's validation rules.
+func RenderFiles(xds XDSServer, o Overload) (map[string][]byte, error) {
+	bootstrap, err := RenderBootstrap(xds, o)
 	if err != nil {
 		return nil, err
 	}

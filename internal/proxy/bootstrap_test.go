@@ -8,32 +8,39 @@ import (
 	"strings"
 	"testing"
 
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	downstreamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
+	fixedheapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
 	"sigs.k8s.io/yaml"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 var bootstrapCases = []struct {
-	name string
-	xds  XDSServer
+	name     string
+	xds      XDSServer
+	overload Overload
 }{
-	{"seed-sample", XDSServer{ClusterName: "xds_cluster", Host: "xds-service.default", Port: 19000}},
-	{"built-in-server", XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000}},
-	{"ip-address", XDSServer{ClusterName: "my.xds:cluster-1", Host: "10.96.0.10", Port: 1}},
-	{"max-port", XDSServer{ClusterName: "x", Host: "a", Port: 65535}},
-	{"built-in-server-mtls", XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000, MutualTLS: true}},
-	{"ip-address-mtls", XDSServer{ClusterName: "xds_cluster", Host: "10.96.0.10", Port: 18000, MutualTLS: true}},
+	{"seed-sample", XDSServer{ClusterName: "xds_cluster", Host: "xds-service.default", Port: 19000}, Overload{}},
+	{"built-in-server", XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000}, Overload{}},
+	{"ip-address", XDSServer{ClusterName: "my.xds:cluster-1", Host: "10.96.0.10", Port: 1}, Overload{}},
+	{"max-port", XDSServer{ClusterName: "x", Host: "a", Port: 65535}, Overload{}},
+	{"built-in-server-mtls", XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000, MutualTLS: true}, Overload{}},
+	{"ip-address-mtls", XDSServer{ClusterName: "xds_cluster", Host: "10.96.0.10", Port: 18000, MutualTLS: true}, Overload{}},
+	// A container limited to 1 GiB.
+	{"heap-limit", XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000, MutualTLS: true}, Overload{MaxHeapBytes: MaxHeapBytes(1 << 30)}},
 }
 
 func TestRenderBootstrapGolden(t *testing.T) {
 	for _, tc := range bootstrapCases {
 		t.Run(tc.name, func(t *testing.T) {
-			files, err := RenderFiles(tc.xds)
+			files, err := RenderFiles(tc.xds, tc.overload)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +68,7 @@ func TestRenderBootstrapGolden(t *testing.T) {
 				}
 			}
 			// Rendering is deterministic: an unchanged spec never rewrites the ConfigMap.
-			again, _ := RenderFiles(tc.xds)
+			again, _ := RenderFiles(tc.xds, tc.overload)
 			for k := range files {
 				if !bytes.Equal(files[k], again[k]) {
 					t.Errorf("two renders of %s differ", k)
@@ -77,7 +84,7 @@ func TestRenderBootstrapGolden(t *testing.T) {
 func TestRenderBootstrapIsValidEnvoyV3(t *testing.T) {
 	for _, tc := range bootstrapCases {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := RenderBootstrap(tc.xds)
+			out, err := RenderBootstrap(tc.xds, tc.overload)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,16 +124,18 @@ func TestRenderBootstrapIsValidEnvoyV3(t *testing.T) {
 				t.Error("xds cluster does not use HTTP/2")
 			}
 			checkTLS(t, tc.xds, xds)
-			if ls := b.GetStaticResources().GetListeners(); len(ls) != 1 || ls[0].GetAddress().GetSocketAddress().GetPortValue() != ReadyPort {
-				t.Errorf("static listeners = %v, want one on %d", ls, ReadyPort)
+			ls := b.GetStaticResources().GetListeners()
+			if len(ls) != 1 || ls[0].GetAddress().GetSocketAddress().GetPortValue() != ReadyPort {
+				t.Fatalf("static listeners = %v, want one on %d", ls, ReadyPort)
 			}
+			checkLimits(t, b, tc.overload)
 		})
 	}
 }
 
 // ParseBootstrap is strict: what Envoy would reject, it rejects.
 func TestParseBootstrapRejects(t *testing.T) {
-	valid, err := RenderBootstrap(bootstrapCases[0].xds)
+	valid, err := RenderBootstrap(bootstrapCases[0].xds, Overload{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,18 +168,18 @@ func TestParseBootstrapRejects(t *testing.T) {
 // Any valid spec renders a bootstrap that passes Envoy's schema.
 func FuzzRenderBootstrap(f *testing.F) {
 	for _, tc := range bootstrapCases {
-		f.Add(tc.xds.ClusterName, tc.xds.Host, tc.xds.Port, tc.xds.MutualTLS)
+		f.Add(tc.xds.ClusterName, tc.xds.Host, tc.xds.Port, tc.xds.MutualTLS, int64(tc.overload.MaxHeapBytes))
 	}
-	f.Fuzz(func(t *testing.T, cluster, host string, port uint32, mtls bool) {
+	f.Fuzz(func(t *testing.T, cluster, host string, port uint32, mtls bool, memoryLimit int64) {
 		// The API admits: a cluster name of [A-Za-z0-9_.:-]{1,128}, a DNS name
 		// or IP address, a port in 1..65535.
 		if !validClusterName(cluster) || !validHost(host) || port < 1 || port > 65535 {
 			t.Skip()
 		}
 		xds := XDSServer{ClusterName: cluster, Host: host, Port: port, MutualTLS: mtls}
-		files, err := RenderFiles(xds)
+		files, err := RenderFiles(xds, Overload{MaxHeapBytes: MaxHeapBytes(memoryLimit)})
 		if err != nil {
-			t.Fatalf("RenderFiles(%+v): %v", xds, err)
+			t.Fatalf("RenderFiles(%+v, memory limit %d): %v", xds, memoryLimit, err)
 		}
 		out := files[BootstrapKey]
 		if _, err := ParseBootstrap(out); err != nil {
@@ -226,7 +235,7 @@ func checkTLS(t *testing.T, x XDSServer, c *clusterv3.Cluster) {
 	if len(sans) != 1 || sans[0].GetMatcher().GetExact() != x.Host {
 		t.Errorf("server name match = %v, want %s", sans, x.Host)
 	}
-	files, err := RenderFiles(x)
+	files, err := RenderFiles(x, Overload{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,6 +279,82 @@ func checkTLS(t *testing.T, x XDSServer, c *clusterv3.Cluster) {
 			if filepath.Dir(p) != ClientCertDir {
 				t.Errorf("%s reads %s, outside %s", key, p, ClientCertDir)
 			}
+		}
+	}
+}
+
+// checkLimits checks the edge proxy's limits: 32 KiB buffers on the
+// bootstrap's listener and local cluster (the xDS server's connection keeps
+// Envoy's default), a connection limit, and, with a heap limit, the heap
+// monitor and the actions it triggers.
+func checkLimits(t *testing.T, b *bootstrapv3.Bootstrap, o Overload) {
+	t.Helper()
+	ready := b.GetStaticResources().GetListeners()[0]
+	if ready.GetPerConnectionBufferLimitBytes().GetValue() != BufferLimitBytes || !ready.GetIgnoreGlobalConnLimit() {
+		t.Errorf("ready listener: buffer limit %v, ignores the connection limit %v", ready.GetPerConnectionBufferLimitBytes(), ready.GetIgnoreGlobalConnLimit())
+	}
+	for _, c := range b.GetStaticResources().GetClusters() {
+		want := uint32(BufferLimitBytes)
+		if c.GetName() != adminClusterName {
+			want = 0 // the xDS cluster
+		}
+		if got := c.GetPerConnectionBufferLimitBytes().GetValue(); got != want {
+			t.Errorf("cluster %s: buffer limit %d, want %d", c.GetName(), got, want)
+		}
+	}
+	om := b.GetOverloadManager()
+	monitors := map[string]*anypb.Any{}
+	for _, m := range om.GetResourceMonitors() {
+		monitors[m.GetName()] = m.GetTypedConfig()
+	}
+	conns := &downstreamv3.DownstreamConnectionsConfig{}
+	if err := monitors[connectionsMonitor].UnmarshalTo(conns); err != nil || conns.GetMaxActiveDownstreamConnections() != MaxDownstreamConnections {
+		t.Errorf("connection limit: %v %v", conns, err)
+	}
+	heap := &fixedheapv3.FixedHeapConfig{}
+	if o.MaxHeapBytes == 0 {
+		if _, ok := monitors[fixedHeapMonitor]; ok || len(om.GetActions()) != 0 {
+			t.Errorf("no heap limit, yet monitors %v and actions %v", om.GetResourceMonitors(), om.GetActions())
+		}
+		return
+	}
+	if err := monitors[fixedHeapMonitor].UnmarshalTo(heap); err != nil || heap.GetMaxHeapSizeBytes() != o.MaxHeapBytes {
+		t.Errorf("heap monitor: %v %v, want %d bytes", heap, err, o.MaxHeapBytes)
+	}
+	actions := map[string]float64{}
+	for _, a := range om.GetActions() {
+		if len(a.GetTriggers()) != 1 || a.GetTriggers()[0].GetName() != fixedHeapMonitor {
+			t.Errorf("action %s triggers %v", a.GetName(), a.GetTriggers())
+		}
+		actions[a.GetName()] = a.GetTriggers()[0].GetThreshold().GetValue()
+	}
+	if actions[shrinkHeapAction] != ShrinkHeapAt || actions[stopAcceptingRequests] != StopRequestsAt || len(actions) != 2 {
+		t.Errorf("overload actions = %v", actions)
+	}
+}
+
+// The heap limit leaves a fifth of the container's memory limit, and at
+// least 64 MiB, to what is not heap, and is left out where too little would
+// remain.
+func TestMaxHeapBytes(t *testing.T) {
+	const mi = 1 << 20
+	for _, tt := range []struct {
+		limit int64
+		want  uint64
+	}{
+		{0, 0},
+		{-1, 0},
+		{64 * mi, 0},
+		{95 * mi, 0},
+		{96 * mi, 32 * mi},
+		{128 * mi, 64 * mi},
+		{256 * mi, 192 * mi},
+		{320 * mi, 256 * mi},
+		{1 << 30, 1<<30 - (1<<30)/5},
+		{4 << 30, 4<<30 - (4<<30)/5},
+	} {
+		if got := MaxHeapBytes(tt.limit); got != tt.want {
+			t.Errorf("MaxHeapBytes(%d MiB) = %d MiB, want %d MiB", tt.limit/mi, got/mi, tt.want/mi)
 		}
 	}
 }

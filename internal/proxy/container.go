@@ -41,6 +41,9 @@ type ContainerOptions struct {
 	// XDS is the xDS server the bootstrap points at; with MutualTLS, the
 	// container mounts the fleet's client certificate.
 	XDS XDSServer
+	// DrainSeconds is Envoy's drain time (DrainArgs); 0 keeps Envoy's
+	// defaults.
+	DrainSeconds int32
 }
 
 // Container returns the Envoy container: it reads the bootstrap from the
@@ -50,18 +53,19 @@ type ContainerOptions struct {
 func Container(o ContainerOptions) corev1.Container {
 	ports := append([]corev1.ContainerPort(nil), o.ListenerPorts...)
 	ports = append(ports, corev1.ContainerPort{Name: "ready-stats", ContainerPort: ReadyPort, Protocol: corev1.ProtocolTCP})
+	args := []string{
+		"-c", BootstrapPath,
+		"--service-node", "$(POD_NAME)",
+		"--service-cluster", o.FleetID,
+		"--log-level", o.LogLevel,
+		// Hot restart needs shared memory and a second process; Kubernetes
+		// rolls pods instead.
+		"--disable-hot-restart",
+	}
 	return corev1.Container{
 		Name:  ContainerName,
 		Image: o.Image,
-		Args: []string{
-			"-c", BootstrapPath,
-			"--service-node", "$(POD_NAME)",
-			"--service-cluster", o.FleetID,
-			"--log-level", o.LogLevel,
-			// Hot restart needs shared memory and a second process; Kubernetes
-			// rolls pods instead.
-			"--disable-hot-restart",
-		},
+		Args:  append(args, DrainArgs(o.DrainSeconds)...),
 		Env: []corev1.EnvVar{
 			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
@@ -85,6 +89,22 @@ func Container(o ContainerOptions) corev1.Container {
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
+	}
+}
+
+// StartupProbe is the probe of a proxy that runs as a native sidecar: the
+// kubelet starts the pod's next containers once it passes, so the
+// application's first request finds the proxy ready. It checks every second,
+// so that they start within a second of the proxy, and gives the proxy two
+// minutes (its first configuration from the xDS server, or Envoy's initial
+// fetch timeout) before the kubelet restarts it.
+func StartupProbe() *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: "/ready", Port: intstr.FromInt32(ReadyPort),
+		}},
+		PeriodSeconds:    1,
+		FailureThreshold: 120,
 	}
 }
 

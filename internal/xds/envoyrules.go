@@ -240,7 +240,7 @@ var (
 )
 
 func init() {
-	b := proxy.Bootstrap(proxy.XDSServer{ClusterName: fleetdefaults.XDSClusterName, Host: "xds.invalid", Port: 1})
+	b := proxy.Bootstrap(proxy.XDSServer{ClusterName: fleetdefaults.XDSClusterName, Host: "xds.invalid", Port: 1}, proxy.Overload{})
 	adminAddress, _ = socketAddrPort(b.GetAdmin().GetAddress().GetSocketAddress())
 	for _, l := range b.GetStaticResources().GetListeners() {
 		staticListeners[l.GetName()] = true

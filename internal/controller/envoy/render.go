@@ -38,7 +38,7 @@ type Children struct {
 // bootstrap, which admission should have refused.
 func Desired(e *examplev1.Envoy, d fleet.Defaults) (Children, error) {
 	xds := fleet.XDSServer(e, d)
-	files, err := proxy.RenderFiles(xds)
+	files, err := proxy.RenderFiles(xds, proxy.Overload{})
 	if err != nil {
 		return Children{XDS: xds}, err
 	}
