@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
@@ -31,6 +33,30 @@ const (
 	// XDSClusterName is the bootstrap's static cluster that reaches the xDS
 	// server, when spec.xds does not name it, and for the built-in server.
 	XDSClusterName = "xds_cluster"
+
+	// DefaultDrainSeconds is the longest a stopping proxy drains (see
+	// proxy.DrainHook), unless spec.drainSeconds says otherwise: long enough
+	// for a client's next request on each keep-alive connection, which then
+	// closes, and for requests and streams of up to a minute to finish. The
+	// CRD's rule on terminationGracePeriodSeconds names it too (tested).
+	DefaultDrainSeconds = 60
+	// GracePeriodMargin is what a pod's default grace period adds to the
+	// drain: the hook's last check and Envoy's own exit take a second or two.
+	GracePeriodMargin = 15
+	// MinDefaultGracePeriod is the shortest default grace period:
+	// Kubernetes' own, which a fleet that does not drain keeps.
+	MinDefaultGracePeriod = 30
+
+	// DefaultMinReplicas and DefaultTargetCPU are the autoscaler's defaults:
+	// a new proxy takes seconds to become ready, and a fifth of the
+	// requested CPU absorbs the load meanwhile.
+	DefaultMinReplicas = 1
+	DefaultTargetCPU   = 80
+
+	// DefaultMaxUnavailable is the disruption budget of a fleet of two
+	// proxies or more whose spec sets none: node drains take its proxies
+	// one at a time.
+	DefaultMaxUnavailable = 1
 )
 
 // DefaultPorts are the listener ports of a fleet whose spec has none.
@@ -140,12 +166,66 @@ func XDSServer(e *examplev1.Envoy, d Defaults) proxy.XDSServer {
 // The fleet's own pods add theirs (see ListenerPorts).
 func ContainerOptions(e *examplev1.Envoy, d Defaults) proxy.ContainerOptions {
 	return proxy.ContainerOptions{
-		Image:     cmp.Or(e.Spec.Image, DefaultImage),
-		LogLevel:  cmp.Or(e.Spec.LogLevel, DefaultLogLevel),
-		FleetID:   Of(e).String(),
-		Resources: e.Spec.Resources,
-		XDS:       XDSServer(e, d),
+		Image:        cmp.Or(e.Spec.Image, DefaultImage),
+		LogLevel:     cmp.Or(e.Spec.LogLevel, DefaultLogLevel),
+		FleetID:      Of(e).String(),
+		Resources:    e.Spec.Resources,
+		XDS:          XDSServer(e, d),
+		DrainSeconds: DrainSeconds(e),
 	}
+}
+
+// DrainSeconds is the longest a stopping proxy of e's fleet drains; 0: it
+// does not.
+func DrainSeconds(e *examplev1.Envoy) int32 {
+	return ptr.Deref(e.Spec.DrainSeconds, DefaultDrainSeconds)
+}
+
+// TerminationGracePeriodSeconds is the grace period of e's proxies: the
+// spec's, or the drain and a margin, and at least Kubernetes' default.
+func TerminationGracePeriodSeconds(e *examplev1.Envoy) int64 {
+	if g := e.Spec.TerminationGracePeriodSeconds; g != nil {
+		return *g
+	}
+	return max(MinDefaultGracePeriod, int64(DrainSeconds(e))+GracePeriodMargin)
+}
+
+// Overload is what the overload manager of e's proxies protects: a heap
+// limit derived from the container's memory limit, when it has one.
+func Overload(e *examplev1.Envoy) proxy.Overload {
+	mem, ok := e.Spec.Resources.Limits[corev1.ResourceMemory]
+	if !ok {
+		return proxy.Overload{}
+	}
+	return proxy.Overload{MaxHeapBytes: proxy.MaxHeapBytes(mem.Value())}
+}
+
+// TopologySpreadConstraints spread the fleet's pods: the spec's
+// constraints, or by default over nodes and zones, softly. Each counts the
+// fleet's own pods of the same rollout (pod-template-hash), so that the old
+// pods of a rolling update do not skew where the new ones go.
+func TopologySpreadConstraints(e *examplev1.Envoy) []corev1.TopologySpreadConstraint {
+	spec := e.Spec.TopologySpreadConstraints
+	if len(spec) == 0 {
+		spec = []examplev1.EnvoySpreadConstraint{
+			{MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway},
+			{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.ScheduleAnyway},
+		}
+	}
+	out := make([]corev1.TopologySpreadConstraint, 0, len(spec))
+	for _, c := range spec {
+		out = append(out, corev1.TopologySpreadConstraint{
+			MaxSkew:            c.MaxSkew,
+			TopologyKey:        c.TopologyKey,
+			WhenUnsatisfiable:  c.WhenUnsatisfiable,
+			LabelSelector:      &metav1.LabelSelector{MatchLabels: SelectorLabels(e)},
+			MinDomains:         c.MinDomains,
+			NodeAffinityPolicy: c.NodeAffinityPolicy,
+			NodeTaintsPolicy:   c.NodeTaintsPolicy,
+			MatchLabelKeys:     []string{appsv1.DefaultDeploymentUniqueLabelKey},
+		})
+	}
+	return out
 }
 
 // Volumes are the volumes of the proxy container of e's fleet: its bootstrap

@@ -1,8 +1,10 @@
 package fleet
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -117,5 +119,14 @@ func TestCRDDefaultsAgree(t *testing.T) {
 	}
 	if got := def(spec.Properties["xds"].Properties, "name"); got != `"`+XDSClusterName+`"` {
 		t.Errorf("CRD default of spec.xds.name = %s, the operator's = %q", got, XDSClusterName)
+	}
+	// The rule on terminationGracePeriodSeconds defaults drainSeconds itself.
+	drain := fmt.Sprintf("(has(self.drainSeconds) ? self.drainSeconds : %d)", DefaultDrainSeconds)
+	found := false
+	for _, r := range spec.XValidations {
+		found = found || strings.Contains(r.Rule, drain)
+	}
+	if !found {
+		t.Errorf("no rule of spec defaults drainSeconds to the operator's %d: %v", DefaultDrainSeconds, spec.XValidations)
 	}
 }

@@ -6,11 +6,14 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
@@ -43,6 +46,17 @@ var childKinds = []struct {
 	}, nil},
 	{"Job", func(m metav1.ObjectMeta) client.Object {
 		return &batchv1.Job{ObjectMeta: m, Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: podSpec(corev1.RestartPolicyNever)}}}
+	}, nil},
+	{"PodDisruptionBudget", func(m metav1.ObjectMeta) client.Object {
+		return &policyv1.PodDisruptionBudget{ObjectMeta: m, Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": m.Name}},
+		}}
+	}, nil},
+	{"HorizontalPodAutoscaler", func(m metav1.ObjectMeta) client.Object {
+		return &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: m, Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "example.com/v1", Kind: "Envoy", Name: m.Name},
+			MaxReplicas:    2,
+		}}
 	}, nil},
 	// Of Secrets, only those the xDS control plane may read, whatever the value.
 	{"Secret", func(m metav1.ObjectMeta) client.Object {

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
@@ -159,12 +161,14 @@ func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}: owned,
-			&corev1.Service{}:    owned,
-			&corev1.ConfigMap{}:  owned,
-			&corev1.Pod{}:        owned,
-			&batchv1.Job{}:       owned,
-			&corev1.Secret{}:     {Label: labels.NewSelector().Add(*xdsSecrets)},
+			&appsv1.Deployment{}:                     owned,
+			&corev1.Service{}:                        owned,
+			&corev1.ConfigMap{}:                      owned,
+			&corev1.Pod{}:                            owned,
+			&batchv1.Job{}:                           owned,
+			&policyv1.PodDisruptionBudget{}:          owned,
+			&autoscalingv2.HorizontalPodAutoscaler{}: owned,
+			&corev1.Secret{}:                         {Label: labels.NewSelector().Add(*xdsSecrets)},
 		},
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 )
 
 // Deployments compares a Deployment's labels and spec with the desired ones.
@@ -83,6 +86,41 @@ var Secrets = Child[*corev1.Secret]{
 		out := existing.DeepCopy()
 		out.Labels = MergeMaps(existing.Labels, desired.Labels)
 		out.Data = desired.Data
+		return out
+	},
+}
+
+// PodDisruptionBudgets compares a budget's labels, and its spec exactly: it
+// has one of minAvailable and maxUnavailable, so a budget that changed from
+// one to the other must lose the first, and the API server defaults none
+// of its fields. An update puts the spec back, keeping the labels others
+// added.
+var PodDisruptionBudgets = Child[*policyv1.PodDisruptionBudget]{
+	Kind: "PodDisruptionBudget",
+	Matches: func(existing, desired *policyv1.PodDisruptionBudget) (bool, error) {
+		ok, err := Contains(existing.Labels, desired.Labels)
+		return ok && equality.Semantic.DeepEqual(existing.Spec, desired.Spec), err
+	},
+	Merge: func(existing, desired *policyv1.PodDisruptionBudget) *policyv1.PodDisruptionBudget {
+		out := existing.DeepCopy()
+		out.Labels = MergeMaps(existing.Labels, desired.Labels)
+		out.Spec = *desired.Spec.DeepCopy()
+		return out
+	},
+}
+
+// HorizontalPodAutoscalers compares an autoscaler's labels and spec with the
+// desired ones (the API server defaults its behavior); an update puts the
+// spec back. Its status is the autoscaler's own.
+var HorizontalPodAutoscalers = Child[*autoscalingv2.HorizontalPodAutoscaler]{
+	Kind: "HorizontalPodAutoscaler",
+	Matches: func(existing, desired *autoscalingv2.HorizontalPodAutoscaler) (bool, error) {
+		return labelsAndSpec(existing.Labels, desired.Labels, existing.Spec, desired.Spec)
+	},
+	Merge: func(existing, desired *autoscalingv2.HorizontalPodAutoscaler) *autoscalingv2.HorizontalPodAutoscaler {
+		out := existing.DeepCopy()
+		out.Labels = MergeMaps(existing.Labels, desired.Labels)
+		out.Spec = *desired.Spec.DeepCopy()
 		return out
 	},
 }

@@ -52,6 +52,8 @@ var allowlist = []grant{
 	{everywhere, "", "secrets", "", "create,get,list,update,watch", "fleets' xDS client certificates, in the fleets' namespaces; the TLS Secrets that EnvoyConfigs name in spec.tlsSecrets; the xDS CA"},
 	{everywhere, "", "configmaps,services", "", "create,delete,get,list,patch,update,watch", "Envoy fleets' bootstrap and Service; Watchers' ConfigMap; fleets' xDS revision history; the replicas' reports of their proxies; the published xDS CA certificates; the cluster's client CA (kube-system/extension-apiserver-authentication), read by the xDS debug endpoint"},
 	{everywhere, "apps", "deployments", "", "create,delete,get,list,patch,update,watch", "Envoy fleets and Foos"},
+	{everywhere, "policy", "poddisruptionbudgets", "", "create,delete,get,list,update,watch", "Envoy fleets' disruption budgets, deleted when a fleet no longer has one"},
+	{everywhere, "autoscaling", "horizontalpodautoscalers", "", "create,delete,get,list,update,watch", "Envoy fleets' autoscalers (spec.autoscaling), deleted when the spec drops it"},
 	{everywhere, "", "pods", "", "create,delete,get,list,watch", "PodSets; a replica's own pod, which owns its proxy report"},
 	{everywhere, "", "namespaces", "", "get", "the EnvoyConfig validator lets every EnvoyConfig of a namespace being deleted go"},
 	{everywhere, "batch", "jobs", "", "create,delete,get,list,watch", "FooBars"},

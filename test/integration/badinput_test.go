@@ -571,6 +571,65 @@ var invalidManifests = []badInput{
   command: "true"
   cmd: "true"`},
 	{name: "foobar without spec", field: "spec", why: "Required", manifest: fooBarHead},
+
+	// Envoy: running fleets in production.
+	{name: "envoy negative drain", field: "spec.drainSeconds", why: "greater than or equal to 0", manifest: envoyHead + `spec:
+  drainSeconds: -1`},
+	{name: "envoy drain over an hour", field: "spec.drainSeconds", why: "less than or equal to 3600", manifest: envoyHead + `spec:
+  drainSeconds: 3601`},
+	{name: "envoy grace period shorter than the default drain", field: "spec.terminationGracePeriodSeconds", why: "drainSeconds + 5", manifest: envoyHead + `spec:
+  terminationGracePeriodSeconds: 30`},
+	{name: "envoy grace period shorter than the drain", field: "spec.terminationGracePeriodSeconds", why: "drainSeconds + 5", manifest: envoyHead + `spec:
+  drainSeconds: 100
+  terminationGracePeriodSeconds: 104`},
+	{name: "envoy grace period of 0", field: "spec.terminationGracePeriodSeconds", why: "greater than or equal to 1", manifest: envoyHead + `spec:
+  drainSeconds: 0
+  terminationGracePeriodSeconds: 0`},
+	{name: "envoy budget with both bounds", field: "spec.podDisruptionBudget", why: "not both", manifest: envoyHead + `spec:
+  podDisruptionBudget: {maxUnavailable: 1, minAvailable: 1}`},
+	{name: "envoy budget over 100%", field: "spec.podDisruptionBudget.maxUnavailable", why: "percentage", manifest: envoyHead + `spec:
+  podDisruptionBudget: {maxUnavailable: "150%"}`},
+	{name: "envoy budget negative", field: "spec.podDisruptionBudget.minAvailable", why: "0 or more", manifest: envoyHead + `spec:
+  podDisruptionBudget: {minAvailable: -1}`},
+	{name: "envoy budget not a number", field: "spec.podDisruptionBudget.minAvailable", why: "percentage", manifest: envoyHead + `spec:
+  podDisruptionBudget: {minAvailable: half}`},
+	{name: "envoy autoscaling without a CPU request", field: "spec.autoscaling", why: "resources.requests.cpu", manifest: envoyHead + `spec:
+  autoscaling: {maxReplicas: 4}`},
+	{name: "envoy autoscaling without maxReplicas", field: "spec.autoscaling.maxReplicas", why: "Required", manifest: envoyHead + `spec:
+  resources: {requests: {cpu: 100m}}
+  autoscaling: {minReplicas: 2}`},
+	{name: "envoy autoscaling min above max", field: "spec.autoscaling", why: "minReplicas must not exceed maxReplicas", manifest: envoyHead + `spec:
+  resources: {requests: {cpu: 100m}}
+  autoscaling: {minReplicas: 5, maxReplicas: 4}`},
+	{name: "envoy autoscaling to zero", field: "spec.autoscaling.minReplicas", why: "greater than or equal to 1", manifest: envoyHead + `spec:
+  resources: {requests: {cpu: 100m}}
+  autoscaling: {minReplicas: 0, maxReplicas: 4}`},
+	{name: "envoy autoscaling CPU target of 0", field: "spec.autoscaling.targetCPUUtilizationPercentage", why: "greater than or equal to 1", manifest: envoyHead + `spec:
+  resources: {requests: {cpu: 100m}}
+  autoscaling: {maxReplicas: 4, targetCPUUtilizationPercentage: 0}`},
+	{name: "envoy spread with an unknown action", field: "spec.topologySpreadConstraints[0].whenUnsatisfiable", why: "Unsupported value", manifest: envoyHead + `spec:
+  topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: Sometimes}`},
+	{name: "envoy spread with a skew of 0", field: "spec.topologySpreadConstraints[0].maxSkew", why: "greater than or equal to 1", manifest: envoyHead + `spec:
+  topologySpreadConstraints:
+  - {maxSkew: 0, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}`},
+	{name: "envoy spread over a key that is no label key", field: "spec.topologySpreadConstraints[0].topologyKey", why: "label key", manifest: envoyHead + `spec:
+  topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: "not a key", whenUnsatisfiable: ScheduleAnyway}`},
+	{name: "envoy spread twice over one key", field: "spec.topologySpreadConstraints", why: "once", manifest: envoyHead + `spec:
+  topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway}
+  - {maxSkew: 2, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway}`},
+	{name: "envoy spread minDomains without DoNotSchedule", field: "spec.topologySpreadConstraints[0].minDomains", why: "DoNotSchedule", manifest: envoyHead + `spec:
+  topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, minDomains: 2}`},
+	{name: "envoy spread with a label selector", field: "spec.topologySpreadConstraints[0].labelSelector", why: "unknown field", manifest: envoyHead + `spec:
+  topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {a: b}}}`},
+
+	// Watcher: native sidecars.
+	{name: "watcher container with a restartPolicy", field: "spec.container.restartPolicy", why: "spec.nativeSidecar", manifest: watcherHead + watcherContainer + `    restartPolicy: Always`},
+	{name: "watcher nativeSidecar not a boolean", field: "spec.nativeSidecar", why: "boolean", manifest: watcherHead + watcherContainer + `  nativeSidecar: "yes"`},
 }
 
 // validManifests are edge cases that must be admitted.
@@ -709,6 +768,27 @@ var validManifests = []struct{ name, manifest string }{
   foo: ""
   barz: ""
   image: registry.example.com/tools/busybox:1.36`},
+	{"envoy that drains, with its grace period at the least", head("Envoy", "drains") + `spec:
+  drainSeconds: 30
+  terminationGracePeriodSeconds: 35`},
+	{"envoy that does not drain, with a short grace period", head("Envoy", "no-drain") + `spec:
+  drainSeconds: 0
+  terminationGracePeriodSeconds: 5`},
+	{"envoy budget asked for, with defaults", head("Envoy", "budget-defaults") + `spec:
+  replicas: 1
+  podDisruptionBudget: {}`},
+	{"envoy budget as a percentage", head("Envoy", "budget-percent") + `spec:
+  podDisruptionBudget: {minAvailable: "100%"}`},
+	{"envoy budget of 0", head("Envoy", "budget-zero") + `spec:
+  podDisruptionBudget: {maxUnavailable: 0}`},
+	{"envoy autoscaling with one bound", head("Envoy", "autoscaled") + `spec:
+  resources: {requests: {cpu: 100m}}
+  autoscaling: {maxReplicas: 1}`},
+	{"envoy spread, every field", head("Envoy", "spread") + `spec:
+  topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, minDomains: 3, nodeAffinityPolicy: Ignore, nodeTaintsPolicy: Honor}
+  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}`},
+	{"watcher as a native sidecar", head("Watcher", "native") + watcherContainer + `  nativeSidecar: true`},
 }
 
 // decode parses a manifest into an object for the dynamic client.

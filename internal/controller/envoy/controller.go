@@ -7,7 +7,9 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -24,8 +26,9 @@ import (
 // ControllerName is the controller's name in --controllers, logs and events.
 const ControllerName = "envoy"
 
-// Reconciler makes each Envoy's ConfigMap, Deployment and Service match its
-// spec and reports the fleet's status.
+// Reconciler makes each Envoy's ConfigMap, Deployment, Service,
+// PodDisruptionBudget and HorizontalPodAutoscaler match its spec and reports
+// the fleet's status.
 type Reconciler struct {
 	objects.Kit
 	Defaults fleet.Defaults
@@ -54,7 +57,8 @@ func (r *Reconciler) mutualTLS(e *examplev1.Envoy) bool {
 // SetupWithManager registers the controller: an Envoy is reconciled when it
 // or one of its children changes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}} {
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{},
+		&policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{}} {
 		if err := objects.IndexByController(context.Background(), mgr.GetFieldIndexer(), obj); err != nil {
 			return err
 		}
@@ -64,7 +68,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&examplev1.Envoy{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{})
+		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&autoscalingv2.HorizontalPodAutoscaler{})
 	if r.Defaults.XDS.MutualTLS && r.Authority != nil {
 		// A changed CA changes every fleet's trusted CAs, and may have
 		// its certificates reissued.
@@ -99,6 +105,8 @@ func (r *Reconciler) fleetsOfCA(ctx context.Context, obj client.Object) []reconc
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings one Envoy's children to its spec. When everything already
@@ -130,6 +138,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	objects.Ensure(kids, objects.ConfigMaps, want.ConfigMap)
 	dep := objects.Ensure(kids, objects.Deployments, want.Deployment)
 	objects.Ensure(kids, objects.Services, want.Service)
+	// A budget or an autoscaler the spec no longer asks for goes, as a
+	// renamed one does.
+	if pdb := want.PodDisruptionBudget; pdb != nil {
+		kids.DeleteRenamed("PodDisruptionBudget", &policyv1.PodDisruptionBudgetList{}, pdb.Name)
+		objects.Ensure(kids, objects.PodDisruptionBudgets, pdb)
+	} else {
+		kids.DeleteRenamed("PodDisruptionBudget", &policyv1.PodDisruptionBudgetList{}, "")
+	}
+	if hpa := want.HorizontalPodAutoscaler; hpa != nil {
+		kids.DeleteRenamed("HorizontalPodAutoscaler", &autoscalingv2.HorizontalPodAutoscalerList{}, hpa.Name)
+		objects.Ensure(kids, objects.HorizontalPodAutoscalers, hpa)
+	} else {
+		kids.DeleteRenamed("HorizontalPodAutoscaler", &autoscalingv2.HorizontalPodAutoscalerList{}, "")
+	}
 
 	res, err := status.Finish(ctx, r.Status, e, kids, func(out *examplev1.Envoy) {
 		out.Status = Status(e, Observed{Desired: want, Deployment: dep, Problem: cmp.Or(kids.Problem(), problem)})

@@ -8,9 +8,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,6 +26,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
@@ -333,4 +338,206 @@ func TestRefusedServiceIsDegraded(t *testing.T) {
 			return testenv.Condition(e, conditions.Progressing).Reason == conditions.RollingOut
 		},
 	})
+}
+
+// A fleet of two proxies or more gets a disruption budget, kept as its spec
+// says; a fleet that shrinks to one loses it, unless its spec asks for one.
+func TestDisruptionBudgetFollowsSpec(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	e := applySample(t, ns) // three proxies
+	pdb := testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &policyv1.PodDisruptionBudget{}, nil)
+	if !metav1.IsControlledBy(pdb, e) || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil ||
+		pdb.Spec.Selector.MatchLabels["app.kubernetes.io/instance"] != "edge-envoy" || *pdb.Spec.UnhealthyPodEvictionPolicy != policyv1.AlwaysAllow {
+		t.Errorf("budget = %+v", pdb.Spec)
+	}
+	settled(t, e)
+	suite.ExpectNoWrites(t, ControllerName, e, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)})
+
+	// Edited by hand: put back, the other bound removed.
+	pdb.Spec.MaxUnavailable = nil
+	pdb.Spec.MinAvailable = ptr.To(intstr.FromInt32(3))
+	if err := suite.Client.Update(ctx, pdb); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &policyv1.PodDisruptionBudget{}, func(p *policyv1.PodDisruptionBudget) bool {
+		return p.Spec.MinAvailable == nil && p.Spec.MaxUnavailable != nil && p.Spec.MaxUnavailable.IntValue() == 1
+	})
+
+	scale := func(n int32) {
+		t.Helper()
+		if err := suite.Client.SubResource("scale").Update(ctx, e, client.WithSubResourceBody(&autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: n}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scale(1)
+	testenv.WaitGone(t, suite.Client, ns, "webserver-beta", &policyv1.PodDisruptionBudget{})
+
+	// Asked for, a one-proxy fleet gets the spec's budget.
+	patch := client.MergeFrom(e.DeepCopy())
+	e.Spec.PodDisruptionBudget = &examplev1.EnvoyDisruptionBudget{MinAvailable: ptr.To(intstr.FromString("100%"))}
+	if err := suite.Client.Patch(ctx, e, patch); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &policyv1.PodDisruptionBudget{}, func(p *policyv1.PodDisruptionBudget) bool {
+		return p.DeletionTimestamp == nil && p.Spec.MinAvailable != nil && p.Spec.MinAvailable.String() == "100%" && p.Spec.MaxUnavailable == nil
+	})
+	got := settled(t, e)
+	suite.ExpectNoWrites(t, ControllerName, got, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)})
+}
+
+// spec.autoscaling renders an autoscaler of the Envoy. The autoscaler
+// writes spec.replicas through the Envoy's scale subresource; the operator
+// follows it with the Deployment and never writes it back: each change of
+// the autoscaler settles, and a settled fleet costs no write. Envtest runs
+// no kube-controller-manager: the test writes the scale subresource as its
+// autoscaler does.
+func TestAutoscalerNeverFought(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	e := &examplev1.Envoy{
+		ObjectMeta: metav1.ObjectMeta{Name: "scaled", Namespace: ns},
+		Spec: examplev1.EnvoySpec{
+			XDS:         &examplev1.XDS{Host: "xds", Port: 18000},
+			Resources:   corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
+			Autoscaling: &examplev1.EnvoyAutoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 6},
+		},
+	}
+	if err := suite.Client.Create(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	hpa := testenv.WaitFor(t, suite.Client, ns, "scaled", &autoscalingv2.HorizontalPodAutoscaler{}, nil)
+	if !metav1.IsControlledBy(hpa, e) || hpa.Spec.ScaleTargetRef.Kind != "Envoy" || hpa.Spec.ScaleTargetRef.Name != "scaled" ||
+		*hpa.Spec.MinReplicas != 2 || hpa.Spec.MaxReplicas != 6 || *hpa.Spec.Metrics[0].Resource.Target.AverageUtilization != 80 {
+		t.Errorf("autoscaler = %+v", hpa.Spec)
+	}
+	// A budget comes with the autoscaler's maximum of six.
+	testenv.WaitFor(t, suite.Client, ns, "scaled", &policyv1.PodDisruptionBudget{}, nil)
+
+	for _, n := range []int32{2, 5, 3} {
+		// What the autoscaler does: update the scale subresource, and its
+		// own status (which the operator watches).
+		if err := suite.Client.SubResource("scale").Update(ctx, e, client.WithSubResourceBody(&autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: n}})); err != nil {
+			t.Fatal(err)
+		}
+		hpa := testenv.WaitFor(t, suite.Client, ns, "scaled", &autoscalingv2.HorizontalPodAutoscaler{}, nil)
+		hpa.Status = autoscalingv2.HorizontalPodAutoscalerStatus{CurrentReplicas: n, DesiredReplicas: n}
+		if err := suite.Client.Status().Update(ctx, hpa); err != nil {
+			t.Fatal(err)
+		}
+		d := testenv.WaitFor(t, suite.Client, ns, "scaled", &appsv1.Deployment{}, func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == n })
+		suite.PlayDeploymentController(t, d)
+		got := testenv.WaitSettled(t, suite.Client, e.DeepCopy(), func(e *examplev1.Envoy) bool {
+			return e.Status.Replicas == n && e.Status.AvailableReplicas == n && conditions.IsTrue(e.Status.Conditions, conditions.Available)
+		})
+		if *got.Spec.Replicas != n {
+			t.Fatalf("spec.replicas = %d, the autoscaler's %d was written over", *got.Spec.Replicas, n)
+		}
+		suite.ExpectNoWrites(t, ControllerName, got, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)})
+	}
+
+	// Without spec.autoscaling, the autoscaler goes.
+	patch := client.MergeFrom(e.DeepCopy())
+	e.Spec.Autoscaling = nil
+	if err := suite.Client.Patch(ctx, e, patch); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitGone(t, suite.Client, ns, "scaled", &autoscalingv2.HorizontalPodAutoscaler{})
+}
+
+// A new operator process (an upgrade to a build that renders the same, or a
+// restart) writes nothing to fleets that are settled: it starts with empty
+// caches, reads every child afresh and finds them as it would render them.
+func TestNewOperatorWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	seed := applySample(t, ns)
+	full := &examplev1.Envoy{
+		ObjectMeta: metav1.ObjectMeta{Name: "production", Namespace: ns},
+		Spec: examplev1.EnvoySpec{
+			Replicas:                      ptr.To[int32](4),
+			DrainSeconds:                  ptr.To[int32](30),
+			TerminationGracePeriodSeconds: ptr.To[int64](60),
+			PodDisruptionBudget:           &examplev1.EnvoyDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromString("25%"))},
+			TopologySpreadConstraints: []examplev1.EnvoySpreadConstraint{
+				{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule, MinDomains: ptr.To[int32](2)},
+			},
+			Autoscaling: &examplev1.EnvoyAutoscaling{MaxReplicas: 8},
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
+			},
+		},
+	}
+	if err := suite.Client.Create(ctx, full); err != nil {
+		t.Fatal(err)
+	}
+	fleets := []*examplev1.Envoy{settled(t, seed), settled(t, full)}
+	testenv.WaitFor(t, suite.Client, ns, "production", &autoscalingv2.HorizontalPodAutoscaler{}, nil)
+	testenv.WaitFor(t, suite.Client, ns, "production-xds-client", &corev1.Secret{}, nil)
+	suite.Quiet(t)
+
+	var writes testenv.RequestCounter
+	mgr, err := manager.New(writes.Wrap(suite.Manager.GetConfig()), manager.Options{MetricsAddr: "0", PanicOnReconcilePanic: true, SkipControllerNameValidation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &authority.Store{Reader: mgr.GetClient(), Key: ca.Key, Options: ca.Options, Hosts: ca.Hosts}
+	r := NewReconciler(mgr, builtin, store)
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("the new operator's cache did not sync")
+	}
+	// Its own reconciles run as the manager starts; these are more of them,
+	// on caches that have synced, and the window counts what any sent.
+	for _, e := range fleets {
+		for range 3 {
+			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	deadline := time.Now().Add(testenv.SettledWindow)
+	for time.Now().Before(deadline) {
+		if w := writes.WritesTo("/namespaces/" + ns + "/"); len(w) != 0 {
+			t.Fatalf("a new operator sent %d write requests to settled fleets: %v", len(w), w)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A Deployment paused by hand (kubectl rollout pause) stays paused: the
+// operator writes its new template, and the pods roll when it is resumed.
+func TestPausedDeploymentStaysPaused(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	e := applySample(t, ns)
+	settled(t, e)
+	d := testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &appsv1.Deployment{}, nil)
+	d.Spec.Paused = true
+	if err := suite.Client.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(e.DeepCopy())
+	e.Spec.DrainSeconds = ptr.To[int32](20)
+	if err := suite.Client.Patch(ctx, e, patch); err != nil {
+		t.Fatal(err)
+	}
+	d = testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &appsv1.Deployment{}, func(d *appsv1.Deployment) bool {
+		return *d.Spec.Template.Spec.TerminationGracePeriodSeconds == 35
+	})
+	if !d.Spec.Paused {
+		t.Error("the operator resumed a paused Deployment")
+	}
 }

@@ -1,5 +1,7 @@
 // Package envoy is the Envoy controller: each Envoy object becomes a fleet of
-// Envoy proxies: a ConfigMap with the bootstrap, a Deployment and a Service.
+// Envoy proxies: a ConfigMap with the bootstrap, a Deployment and a Service,
+// with a PodDisruptionBudget and a HorizontalPodAutoscaler where the fleet
+// has them.
 //
 // render.go holds the pure part: the children an Envoy wants (Desired) and the
 // status it reports. controller.go reads, compares, writes and reports.
@@ -9,7 +11,9 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -31,6 +35,10 @@ type Children struct {
 	ConfigMap     *corev1.ConfigMap
 	Deployment    *appsv1.Deployment
 	Service       *corev1.Service
+	// PodDisruptionBudget and HorizontalPodAutoscaler are nil when the
+	// fleet has none.
+	PodDisruptionBudget     *policyv1.PodDisruptionBudget
+	HorizontalPodAutoscaler *autoscalingv2.HorizontalPodAutoscaler
 }
 
 // Desired returns every child that e wants, each with its controller
@@ -38,17 +46,19 @@ type Children struct {
 // bootstrap, which admission should have refused.
 func Desired(e *examplev1.Envoy, d fleet.Defaults) (Children, error) {
 	xds := fleet.XDSServer(e, d)
-	files, err := proxy.RenderFiles(xds, proxy.Overload{})
+	files, err := proxy.RenderFiles(xds, fleet.Overload(e))
 	if err != nil {
 		return Children{XDS: xds}, err
 	}
 	hash := proxy.Hash(files[proxy.BootstrapKey])
 	return Children{
-		XDS:           xds,
-		BootstrapHash: hash,
-		ConfigMap:     configMap(e, files),
-		Deployment:    deployment(e, d, hash),
-		Service:       service(e),
+		XDS:                     xds,
+		BootstrapHash:           hash,
+		ConfigMap:               configMap(e, files),
+		Deployment:              deployment(e, d, hash),
+		Service:                 service(e),
+		PodDisruptionBudget:     podDisruptionBudget(e),
+		HorizontalPodAutoscaler: horizontalPodAutoscaler(e),
 	}, nil
 }
 
@@ -89,21 +99,86 @@ func deployment(e *examplev1.Envoy, d fleet.Defaults, bootstrapHash string) *app
 		// Let the non-root proxy bind ports below 1024 (a namespaced, safe sysctl).
 		podSecurity.Sysctls = []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}}
 	}
+	proxyContainer := proxy.Container(opts)
+	if hook := proxy.DrainHook(opts.DrainSeconds); hook != nil {
+		proxyContainer.Lifecycle = &corev1.Lifecycle{PreStop: hook}
+	}
 	return &appsv1.Deployment{
 		ObjectMeta: objectMeta(e, fleet.Name(e)),
 		Spec: appsv1.DeploymentSpec{
+			// With spec.autoscaling, the autoscaler writes spec.replicas
+			// through the Envoy's scale subresource, and this follows it.
 			Replicas: ptr.To(fleet.Replicas(e)),
 			Selector: &metav1.LabelSelector{MatchLabels: fleet.SelectorLabels(e)},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: annotations},
 				Spec: corev1.PodSpec{
-					Containers:                    []corev1.Container{proxy.Container(opts)},
+					Containers:                    []corev1.Container{proxyContainer},
 					Volumes:                       fleet.Volumes(e, d),
 					SecurityContext:               podSecurity,
 					AutomountServiceAccountToken:  ptr.To(false),
-					TerminationGracePeriodSeconds: ptr.To[int64](30),
+					TerminationGracePeriodSeconds: ptr.To(fleet.TerminationGracePeriodSeconds(e)),
+					TopologySpreadConstraints:     fleet.TopologySpreadConstraints(e),
 				},
 			},
+		},
+	}
+}
+
+// podDisruptionBudget limits the voluntary disruptions of the fleet's pods:
+// the spec's budget, or maxUnavailable 1 for a fleet that can have two
+// proxies or more. A proxy that is not ready serves nothing, so evicting it
+// never waits for the budget (unhealthyPodEvictionPolicy AlwaysAllow): a
+// pod that cannot start does not block a node's drain.
+func podDisruptionBudget(e *examplev1.Envoy) *policyv1.PodDisruptionBudget {
+	b := e.Spec.PodDisruptionBudget
+	most := fleet.Replicas(e)
+	if a := e.Spec.Autoscaling; a != nil {
+		most = max(most, a.MaxReplicas)
+	}
+	if b == nil && most < 2 {
+		return nil
+	}
+	spec := policyv1.PodDisruptionBudgetSpec{
+		Selector:                   &metav1.LabelSelector{MatchLabels: fleet.SelectorLabels(e)},
+		UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow),
+	}
+	switch {
+	case b != nil && b.MinAvailable != nil:
+		spec.MinAvailable = ptr.To(*b.MinAvailable)
+	case b != nil && b.MaxUnavailable != nil:
+		spec.MaxUnavailable = ptr.To(*b.MaxUnavailable)
+	default:
+		spec.MaxUnavailable = ptr.To(intstr.FromInt32(fleet.DefaultMaxUnavailable))
+	}
+	return &policyv1.PodDisruptionBudget{ObjectMeta: objectMeta(e, fleet.Name(e)), Spec: spec}
+}
+
+// horizontalPodAutoscaler scales the Envoy, through its scale subresource,
+// on its proxies' CPU, or is nil without spec.autoscaling.
+func horizontalPodAutoscaler(e *examplev1.Envoy) *autoscalingv2.HorizontalPodAutoscaler {
+	a := e.Spec.Autoscaling
+	if a == nil {
+		return nil
+	}
+	return &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: objectMeta(e, fleet.Name(e)),
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{
+				APIVersion: examplev1.GroupVersion.String(), Kind: "Envoy", Name: e.Name,
+			},
+			MinReplicas: ptr.To(ptr.Deref(a.MinReplicas, fleet.DefaultMinReplicas)),
+			MaxReplicas: a.MaxReplicas,
+			Metrics: []autoscalingv2.MetricSpec{{
+				Type: autoscalingv2.ResourceMetricSourceType,
+				Resource: &autoscalingv2.ResourceMetricSource{
+					Name: corev1.ResourceCPU,
+					Target: autoscalingv2.MetricTarget{
+						Type:               autoscalingv2.UtilizationMetricType,
+						AverageUtilization: ptr.To(ptr.Deref(a.TargetCPUUtilizationPercentage, fleet.DefaultTargetCPU)),
+					},
+				},
+			}},
 		},
 	}
 }
