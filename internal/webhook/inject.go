@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
@@ -135,12 +136,16 @@ type Conflict struct{ Message string }
 func (c *Conflict) Error() string { return c.Message }
 
 // WatcherContainer is the container a Watcher adds: its spec.container, with
-// its environment also taken from the Watcher's ConfigMap.
+// its environment also taken from the Watcher's ConfigMap, and, for a
+// Watcher that asks for a native sidecar, restartPolicy Always.
 func WatcherContainer(w *watchv1alpha1.Watcher) corev1.Container {
 	c := *w.Spec.Container.DeepCopy()
 	c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{
 		ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: w.ConfigMapName()}},
 	})
+	if w.Spec.NativeSidecar {
+		c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+	}
 	return c
 }
 
@@ -149,8 +154,23 @@ func WatcherContainer(w *watchv1alpha1.Watcher) corev1.Container {
 // the pod's name as node id and the fleet's identity as cluster, so that the
 // xDS server sends it the fleet's configuration. It declares no listener
 // ports: they would collide with the application's.
+//
+// It is a native sidecar: an init container with restartPolicy Always, whose
+// startup probe holds the pod's containers back until the proxy is ready, and
+// which the kubelet stops after them. So the application's first and last
+// requests find the proxy there. It needs no drain hook: by the time it
+// stops, the application it serves has stopped.
 func EnvoyContainer(e *examplev1.Envoy, d fleet.Defaults) corev1.Container {
-	return proxy.Container(fleet.ContainerOptions(e, d))
+	c := proxy.Container(fleet.ContainerOptions(e, d))
+	c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+	c.StartupProbe = proxy.StartupProbe()
+	return c
+}
+
+// native reports whether c is a native sidecar: an init container that
+// keeps running beside the pod's containers.
+func native(c corev1.Container) bool {
+	return ptr.Deref(c.RestartPolicy, "") == corev1.ContainerRestartPolicyAlways
 }
 
 // EnvoyVolumes are the volumes EnvoyContainer mounts: the fleet's bootstrap
@@ -162,7 +182,11 @@ func EnvoyVolumes(e *examplev1.Envoy, d fleet.Defaults) []corev1.Volume {
 
 // Inject returns a copy of pod with the sidecars added: for each Watcher its
 // container, volume and image pull secret, then the Envoy sidecar and its
-// volumes, and the annotations that record them. It decides from the pod's
+// volumes, and the annotations that record them. Native sidecars (the Envoy
+// sidecar, and Watchers with spec.nativeSidecar) go to the pod's init
+// containers, in that order and before the pod's own, so that they run
+// before and beside everything else; the others are added to its
+// containers. It decides from the pod's
 // containers, never from its annotations: a sidecar is taken as there only
 // when the pod has its container as the sidecar defines it (Carries), so a
 // second call with the result adds nothing, and a pod cannot skip a sidecar
@@ -223,33 +247,46 @@ type injection struct {
 	pod *corev1.Pod
 	// added are the volumes this call added, by name.
 	added map[string]bool
+	// natives is how many native sidecars this call added.
+	natives int
 }
 
 // addContainer adds c unless the pod carries it already (an earlier call
-// added it); a container of that name that is not c is a Conflict.
+// added it), to the init containers when it is a native sidecar, after the
+// native sidecars this call added; a container of that name that is not c
+// is a Conflict.
 func (p *injection) addContainer(c corev1.Container, what string) error {
 	spec := &p.pod.Spec
-	for _, have := range spec.InitContainers {
+	taken := &Conflict{Message: fmt.Sprintf(
+		"cannot inject %s: the pod already has a container named %q; rename one of them", what, c.Name)}
+	home, other := &spec.Containers, spec.InitContainers
+	if native(c) {
+		home, other = &spec.InitContainers, spec.Containers
+	}
+	for _, have := range other {
 		if have.Name == c.Name {
-			return &Conflict{Message: fmt.Sprintf(
-				"cannot inject %s: the pod already has a container named %q; rename one of them", what, c.Name)}
+			return taken
 		}
 	}
-	for _, have := range spec.Containers {
+	for _, have := range *home {
 		if have.Name != c.Name {
 			continue
 		}
 		if CarriesContainer(have, c) {
 			return nil
 		}
-		return &Conflict{Message: fmt.Sprintf(
-			"cannot inject %s: the pod already has a container named %q; rename one of them", what, c.Name)}
+		return taken
 	}
 	for _, have := range spec.EphemeralContainers {
 		if have.Name == c.Name {
 			return &Conflict{Message: fmt.Sprintf(
 				"cannot inject %s: the pod already has an ephemeral container named %q", what, c.Name)}
 		}
+	}
+	if native(c) {
+		spec.InitContainers = slices.Insert(spec.InitContainers, p.natives, c)
+		p.natives++
+		return nil
 	}
 	spec.Containers = append(spec.Containers, c)
 	return nil

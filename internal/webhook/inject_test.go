@@ -64,6 +64,16 @@ func containerNames(p *corev1.Pod) string {
 	return strings.Join(n, ",")
 }
 
+func initNames(p *corev1.Pod) string {
+	var n []string
+	for _, c := range p.Spec.InitContainers {
+		n = append(n, c.Name)
+	}
+	return strings.Join(n, ",")
+}
+
+func nativeSidecar(w *watchv1alpha1.Watcher) { w.Spec.NativeSidecar = true }
+
 func volumeNames(p *corev1.Pod) string {
 	var n []string
 	for _, v := range p.Spec.Volumes {
@@ -78,6 +88,7 @@ func TestInject(t *testing.T) {
 		pod        *corev1.Pod
 		sidecars   Sidecars
 		containers string
+		inits      string // the init containers
 		volumes    string
 		secrets    []string
 		injected   string
@@ -108,15 +119,15 @@ func TestInject(t *testing.T) {
 		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side", withSecret("regcred"))}},
 		containers: "app,side", volumes: "data", secrets: []string{"regcred"}, injected: "w",
 	}, {
-		name:       "Envoy sidecar",
+		name:       "Envoy sidecar, a native sidecar",
 		pod:        newPod(),
 		sidecars:   Sidecars{Envoy: edgeFleet},
-		containers: "app,envoy", volumes: "data,envoy-bootstrap,envoy-tmp", envoy: "edge",
+		containers: "app", inits: "envoy", volumes: "data,envoy-bootstrap,envoy-tmp", envoy: "edge",
 	}, {
 		name:       "Watcher and Envoy",
 		pod:        newPod(),
 		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side")}, Envoy: edgeFleet},
-		containers: "app,side,envoy", volumes: "data,envoy-bootstrap,envoy-tmp", injected: "w", envoy: "edge",
+		containers: "app,side", inits: "envoy", volumes: "data,envoy-bootstrap,envoy-tmp", injected: "w", envoy: "edge",
 	}, {
 		name:     "container name taken by the pod",
 		pod:      newPod(),
@@ -177,7 +188,7 @@ func TestInject(t *testing.T) {
 		pod: stored(t, newPod(), Sidecars{
 			Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side", withVolume("logs"))}, Envoy: edgeFleet}),
 		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side", withVolume("logs"))}, Envoy: edgeFleet},
-		containers: "app,side,envoy", volumes: "data,logs,envoy-bootstrap,envoy-tmp", injected: "w", envoy: "edge",
+		containers: "app,side", inits: "envoy", volumes: "data,logs,envoy-bootstrap,envoy-tmp", injected: "w", envoy: "edge",
 	}, {
 		name:       "re-invocation with a Watcher that is new since",
 		pod:        stored(t, newPod(), Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side")}}),
@@ -189,7 +200,7 @@ func TestInject(t *testing.T) {
 			p.Annotations = map[string]string{InjectedAnnotation: "w", EnvoySidecarInjectedAnnotation: "edge"}
 		}),
 		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side")}, Envoy: edgeFleet},
-		containers: "app,side,envoy", volumes: "data,envoy-bootstrap,envoy-tmp", injected: "w", envoy: "edge",
+		containers: "app,side", inits: "envoy", volumes: "data,envoy-bootstrap,envoy-tmp", injected: "w", envoy: "edge",
 	}, {
 		name: "the pod's own records of sidecars it does not get are removed",
 		pod: newPod(func(p *corev1.Pod) {
@@ -213,6 +224,40 @@ func TestInject(t *testing.T) {
 		}),
 		sidecars: Sidecars{Envoy: edgeFleet},
 		conflict: `cannot inject the sidecar of Envoy "edge": the pod already has a container named "envoy"`,
+	}, {
+		name: "native sidecars, in order, before the pod's own init containers",
+		pod: newPod(func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox"}}
+		}),
+		sidecars: Sidecars{Watchers: []*watchv1alpha1.Watcher{
+			newWatcher("n1", "native-1", nativeSidecar), newWatcher("r", "regular"), newWatcher("n2", "native-2", nativeSidecar),
+		}, Envoy: edgeFleet},
+		containers: "app,regular", inits: "native-1,native-2,envoy,setup", volumes: "data,envoy-bootstrap,envoy-tmp",
+		injected: "n1,r,n2", envoy: "edge",
+	}, {
+		name: "re-invocation with native sidecars stored",
+		pod: stored(t, newPod(func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox"}}
+		}), Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("n", "native", nativeSidecar)}, Envoy: edgeFleet}),
+		sidecars:   Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("n", "native", nativeSidecar)}, Envoy: edgeFleet},
+		containers: "app", inits: "native,envoy,setup", volumes: "data,envoy-bootstrap,envoy-tmp", injected: "n", envoy: "edge",
+	}, {
+		name: "the pod has its own init container named envoy",
+		pod: newPod(func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "envoy", Image: "mine"}}
+		}),
+		sidecars: Sidecars{Envoy: edgeFleet},
+		conflict: `cannot inject the sidecar of Envoy "edge": the pod already has a container named "envoy"`,
+	}, {
+		name:     "a native Watcher named like a container of the pod",
+		pod:      newPod(),
+		sidecars: Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "app", nativeSidecar)}},
+		conflict: `cannot inject Watcher "w": the pod already has a container named "app"`,
+	}, {
+		name:     "the Watcher's container, as a regular one, where it asks for a native sidecar",
+		pod:      stored(t, newPod(), Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side")}}),
+		sidecars: Sidecars{Watchers: []*watchv1alpha1.Watcher{newWatcher("w", "side", nativeSidecar)}},
+		conflict: `cannot inject Watcher "w": the pod already has a container named "side"`,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,6 +277,19 @@ func TestInject(t *testing.T) {
 			}
 			if c := containerNames(got); c != tt.containers {
 				t.Errorf("containers = %s, want %s", c, tt.containers)
+			}
+			if c := initNames(got); c != tt.inits {
+				t.Errorf("init containers = %s, want %s", c, tt.inits)
+			}
+			for _, c := range got.Spec.InitContainers {
+				if c.Name != "setup" && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+					t.Errorf("injected init container %s has restartPolicy %v, want Always", c.Name, c.RestartPolicy)
+				}
+			}
+			for _, c := range got.Spec.Containers {
+				if c.RestartPolicy != nil {
+					t.Errorf("container %s has a restartPolicy", c.Name)
+				}
 			}
 			if v := volumeNames(got); v != tt.volumes {
 				t.Errorf("volumes = %s, want %s", v, tt.volumes)
@@ -287,8 +345,14 @@ func stored(t *testing.T, pod *corev1.Pod, s Sidecars) *corev1.Pod {
 // account token's mount, a LimitRange's resources.
 func apiServerStores(pod *corev1.Pod) *corev1.Pod {
 	out := pod.DeepCopy()
+	var all []*corev1.Container
+	for i := range out.Spec.InitContainers {
+		all = append(all, &out.Spec.InitContainers[i])
+	}
 	for i := range out.Spec.Containers {
-		c := &out.Spec.Containers[i]
+		all = append(all, &out.Spec.Containers[i])
+	}
+	for _, c := range all {
 		c.ImagePullPolicy = corev1.PullIfNotPresent
 		c.TerminationMessagePath = corev1.TerminationMessagePathDefault
 		c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
@@ -390,7 +454,22 @@ func TestEnvoySidecarJoinsTheFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := got.Spec.Containers[1]
+	if len(got.Spec.Containers) != 1 || len(got.Spec.InitContainers) != 1 {
+		t.Fatalf("containers %s, init containers %s: want the sidecar among the init containers", containerNames(got), initNames(got))
+	}
+	c := got.Spec.InitContainers[0]
+	// A native sidecar, whose startup probe holds the application back
+	// until the proxy is ready.
+	if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Errorf("restartPolicy = %v, want Always", c.RestartPolicy)
+	}
+	if p := c.StartupProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/ready" || p.HTTPGet.Port.IntVal != proxy.ReadyPort ||
+		p.PeriodSeconds != 1 || p.FailureThreshold*p.PeriodSeconds < 60 {
+		t.Errorf("startup probe = %+v, want /ready on %d, every second, for a minute at least", p, proxy.ReadyPort)
+	}
+	if c.Lifecycle != nil {
+		t.Errorf("the sidecar has a lifecycle %+v: it stops after the application, with nothing to drain", c.Lifecycle)
+	}
 	args := strings.Join(c.Args, " ")
 	for _, want := range []string{
 		"-c " + proxy.BootstrapPath,
@@ -458,13 +537,13 @@ func TestEnvoySidecarMountsTheFleetsCertificate(t *testing.T) {
 		t.Errorf("the bootstrap volume has items %+v, want the bootstrap and two SDS files", bootstrap.ConfigMap.Items)
 	}
 	mounted := false
-	for _, m := range got.Spec.Containers[1].VolumeMounts {
+	for _, m := range got.Spec.InitContainers[0].VolumeMounts {
 		mounted = mounted || (m.Name == proxy.ClientCertVolumeName && m.MountPath == proxy.ClientCertDir && m.ReadOnly)
 	}
 	if !mounted {
-		t.Errorf("the sidecar does not mount its certificate read-only at %s: %+v", proxy.ClientCertDir, got.Spec.Containers[1].VolumeMounts)
+		t.Errorf("the sidecar does not mount its certificate read-only at %s: %+v", proxy.ClientCertDir, got.Spec.InitContainers[0].VolumeMounts)
 	}
-	if containers := got.Spec.Containers; len(containers) != 2 {
+	if containers := got.Spec.Containers; len(containers) != 1 {
 		t.Errorf("%d containers", len(containers))
 	}
 }

@@ -283,8 +283,15 @@ func TestEnvoySidecar(t *testing.T) {
 	if err := suite.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	if got := containerNames(pod); got != "app,envoy" {
-		t.Fatalf("containers = %s, want app,envoy", got)
+	// The API server took it: a native sidecar, ahead of the application.
+	if got, inits := containerNames(pod), initNames(pod); got != "app" || inits != "envoy" {
+		t.Fatalf("containers = %s, init containers = %s, want app and envoy", got, inits)
+	}
+	if p := pod.Spec.InitContainers[0].RestartPolicy; p == nil || *p != corev1.ContainerRestartPolicyAlways {
+		t.Errorf("the sidecar's restartPolicy = %v, want Always", p)
+	}
+	if pod.Spec.InitContainers[0].StartupProbe == nil {
+		t.Error("the sidecar has no startup probe")
 	}
 	if got := volumeNames(pod); got != "data,envoy-bootstrap,envoy-tmp" {
 		t.Errorf("volumes = %s", got)
@@ -292,7 +299,7 @@ func TestEnvoySidecar(t *testing.T) {
 	if v := pod.Spec.Volumes[1]; v.ConfigMap == nil || v.ConfigMap.Name != "edge-bootstrap" {
 		t.Errorf("bootstrap volume = %+v, want ConfigMap edge-bootstrap", v)
 	}
-	if args := strings.Join(pod.Spec.Containers[1].Args, " "); !strings.Contains(args, "--service-cluster "+proxy.FleetID(ns, "edge")) {
+	if args := strings.Join(pod.Spec.InitContainers[0].Args, " "); !strings.Contains(args, "--service-cluster "+proxy.FleetID(ns, "edge")) {
 		t.Errorf("args = %s, want the fleet's identity as cluster", args)
 	}
 	if pod.Annotations[EnvoySidecarInjectedAnnotation] != "edge" {
@@ -302,6 +309,30 @@ func TestEnvoySidecar(t *testing.T) {
 	err := suite.Client.Create(ctx, podIn(ns, map[string]string{EnvoySidecarAnnotation: "no-such-fleet"}))
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `Envoy "no-such-fleet", which does not exist`) {
 		t.Fatalf("create = %v, want a denial naming Envoy no-such-fleet", err)
+	}
+}
+
+// A Watcher's sidecar is one of the pod's containers, as the seed's; one
+// that asks for a native sidecar is an init container with restartPolicy
+// Always, before the pod's own init containers, and the API server takes it.
+func TestNativeSidecarWatcher(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, true)
+	createWatcher(t, ns, "logs", "tail")
+	createWatcher(t, ns, "shipper", "ship", func(w *watchv1alpha1.Watcher) { w.Spec.NativeSidecar = true })
+	pod := podIn(ns, map[string]string{InjectAnnotation: "logs,shipper"})
+	pod.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox"}}
+	if err := suite.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if got, inits := containerNames(pod), initNames(pod); got != "app,tail" || inits != "ship,setup" {
+		t.Fatalf("containers = %s, init containers = %s, want app,tail and ship,setup", got, inits)
+	}
+	if p := pod.Spec.InitContainers[0].RestartPolicy; p == nil || *p != corev1.ContainerRestartPolicyAlways {
+		t.Errorf("ship's restartPolicy = %v, want Always", p)
+	}
+	if p := pod.Spec.Containers[1].RestartPolicy; p != nil {
+		t.Errorf("tail's restartPolicy = %v, want none", *p)
 	}
 }
 
@@ -374,8 +405,8 @@ func TestPodsOwnRecordsSkipNothing(t *testing.T) {
 	if err := suite.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	if got := containerNames(pod); got != "app,auditor,envoy" {
-		t.Errorf("containers = %s, want app,auditor,envoy", got)
+	if got, inits := containerNames(pod), initNames(pod); got != "app,auditor" || inits != "envoy" {
+		t.Errorf("containers = %s, init containers = %s, want app,auditor and envoy", got, inits)
 	}
 	if got := volumeNames(pod); got != "data,audit,envoy-bootstrap,envoy-tmp" {
 		t.Errorf("volumes = %s", got)

@@ -224,15 +224,17 @@ func TestSidecarSample(t *testing.T) {
 	// was not serving yet; every pod that exists carries the sidecar.
 	waitJSONPath(t, 2*time.Minute, ns, "deployment/shop", "{.status.availableReplicas}", "2")
 	out := kubectl(t, "-n", ns, "get", "pods", "-l", "app=shop", "-o",
-		`jsonpath={range .items[*]}{.spec.containers[*].name}|{.spec.containers[?(@.name=="envoy")].args}{"\n"}{end}`)
+		`jsonpath={range .items[*]}{.spec.initContainers[*].name} {.spec.initContainers[*].restartPolicy} {.spec.containers[*].name}|{.spec.initContainers[?(@.name=="envoy")].args}{"\n"}{end}`)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) < 2 {
 		t.Fatalf("pods of shop: %q", out)
 	}
 	for _, l := range lines {
 		containers, args, _ := strings.Cut(l, "|")
-		if containers != "shop envoy" || !strings.Contains(args, ns+"/shop-mesh") {
-			t.Errorf("a pod of shop has containers %q and envoy args %s, want shop and an envoy of %s/shop-mesh", containers, args, ns)
+		// The sidecar is a native sidecar: an init container that keeps
+		// running, started before the application.
+		if containers != "envoy Always shop" || !strings.Contains(args, ns+"/shop-mesh") {
+			t.Errorf("a pod of shop has init containers, their restart policy and containers %q, and envoy args %s; want envoy Always shop, and an envoy of %s/shop-mesh", containers, args, ns)
 		}
 	}
 

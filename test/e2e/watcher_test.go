@@ -85,8 +85,12 @@ func TestWatcherInjection(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJSONPath(t, 2*time.Minute, ns, "pods -l app=web", "{.items[*].status.phase}", "Running Running")
-	waitJSONPath(t, time.Minute, ns, "pods -l app=web", `{range .items[*]}{.spec.containers[*].name}{";"}{end}`,
-		"app log-watcher envoy;app log-watcher envoy;")
+	// The Envoy sidecar is a native sidecar, an init container that keeps
+	// running, ordered before the application; the Watcher's sidecar is a
+	// container, as the seed's.
+	waitJSONPath(t, time.Minute, ns, "pods -l app=web",
+		`{range .items[*]}{.spec.initContainers[*].name}{"/"}{.spec.initContainers[*].restartPolicy}{"/"}{.spec.containers[*].name}{";"}{end}`,
+		"envoy/Always/app log-watcher;envoy/Always/app log-watcher;")
 	waitJSONPath(t, time.Minute, ns, "pods -l app=web", `{.items[*].metadata.annotations.watch\.my\.domain/injected}`,
 		"log-watcher log-watcher")
 	step("Deployment's pods run with the sidecars")
@@ -114,7 +118,7 @@ func TestWatcherInjection(t *testing.T) {
 func checkSidecars(t *testing.T, p *corev1.Pod) {
 	t.Helper()
 	byName := map[string]corev1.Container{}
-	for _, c := range p.Spec.Containers {
+	for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
 		byName[c.Name] = c
 	}
 	lw := byName["log-watcher"]
