@@ -173,15 +173,21 @@ func TestXDSChangeUpdatesBootstrapAndRollsPods(t *testing.T) {
 }
 
 func TestScaleSubresource(t *testing.T) {
-	ctx := context.Background()
 	ns := suite.Namespace(t)
 	e := applySample(t, ns)
 	settled(t, e)
-	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 5}}
-	if err := suite.Client.SubResource("scale").Update(ctx, e, client.WithSubResourceBody(scale)); err != nil {
+	scaleTo(t, e, 5)
+	testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &appsv1.Deployment{}, func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 5 })
+}
+
+// scaleTo sets e's replicas through its scale subresource, as kubectl scale
+// and a HorizontalPodAutoscaler do.
+func scaleTo(t *testing.T, e *examplev1.Envoy, n int32) {
+	t.Helper()
+	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: n}}
+	if err := suite.Client.SubResource("scale").Update(context.Background(), e, client.WithSubResourceBody(scale)); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &appsv1.Deployment{}, func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 5 })
 }
 
 func TestRestoresChildren(t *testing.T) {
@@ -364,13 +370,7 @@ func TestDisruptionBudgetFollowsSpec(t *testing.T) {
 		return p.Spec.MinAvailable == nil && p.Spec.MaxUnavailable != nil && p.Spec.MaxUnavailable.IntValue() == 1
 	})
 
-	scale := func(n int32) {
-		t.Helper()
-		if err := suite.Client.SubResource("scale").Update(ctx, e, client.WithSubResourceBody(&autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: n}})); err != nil {
-			t.Fatal(err)
-		}
-	}
-	scale(1)
+	scaleTo(t, e, 1)
 	testenv.WaitGone(t, suite.Client, ns, "webserver-beta", &policyv1.PodDisruptionBudget{})
 
 	// Asked for, a one-proxy fleet gets the spec's budget.
@@ -417,9 +417,7 @@ func TestAutoscalerNeverFought(t *testing.T) {
 	for _, n := range []int32{2, 5, 3} {
 		// What the autoscaler does: update the scale subresource, and its
 		// own status (which the operator watches).
-		if err := suite.Client.SubResource("scale").Update(ctx, e, client.WithSubResourceBody(&autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: n}})); err != nil {
-			t.Fatal(err)
-		}
+		scaleTo(t, e, n)
 		hpa := testenv.WaitFor(t, suite.Client, ns, "scaled", &autoscalingv2.HorizontalPodAutoscaler{}, nil)
 		hpa.Status = autoscalingv2.HorizontalPodAutoscalerStatus{CurrentReplicas: n, DesiredReplicas: n}
 		if err := suite.Client.Status().Update(ctx, hpa); err != nil {
