@@ -36,6 +36,8 @@ spec:
 	waitJSONPath(t, 2*time.Minute, ns, "envoy/prod", "{.status.availableReplicas}", "3")
 	waitBudget(t, ns, "prod", "/1", 1)
 
+	// evict asks to evict a ready proxy: one that is not ready is evicted
+	// whatever the budget (unhealthyPodEvictionPolicy AlwaysAllow).
 	evict := func() error {
 		t.Helper()
 		var pods corev1.PodList
@@ -43,11 +45,11 @@ spec:
 			t.Fatal(err)
 		}
 		for _, p := range pods.Items {
-			if p.DeletionTimestamp == nil {
+			if p.DeletionTimestamp == nil && ready(&p) {
 				return k8s.SubResource("eviction").Create(ctx, &p, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: ns}})
 			}
 		}
-		t.Fatal("no pod to evict")
+		t.Fatal("no ready pod to evict")
 		return nil
 	}
 	// The default budget lets one proxy go at a time.
@@ -91,6 +93,15 @@ func waitBudget(t *testing.T, ns, name, bounds string, allowed int32) {
 		return got == bounds && pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.DisruptionsAllowed == allowed,
 			fmt.Errorf("bounds %s, observed generation %d of %d, %d allowed", got, pdb.Status.ObservedGeneration, pdb.Generation, pdb.Status.DisruptionsAllowed)
 	})
+}
+
+func ready(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func str(v *intstr.IntOrString) string {
