@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"sort"
 	"strconv"
 
 	"google.golang.org/protobuf/proto"
@@ -10,7 +11,10 @@ import (
 
 // Walk calls visit for m and every message inside it, at any depth and
 // inside every Any (typed_config and the like), with its field path from m
-// ("filter_chains[0].transport_socket.typed_config(DownstreamTlsContext)").
+// ("filter_chains[0].transport_socket.typed_config(DownstreamTlsContext)"):
+// a message before what is inside it, and a map's entries in the order of
+// their keys. The order of a message's fields is protobuf's Range order,
+// the same throughout a run of a binary but not from one build to the next.
 // visit returns whether to look inside the message it was given. An Any
 // whose content does not decode is skipped: decoding (Decode) refuses such a
 // resource.
@@ -55,10 +59,18 @@ func walkAny(m proto.Message, path string, visit func(m proto.Message, path stri
 			}
 		case fd.IsMap():
 			if fd.MapValue().Kind() == protoreflect.MessageKind {
-				v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-					walkAny(mv.Message().Interface(), name+"["+k.String()+"]", visit, rewrite)
+				// In the order of the keys: what visit reports comes out the
+				// same every time.
+				m := v.Map()
+				keys := make([]protoreflect.MapKey, 0, m.Len())
+				m.Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
+					keys = append(keys, k)
 					return true
 				})
+				sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+				for _, k := range keys {
+					walkAny(m.Get(k).Message().Interface(), name+"["+k.String()+"]", visit, rewrite)
+				}
 			}
 		default:
 			walkAny(v.Message().Interface(), name, visit, rewrite)
