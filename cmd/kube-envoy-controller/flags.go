@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"strings"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 // settings is what the command line asks for, checked.
@@ -44,6 +46,9 @@ type settings struct {
 	namespace string
 	// replica names this replica in the reports of its xDS proxies.
 	replica string
+	// policy is the content policy of EnvoyConfigs, for the validating
+	// webhook and the EnvoyConfig controller.
+	policy translate.Policy
 	// showVersion asks for the version alone: the other flags are not checked.
 	showVersion bool
 }
@@ -60,6 +65,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 		xdsCASecret          string
 		xdsCARotation        bool
 		pkiOpts              = pki.DefaultOptions
+		allowedFiles         string
+		allowedEnv           string
 	)
 	config.RegisterFlags(fs) // --kubeconfig
 	fs.StringVar(&controllers, "controllers", "*", fmt.Sprintf(
@@ -108,6 +115,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 		"Lifetime of the xDS server's and the fleets' certificates; they are renewed when a third of it is left.")
 	fs.DurationVar(&pkiOpts.Propagation, "xds-ca-propagation", pkiOpts.Propagation,
 		"How long a new xDS CA is only trusted before it signs: time for every proxy's Secret to bring it.")
+	fs.StringVar(&allowedFiles, strings.TrimPrefix(translate.FilesFlag, "--"), "",
+		"Comma-separated absolute paths of the proxies' file system that EnvoyConfigs may name (DataSources, access logs, config sources, sockets); "+
+			"a directory ends in /. None by default: an EnvoyConfig names a file to read what only the proxy's pod may (its ServiceAccount token, its xDS client certificate, which no entry may allow).")
+	fs.StringVar(&allowedEnv, strings.TrimPrefix(translate.EnvFlag, "--"), "",
+		"Comma-separated environment variables of the proxies that EnvoyConfigs' DataSources may name. None by default.")
 	fs.StringVar(&s.replica, "replica-name", defaultReplicaName(),
 		"Name of this replica in the reports of its xDS proxies, unique among the replicas; defaults to $POD_NAME, else the host name.")
 	fs.BoolVar(&s.showVersion, "version", false, "Print the version and exit.")
@@ -156,6 +168,18 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 		return nil, fmt.Errorf("--xds-max-streams-per-connection %d: want at least 1, at most %d", s.xdsLimits.MaxStreamsPerConnection, uint32(math.MaxUint32))
 	}
 	s.qps = float32(qps)
+	s.policy = translate.Policy{Files: splitList(allowedFiles), Env: splitList(allowedEnv), Namespace: hookFlags.Namespace}
+	// The operator's other names, beside its namespace's: where fleets
+	// reach its xDS Service, and where the API server reaches its webhook
+	// (on the host, in development, loopback: the proxies' own).
+	for _, h := range []string{s.builtinXDS.Host, hookFlags.WebhookDNSName()} {
+		if !isLoopback(h) {
+			s.policy.Hosts = append(s.policy.Hosts, h)
+		}
+	}
+	if err := s.policy.Check(); err != nil {
+		return nil, err
+	}
 	if hookFlags.Enabled() {
 		if s.manager.WebhookHost, s.manager.WebhookPort, err = hookFlags.Server(); err != nil {
 			return nil, err
@@ -165,6 +189,25 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 		s.webhook = &o
 	}
 	return &s, nil
+}
+
+// splitList splits a comma-separated flag value, without empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// isLoopback reports whether host names the loopback interface.
+func isLoopback(host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	return host == "localhost"
 }
 
 // defaultReplicaName is $POD_NAME, or else the host's name.

@@ -17,6 +17,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 // parsed is what a command line comes to: the settings the binary acts on,
@@ -31,6 +32,7 @@ type parsed struct {
 	Manager     manager.Options
 	Webhook     *webhook.Options
 	XDSCA       *authority.Config
+	Policy      translate.Policy
 }
 
 func parse(args []string) (parsed, error) {
@@ -42,7 +44,7 @@ func parse(args []string) (parsed, error) {
 	}
 	cfg := &rest.Config{}
 	configureClient(cfg, s.qps, s.burst)
-	return parsed{s.controllers, s.builtinXDS, s.xdsBindAddress, s.xdsLimits, cfg.QPS, cfg.Burst, s.manager, s.webhook, s.xdsCA}, nil
+	return parsed{s.controllers, s.builtinXDS, s.xdsBindAddress, s.xdsLimits, cfg.QPS, cfg.Burst, s.manager, s.webhook, s.xdsCA, s.policy}, nil
 }
 
 // The defaults of the README's flag table.
@@ -62,6 +64,8 @@ func defaults() parsed {
 			MetricsAddr: ":8443", MetricsSecure: true, ProbeAddr: ":8081", PprofAddr: "0", ConcurrentReconciles: 5,
 			LeaderElection: manager.LeaderElection{LeaseDuration: 12 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second},
 		},
+		Policy: translate.Policy{Namespace: "kube-envoy-controller", Hosts: []string{
+			"kube-envoy-controller-xds.kube-envoy-controller.svc", "kube-envoy-controller-webhook.kube-envoy-controller.svc"}},
 	}
 }
 
@@ -94,12 +98,14 @@ func TestFlags(t *testing.T) {
 		{"xds service address", "--xds-service-address=xds.example:19000", func(p *parsed) {
 			p.BuiltinXDS.Host, p.BuiltinXDS.Port = "xds.example", 19000
 			p.XDSCA.Hosts[0] = "xds.example"
+			p.Policy.Hosts[0] = "xds.example"
 		}},
 		{"xds plaintext", "--xds-plaintext", func(p *parsed) { p.BuiltinXDS.MutualTLS, p.XDSCA = false, nil }},
 		{"xds CA kept by cert-manager", "--xds-ca-rotation=false", func(p *parsed) { p.XDSCA.External = true }},
 		{"xds certificates", "--xds-trust-domain=corp.example --xds-ca-secret=ca --xds-ca-validity=720h --xds-certificate-validity=1h --xds-ca-propagation=10m --namespace=ops", func(p *parsed) {
 			p.XDSCA.Namespace, p.XDSCA.SecretName = "ops", "ca"
 			p.XDSCA.Options = pki.Options{TrustDomain: "corp.example", CAValidity: 720 * time.Hour, CertValidity: time.Hour, Propagation: 10 * time.Minute}
+			p.Policy.Namespace, p.Policy.Hosts[1] = "ops", "kube-envoy-controller-webhook.ops.svc"
 		}},
 		{"xds bind address", "--xds-bind-address=127.0.0.1:18001", func(p *parsed) { p.XDSBind = "127.0.0.1:18001" }},
 		{"xds limits", "--xds-max-connections=500 --xds-max-streams-per-connection=4", func(p *parsed) {
@@ -130,11 +136,17 @@ func TestFlags(t *testing.T) {
 				p.Webhook.Namespace = "ops"
 				p.XDSCA.Namespace = "ops"
 				p.Webhook.Certs.Dir, p.Webhook.Certs.DNSName, p.Webhook.Certs.WriteFiles = "/run/certs", "localhost", true
+				// localhost, the proxies' own loopback, is not the operator's name for them.
+				p.Policy.Namespace, p.Policy.Hosts = "ops", p.Policy.Hosts[:1]
 			}},
 		{"webhook namespace names the certificate", "--webhook-bind-address=:9443 --namespace=ops", func(p *parsed) {
 			withWebhook(p, "", 9443)
 			p.Webhook.Namespace, p.Webhook.Certs.DNSName = "ops", "kube-envoy-controller-webhook.ops.svc"
 			p.XDSCA.Namespace = "ops"
+			p.Policy.Namespace, p.Policy.Hosts[1] = "ops", "kube-envoy-controller-webhook.ops.svc"
+		}},
+		{"content policy", "--envoyconfig-allowed-files=/etc/pages/,/etc/ca.pem, --envoyconfig-allowed-env=GREETING", func(p *parsed) {
+			p.Policy.Files, p.Policy.Env = []string{"/etc/pages/", "/etc/ca.pem"}, []string{"GREETING"}
 		}},
 		{"webhook without rotation", "--webhook-bind-address=:9443 --webhook-cert-rotation=false", func(p *parsed) {
 			withWebhook(p, "", 9443)
@@ -191,6 +203,10 @@ func TestFlagErrors(t *testing.T) {
 		{"--xds-certificate-validity=1s", "certificate validity"},
 		{"--xds-ca-validity=2h --xds-certificate-validity=1h", "CA validity"},
 		{"--leader-elect extra", "unexpected arguments"},
+		{"--envoyconfig-allowed-files=/etc/envoy/", "holds the fleet's xDS client certificate"},
+		{"--envoyconfig-allowed-files=/proc/self/root/", "below /proc"},
+		{"--envoyconfig-allowed-files=etc/pages/", "not an absolute, clean path"},
+		{"--envoyconfig-allowed-env=A=B", "not an environment variable's name"},
 	}
 	for _, tt := range tests {
 		if _, err := parse(strings.Fields(tt.args)); err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -56,7 +56,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	opts := controller.Options{Fleet: fleet.Defaults{XDS: s.builtinXDS}, Namespace: s.namespace}
+	opts := controller.Options{Fleet: fleet.Defaults{XDS: s.builtinXDS}, Namespace: s.namespace, Policy: s.policy}
 	if s.xdsCA == nil {
 		log.Info("WARNING: the built-in xDS server serves plaintext (--xds-plaintext): any client that reaches its port can read any fleet's configuration and secrets")
 	} else if controller.Enabled(s.controllers, envoyconfig.ControllerName) || controller.Enabled(s.controllers, envoy.ControllerName) {
@@ -81,7 +81,7 @@ func run() error {
 		return err
 	}
 	if s.webhook != nil {
-		s.webhook.Fleet = opts.Fleet
+		s.webhook.Fleet, s.webhook.Policy = opts.Fleet, s.policy
 		if err := webhook.Setup(mgr, *s.webhook); err != nil {
 			return fmt.Errorf("setting up the webhook: %w", err)
 		}

@@ -45,6 +45,8 @@ type diffOptions struct {
 	offline   bool
 	against   []string
 	output    string
+	// policy is the operator's content policy, from --allowed-files and --allowed-env.
+	policy translate.Policy
 }
 
 func (o *options) diffCommand() *cobra.Command {
@@ -98,6 +100,8 @@ Exit status: 0 nothing would change, 1 what the proxies are served would change,
 	fs.BoolVar(&d.offline, "offline", false, "Read no cluster: compare the files with nothing, or with the EnvoyConfigs of --against.")
 	fs.StringArrayVar(&d.against, "against", nil, "Offline: EnvoyConfigs to compare with, as if they were applied and published (a file, a directory or -); repeatable. Implies --offline.")
 	fs.StringVarP(&d.output, "output", "o", outputText, "Output format: text, json or yaml.")
+	fs.StringSliceVar(&d.policy.Files, "allowed-files", nil, "Files the operator allows EnvoyConfigs to name (its --envoyconfig-allowed-files); a directory ends in /.")
+	fs.StringSliceVar(&d.policy.Env, "allowed-env", nil, "Environment variables the operator allows EnvoyConfigs to name (its --envoyconfig-allowed-env).")
 	return cmd
 }
 
@@ -149,6 +153,11 @@ func (o *options) runDiff(ctx context.Context, d *diffOptions) (int, error) {
 	}
 	for _, warning := range warnings {
 		fmt.Fprintln(o.streams.ErrOut, "warning:", warning)
+	}
+	w.policy = d.policy
+	w.policy.Namespace = o.operatorNamespace
+	if err := w.policy.Check(); err != nil {
+		return 0, err
 	}
 
 	report := plan(w, changesOf(w, files.configs, d.prune), time.Now())

@@ -30,6 +30,8 @@ import (
 
 // world is what diff starts from, in the namespaces the files touch.
 type world struct {
+	// policy is the operator's content policy, as the flags give it.
+	policy translate.Policy
 	// configs are the namespaces' EnvoyConfigs, by namespace/name, without
 	// those being deleted (neither the webhook nor the controller counts
 	// them).
@@ -159,7 +161,7 @@ func plan(w world, changes []change, now time.Time) diffReport {
 			if !exists {
 				continue
 			}
-			problems := translate.Admit(fleetConfigs(after, fleetOf(live)), c.Name, nil)
+			problems := translate.Admit(w.policy, fleetConfigs(after, fleetOf(live)), c.Name, nil)
 			if len(problems) > 0 {
 				r.Refused = append(r.Refused, refusal{Where: ch.where, EnvoyConfig: c.Name, Message: translate.Refusal(short, true, problems)})
 				continue
@@ -177,7 +179,7 @@ func plan(w world, changes []change, now time.Time) diffReport {
 		} else {
 			c.Created = now.Add(time.Duration(i) * time.Millisecond)
 		}
-		if problems := translate.Admit(fleetConfigs(after, fleetOf(c)), c.Name, &c); len(problems) > 0 {
+		if problems := translate.Admit(w.policy, fleetConfigs(after, fleetOf(c)), c.Name, &c); len(problems) > 0 {
 			r.Refused = append(r.Refused, refusal{Where: ch.where, EnvoyConfig: c.Name, Message: translate.Refusal(short, false, problems)})
 			continue
 		}
@@ -203,8 +205,8 @@ func diffFleet(w world, f fleet.ID, live, after []translate.Config, changedConfi
 	var published []translate.Config
 	if rev := hist.Served(); rev != nil {
 		published = rev.Configs
-		now, _ = translate.Render(rev.Configs, live, slices, secrets)
-		pending := translate.Translate(translate.Input{Configs: live, Published: published, Slices: slices, Secrets: secrets})
+		now, _ = translate.Render(w.policy, rev.Configs, live, slices, secrets)
+		pending := translate.Translate(translate.Input{Configs: live, Published: published, Slices: slices, Secrets: secrets, Policy: w.policy})
 		if publish.Decide(hist, pending, publish.Acks{}).Action == publish.Publish {
 			d.Notes = append(d.Notes, fmt.Sprintf("the operator has not published the fleet's EnvoyConfigs as they are yet (version %s): the diff includes those changes too", pending.Version))
 		}
@@ -213,12 +215,12 @@ func diffFleet(w world, f fleet.ID, live, after []translate.Config, changedConfi
 	if hist.Served() == nil && len(after) == 0 {
 		return d // a fleet that never had an EnvoyConfig: nothing is recorded or served
 	}
-	ir := translate.Translate(translate.Input{Configs: after, Published: published, Slices: slices, Secrets: secrets})
+	ir := translate.Translate(translate.Input{Configs: after, Published: published, Slices: slices, Secrets: secrets, Policy: w.policy})
 	decision := publish.Decide(hist, ir, publish.Acks{})
 	next := map[string][]types.Resource{}
 	if rev := decision.History.Served(); rev != nil {
 		d.NewVersion = decision.History.Current
-		next, _ = translate.Render(rev.Configs, after, slices, secrets)
+		next, _ = translate.Render(w.policy, rev.Configs, after, slices, secrets)
 	}
 	if len(ir.Held) > 0 {
 		d.Notes = append(d.Notes, "the fleet would be held on its published revision: "+strings.Join(ir.Held, "; "))

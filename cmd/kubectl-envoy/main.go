@@ -33,6 +33,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/version"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 func main() {
@@ -272,17 +273,23 @@ func (o *options) validateCommand() *cobra.Command {
 	var (
 		files     []string
 		recursive bool
+		pol       translate.Policy
 	)
 	cmd := &cobra.Command{
 		Use:   "validate -f <file|dir>",
 		Short: "Check EnvoyConfig files offline, as admission would",
 		Long: `Checks the EnvoyConfigs in the files given, offline, with the checks of the
 operator's admission webhook: strict decoding into Envoy's v3 API, Envoy's
-validation rules, no secret material inline, and references (route configurations,
-clusters, SDS secrets) that lead somewhere in each fleet, the fleet being the
-EnvoyConfigs of the files with the same namespace and envoyRef. EnvoyConfigs
-without a namespace are in -n's (or the kubeconfig context's). Other kinds are
-skipped. Exits 1 when something would be refused.`,
+validation rules, no secret material inline, the content policy (no file or
+environment variable of the proxy but those --allowed-files and --allowed-env
+allow, as the operator's --envoyconfig-allowed-files and --envoyconfig-allowed-env
+do; no configuration from another server; no destination at the proxy's admin
+port, a link-local address, a cloud metadata service or the operator's namespace,
+--operator-namespace), and references (route configurations, clusters, SDS
+secrets) that lead somewhere in each fleet, the fleet being the EnvoyConfigs of
+the files with the same namespace and envoyRef. EnvoyConfigs without a namespace
+are in -n's (or the kubeconfig context's). Other kinds are skipped. Exits 1 when
+something would be refused.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 {
@@ -296,12 +303,18 @@ skipped. Exits 1 when something would be refused.`,
 			if err != nil {
 				return err
 			}
-			res := validate(docs, ns)
+			pol.Namespace = o.operatorNamespace
+			if err := pol.Check(); err != nil {
+				return err
+			}
+			res := validate(docs, ns, pol)
 			return reportValidation(o.streams.Out, res)
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "A file, a directory of .yaml, .yml and .json files, or - for stdin; repeatable.")
 	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "Read the directories given with -f recursively.")
+	cmd.Flags().StringSliceVar(&pol.Files, "allowed-files", nil, "Files the operator allows EnvoyConfigs to name (its --envoyconfig-allowed-files); a directory ends in /.")
+	cmd.Flags().StringSliceVar(&pol.Env, "allowed-env", nil, "Environment variables the operator allows EnvoyConfigs to name (its --envoyconfig-allowed-env).")
 	return cmd
 }
 

@@ -180,9 +180,10 @@ func decodeConfigs(docs []manifest, namespace string) decoded {
 
 // validate checks the EnvoyConfigs among docs as admission would if they
 // were applied together: each is decoded (decodeConfigs), then judged by
-// translate.Admit, the webhook's own check, against the other EnvoyConfigs
-// of its fleet (same namespace and envoyRef) in docs.
-func validate(docs []manifest, namespace string) validation {
+// translate.Admit, the webhook's own check, with the content policy pol,
+// against the other EnvoyConfigs of its fleet (same namespace and envoyRef)
+// in docs.
+func validate(docs []manifest, namespace string, pol translate.Policy) validation {
 	d := decodeConfigs(docs, namespace)
 	v := validation{configs: len(d.configs), skipped: d.skipped, problems: d.problems}
 	fleets := map[fleet.ID][]fileConfig{}
@@ -205,7 +206,7 @@ func validate(docs []manifest, namespace string) validation {
 				}
 			}
 			c := e.config
-			for _, p := range translate.Admit(others, c.Name, &c) {
+			for _, p := range translate.Admit(pol, others, c.Name, &c) {
 				v.problems = append(v.problems, fmt.Sprintf("%s: EnvoyConfig %s: %s", e.where, c.Name, p))
 			}
 		}

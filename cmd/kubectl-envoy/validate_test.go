@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 const (
@@ -115,7 +120,7 @@ spec:
 			if err != nil {
 				t.Fatal(err)
 			}
-			v := validate(docs, "team")
+			v := validate(docs, "team", translate.Policy{Namespace: "kube-envoy-controller"})
 			var got []string
 			for _, p := range v.problems {
 				p = strings.ReplaceAll(p, dir+string(filepath.Separator), "")
@@ -178,9 +183,72 @@ func TestReadManifestsFromStdin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := validate(docs, "team")
+	v := validate(docs, "team", translate.Policy{Namespace: "kube-envoy-controller"})
 	want := []string{`<stdin> (document 2): EnvoyConfig team/routes: spec.resources.routes[0] ("routes"): cluster "backend" does not exist`}
 	if !reflect.DeepEqual(v.problems, want) {
 		t.Errorf("problems %q, want %q", v.problems, want)
+	}
+}
+
+// validate applies the operator's content policy: the operator's namespace
+// from --operator-namespace, and what --allowed-files and --allowed-env
+// allow, as the operator's flags of those names do.
+func TestValidateContentPolicy(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "steal.yaml")
+	if err := os.WriteFile(file, []byte(`apiVersion: example.com/v1
+kind: EnvoyConfig
+metadata: {name: steal, namespace: team}
+spec:
+  envoyRef: edge
+  resources:
+    routes:
+    - name: r
+      virtual_hosts:
+      - name: all
+        domains: ["*"]
+        routes:
+        - match: {prefix: /}
+          direct_response: {status: 200, body: {filename: /etc/pages/index.html}}
+        - match: {prefix: /env}
+          direct_response: {status: 200, body: {environment_variable: GREETING}}
+    clusters:
+    - name: xds
+      type: STRICT_DNS
+      connect_timeout: 1s
+      load_assignment:
+        cluster_name: xds
+        endpoints:
+        - lb_endpoints:
+          - endpoint: {address: {socket_address: {address: kec-xds.kec-system.svc.cluster.local, port_value: 18000}}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		cmd := newRootCommand(genericiooptions.IOStreams{Out: &out, ErrOut: &out})
+		cmd.SetArgs(append([]string{"validate", "-f", file}, args...))
+		err := cmd.Execute()
+		return out.String(), err
+	}
+	out, err := run("--operator-namespace", "kec-system")
+	for _, want := range []string{
+		`virtual_hosts[0].routes[0].direct_response.body.filename names the file "/etc/pages/index.html"`,
+		`virtual_hosts[0].routes[1].direct_response.body.environment_variable names the environment variable "GREETING"`,
+		`load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address "kec-xds.kec-system.svc.cluster.local" is the operator's`,
+	} {
+		if err == nil || !strings.Contains(out, want) {
+			t.Errorf("with the default policy: error %v, output\n%s\nwant %q", err, out, want)
+		}
+	}
+	out, err = run("--operator-namespace", "kec-system", "--allowed-files", "/etc/pages/", "--allowed-env", "GREETING")
+	if err == nil || strings.Contains(out, "/etc/pages") || strings.Contains(out, "GREETING") || !strings.Contains(out, "is the operator's") {
+		t.Errorf("with the file and the variable allowed: error %v, output\n%s", err, out)
+	}
+	if out, err = run("--allowed-files", "/etc/pages/", "--allowed-env", "GREETING"); err != nil {
+		t.Errorf("with the operator in its default namespace: %v\n%s", err, out)
+	}
+	if _, err := run("--allowed-files", "/etc/envoy/xds-tls/"); err == nil || !strings.Contains(err.Error(), "the fleet's xDS client certificate") {
+		t.Errorf("allowing the xDS certificate: %v", err)
 	}
 }

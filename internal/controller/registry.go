@@ -18,6 +18,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 // Options carries the settings that controllers take from the command line.
@@ -32,6 +33,8 @@ type Options struct {
 	// Authority is the xDS CA, which issues the fleets' client
 	// certificates; nil when the built-in xDS server speaks plaintext.
 	Authority *authority.Store
+	// Policy is the content policy of EnvoyConfigs.
+	Policy translate.Policy
 }
 
 // Entry is one controller: its name in --controllers, and how to start it.
@@ -49,7 +52,9 @@ var All = []Entry{
 		if o.XDS == nil {
 			return fmt.Errorf("the envoyconfig controller needs the xDS server")
 		}
-		return envoyconfig.NewReconciler(mgr, o.XDS, o.Namespace).SetupWithManager(mgr)
+		r := envoyconfig.NewReconciler(mgr, o.XDS, o.Namespace)
+		r.Policy = o.Policy
+		return r.SetupWithManager(mgr)
 	}},
 	{Name: foo.ControllerName, Setup: func(mgr ctrl.Manager, _ Options) error {
 		return foo.NewReconciler(mgr).SetupWithManager(mgr)

@@ -31,7 +31,9 @@ const ValidatingConfiguration = "kube-envoy-controller-validator"
 // EnvoyConfig that would leave its fleet worse: resources that do not decode
 // strictly into Envoy's v3 protos or fail Envoy's validation rules, secret
 // material written inline (private keys belong in Secrets, named in
-// spec.tlsSecrets), and references (to route configurations, clusters and
+// spec.tlsSecrets), content that the content policy refuses (files,
+// environment variables, configuration from elsewhere, destinations beyond
+// what the author may reach: see translate.Policy), and references (to route configurations, clusters and
 // SDS secrets) that the change would leave leading nowhere, its own or
 // those of another EnvoyConfig of the fleet. It judges the fleet as it would be after the change, for CREATE,
 // UPDATE and DELETE, with the translation the controller uses. The message
@@ -43,6 +45,8 @@ type EnvoyConfigValidator struct {
 	// APIReader reads a namespace, uncached, when a delete would break references.
 	APIReader client.Reader
 	Decoder   admission.Decoder
+	// Policy is the content policy, the one the controller applies.
+	Policy translate.Policy
 }
 
 // The validator lets every EnvoyConfig of a namespace being deleted go, in
@@ -88,7 +92,7 @@ func (v *EnvoyConfigValidator) Handle(ctx context.Context, req admission.Request
 		c := translate.FromObject(cfg)
 		after = &c
 	}
-	problems := translate.Admit(before, name, after)
+	problems := translate.Admit(v.Policy, before, name, after)
 	if len(problems) == 0 {
 		return admission.Allowed("")
 	}

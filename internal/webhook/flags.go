@@ -58,6 +58,11 @@ func (f *Flags) Server() (string, int, error) {
 	return host, int(port), nil
 }
 
+// WebhookDNSName is the name the API server reaches the webhook at.
+func (f *Flags) WebhookDNSName() string {
+	return cmp.Or(f.CertDNSName, "kube-envoy-controller-webhook."+f.Namespace+".svc")
+}
+
 // Options returns the webhook's Options.
 func (f *Flags) Options() Options {
 	o := Options{Namespace: f.Namespace}
@@ -65,7 +70,7 @@ func (f *Flags) Options() Options {
 		o.Certs = &CertOptions{
 			Dir:                     f.CertDir,
 			SecretName:              f.CertSecret,
-			DNSName:                 cmp.Or(f.CertDNSName, "kube-envoy-controller-webhook."+f.Namespace+".svc"),
+			DNSName:                 f.WebhookDNSName(),
 			WebhookConfiguration:    f.WebhookConfiguration,
 			ValidatingConfiguration: f.ValidatingConfiguration,
 			WriteFiles:              f.CertWriteFiles,

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 // Options configure the webhook.
@@ -26,12 +27,18 @@ type Options struct {
 	// Fleet is the operator's fleet defaults: how injected Envoy sidecars
 	// reach the built-in xDS server.
 	Fleet fleet.Defaults
+	// Policy is the content policy that the EnvoyConfig validator applies;
+	// its Namespace is Namespace when not set.
+	Policy translate.Policy
 }
 
 // Setup registers the injector and the EnvoyConfig validator on mgr's webhook server. With certificate
 // rotation the server starts only once its certificate is in place and the
 // CA is in the webhook configuration; until then the readiness check fails.
 func Setup(mgr ctrl.Manager, o Options) error {
+	if o.Policy.Namespace == "" {
+		o.Policy.Namespace = o.Namespace
+	}
 	hook := &admission.Webhook{
 		Handler: &Injector{
 			Client:    mgr.GetClient(),
@@ -43,7 +50,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		RecoverPanic: ptr.To(true),
 	}
 	validator := &admission.Webhook{
-		Handler:      &EnvoyConfigValidator{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Decoder: admission.NewDecoder(mgr.GetScheme())},
+		Handler: &EnvoyConfigValidator{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Decoder: admission.NewDecoder(mgr.GetScheme()),
+			Policy: o.Policy},
 		RecoverPanic: ptr.To(true),
 	}
 	register := func() {

@@ -66,6 +66,8 @@ type Reconciler struct {
 	IsLeader func() bool
 	// Namespace is the operator's namespace, which holds the replicas' reports.
 	Namespace string
+	// Policy is the content policy: what is refused is never served.
+	Policy translate.Policy
 
 	mu      sync.Mutex
 	reports map[string]parsedReport // by ConfigMap name
@@ -78,7 +80,8 @@ type parsedReport struct {
 }
 
 // NewReconciler returns a Reconciler for mgr that serves on server; the
-// replicas' reports are in namespace.
+// replicas' reports are in namespace. Its content policy knows the
+// operator's namespace and allows nothing more; set Policy for more.
 func NewReconciler(mgr ctrl.Manager, server *xds.Server, namespace string) *Reconciler {
 	elected := mgr.Elected()
 	recorder := mgr.GetEventRecorder(ControllerName)
@@ -89,6 +92,7 @@ func NewReconciler(mgr ctrl.Manager, server *xds.Server, namespace string) *Reco
 		Status:    status.Writer{Client: mgr.GetClient(), Recorder: recorder},
 		Server:    server,
 		Namespace: namespace,
+		Policy:    translate.Policy{Namespace: namespace},
 		IsLeader: func() bool {
 			select {
 			case <-elected:
@@ -242,7 +246,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	ir := translate.Translate(translate.Input{Configs: current, Published: published, Slices: slices, Secrets: secrets})
+	ir := translate.Translate(translate.Input{Configs: current, Published: published, Slices: slices, Secrets: secrets, Policy: r.Policy})
 
 	var (
 		publishErr error
@@ -275,7 +279,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		version, resources := ir.Version, ir.Resources
 		if served != nil {
 			version = hist.Current
-			resources, _ = translate.Render(served.Configs, current, slices, secrets)
+			resources, _ = translate.Render(r.Policy, served.Configs, current, slices, secrets)
 		}
 		if err := r.Server.SetFleet(ctx, fleetID, version, resources); err != nil {
 			return ctrl.Result{}, fmt.Errorf("serving %s: %w", fleetID, err)

@@ -48,6 +48,12 @@ const (
 	// configuration is published all the same, and the proxies wait for the
 	// secret (or keep the one they had).
 	ReasonSecretUnavailable = "SecretUnavailable"
+	// ReasonPolicyViolation: the EnvoyConfig holds content that the content
+	// policy refuses (translate.Policy): a file or environment variable of
+	// the proxy, configuration from another server, or a destination beyond
+	// what its author may reach. Admission refuses it; one that got past
+	// admission is not served, none of it.
+	ReasonPolicyViolation = "PolicyViolation"
 	// ReasonInlinePrivateKey: the EnvoyConfig holds secret material inline,
 	// which admission now refuses. It is served all the same, so that an
 	// upgrade takes no certificate away; it should move to spec.tlsSecrets.
@@ -107,6 +113,8 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 	}[cs.Served]
 
 	switch {
+	case len(cs.Refused) > 0:
+		set(ConditionAccepted, metav1.ConditionFalse, ReasonPolicyViolation, "the content policy refuses: "+strings.Join(cs.Refused, "; ")+"; "+kept)
 	case len(cs.Invalid) > 0:
 		set(ConditionAccepted, metav1.ConditionFalse, ReasonInvalidResources, strings.Join(cs.Invalid, "; "))
 	case len(cs.Dangling) > 0 && cs.Served != translate.ServedCurrent:
@@ -133,6 +141,8 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 	}
 
 	switch {
+	case len(cs.Refused) > 0:
+		set(conditions.Degraded, metav1.ConditionTrue, ReasonPolicyViolation, "the content policy refuses: "+strings.Join(cs.Refused, "; ")+"; "+kept)
 	case s.RolledBack:
 		set(conditions.Degraded, metav1.ConditionTrue, ReasonRolledBack, "every connected proxy rejected the newest version: "+s.Rejected)
 	case s.Rejected != "" || s.ServedRejected != "":

@@ -33,7 +33,7 @@ type sharedAddress struct{ a, b addressUse }
 func sharedAddresses(configs []Config) []sharedAddress {
 	byKey := map[string][]addressUse{}
 	var keys []string
-	for _, r := range sortedResources(mergeOf(configs, nil)) {
+	for _, r := range sortedResources(mergeOf(configs, nil, nil)) {
 		l, ok := r.Message.(*listenerv3.Listener)
 		if !ok {
 			continue

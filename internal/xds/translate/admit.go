@@ -9,28 +9,30 @@ import (
 // it, against the fleet as it would be after the change. before holds the
 // fleet's EnvoyConfigs before the change; after is the changed EnvoyConfig,
 // or nil when name is being deleted. It returns what is wrong with after's
-// own resources (secret material inline among them: see inlineKeys), and
-// every reference in the fleet that the change would leave leading nowhere,
-// naming the EnvoyConfig and the resource, and every listener of after whose
-// address a listener of another EnvoyConfig of the fleet has. A reference
-// that already led nowhere, or an address already shared, before the change
-// is not the change's fault and is not returned.
+// own resources (secret material inline among them, see inlineKeys, and
+// what the content policy pol refuses), every reference in the fleet that
+// the change would leave leading nowhere, naming the EnvoyConfig and the
+// resource, and every listener of after whose address a listener of another
+// EnvoyConfig of the fleet has. EnvoyConfigs of before whose content pol
+// refuses are not served, so references to their resources lead nowhere. A
+// reference that already led nowhere, or an address already shared, before
+// the change is not the change's fault and is not returned.
 // Whether the Secrets that spec.tlsSecrets name exist is not checked: a
 // Secret may come after the EnvoyConfig that names it (cert-manager issues
 // it), and its content is live anyway.
-func Admit(before []Config, name string, after *Config) []string {
+func Admit(pol Policy, before []Config, name string, after *Config) []string {
 	if after != nil {
 		p, errs := parse(*after)
 		if len(errs) > 0 {
 			return messages(errs)
 		}
-		if keys := inlineKeys(p.resources); len(keys) > 0 {
-			return keys
+		if out := append(inlineKeys(p.resources), pol.refusals(after.Name, p.resources)...); len(out) > 0 {
+			return out
 		}
 	}
 	var was, will []Config
 	for _, c := range before {
-		if _, errs := parse(c); len(errs) > 0 {
+		if p, errs := parse(c); len(errs) > 0 || len(pol.refusals(c.Name, p.resources)) > 0 {
 			continue // content the controller does not serve as it is
 		}
 		was = append(was, c)
@@ -57,12 +59,12 @@ func Admit(before []Config, name string, after *Config) []string {
 		}
 	}
 	already := map[string]bool{}
-	for config, errs := range checkReferences(mergeOf(was, nil)) {
+	for config, errs := range checkReferences(mergeOf(was, nil, nil)) {
 		for _, e := range errs {
 			already[config+"\x00"+e.Error()] = true
 		}
 	}
-	broken := checkReferences(mergeOf(will, nil))
+	broken := checkReferences(mergeOf(will, nil, nil))
 	for _, config := range sortedKeys(broken) {
 		for _, e := range broken[config] {
 			if already[config+"\x00"+e.Error()] {

@@ -13,8 +13,9 @@ import (
 // FuzzTranslate gives arbitrary bytes as one resource of an EnvoyConfig,
 // beside a valid fleet (a listener, its route configuration, the route's
 // cluster), with or without that content published. Translation never
-// panics; every resource it serves passes Envoy's validation; and unless
-// the fleet is held, the served content's references all resolve.
+// panics; every resource it serves passes Envoy's validation and the
+// content policy; and unless the fleet is held, the served content's
+// references all resolve.
 func FuzzTranslate(f *testing.F) {
 	for _, seed := range []string{
 		`{"name": "k2", "type": "EDS", "connect_timeout": "1s", "eds_cluster_config": {"eds_config": {"ads": {}}}}`,
@@ -23,6 +24,9 @@ func FuzzTranslate(f *testing.F) {
 		`{"cluster_name": "k", "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"socket_address": {"address": "10.0.0.1", "port_value": 80}}}}]}]}`,
 		`{"name": "s", "tls_certificate": {"certificate_chain": {"inline_string": "x"}}}`,
 		`{"name": "s", "tls_certificate": {"private_key": {"inline_bytes": "aw=="}}}`,
+		`{"name": "s", "tls_certificate": {"private_key": {"filename": "/etc/envoy/xds-tls/tls.key"}}}`,
+		`{"name": "k", "type": "STATIC", "connect_timeout": "1s", "load_assignment": {"cluster_name": "k", "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"socket_address": {"address": "169.254.169.254", "port_value": 80}}}}]}]}}`,
+		`{"name": "r", "virtual_hosts": [{"name": "v", "domains": ["*"], "routes": [{"match": {"prefix": "/"}, "direct_response": {"status": 200, "body": {"filename": "/var/run/secrets/kubernetes.io/serviceaccount/token"}}}]}]}`,
 		`{"name": "https", "address": {"socket_address": {"address": "0.0.0.0", "port_value": 8443}}, "filter_chains": [{"transport_socket": {"name": "tls", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext", "common_tls_context": {"tls_certificate_sds_secret_configs": [{"name": "s", "sds_config": {"ads": {}}}]}}}, "filters": [{"name": "tcp", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy", "stat_prefix": "t", "cluster": "k"}}]}]}`,
 		`{"name": "k", "type": "EDS", "bogus": 1}`,
 		`not json`, `[]`, `{}`, `{"name": ""}`,
@@ -54,7 +58,7 @@ func FuzzTranslate(f *testing.F) {
 		// Younger than the rest: of two EnvoyConfigs whose listeners share
 		// an address, the younger is not served.
 		fuzzed.Created = time.Unix(1, 0)
-		in := Input{Configs: []Config{l, r, c, fuzzed}}
+		in := Input{Configs: []Config{l, r, c, fuzzed}, Policy: testPolicy}
 		if published {
 			in.Published = []Config{l.Recorded(), r.Recorded(), c.Recorded(), fuzzed.Recorded()}
 		}
@@ -64,10 +68,14 @@ func FuzzTranslate(f *testing.F) {
 				if err := m.(interface{ ValidateAll() error }).ValidateAll(); err != nil {
 					t.Fatalf("served an invalid %s: %v", typeURL, err)
 				}
+				r := xds.Resource{Kind: xds.KindOf(typeURL), Name: "served", Message: m, Path: typeURL}
+				if refused := in.Policy.refusals("ns/served", []xds.Resource{r}); len(refused) > 0 {
+					t.Fatalf("served what the policy refuses: %v", refused)
+				}
 			}
 		}
 		if len(ir.Held) == 0 && !published {
-			if dangling := checkReferences(mergeOf(ir.Served, in.Configs)); len(dangling) > 0 {
+			if dangling := checkReferences(mergeOf(ir.Served, in.Configs, in.Policy.refused)); len(dangling) > 0 {
 				t.Fatalf("served content whose references lead nowhere: %v", dangling)
 			}
 		}

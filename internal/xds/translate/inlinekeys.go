@@ -23,7 +23,9 @@ import (
 // A TlsCertificate's certificate_chain, ocsp_staple and
 // signed_certificate_timestamp are public and may stay inline, as may a
 // validation_context (trusted CA certificates, CRLs). A DataSource that
-// names a file or an environment variable of the proxy holds no secret.
+// names a file or an environment variable of the proxy holds no secret
+// inline; whether it may name them is the content policy's question (see
+// Policy).
 
 // publicCertificateFields are the TlsCertificate fields that may be inline.
 var publicCertificateFields = map[string]bool{

@@ -35,7 +35,7 @@ func largeFleet(port int) []Config {
 func BenchmarkLargeFleetTranslate(b *testing.B) {
 	configs := largeFleet(80)
 	for range b.N {
-		if ir := Translate(Input{Configs: configs}); len(ir.Resources) == 0 {
+		if ir := Translate(Input{Configs: configs, Policy: testPolicy}); len(ir.Resources) == 0 {
 			b.Fatal("nothing translated")
 		}
 	}
@@ -45,7 +45,7 @@ func BenchmarkLargeFleetAdmit(b *testing.B) {
 	configs := largeFleet(80)
 	edit := largeFleet(81)[0]
 	for range b.N {
-		if problems := Admit(configs, edit.Name, &edit); len(problems) != 0 {
+		if problems := Admit(testPolicy, configs, edit.Name, &edit); len(problems) != 0 {
 			b.Fatal(problems)
 		}
 	}

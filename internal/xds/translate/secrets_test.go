@@ -226,7 +226,7 @@ func TestAdmitSecrets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Admit(tt.before, tt.change, tt.after); !reflect.DeepEqual(got, tt.want) {
+			if got := Admit(Policy{}, tt.before, tt.change, tt.after); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Admit = %q\nwant    %q", got, tt.want)
 			}
 		})

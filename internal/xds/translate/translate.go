@@ -5,7 +5,15 @@
 // wrong with each EnvoyConfig. Admission (Admit) and the controller
 // (Translate) decide with the same functions.
 //
-// The rule it keeps: a proxy never loses configuration because another
+// Two rules it keeps. First, content that the content policy refuses
+// (Policy: files, environment variables, configuration from elsewhere, and
+// destinations that cross from what the EnvoyConfig's author may reach into
+// what only the proxy's pod may) is never served: an EnvoyConfig that holds
+// any is served nothing, and a revision recorded before holds nothing of it
+// either. Admission refuses it first; the controller checks again, because
+// admission can be bypassed.
+//
+// Second, a proxy never loses configuration because another
 // EnvoyConfig changed. A change whose content is invalid, or whose
 // references lead nowhere, is not served: its EnvoyConfig's published
 // content is, if it has any. When a change elsewhere breaks the references
@@ -68,6 +76,8 @@ type Input struct {
 	// reads. A name missing here is a Secret that does not exist or is not
 	// labelled.
 	Secrets map[string]corev1.Secret
+	// Policy is what the EnvoyConfigs may have their proxies read and reach.
+	Policy Policy
 }
 
 // Served says which content of an EnvoyConfig the fleet gets.
@@ -99,6 +109,10 @@ type ConfigStatus struct {
 	// it is missing, not labelled for the control plane, of another type, or
 	// holds no certificate and key.
 	Secrets []string `json:"secrets,omitempty"`
+	// Refused holds what the content policy refuses in its resources. None
+	// of its content is served, not even its published content when that
+	// holds such content too.
+	Refused []string `json:"refused,omitempty"`
 	// InlineKeys holds its resources' secret material written inline, which
 	// admission refuses. An EnvoyConfig stored before that (or past the
 	// webhook) is still served as it is, so that an upgrade takes no
@@ -127,19 +141,24 @@ type IR struct {
 // Translate makes the fleet's IR.
 func Translate(in Input) IR {
 	ir := IR{Configs: map[string]ConfigStatus{}}
+	// Published content that the policy refuses (recorded before the policy
+	// existed, or past it) is as if it had never been published.
 	published := map[string]Config{}
 	for _, p := range in.Published {
-		published[p.Name] = p
+		if !in.Policy.refused(p) {
+			published[p.Name] = p
+		}
 	}
 
 	// choice is the content each EnvoyConfig offers: its current content, or
-	// when that is invalid its published content.
+	// when that is invalid or refused its published content.
 	choice := map[string]Config{}
 	for _, c := range in.Configs {
 		st := ConfigStatus{Served: ServedCurrent}
 		p, errs := parse(c)
 		st.InlineKeys = inlineKeys(p.resources)
-		if len(errs) > 0 {
+		st.Refused = in.Policy.refusals(c.Name, p.resources)
+		if len(errs) > 0 || len(st.Refused) > 0 {
 			st.Invalid = messages(errs)
 			st.Served = NotServed
 			if p, ok := published[c.Name]; ok {
@@ -150,6 +169,8 @@ func Translate(in Input) IR {
 		}
 		ir.Configs[c.Name] = st
 	}
+
+	refusedNow := func(c Config) bool { return len(ir.Configs[c.Name].Refused) > 0 }
 
 	// A change whose references lead nowhere falls back to what was
 	// published. When references of unchanged content break, the change that
@@ -166,7 +187,7 @@ func Translate(in Input) IR {
 			}
 			ir.Configs[name] = st
 		}
-		dangling := checkReferences(mergeOf(configsOf(choice), in.Configs))
+		dangling := checkReferences(mergeOf(configsOf(choice), in.Configs, refusedNow))
 		if len(dangling) == 0 {
 			break
 		}
@@ -210,7 +231,9 @@ func Translate(in Input) IR {
 	ir.Served = configsOf(choice)
 	ir.Version = Version(ir.Served)
 	var clashes map[string][]string
-	ir.Resources, clashes = Render(ir.Served, in.Configs, in.Slices, in.Secrets)
+	// What choice holds passed the policy; of the current EnvoyConfigs,
+	// translation has judged each.
+	ir.Resources, clashes = render(ir.Served, nil, in.Configs, refusedNow, in.Slices, in.Secrets)
 	for name, st := range ir.Configs {
 		st.Clashes = clashes[name]
 		spec := configNamed(in.Configs, name).Spec
@@ -225,15 +248,27 @@ func Translate(in Input) IR {
 // served's resources, the endpoints of the Services served's
 // serviceEndpoints name (from slices), the secrets of the Secrets served's
 // tlsSecrets name (from secrets, by Secret name), and the inline secrets of
-// current (the EnvoyConfigs as they are now). It also returns, by
-// EnvoyConfig, the resources that clash with another's. Every replica
-// renders a revision with it, so every replica serves the same content.
-func Render(served, current []Config, slices map[string][]discoveryv1.EndpointSlice, secrets map[string]corev1.Secret) (map[string][]types.Resource, map[string][]string) {
+// current (the EnvoyConfigs as they are now). An EnvoyConfig whose content
+// pol refuses contributes nothing, whatever revision recorded it. It also
+// returns, by EnvoyConfig, the resources that clash with another's. Every
+// replica renders a revision with it, so every replica serves the same
+// content.
+func Render(pol Policy, served, current []Config, slices map[string][]discoveryv1.EndpointSlice, secrets map[string]corev1.Secret) (map[string][]types.Resource, map[string][]string) {
+	return render(served, pol.refused, current, pol.refused, slices, secrets)
+}
+
+// render is Render with the policy's verdicts: servedRefused and
+// currentRefused tell the EnvoyConfigs of served and current whose content
+// is refused; nil when all of them passed.
+func render(served []Config, servedRefused func(Config) bool, current []Config, currentRefused func(Config) bool,
+	slices map[string][]discoveryv1.EndpointSlice, secrets map[string]corev1.Secret) (map[string][]types.Resource, map[string][]string) {
 	parsedConfigs := make([]parsed, 0, len(served)+len(current))
 	for _, c := range served {
-		parsedConfigs = append(parsedConfigs, withLive(c.Recorded(), slices, secrets))
+		if servedRefused == nil || !servedRefused(c.Recorded()) {
+			parsedConfigs = append(parsedConfigs, withLive(c.Recorded(), slices, secrets))
+		}
 	}
-	parsedConfigs = append(parsedConfigs, inlineSecrets(current)...)
+	parsedConfigs = append(parsedConfigs, inlineSecrets(current, currentRefused)...)
 	merged, clashes := merge(parsedConfigs)
 	return byType(merged), clashes
 }
@@ -280,10 +315,14 @@ func withLive(c Config, slices map[string][]discoveryv1.EndpointSlice, secrets m
 
 // inlineSecrets returns the valid inline secrets of current, the
 // EnvoyConfigs as they are now: they are served as they are, whatever
-// content of their EnvoyConfig is served.
-func inlineSecrets(current []Config) []parsed {
+// content of their EnvoyConfig is served, unless refused says the policy
+// refuses their EnvoyConfig's content.
+func inlineSecrets(current []Config, refused func(Config) bool) []parsed {
 	out := make([]parsed, 0, len(current))
 	for _, c := range current {
+		if refused != nil && refused(c) {
+			continue
+		}
 		p, _ := parse(Config{Name: c.Name, Created: c.Created,
 			Spec: examplev1.EnvoyConfigSpec{Resources: examplev1.EnvoyResources{Secrets: c.Spec.Resources.Secrets}}})
 		out = append(out, p)
@@ -293,13 +332,14 @@ func inlineSecrets(current []Config) []parsed {
 
 // mergeOf merges configs' resources, those of their serviceEndpoints and
 // tlsSecrets, whose names are all that references need, and the inline
-// secrets of current, which are served beside any revision.
-func mergeOf(configs, current []Config) map[resourceKey]xds.Resource {
+// secrets of current, which are served beside any revision unless the
+// policy refuses their EnvoyConfig (see inlineSecrets).
+func mergeOf(configs, current []Config, refused func(Config) bool) map[resourceKey]xds.Resource {
 	ps := make([]parsed, 0, len(configs)+len(current))
 	for _, c := range configs {
 		ps = append(ps, withLive(c, nil, nil))
 	}
-	ps = append(ps, inlineSecrets(current)...)
+	ps = append(ps, inlineSecrets(current, refused)...)
 	merged, _ := merge(ps)
 	return merged
 }

@@ -27,6 +27,8 @@ type testCase struct {
 	EndpointSlices []discoveryv1.EndpointSlice `json:"endpointSlices"`
 	// Secrets' stringData is moved to data, as the API server does.
 	Secrets []corev1.Secret `json:"secrets"`
+	// Policy is the content policy; testPolicy when not set.
+	Policy *Policy `json:"policy"`
 }
 
 // outputs are the files of testdata/out for one case, by suffix.
@@ -90,7 +92,10 @@ func readCase(t *testing.T, path string) Input {
 	if err := yaml.UnmarshalStrict(b, &tc); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	in := Input{Configs: tc.Configs, Published: tc.Published, Slices: map[string][]discoveryv1.EndpointSlice{}}
+	in := Input{Configs: tc.Configs, Published: tc.Published, Slices: map[string][]discoveryv1.EndpointSlice{}, Policy: testPolicy}
+	if tc.Policy != nil {
+		in.Policy = *tc.Policy
+	}
 	for i := range in.Published {
 		in.Published[i] = in.Published[i].Recorded()
 	}

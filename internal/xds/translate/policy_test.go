@@ -1,0 +1,472 @@
+package translate
+
+import (
+	"fmt"
+	"net/netip"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
+)
+
+// testPolicy is the policy of the tests: an operator in the namespace
+// kube-envoy-controller, with the other names xds.example.com, that
+// allows one directory, one file and one environment variable.
+var testPolicy = Policy{
+	Files:     []string{"/etc/allowed/", "/etc/ca.pem"},
+	Env:       []string{"ALLOWED"},
+	Namespace: "kube-envoy-controller",
+	Hosts:     []string{"xds.example.com"},
+}
+
+// Resources of the policy's cases, in Envoy's JSON.
+func hcmListener(routeConfig string, extra string) string {
+	return `{"name": "l", "address": {"socket_address": {"address": "0.0.0.0", "port_value": 8080}}, "filter_chains": [{"filters": [{"name": "hcm", "typed_config": {` +
+		`"@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager", "stat_prefix": "h", ` +
+		`"route_config": ` + routeConfig + extra + `, "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}]}}]}]}`
+}
+
+func directResponse(body string) string {
+	return `{"name": "r", "virtual_hosts": [{"name": "v", "domains": ["*"], "routes": [{"match": {"prefix": "/"}, "direct_response": {"status": 200, "body": ` + body + `}}]}]}`
+}
+
+func routeTo(action string) string {
+	return `{"name": "r", "virtual_hosts": [{"name": "v", "domains": ["*"], "routes": [{"match": {"prefix": "/"}, "route": ` + action + `}]}]}`
+}
+
+func staticCluster(name, host string, port int, extra string) string {
+	return fmt.Sprintf(`{"name": %q, "type": "STRICT_DNS", "connect_timeout": "1s", "load_assignment": {"cluster_name": %q, "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"socket_address": {"address": %q, "port_value": %d}}}}]}]}%s}`,
+		name, name, host, port, extra)
+}
+
+func tcpProxyListener(cluster string) string {
+	return `{"name": "relay", "address": {"socket_address": {"address": "0.0.0.0", "port_value": 9000}}, "filter_chains": [{"filters": [{"name": "tcp", "typed_config": {` +
+		`"@type": "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy", "stat_prefix": "t", "cluster": "` + cluster + `"}}]}]}`
+}
+
+const upstreamTLSWithFleetCertificate = `, "transport_socket": {"name": "envoy.transport_sockets.tls", "typed_config": {` +
+	`"@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext", "common_tls_context": {` +
+	`"tls_certificates": [{"certificate_chain": {"filename": "/etc/envoy/xds-tls/tls.crt"}, "private_key": {"filename": "/etc/envoy/xds-tls/tls.key"}}], ` +
+	`"validation_context": {"trusted_ca": {"filename": "/etc/envoy/xds-tls/ca.crt"}}}}}`
+
+// refusalsOf decodes raw as a resource of the kind named field, as the
+// first of its kind in an EnvoyConfig of namespace ns, and returns what
+// testPolicy refuses in it.
+func refusalsOf(t *testing.T, ns, field, raw string) []string {
+	t.Helper()
+	k, err := xds.KindNamed(field)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, name, err := xds.Decode(k, []byte(raw))
+	if err != nil {
+		t.Fatalf("the case does not decode: %v", err)
+	}
+	r := xds.Resource{Kind: k, Name: name, Message: m, Path: "spec.resources." + field + "[0]", Source: ns + "/c"}
+	return testPolicy.refusals(ns+"/c", []xds.Resource{r})
+}
+
+// Each rule of the policy, by the resource it refuses or lets through. want
+// holds, for each refusal in the order of their fields, the field it names
+// and a part of why.
+func TestPolicy(t *testing.T) {
+	hcm := `filter_chains[0].filters[0].typed_config(HttpConnectionManager).`
+	body := hcm + `route_config.virtual_hosts[0].routes[0].direct_response.body.`
+	endpoint := `load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address`
+	tests := []struct {
+		name, field, raw string
+		namespace        string // "team" unless set
+		want             [][2]string
+	}{
+		// Files.
+		{"direct_response from the ServiceAccount token", "listeners",
+			hcmListener(directResponse(`{"filename": "/var/run/secrets/kubernetes.io/serviceaccount/token"}`), ""), "",
+			[][2]string{{body + "filename", `names the file "/var/run/secrets/kubernetes.io/serviceaccount/token", which the proxy may not read`}}},
+		{"direct_response from the fleet's xDS key", "routes",
+			directResponse(`{"filename": "/etc/envoy/xds-tls/tls.key"}`), "",
+			[][2]string{{"virtual_hosts[0].routes[0].direct_response.body.filename", `"/etc/envoy/xds-tls/tls.key", the fleet's xDS client certificate`}}},
+		{"the xDS key through the kubelet's symbolic link", "routes",
+			directResponse(`{"filename": "/etc/envoy/xds-tls/..data/tls.key"}`), "",
+			[][2]string{{"direct_response.body.filename", "the fleet's xDS client certificate"}}},
+		{"the xDS key from an allowed directory, climbing out", "routes",
+			directResponse(`{"filename": "/etc/allowed/../envoy/xds-tls/tls.key"}`), "",
+			[][2]string{{"direct_response.body.filename", "the fleet's xDS client certificate"}}},
+		{"climbing out of an allowed directory", "routes",
+			directResponse(`{"filename": "/etc/allowed/../passwd"}`), "",
+			[][2]string{{"direct_response.body.filename", "not an absolute, clean path"}}},
+		{"a relative path", "routes", directResponse(`{"filename": "etc/allowed/page"}`), "",
+			[][2]string{{"direct_response.body.filename", "not an absolute, clean path"}}},
+		{"a file below an allowed directory", "routes", directResponse(`{"filename": "/etc/allowed/page.html"}`), "", nil},
+		{"an allowed file", "clusters", staticCluster("k", "10.0.0.1", 443, `, "transport_socket": {"name": "tls", "typed_config": {`+
+			`"@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext", "common_tls_context": {"validation_context": {"trusted_ca": {"filename": "/etc/ca.pem"}}}}}`), "", nil},
+		{"inline content", "routes", directResponse(`{"inline_string": "hello"}`), "", nil},
+		{"an environment variable", "routes", directResponse(`{"environment_variable": "HOME"}`), "",
+			[][2]string{{"direct_response.body.environment_variable", `names the environment variable "HOME"`}}},
+		{"an allowed environment variable", "routes", directResponse(`{"environment_variable": "ALLOWED"}`), "", nil},
+		{"a secret's key from the fleet's xDS certificate", "secrets",
+			`{"name": "s", "tls_certificate": {"certificate_chain": {"filename": "/etc/envoy/xds-tls/tls.crt"}, "private_key": {"filename": "/etc/envoy/xds-tls/tls.key"}}}`, "",
+			[][2]string{{"tls_certificate.certificate_chain.filename", "xDS client certificate"}, {"tls_certificate.private_key.filename", "xDS client certificate"}}},
+		{"a secret watching a directory", "secrets",
+			`{"name": "s", "tls_certificate": {"certificate_chain": {"inline_string": "x"}, "watched_directory": {"path": "/var/run/secrets"}}}`, "",
+			[][2]string{{"tls_certificate.watched_directory.path", `names the file "/var/run/secrets", which the proxy may not watch`}}},
+		{"SDS from the bootstrap's file of the xDS certificate", "clusters", staticCluster("k", "10.0.0.1", 443, `, "transport_socket": {"name": "tls", "typed_config": {`+
+			`"@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext", "common_tls_context": {"tls_certificate_sds_secret_configs": [`+
+			`{"name": "xds_client_certificate", "sds_config": {"path_config_source": {"path": "/etc/envoy/xds-client-certificate.yaml"}}}]}}}`), "",
+			[][2]string{{"common_tls_context.tls_certificate_sds_secret_configs[0].sds_config.path_config_source.path", "the fleet's xDS client certificate"}}},
+		{"an access log to the container's log", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "access_log": [{"name": "file", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog", "path": "/dev/stdout"}}]`), "", nil},
+		{"an access log to a file", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "access_log": [{"name": "file", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog", "path": "/tmp/access.log"}}]`), "",
+			[][2]string{{hcm + "access_log[0].typed_config(FileAccessLog).path", "which the proxy may not write"}}},
+		{"an access log's format from a file", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "access_log": [{"name": "out", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog", "log_format": {"text_format_source": {"filename": "/var/run/secrets/kubernetes.io/serviceaccount/token"}}}}]`), "",
+			[][2]string{{"access_log[0].typed_config(StdoutAccessLog).log_format.text_format_source.filename", "may not read"}}},
+		{"a TLS key log", "clusters", staticCluster("k", "10.0.0.1", 443, `, "transport_socket": {"name": "tls", "typed_config": {`+
+			`"@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext", "common_tls_context": {"key_log": {"path": "/tmp/keys"}}}}`), "",
+			[][2]string{{"common_tls_context.key_log.path", "may not write"}}},
+		{"a health check event log", "clusters", staticCluster("k", "10.0.0.1", 80, `, "health_checks": [{"timeout": "1s", "interval": "1s", "unhealthy_threshold": 1, "healthy_threshold": 1, "tcp_health_check": {}, "event_log_path": "/tmp/hc"}]`), "",
+			[][2]string{{"health_checks[0].event_log_path", "may not write"}}},
+		{"a Unix socket", "endpoints", `{"cluster_name": "k", "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"pipe": {"path": "/var/run/app.sock"}}}}]}]}`, "",
+			[][2]string{{"endpoints[0].lb_endpoints[0].endpoint.address.pipe.path", "may not open"}}},
+		{"an abstract Unix socket", "endpoints", `{"cluster_name": "k", "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"pipe": {"path": "@app"}}}}]}]}`, "",
+			[][2]string{{"pipe.path", "abstract Unix socket"}}},
+		{"another network namespace", "clusters", staticCluster("k", "10.0.0.1", 80, `, "upstream_bind_config": {"source_address": {"address": "10.0.0.2", "port_value": 0, "network_namespace_filepath": "/proc/1/ns/net"}}`), "",
+			[][2]string{{"upstream_bind_config.source_address.network_namespace_filepath", "may not open"}}},
+
+		// Configuration from elsewhere.
+		{"routes from another server", "listeners",
+			strings.Replace(hcmListener(`{"name": "x"}`, ""), `"route_config": {"name": "x"}`, `"rds": {"route_config_name": "r", "config_source": {"api_config_source": {"api_type": "GRPC", "grpc_services": [{"envoy_grpc": {"cluster_name": "xds_cluster"}}]}}}`, 1), "",
+			[][2]string{
+				{hcm + "rds.config_source.api_config_source", "asks another server for configuration"},
+				{hcm + "rds.config_source.api_config_source.grpc_services[0].envoy_grpc.cluster_name", `"xds_cluster", a cluster of the proxy's bootstrap`}}},
+		{"routes from a file", "listeners",
+			strings.Replace(hcmListener(`{"name": "x"}`, ""), `"route_config": {"name": "x"}`, `"rds": {"route_config_name": "r", "config_source": {"path_config_source": {"path": "/etc/envoy/envoy.yaml"}}}`, 1), "",
+			[][2]string{{hcm + "rds.config_source.path_config_source.path", "may not read"}}},
+		{"endpoints over ADS", "clusters", `{"name": "k", "type": "EDS", "connect_timeout": "1s", "eds_cluster_config": {"eds_config": {"ads": {}}}}`, "", nil},
+		{"an extension in a TypedStruct", "listeners",
+			strings.Replace(hcmListener(directResponse(`{"inline_string": "x"}`), ""), `"http_filters": [`, `"http_filters": [{"name": "envoy.filters.http.lua", "typed_config": {"@type": "type.googleapis.com/xds.type.v3.TypedStruct", `+
+				`"type_url": "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua", "value": {"default_source_code": {"inline_string": "io.open('/etc/envoy/xds-tls/tls.key')"}}}}, `, 1), "",
+			[][2]string{{hcm + "http_filters[0].typed_config(TypedStruct)", "names its extension's type only as a string"}}},
+		{"an extension in a Struct", "listeners",
+			strings.Replace(hcmListener(directResponse(`{"inline_string": "x"}`), ""), `"http_filters": [`, `"http_filters": [{"name": "envoy.filters.http.lua", "typed_config": {"@type": "type.googleapis.com/google.protobuf.Struct", "value": {"inline_code": "x"}}}, `, 1), "",
+			[][2]string{{hcm + "http_filters[0].typed_config(Struct)", "names its extension's type only as a string"}}},
+		{"a Struct in metadata", "clusters", staticCluster("k", "10.0.0.1", 80, `, "metadata": {"typed_filter_metadata": {"x": {"@type": "type.googleapis.com/google.protobuf.Struct", "value": {"a": 1}}}}`), "", nil},
+		{"a tracer with google_grpc and a bootstrap cluster", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "tracing": {"provider": {"name": "envoy.tracers.opentelemetry", "typed_config": {"@type": "type.googleapis.com/envoy.config.trace.v3.OpenTelemetryConfig", `+
+				`"grpc_service": {"google_grpc": {"target_uri": "collector.example.com:4317", "stat_prefix": "otel", "call_credentials": [{"google_compute_engine": {}}]}}}}}`), "",
+			[][2]string{{hcm + "tracing.provider.typed_config(OpenTelemetryConfig).grpc_service.google_grpc", "is a google_grpc service"}}},
+		{"a tracer's collector at the xDS cluster", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "tracing": {"provider": {"name": "envoy.tracers.zipkin", "typed_config": {"@type": "type.googleapis.com/envoy.config.trace.v3.ZipkinConfig", `+
+				`"collector_cluster": "xds_cluster", "collector_endpoint": "/api/v2/spans", "collector_endpoint_version": "HTTP_JSON"}}}`), "",
+			[][2]string{{hcm + "tracing.provider.typed_config(ZipkinConfig).collector_cluster", "a cluster of the proxy's bootstrap"}}},
+
+		// Destinations.
+		{"the metadata service", "clusters", staticCluster("k", "169.254.169.254", 80, ""), "",
+			[][2]string{{endpoint, `"169.254.169.254" is link-local`}}},
+		{"the metadata service as one number", "clusters", staticCluster("k", "2852039166", 80, ""), "", [][2]string{{endpoint, "link-local"}}},
+		{"the metadata service in hexadecimal", "clusters", staticCluster("k", "0xa9fea9fe", 80, ""), "", [][2]string{{endpoint, "link-local"}}},
+		{"the metadata service in three parts", "clusters", staticCluster("k", "169.254.43518", 80, ""), "", [][2]string{{endpoint, "link-local"}}},
+		{"the metadata service mapped into IPv6", "clusters", staticCluster("k", "::ffff:169.254.169.254", 80, ""), "", [][2]string{{endpoint, "link-local"}}},
+		{"IPv6 link-local with a zone", "clusters", staticCluster("k", "fe80::1%eth0", 80, ""), "", [][2]string{{endpoint, "link-local"}}},
+		{"AWS's IPv6 metadata service", "clusters", staticCluster("k", "fd00:ec2::254", 80, ""), "", [][2]string{{endpoint, "cloud metadata service"}}},
+		{"the metadata service by name", "clusters", staticCluster("k", "Metadata.Google.Internal.", 80, ""), "", [][2]string{{endpoint, "cloud metadata service"}}},
+		{"the metadata service as endpoints", "endpoints", `{"cluster_name": "k", "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"socket_address": {"address": "169.254.169.254", "port_value": 80}}}}]}]}`, "",
+			[][2]string{{"endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address", "link-local"}}},
+		{"a DNS resolver at the metadata service", "clusters", staticCluster("k", "web.team.svc.cluster.local", 80, `, "dns_resolvers": [{"socket_address": {"address": "169.254.169.254", "port_value": 53}}]`), "",
+			[][2]string{{"dns_resolvers[0].socket_address.address", "link-local"}}},
+		{"a link-local source address", "clusters", staticCluster("k", "10.0.0.1", 80, `, "upstream_bind_config": {"source_address": {"address": "169.254.1.1", "port_value": 0}}`), "", nil},
+		{"the admin port", "clusters", staticCluster("k", "127.0.0.1", 19000, ""), "", [][2]string{{endpoint, `"127.0.0.1" at port 19000 is the proxy's own admin interface`}}},
+		{"the admin port on another loopback address", "clusters", staticCluster("k", "127.1", 19000, ""), "", [][2]string{{endpoint, "admin interface"}}},
+		{"the admin port on the unspecified address", "clusters", staticCluster("k", "0.0.0.0", 19000, ""), "", [][2]string{{endpoint, "admin interface"}}},
+		{"the admin port over IPv6", "clusters", staticCluster("k", "::1", 19000, ""), "", [][2]string{{endpoint, "admin interface"}}},
+		{"the admin port by name", "clusters", staticCluster("k", "localhost", 19000, ""), "", [][2]string{{endpoint, "admin interface"}}},
+		{"the admin port below localhost", "clusters", staticCluster("k", "admin.localhost", 19000, ""), "", [][2]string{{endpoint, "admin interface"}}},
+		{"the admin port by the health check", "clusters", strings.Replace(staticCluster("k", "127.0.0.1", 8080, ""), `"port_value": 8080}}}`, `"port_value": 8080}}, "health_check_config": {"port_value": 19000}}`, 1), "",
+			[][2]string{{"load_assignment.endpoints[0].lb_endpoints[0].endpoint.health_check_config.port_value", "admin interface"}}},
+		{"the application on localhost", "clusters", staticCluster("k", "127.0.0.1", 8080, ""), "", nil},
+		{"the ready port on localhost", "clusters", staticCluster("k", "localhost", 19001, ""), "", nil},
+		{"a Service of the fleet's namespace", "clusters", staticCluster("k", "web.team.svc.cluster.local", 80, ""), "", nil},
+		{"the operator's xDS Service", "clusters", staticCluster("k", "kube-envoy-controller-xds.kube-envoy-controller.svc.cluster.local", 18000, ""), "",
+			[][2]string{{endpoint, "is the operator's"}}},
+		{"the operator's xDS Service, written differently", "clusters", staticCluster("k", "Kube-Envoy-Controller-XDS.kube-envoy-controller.SVC.", 18000, ""), "",
+			[][2]string{{endpoint, "is the operator's"}}},
+		{"the operator's webhook through the search path", "clusters", staticCluster("k", "kube-envoy-controller-webhook.kube-envoy-controller", 443, ""), "",
+			[][2]string{{endpoint, "is the operator's"}}},
+		{"an operator's pod by its DNS name", "clusters", staticCluster("k", "10-1-2-3.kube-envoy-controller.pod.cluster.local", 8443, ""), "",
+			[][2]string{{endpoint, "is the operator's"}}},
+		{"the operator's other name", "clusters", staticCluster("k", "XDS.example.com", 18000, ""), "", [][2]string{{endpoint, "is the operator's"}}},
+		{"a short name, in the fleet's own namespace", "clusters", staticCluster("k", "kube-envoy-controller-xds", 18000, ""), "", nil},
+		{"a short name, in the operator's namespace", "clusters", staticCluster("k", "kube-envoy-controller-xds", 18000, ""), "kube-envoy-controller",
+			[][2]string{{endpoint, "is the operator's"}}},
+		{"a public name that begins with the operator's namespace", "clusters", staticCluster("k", "kube-envoy-controller.example.org", 443, ""), "", nil},
+		{"the relay of the issue: the xDS Service with the fleet's certificate", "clusters",
+			staticCluster("relay", "kube-envoy-controller-xds.kube-envoy-controller.svc", 18000, upstreamTLSWithFleetCertificate), "",
+			[][2]string{
+				{endpoint, "is the operator's"},
+				{"transport_socket.typed_config(UpstreamTlsContext).common_tls_context.tls_certificates[0].certificate_chain.filename", "xDS client certificate"},
+				{"transport_socket.typed_config(UpstreamTlsContext).common_tls_context.tls_certificates[0].private_key.filename", "xDS client certificate"},
+				{"transport_socket.typed_config(UpstreamTlsContext).common_tls_context.validation_context.trusted_ca.filename", "xDS client certificate"}}},
+		{"a listener on the admin port is not a destination", "listeners",
+			strings.Replace(tcpProxyListener("k"), `"address": "0.0.0.0", "port_value": 9000`, `"address": "127.0.0.1", "port_value": 19000`, 1), "", nil},
+
+		// Destinations a request chooses, and the bootstrap's clusters.
+		{"a cluster from a request header", "routes", routeTo(`{"cluster_header": "x-cluster"}`), "",
+			[][2]string{{"virtual_hosts[0].routes[0].route.cluster_header", "lets a request choose its cluster"}}},
+		{"a weighted cluster from a request header", "routes", routeTo(`{"weighted_clusters": {"clusters": [{"cluster_header": "x-cluster", "weight": 1}]}}`), "",
+			[][2]string{{"route.weighted_clusters.clusters[0].cluster_header", "lets a request choose its cluster"}}},
+		{"a mirror from a request header", "routes", routeTo(`{"cluster": "k", "request_mirror_policies": [{"cluster_header": "x-mirror"}]}`), "",
+			[][2]string{{"route.request_mirror_policies[0].cluster_header", "its mirror's cluster"}}},
+		{"a cluster specifier plugin", "routes", routeTo(`{"cluster_specifier_plugin": "p"}`), "",
+			[][2]string{{"route.cluster_specifier", "lets a plugin choose"}}},
+		{"an ORIGINAL_DST cluster", "clusters", `{"name": "k", "type": "ORIGINAL_DST", "lb_policy": "CLUSTER_PROVIDED", "connect_timeout": "1s", "original_dst_lb_config": {"use_http_header": true}}`, "",
+			[][2]string{{"type", "is ORIGINAL_DST"}}},
+		{"a custom cluster type", "clusters", `{"name": "k", "connect_timeout": "1s", "cluster_type": {"name": "envoy.clusters.dynamic_forward_proxy"}}`, "",
+			[][2]string{{"cluster_type", `"envoy.clusters.dynamic_forward_proxy"`}}},
+		{"a cluster named as the bootstrap's xDS cluster", "clusters", staticCluster("xds_cluster", "web.team.svc", 80, ""), "",
+			[][2]string{{"load_assignment.cluster_name", "a cluster of the proxy's bootstrap"}, {"name", `"xds_cluster" is a cluster of the proxy's bootstrap`}}},
+		{"a cluster named as the bootstrap's admin cluster", "clusters", `{"name": "envoy_admin", "type": "EDS", "connect_timeout": "1s", "eds_cluster_config": {"eds_config": {"ads": {}}}}`, "",
+			[][2]string{{"name", `"envoy_admin" is a cluster of the proxy's bootstrap`}}},
+		{"endpoints of the bootstrap's cluster", "endpoints", `{"cluster_name": "xds_cluster", "endpoints": []}`, "",
+			[][2]string{{"cluster_name", "a cluster of the proxy's bootstrap"}}},
+		{"a route to the bootstrap's cluster", "routes", routeTo(`{"cluster": "xds_cluster"}`), "",
+			[][2]string{{"route.cluster", `names "xds_cluster"`}}},
+		{"a weighted route to the admin cluster", "routes", routeTo(`{"weighted_clusters": {"clusters": [{"name": "envoy_admin", "weight": 1}]}}`), "",
+			[][2]string{{"route.weighted_clusters.clusters[0].name", `names "envoy_admin"`}}},
+		{"a TCP proxy to the admin cluster", "listeners", tcpProxyListener("envoy_admin"), "",
+			[][2]string{{"filter_chains[0].filters[0].typed_config(TcpProxy).cluster", `names "envoy_admin"`}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := tt.namespace
+			if ns == "" {
+				ns = "team"
+			}
+			got := refusalsOf(t, ns, tt.field, tt.raw)
+			if len(got) != len(tt.want) {
+				t.Fatalf("refusals:\n  %s\nwant %d", strings.Join(got, "\n  "), len(tt.want))
+			}
+			for i, w := range tt.want {
+				prefix := "spec.resources." + tt.field + "[0] ("
+				if !strings.HasPrefix(got[i], prefix) || !strings.Contains(got[i], w[0]+" ") || !strings.Contains(got[i], w[1]) {
+					t.Errorf("refusal %d = %s\nwant it to name %s and say %q", i, got[i], w[0], w[1])
+				}
+			}
+		})
+	}
+}
+
+// One message, written out: the resource, the field, the file, and what the
+// cluster administrator can allow.
+func TestPolicyMessage(t *testing.T) {
+	got := refusalsOf(t, "team", "routes", directResponse(`{"filename": "/var/run/secrets/kubernetes.io/serviceaccount/token"}`))
+	want := `spec.resources.routes[0] ("r"): virtual_hosts[0].routes[0].direct_response.body.filename names the file ` +
+		`"/var/run/secrets/kubernetes.io/serviceaccount/token", which the proxy may not read: an EnvoyConfig may name only the files that ` +
+		`--envoyconfig-allowed-files allows (/etc/allowed/, /etc/ca.pem); serve certificates and keys from a kubernetes.io/tls Secret named in spec.tlsSecrets`
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("refusals = %q\nwant      %q", got, want)
+	}
+}
+
+func TestParseIP(t *testing.T) {
+	tests := map[string]string{
+		"169.254.169.254":        "169.254.169.254",
+		"2852039166":             "169.254.169.254",
+		"0xa9fea9fe":             "169.254.169.254",
+		"0XA9.0xFE.0251.254":     "169.254.169.254",
+		"0251.0376.0251.0376":    "169.254.169.254",
+		"169.254.43518":          "169.254.169.254",
+		"169.16689662":           "169.254.169.254",
+		"127.1":                  "127.0.0.1",
+		"0":                      "0.0.0.0",
+		"::ffff:169.254.169.254": "169.254.169.254",
+		"fe80::1%eth0":           "fe80::1",
+		"::1":                    "::1",
+		// Host names.
+		"web":              "",
+		"a9fea9fe":         "",
+		"1.2.3.4.5":        "",
+		"256.1.1.1":        "",
+		"08.1.1.1":         "",
+		"1..1":             "",
+		"0b1":              "",
+		"1_000":            "",
+		"169.254.169.254x": "",
+	}
+	for in, want := range tests {
+		ip, ok := parseIP(in)
+		got := ""
+		if ok {
+			got = ip.String()
+		}
+		if got != want {
+			t.Errorf("parseIP(%q) = %q, want %q", in, got, want)
+		}
+		if ok && ip != netip.MustParseAddr(want) {
+			t.Errorf("parseIP(%q) = %v", in, ip)
+		}
+	}
+}
+
+func TestPolicyCheck(t *testing.T) {
+	tests := []struct {
+		p    Policy
+		want string
+	}{
+		{Policy{}, ""},
+		{testPolicy, ""},
+		{Policy{Files: []string{"/etc/envoy/"}}, "holds the fleet's xDS client certificate"},
+		{Policy{Files: []string{"/etc/envoy/xds-tls/tls.key"}}, "holds the fleet's xDS client certificate"},
+		{Policy{Files: []string{"/etc/envoy/xds-client-certificate.yaml"}}, "holds the fleet's xDS client certificate"},
+		{Policy{Files: []string{"/etc/envoy/envoy.yaml", "/etc/envoy/xds-trusted-ca.yaml"}}, ""},
+		{Policy{Files: []string{"/"}}, "allows every file"},
+		{Policy{Files: []string{"/proc/self/root/etc/"}}, "below /proc"},
+		{Policy{Files: []string{"/dev/fd/"}}, "below /proc, /dev/fd or /sys"},
+		{Policy{Files: []string{"etc/x"}}, "not an absolute, clean path"},
+		{Policy{Files: []string{"/etc/../x"}}, "not an absolute, clean path"},
+		{Policy{Files: []string{"/etc//x"}}, "not an absolute, clean path"},
+		{Policy{Env: []string{"A-B"}}, "not an environment variable's name"},
+	}
+	for _, tt := range tests {
+		err := tt.p.Check()
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%+v.Check() = %v, want %q", tt.p, err, tt.want)
+		}
+	}
+}
+
+// A revision recorded before the policy, or forged, is rendered without
+// the EnvoyConfigs whose content the policy refuses, inline secrets
+// included; the others are served as recorded.
+func TestRenderServesNothingRefused(t *testing.T) {
+	refused := config("refused", examplev1.EnvoyResources{
+		Routes:  []runtime.RawExtension{raw(directResponse(`{"filename": "/etc/envoy/xds-tls/tls.key"}`))},
+		Secrets: []runtime.RawExtension{raw(`{"name": "s", "generic_secret": {"secret": {"inline_string": "x"}}}`)},
+	})
+	kept := config("kept", examplev1.EnvoyResources{Clusters: []runtime.RawExtension{clusterNamed("k")}})
+	resources, _ := Render(testPolicy, []Config{refused.Recorded(), kept.Recorded()}, []Config{refused, kept}, nil, nil)
+	var got []string
+	for typeURL, rs := range resources {
+		for _, r := range rs {
+			got = append(got, typeURL+" "+cachev3.GetResourceName(r))
+		}
+	}
+	if len(got) != 1 || got[0] != resourcev3.ClusterType+" k" {
+		t.Errorf("rendered %v, want only cluster k", got)
+	}
+	// The same revision, with a policy that allows the file, serves it all.
+	allowing := Policy{Files: []string{"/etc/envoy/xds-tls/tls.key"}} // no Check: the test wants the rule that no allowance lifts
+	resources, _ = Render(allowing, []Config{refused.Recorded(), kept.Recorded()}, []Config{refused, kept}, nil, nil)
+	if len(resources[resourcev3.RouteType]) != 0 {
+		t.Errorf("the fleet's xDS key was served with a policy that lists it: %v", resources[resourcev3.RouteType])
+	}
+}
+
+// Admission refuses what the policy refuses, naming the EnvoyConfig's
+// resource and field, and counts no refused EnvoyConfig among those that
+// references may lead to: the controller serves none of it.
+func TestAdmitPolicy(t *testing.T) {
+	steal := config("steal", examplev1.EnvoyResources{Routes: []runtime.RawExtension{raw(directResponse(`{"environment_variable": "HOME"}`))}})
+	got := Admit(testPolicy, nil, steal.Name, &steal)
+	if len(got) != 1 || !strings.HasPrefix(got[0], `spec.resources.routes[0] ("r"): virtual_hosts[0].routes[0].direct_response.body.environment_variable names`) {
+		t.Errorf("Admit = %q", got)
+	}
+	refusedCluster := config("c", examplev1.EnvoyResources{Clusters: []runtime.RawExtension{raw(staticCluster("k", "169.254.169.254", 80, ""))}})
+	route := config("r", examplev1.EnvoyResources{Routes: []runtime.RawExtension{raw(routeR)}})
+	got = Admit(testPolicy, []Config{refusedCluster}, route.Name, &route)
+	if want := []string{`spec.resources.routes[0] ("r"): cluster "k" does not exist`}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Admit beside a refused EnvoyConfig = %q, want %q", got, want)
+	}
+}
+
+// notFiles are the string fields whose names suggest a path but that hold
+// none of the proxy's file system.
+var notFiles = map[protoreflect.FullName]string{
+	"envoy.config.core.v3.HealthCheck.HttpHealthCheck.path":                            "a URL's path",
+	"envoy.config.route.v3.RouteAction.path_rewrite":                                   "a URL's path",
+	"envoy.config.route.v3.RouteAction.HashPolicy.Cookie.path":                         "a cookie's path",
+	"envoy.type.http.v3.Cookie.path":                                                   "a cookie's path",
+	"envoy.config.route.v3.RedirectAction.scheme_redirect":                             "a URL's scheme",
+	"envoy.config.route.v3.RedirectAction.host_redirect":                               "a URL's host",
+	"envoy.config.route.v3.RedirectAction.path_redirect":                               "a URL's path",
+	"envoy.config.route.v3.RedirectAction.path_rewrite":                                "a URL's path",
+	"envoy.config.route.v3.RouteMatch.path":                                            "a URL's path",
+	"envoy.config.route.v3.RouteMatch.path_separated_prefix":                           "a URL's path",
+	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.TunnelingConfig.post_path": "a URL's path",
+	"envoy.config.bootstrap.v3.Bootstrap.default_socket_interface":                     "an extension's name",
+}
+
+// pathLike matches the names of fields that may hold a path.
+var pathLike = regexp.MustCompile(`path|file|dir|librar|sock|mount|root`)
+
+// Every string field that may hold a path, in every message type the
+// operator can decode (inside an Any, any registered type), is either one
+// the policy checks (fileFields) or known to be no path (notFiles). A new
+// extension, or a new release of Envoy's API, that brings such a field fails
+// here until it is classified.
+func TestFileFieldsAreAllKnown(t *testing.T) {
+	// Messages that no EnvoyConfig holds: the xDS services' requests and
+	// data, annotations, and the descriptors of protobuf itself.
+	notConfig := []string{"envoy.service.", "envoy.data.", "envoy.admin.", "envoy.annotations.", "udpa.annotations.", "xds.annotations.",
+		"validate.", "google.api.", "google.protobuf.", "google.rpc.", "openapi.", "gnostic.", "grpc.", "io.prometheus.", "cel.expr."}
+	seen := map[protoreflect.FullName]bool{}
+	protoregistry.GlobalTypes.RangeMessages(func(mt protoreflect.MessageType) bool {
+		md := mt.Descriptor()
+		for _, prefix := range notConfig {
+			if strings.HasPrefix(string(md.FullName()), prefix) {
+				return true
+			}
+		}
+		fs := md.Fields()
+		for i := range fs.Len() {
+			fd := fs.Get(i)
+			if fd.Kind() != protoreflect.StringKind || !pathLike.MatchString(string(fd.Name())) {
+				continue
+			}
+			seen[fd.FullName()] = true
+			_, checked := fileFields[fd.FullName()]
+			if _, known := notFiles[fd.FullName()]; !checked && !known {
+				t.Errorf("%s may hold a path of the proxy's file system: add it to fileFields, or to notFiles with what it holds", fd.FullName())
+			}
+		}
+		return true
+	})
+	for name := range fileFields {
+		if !seen[name] {
+			t.Errorf("fileFields lists %s, which no decodable message has", name)
+		}
+	}
+	for name := range notFiles {
+		if !seen[name] {
+			t.Errorf("notFiles lists %s, which no decodable message has", name)
+		}
+	}
+}
+
+// The routes of theft that the admission and controller tests try are
+// refused here, field by field, and by nothing else.
+func TestAdmitRefusesExfiltrations(t *testing.T) {
+	for _, x := range xdstest.Exfiltrations(testPolicy.Namespace) {
+		t.Run(x.Name, func(t *testing.T) {
+			c := config(x.Name, x.Resources)
+			got := Admit(testPolicy, nil, c.Name, &c)
+			if len(got) != len(x.Refused) {
+				t.Fatalf("Admit = %q, want %d refusals", got, len(x.Refused))
+			}
+			for i, field := range x.Refused {
+				if !strings.HasPrefix(got[i], field+" ") {
+					t.Errorf("refusal %d = %s\nwant it to name %s", i, got[i], field)
+				}
+			}
+		})
+	}
+}
