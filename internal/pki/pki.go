@@ -215,9 +215,31 @@ func SPIFFEID(trustDomain, namespace, name string) *url.URL {
 	return &url.URL{Scheme: "spiffe", Host: trustDomain, Path: "/ns/" + namespace + "/envoy/" + name}
 }
 
+// VerifiedFleet reads the fleet that a client's verified certificate
+// chains (a TLS handshake's) prove. The operator signs a fleet's
+// certificate with the xDS CA itself, for client authentication, so the
+// certificate must be signed by a trusted CA directly, with no
+// intermediate, and carry the clientAuth extended key usage: of the
+// certificates that a CA shared with other uses signs (an external CA,
+// --xds-ca-rotation=false), those made for something else are refused,
+// whatever identity they claim. Its fleet is then FleetOf's.
+func VerifiedFleet(chains [][]*x509.Certificate, trustDomain string) (namespace, name string, err error) {
+	if len(chains) == 0 || len(chains[0]) == 0 {
+		return "", "", errors.New("no verified client certificate")
+	}
+	leaf := chains[0][0]
+	if !slices.ContainsFunc(chains, func(c []*x509.Certificate) bool { return len(c) == 2 }) {
+		return "", "", errors.New("the client certificate is not signed by the xDS CA itself: the operator issues fleets' certificates without intermediates")
+	}
+	if !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+		return "", "", errors.New("the client certificate is not for client authentication (extended key usage clientAuth)")
+	}
+	return FleetOf(leaf, trustDomain)
+}
+
 // FleetOf reads the fleet a client certificate names: its single URI SAN
 // must be a fleet identity of trustDomain. The certificate must already be
-// verified against the authority.
+// verified against the authority (see VerifiedFleet).
 func FleetOf(cert *x509.Certificate, trustDomain string) (namespace, name string, err error) {
 	if len(cert.URIs) != 1 {
 		return "", "", fmt.Errorf("the certificate has %d URI SANs, want one fleet identity", len(cert.URIs))

@@ -309,3 +309,38 @@ func TestDecodeOtherKeyEncodings(t *testing.T) {
 		t.Error("a public key decoded as a CA key")
 	}
 }
+
+// A fleet's identity is read only from a certificate that a trusted CA
+// signed itself, for client authentication, as the operator issues them:
+// one a shared CA made for another use, or signed through an intermediate,
+// names no fleet, whatever URI it carries.
+func TestVerifiedFleet(t *testing.T) {
+	uri := mustURL(t, "spiffe://example.org/ns/team/envoy/edge")
+	client := []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	ca, intermediate := &x509.Certificate{IsCA: true}, &x509.Certificate{IsCA: true}
+	leaf := func(usages ...x509.ExtKeyUsage) *x509.Certificate {
+		return &x509.Certificate{URIs: uri, ExtKeyUsage: usages}
+	}
+	tests := []struct {
+		name   string
+		chains [][]*x509.Certificate
+		want   string
+	}{
+		{"the CA's own client certificate", [][]*x509.Certificate{{leaf(client...), ca}}, ""},
+		{"also a server certificate", [][]*x509.Certificate{{leaf(x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth), ca}}, ""},
+		{"one of two chains without an intermediate", [][]*x509.Certificate{{leaf(client...), intermediate, ca}, {leaf(client...), ca}}, ""},
+		{"no extended key usage", [][]*x509.Certificate{{leaf(), ca}}, "not for client authentication"},
+		{"any extended key usage", [][]*x509.Certificate{{leaf(x509.ExtKeyUsageAny), ca}}, "not for client authentication"},
+		{"through an intermediate", [][]*x509.Certificate{{leaf(client...), intermediate, ca}}, "not signed by the xDS CA itself"},
+		{"nothing verified", nil, "no verified client certificate"},
+	}
+	for _, tt := range tests {
+		ns, name, err := VerifiedFleet(tt.chains, "example.org")
+		switch {
+		case tt.want == "" && (err != nil || ns != "team" || name != "edge"):
+			t.Errorf("%s: VerifiedFleet = %q, %q, %v", tt.name, ns, name, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: VerifiedFleet error %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}

@@ -15,7 +15,8 @@ import (
 )
 
 // identities knows who is on each stream. Over mutual TLS, a stream's fleet
-// is the one its verified client certificate names (pki.FleetOf): a node
+// is the one its verified client certificate names (pki.VerifiedFleet: a
+// certificate the xDS CA signed directly, for client authentication): a node
 // that claims another fleet is refused with PermissionDenied. In plaintext
 // (a local experiment only) nothing is verified. Either way, a stream keeps
 // the node of its first request: a request that names another node, or
@@ -64,10 +65,10 @@ func (i *identities) fleetOf(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("no peer")
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+	if !ok {
 		return "", fmt.Errorf("no verified client certificate")
 	}
-	ns, name, err := pki.FleetOf(info.State.VerifiedChains[0][0], i.trustDomain)
+	ns, name, err := pki.VerifiedFleet(info.State.VerifiedChains, i.trustDomain)
 	if err != nil {
 		return "", err
 	}
