@@ -46,7 +46,9 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// scopedNamespace creates a namespace that the copies named name serve.
+// scopedNamespace creates a namespace that the copies named name serve. It
+// opts in to injection, which the injector checks itself; the suite's own
+// configuration sends its pods too, but only after the copies.
 func scopedNamespace(t *testing.T, name string) string {
 	t.Helper()
 	ns := suite.Namespace(t)
@@ -55,6 +57,7 @@ func scopedNamespace(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	n.Labels[scopeLabel] = name
+	n.Labels[NamespaceLabel] = NamespaceEnabled
 	if err := suite.Client.Update(context.Background(), n); err != nil {
 		t.Fatal(err)
 	}
@@ -62,9 +65,11 @@ func scopedNamespace(t *testing.T, name string) string {
 }
 
 // installCopies installs copies of the generated mutating and validating
-// configurations, named name-injector and name-validator, whose webhooks
-// call https://localhost:port with caBundle, for the namespaces labelled
-// scopeLabel=name. They are deleted when the test ends.
+// configurations, named copy-name-injector and copy-name-validator, whose
+// webhooks call https://localhost:port with caBundle, for the namespaces
+// labelled scopeLabel=name. The API server calls mutating configurations in
+// the order of their names: the copy before the suite's injector. They are
+// deleted when the test ends.
 func installCopies(t *testing.T, name string, port int, caBundle []byte) (mutating, validating string) {
 	t.Helper()
 	ctx := context.Background()
@@ -81,13 +86,13 @@ func installCopies(t *testing.T, name string, port int, caBundle []byte) (mutati
 		*scope = &metav1.LabelSelector{MatchLabels: map[string]string{scopeLabel: name}}
 	}
 	m := hooks[0].DeepCopy()
-	m.ObjectMeta = metav1.ObjectMeta{Name: name + "-injector"}
+	m.ObjectMeta = metav1.ObjectMeta{Name: "copy-" + name + "-injector"}
 	for i := range m.Webhooks {
 		w := &m.Webhooks[i]
 		retarget(&w.Name, &w.ClientConfig, &w.NamespaceSelector)
 	}
 	v := validators[0].DeepCopy()
-	v.ObjectMeta = metav1.ObjectMeta{Name: name + "-validator"}
+	v.ObjectMeta = metav1.ObjectMeta{Name: "copy-" + name + "-validator"}
 	for i := range v.Webhooks {
 		w := &v.Webhooks[i]
 		retarget(&w.Name, &w.ClientConfig, &w.NamespaceSelector)
@@ -195,6 +200,11 @@ func startOperator(t *testing.T, args ...string) *operator {
 func expectAdmission(t *testing.T, ns string) {
 	t.Helper()
 	ctx := context.Background()
+	n := &corev1.Namespace{}
+	if err := suite.Client.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
+		t.Fatal(err)
+	}
+	copied := `admission webhook "` + n.Labels[scopeLabel] + `.inject.watch.my.domain" denied the request`
 	testenv.Eventually(t, "the copied webhooks to serve namespace "+ns, func() (bool, error) {
 		pod := podIn(ns, map[string]string{InjectAnnotation: "no-such-watcher"})
 		pod.Name, pod.GenerateName = "", "app-"
@@ -202,7 +212,7 @@ func expectAdmission(t *testing.T, ns string) {
 		if err == nil {
 			return false, nil
 		}
-		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `Watcher "no-such-watcher", which does not exist`) {
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), copied) || !strings.Contains(err.Error(), `Watcher "no-such-watcher", which does not exist`) {
 			return false, err
 		}
 		cfg := envoyConfig(ns, "", examplev1.EnvoyResources{Clusters: rawList(edsCluster)})

@@ -12,6 +12,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -44,8 +45,12 @@ const Path = "/mutate-v1-pod"
 // +kubebuilder:webhookconfiguration:mutating=true,name=kube-envoy-controller-injector
 // +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups="",resources=pods,verbs=create,versions=v1,name=inject.watch.my.domain,admissionReviewVersions=v1,reinvocationPolicy=Never,timeoutSeconds=5,serviceName=kube-envoy-controller-webhook,serviceNamespace=kube-envoy-controller,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kube-envoy-controller.io/injection","operator":"In","values":["enabled"]},{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","kube-envoy-controller"]}]}}`
 
+// The injector checks the namespace's opt-in itself, from the manager's
+// cache of namespaces' metadata: a webhook configuration installed or
+// edited without the namespaceSelector must not inject everywhere.
+//
 // +kubebuilder:rbac:groups=watch.my.domain,resources=watchers,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=example.com,resources=envoys,verbs=get;list;watch
 
 // Injector answers the API server's admission requests for new pods.
@@ -77,6 +82,13 @@ func (i *Injector) Handle(ctx context.Context, req admission.Request) admission.
 	if slices.Contains(i.Excluded, req.Namespace) {
 		return admission.Allowed("namespace " + req.Namespace + " is never injected")
 	}
+	switch in, err := i.optedIn(ctx, req.Namespace); {
+	case err != nil:
+		logf.FromContext(ctx).Error(err, "reading the namespace of a pod", "namespace", req.Namespace)
+		return admission.Errored(http.StatusInternalServerError, err)
+	case !in:
+		return admission.Allowed(fmt.Sprintf("namespace %s is not labelled %s=%s", req.Namespace, NamespaceLabel, NamespaceEnabled))
+	}
 	pod := &corev1.Pod{}
 	if err := i.Decoder.DecodeRaw(req.Object, pod); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
@@ -102,6 +114,35 @@ func (i *Injector) Handle(ctx context.Context, req admission.Request) admission.
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+}
+
+// NamespaceMetadata is how the injector reads namespaces: their metadata
+// only, which the manager caches.
+func NamespaceMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	return m
+}
+
+// optedIn reports whether namespace ns is labelled for injection. The
+// webhook configuration's namespaceSelector sends only such namespaces'
+// pods, but a configuration installed or edited without it sends every
+// pod. The cache answers; when it says no, the API server is asked, for a
+// namespace labelled a moment ago.
+func (i *Injector) optedIn(ctx context.Context, ns string) (bool, error) {
+	m := NamespaceMetadata()
+	err := i.Client.Get(ctx, types.NamespacedName{Name: ns}, m)
+	if err == nil && m.GetLabels()[NamespaceLabel] == NamespaceEnabled {
+		return true, nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("reading namespace %s: %w", ns, err)
+	}
+	m = NamespaceMetadata()
+	if err := i.APIReader.Get(ctx, types.NamespacedName{Name: ns}, m); err != nil {
+		return false, fmt.Errorf("reading namespace %s: %w", ns, err)
+	}
+	return m.GetLabels()[NamespaceLabel] == NamespaceEnabled, nil
 }
 
 // deny is a reason to refuse the pod, as opposed to a failure to decide.

@@ -49,6 +49,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		},
 		RecoverPanic: ptr.To(true),
 	}
+	// The injector's cache of namespaces' metadata starts, and is waited
+	// for, with the manager's other informers.
+	if _, err := mgr.GetCache().GetInformer(context.Background(), NamespaceMetadata()); err != nil {
+		return fmt.Errorf("watching namespaces: %w", err)
+	}
 	validator := &admission.Webhook{
 		Handler: &EnvoyConfigValidator{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Decoder: admission.NewDecoder(mgr.GetScheme()),
 			Policy: o.Policy},

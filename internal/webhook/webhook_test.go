@@ -31,6 +31,10 @@ var suite testenv.Suite
 // that adds a label: the API server does not call the injector again.
 const labellerPath = "/test-add-label"
 
+// unselectedLabel on a pod sends it to the injector through a configuration
+// without the namespaceSelector, in any namespace.
+const unselectedLabel = "test/unselected"
+
 func TestMain(m *testing.M) {
 	hooks, validating, err := testenv.WebhookManifests()
 	if err == nil && (len(hooks) != 1 || len(validating) != 1) {
@@ -46,7 +50,14 @@ func TestMain(m *testing.M) {
 	labeller.Webhooks[0].Name = "labeller.test.my.domain"
 	labeller.Webhooks[0].ClientConfig.Service.Path = ptr.To(labellerPath)
 	labeller.Webhooks[0].ReinvocationPolicy = ptr.To(admissionv1.NeverReinvocationPolicy)
-	suite.Webhooks = append(hooks, labeller)
+	// The injector's configuration as someone might install or edit it:
+	// without the namespaceSelector, for the pods labelled unselected.
+	unselected := hooks[0].DeepCopy()
+	unselected.Name = "zz-test-unselected"
+	unselected.Webhooks[0].Name = "unselected.test.my.domain"
+	unselected.Webhooks[0].NamespaceSelector = nil
+	unselected.Webhooks[0].ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{unselectedLabel: "true"}}
+	suite.Webhooks = append(hooks, labeller, unselected)
 
 	suite.Main(m, func(mgr ctrl.Manager) error {
 		mgr.GetWebhookServer().Register(labellerPath, &admission.Webhook{Handler: admission.HandlerFunc(addLabel)})
@@ -428,5 +439,43 @@ func TestPodsOwnRecordsSkipNothing(t *testing.T) {
 	}
 	if got := containerNames(bare); got != "app" || Records(bare) {
 		t.Errorf("a pod that gets nothing: containers %s, annotations %v", got, bare.Annotations)
+	}
+}
+
+// The injector checks the namespace's opt-in itself. Through a webhook
+// configuration without the namespaceSelector, the API server sends it
+// the pods of a namespace that did not opt in: they are left as they are,
+// whatever they ask for. Once the namespace is labelled, they are injected.
+func TestInjectionNeedsTheNamespacesOptIn(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, false)
+	createWatcher(t, ns, "logs", "tail")
+	unselected := func() *corev1.Pod {
+		p := podIn(ns, map[string]string{InjectAnnotation: "logs", EnvoySidecarAnnotation: "edge"})
+		p.Name, p.GenerateName = "", "app-"
+		p.Labels = map[string]string{unselectedLabel: "true"}
+		return p
+	}
+
+	before := webhookRequests()
+	pod := unselected()
+	if err := suite.Client.Create(ctx, pod); err != nil {
+		t.Fatalf("a pod of a namespace that did not opt in: %v", err)
+	}
+	if n := webhookRequests() - before; n != 1 {
+		t.Fatalf("the injector was called %v times, want once: the configuration without the selector did not send the pod", n)
+	}
+	if got := containerNames(pod); got != "app" || pod.Annotations[InjectedAnnotation] != "" {
+		t.Errorf("containers %s, annotations %v: the pod was injected in a namespace that did not opt in", got, pod.Annotations)
+	}
+
+	enable(t, ns)
+	pod = unselected()
+	pod.Annotations = map[string]string{InjectAnnotation: "logs"}
+	if err := suite.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if got := containerNames(pod); got != "app,tail" {
+		t.Errorf("containers %s once the namespace opted in, want app,tail", got)
 	}
 }

@@ -55,7 +55,7 @@ var allowlist = []grant{
 	{everywhere, "policy", "poddisruptionbudgets", "", "create,delete,get,list,update,watch", "Envoy fleets' disruption budgets, deleted when a fleet no longer has one"},
 	{everywhere, "autoscaling", "horizontalpodautoscalers", "", "create,delete,get,list,update,watch", "Envoy fleets' autoscalers (spec.autoscaling), deleted when the spec drops it"},
 	{everywhere, "", "pods", "", "create,delete,get,list,watch", "PodSets; a replica's own pod, which owns its proxy report"},
-	{everywhere, "", "namespaces", "", "get", "the EnvoyConfig validator lets every EnvoyConfig of a namespace being deleted go"},
+	{everywhere, "", "namespaces", "", "get,list,watch", "the EnvoyConfig validator lets every EnvoyConfig of a namespace being deleted go; the injector checks a namespace's opt-in label itself, from a cache of namespaces' metadata"},
 	{everywhere, "batch", "jobs", "", "create,delete,get,list,watch", "FooBars"},
 	{everywhere, "discovery.k8s.io", "endpointslices", "", "get,list,watch", "EDS from Services' endpoints"},
 	{everywhere, "", "secrets", "", "list,watch", "SDS from the Secrets that EnvoyConfigs name in spec.tlsSecrets, cached only when labelled kube-envoy-controller.io/xds-secret"},
