@@ -36,6 +36,8 @@ func (c checker) destination(host string, port uint32) error {
 			return fmt.Errorf("%q is a cloud metadata service, which answers with the credentials of the node or the pod", host)
 		case (ip.IsLoopback() || ip.IsUnspecified()) && port == proxy.AdminPort:
 			return adminPort(host)
+		case slices.ContainsFunc(c.pol.Hosts, func(o string) bool { a, ok := parseIP(o); return ok && a == ip }):
+			return operatorsOwn(host)
 		}
 		return nil
 	}
@@ -45,9 +47,13 @@ func (c checker) destination(host string, port uint32) error {
 	case (slices.Contains(loopbackNames, h) || strings.HasSuffix(h, ".localhost")) && port == proxy.AdminPort:
 		return adminPort(host)
 	case c.operatorName(h):
-		return fmt.Errorf("%q is the operator's: its xDS, webhook and metrics endpoints, which a fleet's proxies may not relay to", host)
+		return operatorsOwn(host)
 	}
 	return nil
+}
+
+func operatorsOwn(host string) error {
+	return fmt.Errorf("%q is the operator's: its xDS, webhook and metrics endpoints, which a fleet's proxies may not relay to", host)
 }
 
 func adminPort(host string) error {

@@ -26,7 +26,7 @@ var testPolicy = Policy{
 	Files:     []string{"/etc/allowed/", "/etc/ca.pem"},
 	Env:       []string{"ALLOWED"},
 	Namespace: "kube-envoy-controller",
-	Hosts:     []string{"xds.example.com"},
+	Hosts:     []string{"xds.example.com", "10.96.0.10"},
 }
 
 // Resources of the policy's cases, in Envoy's JSON.
@@ -205,6 +205,7 @@ func TestPolicy(t *testing.T) {
 		{"an operator's pod by its DNS name", "clusters", staticCluster("k", "10-1-2-3.kube-envoy-controller.pod.cluster.local", 8443, ""), "",
 			[][2]string{{endpoint, "is the operator's"}}},
 		{"the operator's other name", "clusters", staticCluster("k", "XDS.example.com", 18000, ""), "", [][2]string{{endpoint, "is the operator's"}}},
+		{"the operator's address", "clusters", staticCluster("k", "10.96.0.10", 18000, ""), "", [][2]string{{endpoint, "is the operator's"}}},
 		{"a short name, in the fleet's own namespace", "clusters", staticCluster("k", "kube-envoy-controller-xds", 18000, ""), "", nil},
 		{"a short name, in the operator's namespace", "clusters", staticCluster("k", "kube-envoy-controller-xds", 18000, ""), "kube-envoy-controller",
 			[][2]string{{endpoint, "is the operator's"}}},
