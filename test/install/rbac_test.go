@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
 // scope says where a grant applies.
@@ -45,10 +47,12 @@ type grant struct {
 // that is missing here and on one listed here that is not granted. A
 // change to the operator's RBAC comes with a change here, with its reason.
 var allowlist = []grant{
-	// RBAC cannot grant by label: the cache lists and watches only the
-	// Secrets labelled kube-envoy-controller.io/xds-secret, and reads no
+	// RBAC cannot grant by label or owner: the cache lists and watches only
+	// the Secrets labelled kube-envoy-controller.io/xds-secret, and reads no
 	// other. get adds nothing to what list allows; it tells a fleet's
-	// certificate Secret from a stranger's of the same name.
+	// certificate Secret from a stranger's of the same name. Which Secrets
+	// it may create and update, the ValidatingAdmissionPolicy
+	// kube-envoy-controller-secrets says (below).
 	{everywhere, "", "secrets", "", "create,get,list,update,watch", "fleets' xDS client certificates, in the fleets' namespaces; the TLS Secrets that EnvoyConfigs name in spec.tlsSecrets; the xDS CA"},
 	{everywhere, "", "configmaps,services", "", "create,delete,get,list,patch,update,watch", "Envoy fleets' bootstrap and Service; Watchers' ConfigMap; fleets' xDS revision history; the replicas' reports of their proxies; the published xDS CA certificates; the cluster's client CA (kube-system/extension-apiserver-authentication), read by the xDS debug endpoint"},
 	{everywhere, "apps", "deployments", "", "create,delete,get,list,patch,update,watch", "Envoy fleets and Foos"},
@@ -230,20 +234,58 @@ func TestServiceAccountPermissions(t *testing.T) {
 	// Secrets: listed and watched everywhere (the cache asks only for the
 	// labelled ones); fleets' certificates are written where the fleets are,
 	// but never in kube-system; none is patched or deleted (the garbage
-	// collector removes a fleet's with it).
+	// collector removes a fleet's with it). The ValidatingAdmissionPolicy
+	// kube-envoy-controller-secrets lets it write no other Secret: none but
+	// its two of its own namespace, and no Secret of another namespace but a
+	// fleet's certificate, nor one that someone else wrote.
 	secret := func(ns string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rbac-probe", Namespace: ns}}
+	}
+	crt, key := xdstest.ServingCertificate(t, "edge")
+	fleetCertificate := func(ns string) *corev1.Secret {
+		return &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "edge-xds-client", Namespace: ns,
+				Labels: map[string]string{"kube-envoy-controller.io/xds-secret": "client-certificate"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Envoy", Name: "edge",
+					UID: "2b1c2e56-8c8e-4c59-9a8e-1d2b3c4d5e6f", Controller: ptr.To(true)}}},
+			Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key},
+		}
 	}
 	if _, err := sa.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{LabelSelector: "kube-envoy-controller.io/xds-secret"}); err != nil {
 		t.Errorf("listing the labelled Secrets of default, as the cache does: %v", err)
 	}
 	_, err = sa.CoreV1().Secrets("default").Patch(ctx, "anything", types.MergePatchType, []byte(`{"metadata":{"labels":{"taken":"over"}}}`), metav1.PatchOptions{})
 	wantForbidden(t, "patching a Secret in default", err)
-	_, err = sa.CoreV1().Secrets("kube-system").Create(ctx, secret("kube-system"), dryRun)
-	wantForbidden(t, "creating a Secret in kube-system", err)
-	if _, err := sa.CoreV1().Secrets("default").Create(ctx, secret("default"), dryRun); err != nil {
-		t.Errorf("creating a Secret in default (dry run): %v", err)
+	_, err = sa.CoreV1().Secrets("kube-system").Create(ctx, fleetCertificate("kube-system"), dryRun)
+	wantForbidden(t, "creating a fleet's certificate in kube-system", err)
+	if _, err := sa.CoreV1().Secrets("default").Create(ctx, fleetCertificate("default"), dryRun); err != nil {
+		t.Errorf("creating a fleet's certificate in default (dry run): %v", err)
 	}
+	_, err = sa.CoreV1().Secrets("default").Create(ctx, secret("default"), dryRun)
+	wantForbidden(t, "creating another Secret in default", err)
+	notOwned := fleetCertificate("default")
+	notOwned.OwnerReferences = nil
+	_, err = sa.CoreV1().Secrets("default").Create(ctx, notOwned, dryRun)
+	wantForbidden(t, "creating a fleet's certificate that no Envoy controls", err)
+	_, err = sa.CoreV1().Secrets(operatorNamespace).Create(ctx, secret(operatorNamespace), dryRun)
+	wantForbidden(t, "creating a Secret in its namespace other than its own two", err)
+	// A Secret someone else wrote is not taken over, even made to look like
+	// a fleet's certificate.
+	theirs := fleetCertificate("default")
+	theirs.Labels, theirs.OwnerReferences = nil, nil
+	if err := admin.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(ctx, theirs) })
+	taken, err := sa.CoreV1().Secrets("default").Get(ctx, theirs.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disguised := fleetCertificate("default")
+	taken.Labels, taken.OwnerReferences = disguised.Labels, disguised.OwnerReferences
+	_, err = sa.CoreV1().Secrets("default").Update(ctx, taken, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+	wantForbidden(t, "updating a Secret it did not write", err)
 	err = sa.CoreV1().Secrets(operatorNamespace).Delete(ctx, "kube-envoy-controller-webhook-cert", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 	wantForbidden(t, "deleting a Secret", err)
 
