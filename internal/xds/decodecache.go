@@ -2,7 +2,6 @@ package xds
 
 import (
 	"crypto/sha256"
-	"sync"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 )
@@ -11,18 +10,13 @@ import (
 // 16,384 results or 16 MiB of their JSON per generation.
 var decoded = newDecodeCache(1<<14, 16<<20)
 
-// decodeCache remembers decoding results by kind and content. It holds two
-// generations of at most size entries and bytes bytes of input each: a result
-// used in the older one moves to the newer, and when the newer is full the
-// older is dropped. So the resources in use stay, whatever was decoded once
-// and never again goes, and at most 2×size results of 2×bytes of input are
-// held, however many or large the resources that users write.
+// decodeCache remembers decoding results by kind and content, in two
+// Generations of at most size entries and bytes bytes of input each: the
+// resources in use stay, whatever was decoded once and never again goes,
+// and at most 2×size results of 2×bytes of input are held, however many or
+// large the resources that users write.
 type decodeCache struct {
-	size, bytes int
-
-	mu              sync.Mutex
-	current, former map[decodeKey]decodeResult
-	currentBytes    int
+	results *Generations[decodeKey, decodeResult]
 }
 
 type decodeKey struct {
@@ -31,14 +25,13 @@ type decodeKey struct {
 }
 
 type decodeResult struct {
-	msg   types.Resource
-	name  string
-	err   error
-	bytes int // of the input
+	msg  types.Resource
+	name string
+	err  error
 }
 
 func newDecodeCache(size, bytes int) *decodeCache {
-	return &decodeCache{size: size, bytes: bytes, current: map[decodeKey]decodeResult{}, former: map[decodeKey]decodeResult{}}
+	return &decodeCache{results: NewGenerations[decodeKey, decodeResult](size, bytes)}
 }
 
 // get returns what decode returns for k and raw, calling it only when the
@@ -46,30 +39,10 @@ func newDecodeCache(size, bytes int) *decodeCache {
 // content at once; both get a correct result.
 func (c *decodeCache) get(k Kind, raw []byte, decode func(Kind, []byte) (types.Resource, string, error)) (types.Resource, string, error) {
 	key := decodeKey{typeURL: k.TypeURL, sum: sha256.Sum256(raw)}
-	c.mu.Lock()
-	r, ok := c.current[key]
-	if !ok {
-		if r, ok = c.former[key]; ok {
-			c.putLocked(key, r)
-		}
-	}
-	c.mu.Unlock()
-	if ok {
+	if r, ok := c.results.Get(key); ok {
 		return r.msg, r.name, r.err
 	}
 	msg, name, err := decode(k, raw)
-	if len(raw) <= c.bytes {
-		c.mu.Lock()
-		c.putLocked(key, decodeResult{msg, name, err, len(raw)})
-		c.mu.Unlock()
-	}
+	c.results.Put(key, decodeResult{msg, name, err}, len(raw))
 	return msg, name, err
-}
-
-func (c *decodeCache) putLocked(key decodeKey, r decodeResult) {
-	if len(c.current) >= c.size || c.currentBytes+r.bytes > c.bytes {
-		c.former, c.current, c.currentBytes = c.current, make(map[decodeKey]decodeResult), 0
-	}
-	c.current[key] = r
-	c.currentBytes += r.bytes
 }

@@ -52,7 +52,7 @@ func TestDecodeCache(t *testing.T) {
 	if calls["clusters a"] != 2 {
 		t.Errorf("clusters a decoded %d times, want 2: it left the cache", calls["clusters a"])
 	}
-	if n := len(c.current) + len(c.former); n > 4 {
+	if n, _ := c.results.Held(); n > 4 {
 		t.Errorf("the cache holds %d results, want at most 2×2", n)
 	}
 }
@@ -64,22 +64,12 @@ func TestDecodeCacheBytes(t *testing.T) {
 	clusters := KindOf("type.googleapis.com/envoy.config.cluster.v3.Cluster")
 	for i := range 50 {
 		_, _, _ = c.get(clusters, []byte(fmt.Sprintf("%030d", i)), decode)
-		held := 0
-		for _, m := range []map[decodeKey]decodeResult{c.current, c.former} {
-			for _, r := range m {
-				held += r.bytes
-			}
-		}
-		if held > 200 {
+		if _, held := c.results.Held(); held > 200 {
 			t.Fatalf("after %d resources of 30 bytes the cache holds %d bytes, want at most 2×100", i+1, held)
 		}
 	}
 	_, _, _ = c.get(clusters, make([]byte, 101), decode)
-	for _, m := range []map[decodeKey]decodeResult{c.current, c.former} {
-		for _, r := range m {
-			if r.bytes > 100 {
-				t.Fatalf("a resource of %d bytes is held, more than a generation's 100", r.bytes)
-			}
-		}
+	if most := c.results.Heaviest(); most > 100 {
+		t.Fatalf("a resource of %d bytes is held, more than a generation's 100", most)
 	}
 }

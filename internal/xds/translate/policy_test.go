@@ -471,3 +471,28 @@ func TestAdmitRefusesExfiltrations(t *testing.T) {
 		})
 	}
 }
+
+// A resource is judged once per policy: the verdict is remembered by the
+// decoded message, which xds.Decode shares between callers.
+func TestVerdictsAreRemembered(t *testing.T) {
+	c := verdictCache{xds.NewGenerations[verdictKey, []string](4, 4)}
+	k, _ := xds.KindNamed("routes")
+	m, _, err := xds.Decode(k, []byte(routeR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	judged := 0
+	judge := func() []string { judged++; return []string{"x"} }
+	key := verdictKey{msg: m, typeURL: k.TypeURL, policy: testPolicy.identity()}
+	for range 3 {
+		if got := c.get(key, judge); len(got) != 1 {
+			t.Fatalf("verdict %v", got)
+		}
+	}
+	other := key
+	other.policy = Policy{}.identity()
+	c.get(other, judge)
+	if judged != 2 {
+		t.Errorf("judged %d times, want once per policy: 2", judged)
+	}
+}
