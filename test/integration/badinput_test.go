@@ -906,7 +906,7 @@ func TestInProcessSchemaAgrees(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := translate.FromObject(cfg)
-		return translate.Admit(nil, c.Name, &c)
+		return translate.Admit(translate.Policy{Namespace: "kube-envoy-controller"}, nil, c.Name, &c)
 	}
 	for _, tc := range invalidManifests {
 		if tc.why == "unknown field" {
