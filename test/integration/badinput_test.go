@@ -17,6 +17,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/crdschema"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -959,11 +960,22 @@ func TestListenerAddressSharedAcrossEnvoyConfigs(t *testing.T) {
 	if _, err := create(ctx, t, client, ns, withResources("first", "shared", listenersOn(tcpListener("a", "0.0.0.0", 8080))+clusterK)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := create(ctx, t, client, ns, withResources("second", "shared", listenersOn(tcpListener("b", "0.0.0.0", 8080))))
 	want := `spec.resources.listeners[0] ("b"): address: 0.0.0.0:8080 is also the address of listener spec.resources.listeners[0] ("a") of EnvoyConfig ` + ns + `/first`
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("got %v, want a denial saying %s", err, want)
-	}
+	// The webhook reads the fleet's other EnvoyConfigs from its cache: until
+	// the cache holds first, the second's listener names a cluster that does
+	// not exist yet, and that refusal is retried. Any other outcome fails.
+	testenv.Eventually(t, "the webhook to judge second against first", func() (bool, error) {
+		_, err := create(ctx, t, client, ns, withResources("second", "shared", listenersOn(tcpListener("b", "0.0.0.0", 8080))))
+		switch {
+		case err == nil:
+			t.Fatalf("admitted; want a denial saying %s", want)
+		case strings.Contains(err.Error(), want):
+			return true, nil
+		case !strings.Contains(err.Error(), `cluster "k" does not exist`):
+			t.Fatalf("got %v, want a denial saying %s", err, want)
+		}
+		return false, err
+	})
 	if _, err := create(ctx, t, client, ns, withResources("second", "shared", listenersOn(tcpListener("b", "127.0.0.1", 8080)))); err != nil {
 		t.Errorf("a listener on the same port of another address: %v", err)
 	}
