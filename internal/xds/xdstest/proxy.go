@@ -1,17 +1,16 @@
 // Package xdstest is a minimal ADS client for tests: it speaks the state of
-// the world protocol the way an Envoy proxy does, and lets a test decide
-// whether each response is accepted (ACK) or rejected (NACK).
+// the world and delta protocols the way an Envoy proxy does, and lets a
+// test decide what it subscribes to, by name or to all, and whether each
+// response is accepted (ACK) or rejected (NACK). Proxy is one stream of one
+// type; ADS and Delta carry every type on one stream, as Envoy's does.
 package xdstest
 
 import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"testing"
 	"time"
-
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -121,32 +120,11 @@ func ConnectDelta(t testing.TB, c discoveryv3.AggregatedDiscoveryServiceClient, 
 // empty, otherwise a NACK carrying it. It fails, closing the stream, when no
 // response comes within the proxy's Timeout.
 func (p *Proxy) Next(nackDetail string) (*discoveryv3.DiscoveryResponse, error) {
-	type received struct {
-		resp *discoveryv3.DiscoveryResponse
-		err  error
+	resp, err := recvWithin(p.Node.GetId(), p.Timeout, p.cancel, p.Stream.Recv)
+	if err != nil {
+		return nil, err
 	}
-	ch := make(chan received, 1)
-	go func() {
-		resp, err := p.Stream.Recv()
-		ch <- received{resp, err}
-	}()
-	timeout := p.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, r.err
-		}
-		return r.resp, p.Answer(r.resp, nackDetail)
-	case <-timer.C:
-		p.cancel()
-		<-ch // the receive ends with the stream
-		return nil, fmt.Errorf("proxy %s: no response within %s", p.Node.GetId(), timeout)
-	}
+	return resp, p.Answer(resp, nackDetail)
 }
 
 // Answer ACKs resp, or NACKs it when nackDetail is not empty.
@@ -171,12 +149,6 @@ func (p *Proxy) NextNames(nackDetail string) (version string, names []string, er
 	if err != nil {
 		return "", nil, err
 	}
-	for _, a := range resp.GetResources() {
-		m, err := a.UnmarshalNew()
-		if err != nil {
-			return "", nil, err
-		}
-		names = append(names, cachev3.GetResourceName(m))
-	}
-	return resp.GetVersionInfo(), names, nil
+	names, err = Names(resp.GetResources())
+	return resp.GetVersionInfo(), names, err
 }
