@@ -1,94 +1,107 @@
 package xds
 
 import (
+	"fmt"
 	"sort"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/runtime/protoiface"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// go-control-plane's snapshot cache marshals a resource again for every
-// response that carries it: a state-of-the-world push of 50 endpoints to
-// 1000 proxies marshalled the same 50 messages 1000 times, about a sixth of
-// the server's CPU for the push. A published resource is marshalled once
-// instead, when its fleet is published (its bytes are hashed for the
-// version anyway), and handed to the cache as an encodedResource: a message
-// that behaves as the resource in every respect but that marshalling it
-// copies those bytes.
+// A published resource is marshalled once, when its fleet is published (its
+// bytes are hashed for the version anyway), into the Any that every response
+// carrying it shares, state of the world and delta alike. A response is then
+// a list of those Anys: gRPC copies their bytes onto the wire, and nothing
+// marshals the resource again, whatever the number of proxies.
 
 // encodedResource is a published resource with its wire form. Nothing may
-// change the resource once it is encoded; published resources are shared
-// and never changed (see Decode).
+// change it once it is encoded: every response shares it.
 type encodedResource struct {
-	types.Resource
 	name string
-	wire []byte
+	// resource is the resource as published (see Decode: shared, never changed).
+	resource types.Resource
+	// version is the resource's own version in delta responses: the SHA-256
+	// of its wire form, in hex, as go-control-plane's snapshot cache gave
+	// it, so that a delta proxy's initial_resource_versions stay valid
+	// across an upgrade.
+	version string
+	// any is the resource as state-of-the-world responses carry it, and
+	// delta as delta responses do.
+	any   *anypb.Any
+	delta *discoveryv3.Resource
 }
 
-// GetName gives the cache the resource's name (cachev3.GetResourceName
-// knows the names of Envoy's own types only).
-func (e *encodedResource) GetName() string { return e.name }
-
-// ProtoReflect is the resource's reflection, but for how it marshals.
-func (e *encodedResource) ProtoReflect() protoreflect.Message {
-	return encodedMessage{Message: e.Resource.ProtoReflect(), e: e}
+// typeSnapshot is what a fleet serves of one type: its version and its
+// resources, encoded.
+type typeSnapshot struct {
+	typeURL string
+	// version is a hash of the type's content (see Server.SetFleet).
+	version string
+	// sorted holds the resources in the order of their names, and all their
+	// Anys in that order: a wildcard state-of-the-world response.
+	sorted []*encodedResource
+	all    []*anypb.Any
+	byName map[string]*encodedResource
 }
 
-type encodedMessage struct {
-	protoreflect.Message
-	e *encodedResource
-}
-
-func (m encodedMessage) Interface() protoreflect.ProtoMessage { return m.e }
-
-func (m encodedMessage) ProtoMethods() *protoiface.Methods { return &encodedMethods }
-
-// encodedMethods are protobuf's fast paths for an encodedResource: its size
-// and its marshalling are those of its wire form, which was marshalled
-// deterministically, whole and valid. Every other operation (equality,
-// cloning, JSON) goes through the resource's reflection.
-var encodedMethods = protoiface.Methods{
-	Flags: protoiface.SupportMarshalDeterministic,
-	Size: func(in protoiface.SizeInput) protoiface.SizeOutput {
-		return protoiface.SizeOutput{Size: len(in.Message.(encodedMessage).e.wire)}
-	},
-	Marshal: func(in protoiface.MarshalInput) (protoiface.MarshalOutput, error) {
-		return protoiface.MarshalOutput{Buf: append(in.Buf, in.Message.(encodedMessage).e.wire...)}, nil
-	},
-	CheckInitialized: func(protoiface.CheckInitializedInput) (protoiface.CheckInitializedOutput, error) {
-		return protoiface.CheckInitializedOutput{}, nil
-	},
-}
-
-// plain returns the resource r stands for: itself, or what it encodes.
-func plain(r types.Resource) types.Resource {
-	if e, ok := r.(*encodedResource); ok {
-		return e.Resource
-	}
-	return r
-}
-
-// encodeKind marshals the resources of type typeURL, deterministically and
-// in the order of their names, and adds each with its type and name to h:
-// the version of their content. It returns them encoded. A resource that
-// does not marshal is returned as it is (the cache reports the error when
-// it marshals it for a response).
-func encodeKind(h *Hash, typeURL string, rs []types.Resource) []types.Resource {
+// marshalKind marshals the resources of type typeURL, deterministically and
+// in the order of their names, adds each with its type and name to h (the
+// version of their content), and hands each to each.
+func marshalKind(h *Hash, typeURL string, rs []types.Resource, each func(name string, r types.Resource, wire []byte, err error)) {
 	k := KindOf(typeURL)
-	out := make([]types.Resource, len(rs))
-	for i, r := range rs {
-		out[i] = plain(r)
-	}
-	sort.Slice(out, func(i, j int) bool { return k.name(out[i]) < k.name(out[j]) })
-	for i, r := range out {
+	sorted := make([]types.Resource, len(rs))
+	copy(sorted, rs)
+	sort.Slice(sorted, func(i, j int) bool { return k.name(sorted[i]) < k.name(sorted[j]) })
+	for _, r := range sorted {
 		name := k.name(r)
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
 		h.Add(typeURL, name, b)
-		if err == nil {
-			out[i] = &encodedResource{Resource: r, name: name, wire: b}
+		each(name, r, b, err)
+	}
+}
+
+// encodeKind is marshalKind that returns the resources encoded, with the
+// error of the first one that does not marshal.
+func encodeKind(h *Hash, typeURL string, rs []types.Resource) ([]*encodedResource, error) {
+	out := make([]*encodedResource, 0, len(rs))
+	var first error
+	marshalKind(h, typeURL, rs, func(name string, r types.Resource, b []byte, err error) {
+		if err != nil {
+			if first == nil {
+				first = fmt.Errorf("%s %q does not marshal: %w", KindOf(typeURL).Noun(), name, err)
+			}
+			return
 		}
+		a := &anypb.Any{TypeUrl: typeURL, Value: b}
+		v := cachev3.HashResource(b)
+		out = append(out, &encodedResource{name: name, resource: r, version: v, any: a,
+			delta: &discoveryv3.Resource{Name: name, Version: v, Resource: a}})
+	})
+	return out, first
+}
+
+// newTypeSnapshot encodes the resources of type typeURL; its version is
+// the hash h sums them into.
+func newTypeSnapshot(typeURL string, rs []types.Resource) (*typeSnapshot, error) {
+	h := NewHash()
+	encoded, err := encodeKind(h, typeURL, rs)
+	t := &typeSnapshot{typeURL: typeURL, version: h.Sum(), sorted: encoded,
+		all: make([]*anypb.Any, len(encoded)), byName: make(map[string]*encodedResource, len(encoded))}
+	for i, e := range encoded {
+		t.all[i] = e.any
+		t.byName[e.name] = e
+	}
+	return t, err
+}
+
+// plain returns the published resources.
+func (t *typeSnapshot) plain() []types.Resource {
+	out := make([]types.Resource, len(t.sorted))
+	for i, e := range t.sorted {
+		out[i] = e.resource
 	}
 	return out
 }

@@ -8,15 +8,15 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
-// An encoded resource is its resource to everyone who looks: the cache
-// (name, marshalling) and protobuf (size, equality, JSON).
+// A published resource is encoded as what go-control-plane's cache sent
+// for it: its deterministic marshalling, under its type, and in delta the
+// SHA-256 of that as its version (delta proxies keep it across an upgrade,
+// in initial_resource_versions).
 func TestEncodedResourcesAreTheirResources(t *testing.T) {
 	byType := mustParse(t, validResources())
 	for _, k := range Kinds {
@@ -24,33 +24,26 @@ func TestEncodedResourcesAreTheirResources(t *testing.T) {
 		if len(items) == 0 {
 			t.Fatalf("the valid resources have no %s", k.Field)
 		}
-		encoded := encodeKind(NewHash(), k.TypeURL, items)
-		for _, r := range encoded {
-			if _, ok := r.(*encodedResource); !ok {
-				t.Fatalf("%s: %T was not encoded", k.Field, r)
-			}
-			p := plain(r)
-			want, err := proto.MarshalOptions{Deterministic: true}.Marshal(p)
+		ts, err := newTypeSnapshot(k.TypeURL, items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ts.sorted) != len(items) || len(ts.all) != len(items) {
+			t.Fatalf("%s: %d encoded, %d Anys, want %d", k.Field, len(ts.sorted), len(ts.all), len(items))
+		}
+		for i, e := range ts.sorted {
+			want, err := cachev3.MarshalResource(e.resource)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := cachev3.MarshalResource(r)
-			if err != nil || !bytes.Equal(got, want) {
-				t.Errorf("%s: the cache marshals %x (%v), want %x", k.Field, got, err, want)
+			if e.any.GetTypeUrl() != k.TypeURL || !bytes.Equal(e.any.GetValue(), want) || ts.all[i] != e.any {
+				t.Errorf("%s %s: sent as %s %x, want %s %x", k.Field, e.name, e.any.GetTypeUrl(), e.any.GetValue(), k.TypeURL, want)
 			}
-			if n := proto.Size(r); n != len(want) {
-				t.Errorf("%s: size %d, want %d", k.Field, n, len(want))
+			if e.version != cachev3.HashResource(want) || e.delta.GetVersion() != e.version || e.delta.GetName() != e.name || e.delta.GetResource() != e.any {
+				t.Errorf("%s %s: delta sends %v, version %s", k.Field, e.name, e.delta, e.version)
 			}
-			if got, want := cachev3.GetResourceName(r), k.name(p); got != want || got == "" {
-				t.Errorf("%s: the cache names it %q, want %q", k.Field, got, want)
-			}
-			if !proto.Equal(r, p) {
-				t.Errorf("%s: not equal to its resource", k.Field)
-			}
-			gotJSON, err1 := protojson.Marshal(r)
-			wantJSON, err2 := protojson.Marshal(p)
-			if err1 != nil || err2 != nil || !bytes.Equal(gotJSON, wantJSON) {
-				t.Errorf("%s: JSON %s (%v), want %s (%v)", k.Field, gotJSON, err1, wantJSON, err2)
+			if got := cachev3.GetResourceName(e.resource); got != e.name || got == "" || ts.byName[got] != e {
+				t.Errorf("%s: named %q, want %q", k.Field, e.name, got)
 			}
 		}
 	}
@@ -89,20 +82,12 @@ var mark = []byte{0xc0, 0x3e, 0x01}
 // What a proxy is sent, over state-of-the-world or delta, is the wire form
 // encoded at publication, not the resource marshalled again for the
 // response: the test marks the wire forms of the published clusters, and
-// only a copy of them sends the mark.
+// only they send the mark.
 func TestProxiesAreSentTheWireForm(t *testing.T) {
 	s, addr := startServer(t)
 	mustPublish(t, s, "v1", clusters("a", "b"))
-	snap, err := s.cache.GetSnapshot(fleet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, r := range snap.GetResources(resourcev3.ClusterType) {
-		e, ok := r.(*encodedResource)
-		if !ok {
-			t.Fatalf("cluster %s is served as %T, not encoded at publication", name, r)
-		}
-		e.wire = append(append([]byte(nil), e.wire...), mark...)
+	for _, e := range s.cache.published(fleet).types[kindIndex(resourcev3.ClusterType)].sorted {
+		e.any.Value = append(append([]byte(nil), e.any.GetValue()...), mark...)
 	}
 	p := xdstest.Connect(t, xdstest.Dial(t, addr), fleet, "pod-1", resourcev3.ClusterType)
 	resp, err := p.Next("")

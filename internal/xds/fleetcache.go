@@ -2,8 +2,13 @@ package xds
 
 import (
 	"context"
+	"errors"
+	"iter"
+	"maps"
 	"sync"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc/codes"
@@ -12,45 +17,186 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 )
 
-// fleetCache is the snapshot cache as the ADS streams see it. go-control-plane's
-// cache keeps an entry, with its watches, for any node that asks, and answers
-// some requests by sending on the stream's channel while it holds the lock that
-// every publication takes. fleetCache makes sure that:
+// fleetCache is the server's cache of what it serves, as go-control-plane's
+// stream server sees it (cachev3.ConfigWatcher): the stream server speaks
+// the protocol, and asks the cache, on each request, for a watch of one
+// type on behalf of one stream. The cache answers the watch at once, or
+// later; a watch is answered once, and the stream's next request of that
+// type makes a new one.
 //
-//   - only the types the server serves reach the cache. A stream then has at
-//     most one response of each of them in flight, and its channel (go-control-
-//     plane sizes it for every type it knows) always has room: the cache never
-//     waits for a stream while it holds its lock;
-//   - only published fleets have an entry in the cache. A watch of a fleet that
-//     is not published waits here, with its stream, and is handed to the cache
-//     when the fleet is published; a cleared fleet's watches wait here again.
-//     A proxy may connect before its fleet is published (a new fleet, or a
-//     replica that has just started) and is served as soon as it is;
-//   - no stream subscribes to every secret of a fleet.
+//   - Fleets are keyed by node.cluster, and each has its own lock. A
+//     publication takes its fleet's lock alone, and answers that fleet's
+//     waiting watches; nothing of another fleet waits for it.
+//   - A watch is answered by what answer.go computes. The response goes on
+//     the stream's channel, which always has room for it: the stream
+//     server gives each stream one channel for its types (ordered ADS for
+//     state of the world, delta's own), with room for a response of each
+//     type, and a stream has at most one unanswered watch of a type, which
+//     only the cache answers. So no lock is ever held while the cache waits
+//     for a stream: a slow or silent stream holds nothing.
+//   - The cache knows each stream by that channel (streamState), and sends
+//     it the types in the order of make-before-break (pushOrder): a type
+//     waits until the stream was sent the served version of every type
+//     before it that it subscribes to. So a proxy is sent a push's clusters,
+//     then endpoints, listeners, routes and secrets, also when it has not
+//     answered the previous push of a type yet: the types after it wait
+//     for its answer.
+//   - A watch of a fleet that is not published waits, with its stream, and
+//     is answered when the fleet is: a proxy may start before its fleet is
+//     published (a new fleet, or a replica that has just started). A fleet
+//     that is cleared keeps its streams waiting, and they keep what they
+//     have.
+//   - Only the types the server serves are watched, secrets only by name,
+//     and a stream subscribes to a bounded number of names of each type.
+//
+// Each fleet serves one publication to all of its streams (served). A
+// progressive rollout would have the cache choose, per stream, which of a
+// fleet's publications it serves: the choice would be made there.
 type fleetCache struct {
-	cachev3.SnapshotCache
-
-	// mu is held while the cache is called, so that a watch is either
-	// waiting here or in the cache, never lost between the two.
-	mu        sync.Mutex
-	published map[string]bool
-	// watches holds every open watch by fleet, waiting or in the cache.
-	// Streams cancel their watches when they end, so this holds only the
-	// watches of open streams, whatever fleet they claim.
-	watches map[string]map[*heldWatch]struct{}
+	// mu guards fleets; a fleet's own lock guards the rest. Lock order:
+	// mu, then a fleet's lock.
+	mu     sync.RWMutex
+	fleets map[string]*fleetEntry
+	names  nameLimits
 }
 
-// heldWatch is an open watch of a stream.
-type heldWatch struct {
-	// create hands the watch to the cache and returns the cache's cancel.
-	create func() (func(), error)
-	// cancel is the cache's, once the cache has the watch.
-	cancel  func()
-	inCache bool
+// fleetEntry is one fleet's publication and streams. An entry lives while
+// its fleet is published or has streams.
+type fleetEntry struct {
+	mu sync.Mutex
+	// current is the fleet's publication; nil while it is not published.
+	current *snapshot
+	// streams holds the fleet's streams, by their response channel.
+	streams map[any]*streamState
+	// gone is set when the entry left the cache: who holds it looks again.
+	gone bool
 }
 
-func newFleetCache(c cachev3.SnapshotCache) *fleetCache {
-	return &fleetCache{SnapshotCache: c, published: map[string]bool{}, watches: map[string]map[*heldWatch]struct{}{}}
+// streamState is what the cache knows of one stream.
+type streamState struct {
+	// handles counts the stream's watches that the stream server has not
+	// cancelled, answered or not. It cancels a type's watch when the
+	// stream next asks for the type, or ends: a stream that asked for any
+	// type has one until it ends, and its state lives while it has one.
+	handles int
+	types   [numKinds]streamType
+}
+
+// streamType is where a stream stands with one type.
+type streamType struct {
+	// subscribed: the stream asked for the type.
+	subscribed bool
+	// at is the version of the type the stream was last sent, or has.
+	at string
+	// open is the stream's unanswered watch of the type, if any.
+	open watch
+}
+
+// snapshot is one publication of a fleet: each type's resources, by the
+// index of the type in Kinds.
+type snapshot struct {
+	version string
+	types   [numKinds]*typeSnapshot
+}
+
+// newSnapshot encodes a publication of resources (by type URL) as version.
+func newSnapshot(version string, resources map[string][]types.Resource) (*snapshot, error) {
+	p := &snapshot{version: version}
+	for i, k := range Kinds {
+		t, err := newTypeSnapshot(k.TypeURL, resources[k.TypeURL])
+		if err != nil {
+			return nil, err
+		}
+		p.types[i] = t
+	}
+	return p, nil
+}
+
+// pushOrder is the order in which a stream is sent the types, as the
+// protocol's make-before-break asks: a cluster before its endpoints, both
+// before the listeners that use them, a listener before its routes.
+// Secrets come last: a proxy asks for a secret once a cluster or listener
+// names it.
+var pushOrder = [...]string{resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType, resourcev3.SecretType}
+
+// numKinds is the number of types served (Kinds).
+const numKinds = len(pushOrder)
+
+// pushIndex is the index in Kinds of each type of pushOrder.
+var pushIndex = func() (out [numKinds]int) {
+	for i, typeURL := range pushOrder {
+		out[i] = kindIndex(typeURL)
+	}
+	return out
+}()
+
+// kindIndex returns the index of typeURL in Kinds, or -1.
+func kindIndex(typeURL string) int {
+	for i, k := range Kinds {
+		if k.TypeURL == typeURL {
+			return i
+		}
+	}
+	return -1
+}
+
+// watch is a stream's open watch of one type.
+type watch interface {
+	// answer sends what the watch gets from t, for a stream last sent the
+	// version at of the type, if anything. It reports whether it did, and
+	// the version the stream has or was sent now.
+	answer(t *typeSnapshot, at string) (string, bool)
+}
+
+type sotwWatch struct {
+	req *discoveryv3.DiscoveryRequest
+	sub cachev3.Subscription
+	ch  chan cachev3.Response
+}
+
+func (w *sotwWatch) answer(t *typeSnapshot, at string) (string, bool) {
+	if v := w.req.GetVersionInfo(); v == t.version {
+		at = v // the stream has it, from this stream or an earlier one
+	}
+	resp := answerSotw(t, w.req, w.sub)
+	if resp == nil {
+		return at, false
+	}
+	select {
+	case w.ch <- resp:
+		return resp.version, true
+	default:
+		// Never: the channel has room for this watch's response (see
+		// fleetCache). Were it full, the watch would wait for the next
+		// publication rather than hold the lock.
+		return at, false
+	}
+}
+
+type deltaWatch struct {
+	req *discoveryv3.DeltaDiscoveryRequest
+	sub cachev3.Subscription
+	ch  chan cachev3.DeltaResponse
+}
+
+func (w *deltaWatch) answer(t *typeSnapshot, at string) (string, bool) {
+	if v, ok := w.sub.ReturnedResources()[typeVersionKey]; ok && v == t.version {
+		at = v // the stream was sent it
+	}
+	resp := answerDelta(t, w.req, w.sub)
+	if resp == nil {
+		return at, false
+	}
+	select {
+	case w.ch <- resp:
+		return resp.version, true
+	default:
+		return at, false // never, as for sotwWatch
+	}
+}
+
+func newFleetCache() *fleetCache {
+	return &fleetCache{fleets: map[string]*fleetEntry{}, names: DefaultLimits.names()}
 }
 
 // servedType refuses a type URL the server does not serve.
@@ -67,128 +213,259 @@ func servedType(typeURL string) error {
 // proxy asks for the secrets its listeners and clusters name.
 var errWildcardSecrets = status.Error(codes.InvalidArgument, "secrets are served by name only, not to a wildcard subscription")
 
-// CreateWatch implements cachev3.ConfigWatcher, for state of the world streams.
-func (c *fleetCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
-	if err := servedType(req.GetTypeUrl()); err != nil {
+// admit checks a watch of typeURL with sub: a served type, secrets by name
+// only, and no more names than a stream may subscribe to.
+func (c *fleetCache) admit(typeURL string, sub cachev3.Subscription) error {
+	if err := servedType(typeURL); err != nil {
 		metricRefused.WithLabelValues(refusedType).Inc()
+		return err
+	}
+	if typeURL == resourcev3.SecretType && sub.IsWildcard() {
+		metricRefused.WithLabelValues(refusedWildcardSecret).Inc()
+		return errWildcardSecrets
+	}
+	return c.names.check(typeURL, len(sub.SubscribedResources()), maps.Keys(sub.SubscribedResources()))
+}
+
+// CreateWatch implements cachev3.ConfigWatcher, for state-of-the-world streams.
+func (c *fleetCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
+	if err := c.admit(req.GetTypeUrl(), sub); err != nil {
 		return nil, err
 	}
-	if req.GetTypeUrl() == resourcev3.SecretType {
-		if sub.IsWildcard() {
-			metricRefused.WithLabelValues(refusedWildcardSecret).Inc()
-			return nil, errWildcardSecrets
-		}
-		if len(req.GetResourceNames()) == 0 {
-			// No names after named ones unsubscribes from every secret, but
-			// the cache would answer an unnamed request with all of them.
-			// Nothing is subscribed: nothing is sent.
-			return func() {}, nil
-		}
-	}
-	return c.hold(FleetID(req.GetNode()), func() (func(), error) { return c.SnapshotCache.CreateWatch(req, sub, ch) })
+	return c.watch(FleetID(req.GetNode()), ch, kindIndex(req.GetTypeUrl()), &sotwWatch{req: req, sub: sub, ch: ch}), nil
 }
 
 // CreateDeltaWatch implements cachev3.ConfigWatcher, for delta streams.
 func (c *fleetCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
-	if err := servedType(req.GetTypeUrl()); err != nil {
-		metricRefused.WithLabelValues(refusedType).Inc()
+	if err := c.admit(req.GetTypeUrl(), sub); err != nil {
 		return nil, err
 	}
-	if req.GetTypeUrl() == resourcev3.SecretType && sub.IsWildcard() {
-		metricRefused.WithLabelValues(refusedWildcardSecret).Inc()
-		return nil, errWildcardSecrets
-	}
-	return c.hold(FleetID(req.GetNode()), func() (func(), error) { return c.SnapshotCache.CreateDeltaWatch(req, sub, ch) })
+	return c.watch(FleetID(req.GetNode()), ch, kindIndex(req.GetTypeUrl()), &deltaWatch{req: req, sub: sub, ch: ch}), nil
 }
 
-// hold keeps a stream's watch, in the cache if its fleet is published.
-func (c *fleetCache) hold(fleet string, create func() (func(), error)) (func(), error) {
-	w := &heldWatch{create: create}
+// errNoFetch refuses REST fetches, which the server does not serve.
+var errNoFetch = errors.New("xDS over REST is not served")
+
+// Fetch implements cachev3.ConfigFetcher: the server serves no REST.
+func (c *fleetCache) Fetch(context.Context, *cachev3.Request) (cachev3.Response, error) {
+	return nil, errNoFetch
+}
+
+// entry returns fleet's entry, made if there is none.
+func (c *fleetCache) entry(fleet string) *fleetEntry {
+	c.mu.RLock()
+	f := c.fleets[fleet]
+	c.mu.RUnlock()
+	if f != nil {
+		return f
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.published[fleet] {
-		cancel, err := create()
-		if err != nil {
-			return nil, err
+	if f = c.fleets[fleet]; f == nil {
+		f = &fleetEntry{}
+		c.fleets[fleet] = f
+	}
+	return f
+}
+
+// lock returns fleet's entry, locked, made if there is none.
+func (c *fleetCache) lock(fleet string) *fleetEntry {
+	for {
+		f := c.entry(fleet)
+		f.mu.Lock()
+		if !f.gone {
+			return f
 		}
-		w.cancel, w.inCache = cancel, true
-	}
-	if c.watches[fleet] == nil {
-		c.watches[fleet] = map[*heldWatch]struct{}{}
-	}
-	c.watches[fleet][w] = struct{}{}
-	return func() { c.release(fleet, w) }, nil
-}
-
-// release forgets a watch the stream cancelled (it may do so more than once).
-func (c *fleetCache) release(fleet string, w *heldWatch) {
-	c.mu.Lock()
-	delete(c.watches[fleet], w)
-	if len(c.watches[fleet]) == 0 {
-		delete(c.watches, fleet)
-	}
-	cancel := w.cancel
-	w.cancel, w.inCache = nil, false
-	c.mu.Unlock()
-	if cancel != nil {
-		cancel()
+		f.mu.Unlock()
 	}
 }
 
-// SetSnapshot publishes a fleet's snapshot; the first one hands the fleet's
-// waiting watches to the cache.
-func (c *fleetCache) SetSnapshot(ctx context.Context, fleet string, snap cachev3.ResourceSnapshot) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.SnapshotCache.SetSnapshot(ctx, fleet, snap); err != nil {
-		return err
+// watch opens w, the watch of type kind of the stream whose channel is
+// stream, and answers it if it can. It returns the watch's cancel.
+func (c *fleetCache) watch(fleet string, stream any, kind int, w watch) func() {
+	f := c.lock(fleet)
+	defer f.mu.Unlock()
+	if f.streams == nil {
+		f.streams = map[any]*streamState{}
 	}
-	if c.published[fleet] {
-		return nil
+	st := f.streams[stream]
+	if st == nil {
+		st = &streamState{}
+		f.streams[stream] = st
 	}
-	c.published[fleet] = true
-	for w := range c.watches[fleet] {
-		if w.inCache {
+	st.handles++
+	st.types[kind].subscribed, st.types[kind].open = true, w
+	f.serve(st)
+	var once sync.Once
+	return func() { once.Do(func() { c.cancel(fleet, f, stream, st, kind, w) }) }
+}
+
+// serve answers what it may of a stream's open watches, type by type in
+// pushOrder: a type waits while the stream was not sent the served version
+// of a type before it that it subscribes to.
+func (f *fleetEntry) serve(st *streamState) {
+	p := f.served()
+	if p == nil {
+		return
+	}
+	for i, kind := range pushIndex {
+		ty := &st.types[kind]
+		if ty.open == nil || !st.caughtUp(p, i) {
 			continue
 		}
-		// The snapshot cache fails a watch only when it cannot send, which
-		// the channel's room rules out; a failed watch keeps waiting.
-		if cancel, err := w.create(); err == nil {
-			w.cancel, w.inCache = cancel, true
+		var answered bool
+		if ty.at, answered = ty.open.answer(p.types[kind], ty.at); answered {
+			ty.open = nil
 		}
 	}
-	return nil
 }
 
-// ClearSnapshot removes a fleet from the cache. The cache drops its watches;
-// their streams stay open, and their watches wait here for the fleet again.
-func (c *fleetCache) ClearSnapshot(fleet string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.SnapshotCache.ClearSnapshot(fleet)
-	delete(c.published, fleet)
-	for w := range c.watches[fleet] {
-		w.cancel, w.inCache = nil, false
+// caughtUp reports whether the stream was sent p's version of each type
+// before the i-th of pushOrder that it subscribes to.
+func (st *streamState) caughtUp(p *snapshot, i int) bool {
+	for _, kind := range pushIndex[:i] {
+		if ty := st.types[kind]; ty.subscribed && ty.at != p.types[kind].version {
+			return false
+		}
+	}
+	return true
+}
+
+// served is the publication the fleet's streams are served.
+func (f *fleetEntry) served() *snapshot { return f.current }
+
+// cancel forgets a watch the stream server no longer needs, the stream if
+// it has no watch left, and the fleet's entry if nothing is left of it.
+func (c *fleetCache) cancel(fleet string, f *fleetEntry, stream any, st *streamState, kind int, w watch) {
+	f.mu.Lock()
+	if st.types[kind].open == w {
+		st.types[kind].open = nil
+	}
+	if st.handles--; st.handles == 0 && f.streams[stream] == st {
+		delete(f.streams, stream)
+	}
+	idle := f.idle()
+	f.mu.Unlock()
+	if idle {
+		c.mu.Lock()
+		f.mu.Lock()
+		c.dropLocked(fleet, f)
+		f.mu.Unlock()
+		c.mu.Unlock()
 	}
 }
 
-// ping takes the locks every publication takes, and returns once it has
-// them: it does not return while a publication is stuck.
-func (c *fleetCache) ping() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, _ = c.SnapshotCache.GetSnapshot("")
+// idle reports whether nothing is left of the entry.
+func (f *fleetEntry) idle() bool { return len(f.streams) == 0 && f.current == nil && !f.gone }
+
+// dropLocked removes an entry with nothing left in it; c.mu and f.mu are held.
+func (c *fleetCache) dropLocked(fleet string, f *fleetEntry) {
+	if f.idle() && c.fleets[fleet] == f {
+		delete(c.fleets, fleet)
+		f.gone = true
+	}
 }
 
-// waiting returns how many watches wait for a fleet to be published.
-func (c *fleetCache) waiting(fleet string) int {
+// publish makes p what fleet serves, and answers what it may of each
+// stream's open watches.
+func (c *fleetCache) publish(fleet string, p *snapshot) {
+	f := c.lock(fleet)
+	defer f.mu.Unlock()
+	f.current = p
+	for _, st := range f.streams {
+		f.serve(st)
+	}
+}
+
+// clear stops serving fleet: its streams wait for it again.
+func (c *fleetCache) clear(fleet string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	f := c.fleets[fleet]
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.current = nil
+	c.dropLocked(fleet, f)
+}
+
+// published returns what fleet serves, or nil.
+func (c *fleetCache) published(fleet string) *snapshot {
+	c.mu.RLock()
+	f := c.fleets[fleet]
+	c.mu.RUnlock()
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.current
+}
+
+// ping takes every lock a publication may take, one after the other, and
+// returns once it had them: it does not return while a publication is stuck.
+func (c *fleetCache) ping() {
+	c.mu.RLock()
+	entries := make([]*fleetEntry, 0, len(c.fleets))
+	for _, f := range c.fleets {
+		entries = append(entries, f)
+	}
+	c.mu.RUnlock()
+	for _, f := range entries {
+		f.mu.Lock()
+		//nolint:staticcheck // taking the lock is the point
+		f.mu.Unlock()
+	}
+}
+
+// waiting returns how many watches wait for a fleet that is not published.
+func (c *fleetCache) waiting(fleet string) int {
+	c.mu.RLock()
+	f := c.fleets[fleet]
+	c.mu.RUnlock()
+	if f == nil {
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.current != nil {
+		return 0
+	}
 	n := 0
-	for w := range c.watches[fleet] {
-		if !w.inCache {
-			n++
+	for _, st := range f.streams {
+		for _, ty := range st.types {
+			if ty.open != nil {
+				n++
+			}
 		}
 	}
 	return n
+}
+
+// nameLimits bound the names one stream subscribes to, per type: at most
+// count of them, of at most bytes in all.
+type nameLimits struct{ count, bytes int }
+
+// errEmptyName refuses a subscription to a name that no resource can have.
+var errEmptyName = status.Error(codes.InvalidArgument, "a resource name may not be empty")
+
+// check refuses n names (given by names) of typeURL beyond the limits, or an empty one.
+func (l nameLimits) check(typeURL string, n int, names iter.Seq[string]) error {
+	if n > l.count {
+		metricRefused.WithLabelValues(refusedNames).Inc()
+		return status.Errorf(codes.ResourceExhausted, "the stream subscribes to %d %s names, more than the %d one stream may", n, KindOf(typeURL).Field, l.count)
+	}
+	size := 0
+	for name := range names {
+		if name == "" {
+			return errEmptyName
+		}
+		if size += len(name); size > l.bytes {
+			metricRefused.WithLabelValues(refusedNames).Inc()
+			return status.Errorf(codes.ResourceExhausted, "the stream subscribes to %s names of more than %d bytes in all, more than one stream may", KindOf(typeURL).Field, l.bytes)
+		}
+	}
+	return nil
 }

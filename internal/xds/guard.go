@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"slices"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -18,11 +19,15 @@ const MaxNACKDetail = 1024
 // guard checks each stream and request before the server's other callbacks
 // and the cache see it: a stream whose peer or node is not who it must be
 // ends (identities), a type the server does not serve ends the stream
-// (InvalidArgument), and a NACK's error_detail, which the proxy chooses, is
-// cut to MaxNACKDetail bytes, so that no copy of it is larger.
+// (InvalidArgument), a request that names more resources than a stream may
+// subscribe to ends it (ResourceExhausted) before go-control-plane keeps
+// them, and a NACK's error_detail, which the proxy chooses, is cut to
+// MaxNACKDetail bytes, so that no copy of it is larger. The cache checks
+// what a delta stream's requests add up to.
 type guard struct {
 	serverv3.Callbacks
-	ids *identities
+	ids   *identities
+	names nameLimits
 }
 
 var _ serverv3.Callbacks = guard{}
@@ -64,6 +69,9 @@ func (g guard) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) error 
 		metricRefused.WithLabelValues(refusedType).Inc()
 		return err
 	}
+	if err := g.names.check(r.GetTypeUrl(), len(r.GetResourceNames()), slices.Values(r.GetResourceNames())); err != nil {
+		return err
+	}
 	cutDetail(r.GetErrorDetail())
 	return g.Callbacks.OnStreamRequest(id, r)
 }
@@ -75,6 +83,24 @@ func (g guard) OnStreamDeltaRequest(id int64, r *discoveryv3.DeltaDiscoveryReque
 	}
 	if err := servedType(r.GetTypeUrl()); err != nil {
 		metricRefused.WithLabelValues(refusedType).Inc()
+		return err
+	}
+	sub, unsub, initial := r.GetResourceNamesSubscribe(), r.GetResourceNamesUnsubscribe(), r.GetInitialResourceVersions()
+	names := func(yield func(string) bool) {
+		for _, list := range [][]string{sub, unsub} {
+			for _, n := range list {
+				if !yield(n) {
+					return
+				}
+			}
+		}
+		for n := range initial {
+			if !yield(n) {
+				return
+			}
+		}
+	}
+	if err := g.names.check(r.GetTypeUrl(), len(sub)+len(unsub)+len(initial), names); err != nil {
 		return err
 	}
 	cutDetail(r.GetErrorDetail())

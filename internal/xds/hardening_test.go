@@ -135,23 +135,30 @@ func TestUnknownTypesAreRefused(t *testing.T) {
 	}
 }
 
-// The cache is guarded on its own too: a watch of an unknown type never
-// reaches the snapshot cache, whoever creates it.
-func TestFleetCacheRefusesUnknownTypes(t *testing.T) {
-	inner := cachev3.NewSnapshotCache(true, fleetHash{}, nil)
-	c := newFleetCache(inner)
-	node := &corev3.Node{Id: "x", Cluster: fleet}
-	if err := c.SetSnapshot(context.Background(), fleet, &cachev3.Snapshot{}); err != nil {
+// mustSnapshot encodes resources as a publication.
+func mustSnapshot(t *testing.T, version string, resources map[string][]types.Resource) *snapshot {
+	t.Helper()
+	p, err := newSnapshot(version, resources)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// The cache is guarded on its own too: a watch of an unknown type is
+// refused, whoever creates it, and leaves nothing in the cache.
+func TestFleetCacheRefusesUnknownTypes(t *testing.T) {
+	c := newFleetCache()
+	node := &corev3.Node{Id: "x", Cluster: "ns/other"}
+	c.publish(fleet, mustSnapshot(t, "v1", clusters("a")))
 	_, err := c.CreateWatch(&cachev3.Request{Node: node, TypeUrl: "type.googleapis.com/other.T", VersionInfo: "x"},
-		stream.NewSotwSubscription(nil, true), make(chan cachev3.Response))
+		stream.NewSotwSubscription(nil, true), make(chan cachev3.Response, 1))
 	wantCode(t, "sotw", err, codes.InvalidArgument)
 	_, err = c.CreateDeltaWatch(&cachev3.DeltaRequest{Node: node, TypeUrl: "type.googleapis.com/other.T"},
-		stream.NewDeltaSubscription(nil, nil, nil, true), make(chan cachev3.DeltaResponse))
+		stream.NewDeltaSubscription(nil, nil, nil, true), make(chan cachev3.DeltaResponse, 1))
 	wantCode(t, "delta", err, codes.InvalidArgument)
-	if keys := inner.GetStatusKeys(); len(keys) != 0 {
-		t.Errorf("the snapshot cache has entries %v", keys)
+	if n := len(c.fleets); n != 1 {
+		t.Errorf("the cache has %d fleets, want the published one alone", n)
 	}
 }
 
@@ -208,11 +215,9 @@ func TestWildcardSecretsAreRefused(t *testing.T) {
 		t.Errorf("%v wildcard refusals counted, want 5", got)
 	}
 
-	// (A state of the world ADS request is answered once it names every
-	// resource of its type: the snapshot cache keeps ADS responses consistent.)
-	resp, err := sotw("s1", "s2")
-	if err != nil || len(resp.GetResources()) != 2 {
-		t.Fatalf("sotw s1 and s2: %v, %v", resp, err)
+	resp, err := sotw("s1")
+	if names, _ := xdstest.Names(resp.GetResources()); err != nil || !slices.Equal(names, []string{"s1"}) {
+		t.Fatalf("sotw s1: %v, %v", resp, err)
 	}
 	dresp, err := delta("s1")
 	if err != nil || len(dresp.GetResources()) != 1 || dresp.GetResources()[0].GetName() != "s1" {
@@ -221,17 +226,12 @@ func TestWildcardSecretsAreRefused(t *testing.T) {
 }
 
 // A state of the world request without names, after named ones, subscribes
-// to no secret: the cache, which would send them all, never sees it.
+// to no secret: it is sent none, where a wildcard would get them all. A new
+// version of the secrets still reaches it, empty, so that the proxy's
+// answer tells where it stands with the version.
 func TestUnsubscribingFromEverySecretGetsNothing(t *testing.T) {
-	inner := cachev3.NewSnapshotCache(true, fleetHash{}, nil)
-	c := newFleetCache(inner)
-	snap, err := cachev3.NewSnapshot("v1", map[string][]types.Resource{resourcev3.SecretType: {&tlsv3.Secret{Name: "s1"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetSnapshot(context.Background(), fleet, snap); err != nil {
-		t.Fatal(err)
-	}
+	c := newFleetCache()
+	c.publish(fleet, mustSnapshot(t, "v1", secrets("s1")))
 	sub := stream.NewSotwSubscription([]string{"s1"}, true)
 	sub.SetResourceSubscription(nil) // the names are dropped
 	if sub.IsWildcard() {
@@ -243,11 +243,19 @@ func TestUnsubscribingFromEverySecretGetsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cancel()
-	if len(ch) != 0 {
-		t.Error("a request without names was sent the fleet's secrets")
+	resp := <-ch
+	if out, _ := resp.GetDiscoveryResponse(); len(out.GetResources()) != 0 {
+		t.Errorf("a request without names was sent %d secrets", len(out.GetResources()))
 	}
-	if info := inner.GetStatusInfo(fleet); info != nil && info.GetNumWatches() != 0 {
-		t.Errorf("the cache has %d watches", info.GetNumWatches())
+	// At the version, it waits.
+	cancel, err = c.CreateWatch(&cachev3.Request{Node: &corev3.Node{Cluster: fleet}, TypeUrl: resourcev3.SecretType,
+		VersionInfo: resp.GetResponseVersion()}, sub, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	if st := c.fleets[fleet].streams[ch]; len(ch) != 0 || st.types[kindIndex(resourcev3.SecretType)].open == nil {
+		t.Errorf("a request at the version was answered (%d responses), or does not wait", len(ch))
 	}
 }
 
@@ -267,7 +275,9 @@ func dial(t *testing.T, addr string) (*grpc.ClientConn, discoveryv3.AggregatedDi
 func TestStreamsPerConnectionLimit(t *testing.T) {
 	ctx := context.Background()
 	s, addr := startServerWith(t, func(s *Server) {
-		if err := s.SetLimits(Limits{MaxConnections: 10, MaxStreamsPerConnection: 2}); err != nil {
+		l := DefaultLimits
+		l.MaxConnections, l.MaxStreamsPerConnection = 10, 2
+		if err := s.SetLimits(l); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -312,7 +322,9 @@ func TestStreamsPerConnectionLimit(t *testing.T) {
 func TestConnectionLimit(t *testing.T) {
 	ctx := context.Background()
 	s, addr := startServerWith(t, func(s *Server) {
-		if err := s.SetLimits(Limits{MaxConnections: 2, MaxStreamsPerConnection: 10}); err != nil {
+		l := DefaultLimits
+		l.MaxConnections, l.MaxStreamsPerConnection = 2, 10
+		if err := s.SetLimits(l); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -355,7 +367,19 @@ func TestConnectionLimit(t *testing.T) {
 
 // Limits that allow nothing are refused.
 func TestLimitsCheck(t *testing.T) {
-	for _, l := range []Limits{{0, 1}, {1, 0}, {-1, -1}, {1, math.MaxUint32 + 1}} {
+	d := DefaultLimits
+	for _, change := range []func(*Limits){
+		func(l *Limits) { l.MaxConnections = 0 },
+		func(l *Limits) { l.MaxStreamsPerConnection = 0 },
+		func(l *Limits) { l.MaxStreamsPerConnection = math.MaxUint32 + 1 },
+		func(l *Limits) { l.HandshakeTimeout = 0 },
+		func(l *Limits) { l.MaxConnectionsPerSource = 0 },
+		func(l *Limits) { l.HandshakesPerSecondPerSource = 0 },
+		func(l *Limits) { l.MaxRequestBytes = 1023 },
+		func(l *Limits) { l.MaxNamesPerType = 0 },
+	} {
+		l := d
+		change(&l)
 		if err := NewServer("127.0.0.1:0", logr.Discard(), nil).SetLimits(l); err == nil {
 			t.Errorf("%+v was accepted", l)
 		}
@@ -421,8 +445,8 @@ func TestOnlyPublishedFleetsAreServedAndCounted(t *testing.T) {
 	eventually(t, "the stream's watch to wait", func() bool { return s.cache.waiting(ghost) == 1 })
 	unpublished := func(when string) {
 		t.Helper()
-		if keys := s.cache.SnapshotCache.GetStatusKeys(); slices.Contains(keys, ghost) {
-			t.Errorf("%s: the snapshot cache has an entry for %s", when, ghost)
+		if s.cache.published(ghost) != nil {
+			t.Errorf("%s: the cache serves %s", when, ghost)
 		}
 		if series := fleetSeries(t, ghost); len(series) > 0 {
 			t.Errorf("%s: metric series for %s: %v", when, ghost, series)
@@ -444,8 +468,8 @@ func TestOnlyPublishedFleetsAreServedAndCounted(t *testing.T) {
 	if series := fleetSeries(t, ghost); len(series) < 3 { // connected, pushes, acks
 		t.Errorf("series once published: %v", series)
 	}
-	if !slices.Contains(s.cache.SnapshotCache.GetStatusKeys(), ghost) || !slices.Equal(s.Tracker().Fleets(), []string{ghost}) {
-		t.Errorf("once published: cache entries %v, tracker fleets %v", s.cache.SnapshotCache.GetStatusKeys(), s.Tracker().Fleets())
+	if s.cache.published(ghost) == nil || !slices.Equal(s.Tracker().Fleets(), []string{ghost}) {
+		t.Errorf("once published: served %v, tracker fleets %v", s.cache.published(ghost) != nil, s.Tracker().Fleets())
 	}
 
 	s.ClearFleet(ghost)
@@ -486,13 +510,10 @@ func TestHealthy(t *testing.T) {
 		time.Sleep(s.stuckAfter)
 	}
 
-	// Wedge the snapshot cache as go-control-plane's own code can: a watch
-	// answered on a channel nobody reads, while the cache's lock is held.
-	wedge := make(chan cachev3.Response)
-	go func() {
-		_, _ = s.cache.SnapshotCache.CreateWatch(&cachev3.Request{Node: &corev3.Node{Cluster: fleet}, TypeUrl: resourcev3.ClusterType, VersionInfo: "old"},
-			stream.NewSotwSubscription(nil, true), wedge)
-	}()
+	// Wedge a fleet's lock, as a publication stuck under it would: nothing
+	// in the cache waits while it holds one, but the check is there for
+	// what nobody foresaw.
+	wedged := s.cache.lock(fleet)
 	eventually(t, "the health check to fail", func() bool {
 		err := s.Healthy(nil)
 		if err != nil {
@@ -500,16 +521,17 @@ func TestHealthy(t *testing.T) {
 		}
 		return err != nil
 	})
-	// A publication waits for the cache.
-	published := make(chan error, 1)
-	go func() { published <- s.SetFleet(ctx, "ns/other", "v1", clusters("b")) }()
-	select {
-	case err := <-published:
-		t.Fatalf("a fleet was published while the cache was stuck (%v): the wedge is not one", err)
-	default:
+	// Another fleet is published all the same: locks are per fleet.
+	if err := s.SetFleet(ctx, "ns/other", "v1", clusters("b")); err != nil {
+		t.Fatal(err)
 	}
-
-	<-wedge // unstick it
+	if s.TypeVersion("ns/other", resourcev3.ClusterType) == "" {
+		t.Fatal("the other fleet was not published while one fleet was stuck")
+	}
+	// The stuck fleet's own publication waits for it.
+	published := make(chan error, 1)
+	go func() { published <- s.SetFleet(ctx, fleet, "v2", clusters("b")) }()
+	wedged.mu.Unlock() // unstick it
 	if err := <-published; err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ var (
 	// a fleet, and must not make a series.
 	metricRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kube_envoy_controller_xds_refused_total",
-		Help: "Streams and connections the xDS server refused, by reason: unknown_type, wildcard_secret, connection_limit, identity.",
+		Help: "Streams and connections the xDS server refused, by reason: unknown_type, wildcard_secret, names, identity (streams); handshake, connection_limit, source_connections, source_handshakes (connections).",
 	}, []string{"reason"})
 	metricPublishToAck = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "kube_envoy_controller_xds_publish_to_ack_seconds",
@@ -40,7 +40,16 @@ var (
 const (
 	refusedType           = "unknown_type"
 	refusedWildcardSecret = "wildcard_secret"
-	refusedConnection     = "connection_limit"
+	// refusedNames: more resource names than a stream may subscribe to.
+	refusedNames = "names"
+	// refusedHandshake: a TLS handshake that failed or timed out.
+	refusedHandshake = "handshake"
+	// refusedConnection: a connection beyond MaxConnections, once set up.
+	refusedConnection = "connection_limit"
+	// refusedSourceConnections and refusedSourceHandshakes: a connection
+	// beyond its source's limits, as soon as it is accepted.
+	refusedSourceConnections = "source_connections"
+	refusedSourceHandshakes  = "source_handshakes"
 	// refusedIdentity: no verified fleet certificate, a node of another
 	// fleet, or a node that changed on its stream.
 	refusedIdentity = "identity"

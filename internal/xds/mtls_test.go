@@ -30,6 +30,13 @@ func newAuthority(t *testing.T) pki.Authority {
 // certificate for localhost from a.
 func startTLSServer(t *testing.T, a pki.Authority) (*Server, string) {
 	t.Helper()
+	return startTLSServerWith(t, a, nil)
+}
+
+// startTLSServerWith is startTLSServer with configure applied to the server
+// before it starts.
+func startTLSServerWith(t *testing.T, a pki.Authority, configure func(*Server)) (*Server, string) {
+	t.Helper()
 	leaf, err := pki.IssueServer(a, []string{"localhost", "127.0.0.1"}, time.Now(), testPKI)
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +51,9 @@ func startTLSServer(t *testing.T, a pki.Authority) (*Server, string) {
 	}
 	return startServerWith(t, func(s *Server) {
 		s.SetTLS(func(context.Context) (*tls.Config, error) { return cfg.Clone(), nil }, testPKI.TrustDomain)
+		if configure != nil {
+			configure(s)
+		}
 	})
 }
 

@@ -16,20 +16,26 @@ import (
 // server reads a NACK as being at the version it rejected: the proxy's next
 // response is the next version. Delta streams need no such rule: their
 // NACKs do not ask for anything again.
+//
+// Only the last response of each type is remembered: a request whose
+// nonce is an older one is stale, and go-control-plane ignores it.
 type noResend struct {
 	*Tracker
 	mu   sync.Mutex
-	sent map[int64]map[string]string // stream -> nonce -> version
+	sent map[int64]map[string]sent // stream -> type URL -> its last response
 }
 
+// sent is a response: its nonce and version.
+type sent struct{ nonce, version string }
+
 func newNoResend(t *Tracker) *noResend {
-	return &noResend{Tracker: t, sent: map[int64]map[string]string{}}
+	return &noResend{Tracker: t, sent: map[int64]map[string]sent{}}
 }
 
 // OnStreamOpen implements sotw.Callbacks.
 func (g *noResend) OnStreamOpen(ctx context.Context, id int64, typeURL string) error {
 	g.mu.Lock()
-	g.sent[id] = map[string]string{}
+	g.sent[id] = map[string]sent{}
 	g.mu.Unlock()
 	return g.Tracker.OnStreamOpen(ctx, id, typeURL)
 }
@@ -48,11 +54,8 @@ func (g *noResend) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) er
 	err := g.Tracker.OnStreamRequest(id, r)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if nonce := r.GetResponseNonce(); nonce != "" {
-		if rejected := g.sent[id][nonce]; rejected != "" && r.GetErrorDetail() != nil {
-			r.VersionInfo = rejected
-		}
-		delete(g.sent[id], nonce)
+	if last, ok := g.sent[id][r.GetTypeUrl()]; ok && r.GetResponseNonce() == last.nonce && r.GetErrorDetail() != nil {
+		r.VersionInfo = last.version
 	}
 	return err
 }
@@ -61,7 +64,7 @@ func (g *noResend) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) er
 func (g *noResend) OnStreamResponse(ctx context.Context, id int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
 	g.mu.Lock()
 	if m := g.sent[id]; m != nil {
-		m[resp.GetNonce()] = resp.GetVersionInfo()
+		m[resp.GetTypeUrl()] = sent{nonce: resp.GetNonce(), version: resp.GetVersionInfo()}
 	}
 	g.mu.Unlock()
 	g.Tracker.OnStreamResponse(ctx, id, req, resp)

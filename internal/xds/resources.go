@@ -191,7 +191,7 @@ func Version(resources map[string][]types.Resource) string {
 	sort.Strings(typeURLs)
 	h := NewHash()
 	for _, t := range typeURLs {
-		encodeKind(h, t, resources[t])
+		marshalKind(h, t, resources[t], func(string, types.Resource, []byte, error) {})
 	}
 	return h.Sum()
 }

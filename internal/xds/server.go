@@ -11,14 +11,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	sotwv3 "github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -38,6 +39,10 @@ type Server struct {
 	fleets map[string]*fleetVersions
 
 	limits Limits
+	// now is the clock of the per-source limits; gate is the listener, once
+	// the server listens.
+	now  func() time.Time
+	gate *connGate
 	// tls, when set, gives each connection its TLS configuration, and
 	// trustDomain is that of the fleets' client certificates. Without it
 	// the server speaks plaintext.
@@ -58,24 +63,19 @@ type fleetVersions struct {
 	content string
 }
 
-// fleetHash makes the snapshot cache key proxies by fleet, so that every
-// proxy of a fleet, sidecars included, gets the fleet's configuration.
-type fleetHash struct{}
-
-func (fleetHash) ID(node *corev3.Node) string { return FleetID(node) }
-
 // NewServer returns a server for addr (host:port; port 0 picks one). notify
 // is called when a fleet's proxies connect, disconnect, ACK or NACK.
 func NewServer(addr string, log logr.Logger, notify func(fleet string)) *Server {
 	return &Server{
 		addr:    addr,
-		cache:   newFleetCache(cachev3.NewSnapshotCache(true, fleetHash{}, nil)),
+		cache:   newFleetCache(),
 		tracker: NewTracker(notify),
 		log:     log,
 		ready:   make(chan struct{}),
 		fleets:  map[string]*fleetVersions{},
 
 		limits:     DefaultLimits,
+		now:        time.Now,
 		stuckAfter: DefaultStuckAfter,
 	}
 }
@@ -107,22 +107,22 @@ func (s *Server) Addr(ctx context.Context) (net.Addr, error) {
 // sent it again (an endpoint change pushes only EDS), and every replica
 // gives the same content the same version. Publishing what is already
 // published does nothing.
-func (s *Server) SetFleet(ctx context.Context, fleet, version string, resources map[string][]types.Resource) error {
-	// snap is what the cache serves: each resource marshalled once, here
+func (s *Server) SetFleet(_ context.Context, fleet, version string, resources map[string][]types.Resource) error {
+	// p is what the streams are served: each resource marshalled once, here
 	// (encoded.go). check holds the same resources as they are, for the
 	// consistency check, which looks into Envoy's own types.
-	snap, check := &cachev3.Snapshot{}, &cachev3.Snapshot{}
+	p, err := newSnapshot(version, resources)
+	if err != nil {
+		return fmt.Errorf("xds: fleet %s: %w", fleet, err)
+	}
+	check := &cachev3.Snapshot{}
 	typeVersions := map[string]string{}
 	content := NewHash()
-	for _, k := range Kinds {
-		items := resources[k.TypeURL]
-		h := NewHash()
-		encoded := encodeKind(h, k.TypeURL, items)
-		label := h.Sum()
-		typeVersions[k.TypeURL] = label
-		content.Add(k.TypeURL, label)
-		snap.Resources[cachev3.GetResponseType(k.TypeURL)] = cachev3.NewResources(label, encoded)
-		check.Resources[cachev3.GetResponseType(k.TypeURL)] = cachev3.NewResources(label, items)
+	for i, k := range Kinds {
+		v := p.types[i].version
+		typeVersions[k.TypeURL] = v
+		content.Add(k.TypeURL, v)
+		check.Resources[cachev3.GetResponseType(k.TypeURL)] = cachev3.NewResources(v, resources[k.TypeURL])
 	}
 	s.mu.Lock()
 	fv := s.fleets[fleet]
@@ -140,18 +140,19 @@ func (s *Server) SetFleet(ctx context.Context, fleet, version string, resources 
 	}
 	// The tracker learns the versions before any proxy can answer them: a
 	// proxy that was waiting for the fleet may answer as soon as the cache
-	// has the snapshot.
+	// has the publication.
 	s.tracker.Published(fleet, version, typeVersions)
-	return s.cache.SetSnapshot(ctx, fleet, snap)
+	s.cache.publish(fleet, p)
+	return nil
 }
 
 // TypeVersion returns the version a type's resources are served at to fleet, or "".
 func (s *Server) TypeVersion(fleet, typeURL string) string {
-	snap, err := s.cache.GetSnapshot(fleet)
-	if err != nil || snap == nil {
+	p, i := s.cache.published(fleet), kindIndex(typeURL)
+	if p == nil || i < 0 {
 		return ""
 	}
-	return snap.GetVersion(typeURL)
+	return p.types[i].version
 }
 
 // Version returns the version of the fleet's published configuration, or "".
@@ -166,14 +167,14 @@ func (s *Server) Version(fleet string) string {
 
 // Resources returns the fleet's published resources by type URL.
 func (s *Server) Resources(fleet string) map[string][]types.Resource {
-	snap, err := s.cache.GetSnapshot(fleet)
-	if err != nil || snap == nil {
+	p := s.cache.published(fleet)
+	if p == nil {
 		return nil
 	}
 	out := map[string][]types.Resource{}
-	for _, k := range Kinds {
-		for _, r := range snap.GetResources(k.TypeURL) {
-			out[k.TypeURL] = append(out[k.TypeURL], plain(r))
+	for i, k := range Kinds {
+		if rs := p.types[i].plain(); len(rs) > 0 {
+			out[k.TypeURL] = rs
 		}
 	}
 	return out
@@ -185,7 +186,7 @@ func (s *Server) ClearFleet(fleet string) {
 	s.mu.Lock()
 	delete(s.fleets, fleet)
 	s.mu.Unlock()
-	s.cache.ClearSnapshot(fleet)
+	s.cache.clear(fleet)
 	s.tracker.Forget(fleet)
 }
 
@@ -215,14 +216,18 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("xds: listening on %s: %w", s.addr, err)
 	}
 	s.bound = lis.Addr()
-	lis = limitConnections(lis, s.limits.MaxConnections)
+	s.gate = newConnGate(lis, s.limits, s.now)
+	lis = s.gate
 	close(s.ready)
 	opts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(uint32(s.limits.MaxStreamsPerConnection)),
+		grpc.ConnectionTimeout(s.limits.HandshakeTimeout),
+		grpc.MaxRecvMsgSize(s.limits.MaxRequestBytes),
 		// Find dead proxies and let them find a dead server; allow their keepalives.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 5 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
+	creds := insecure.NewCredentials()
 	if s.tls != nil {
 		// Each proxy holds a connection of its own, which gRPC reads
 		// through a buffer of its own, 32 KiB by default: 320 MiB at
@@ -232,15 +237,20 @@ func (s *Server) Start(ctx context.Context) error {
 		opts = append(opts, grpc.ReadBufferSize(xdsReadBuffer))
 		// A handshake without a client certificate that chains to the CA
 		// fails: such a client never gets a response.
-		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{
+		creds = credentials.NewTLS(&tls.Config{
 			MinVersion: tls.VersionTLS13,
 			GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 				return s.tls(hello.Context())
 			},
-		})))
+		})
 	}
+	// A connection counts against MaxConnections once its handshake is done.
+	opts = append(opts, grpc.Creds(gatedCreds{creds}))
 	g := grpc.NewServer(opts...)
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, s.cache, guard{newNoResend(s.tracker), newIdentities(s.trustDomain)}))
+	callbacks := guard{Callbacks: newNoResend(s.tracker), ids: newIdentities(s.trustDomain), names: s.limits.names()}
+	// Ordered: a state-of-the-world stream's responses go out in the order
+	// the cache answers them (delta streams always do).
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, s.cache, callbacks, sotwv3.WithOrderedADS()))
 	if s.tls != nil {
 		s.log.Info("serving xDS over mutual TLS", "address", s.bound.String(), "trustDomain", s.trustDomain)
 	} else {

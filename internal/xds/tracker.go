@@ -71,11 +71,12 @@ type proxyStream struct {
 	// nackDetail the detail of the rejection when it is rejected.
 	standing   standing
 	nackDetail string
-	sent       map[string]string // nonce -> version
-	lastSent   map[string]string // type URL -> version of the last response
-	acked      map[string]string // type URL -> version
-	nacked     map[string]nack   // type URL -> the rejection
-	requested  map[string]bool   // type URLs the proxy asked for
+	// lastSent holds each type's last response; an answer to an older one
+	// is stale, and changes nothing.
+	lastSent  map[string]sent   // type URL -> the last response
+	acked     map[string]string // type URL -> version
+	nacked    map[string]nack   // type URL -> the rejection
+	requested map[string]bool   // type URLs the proxy asked for
 	// since is when the stream opened, lastSeen when its last request came.
 	since, lastSeen time.Time
 }
@@ -302,7 +303,7 @@ func (t *Tracker) open(id int64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	t.streams[id] = &proxyStream{id: id, sent: map[string]string{}, lastSent: map[string]string{}, acked: map[string]string{},
+	t.streams[id] = &proxyStream{id: id, lastSent: map[string]sent{}, acked: map[string]string{},
 		nacked: map[string]nack{}, requested: map[string]bool{}, since: now, lastSeen: now}
 	return nil
 }
@@ -355,12 +356,12 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 	s.requested[typeURL] = true
 	known := t.knownLocked(s.fleet)
 	changed := false
-	if nonce != "" {
+	if last, ok := s.lastSent[typeURL]; ok && nonce != "" && nonce == last.nonce {
 		if version == "" {
-			version = s.sent[nonce] // delta: the version is the one sent with that nonce
+			version = last.version // delta: the version is the one sent with that nonce
 		}
 		if isNack {
-			s.nacked[typeURL] = nack{version: s.sent[nonce], detail: errorDetail}
+			s.nacked[typeURL] = nack{version: last.version, detail: errorDetail}
 			if known {
 				metricNacks.WithLabelValues(s.fleet).Inc()
 			}
@@ -371,7 +372,6 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 				metricAcks.WithLabelValues(s.fleet).Inc()
 			}
 		}
-		delete(s.sent, nonce)
 		changed = true
 	}
 	fleet := s.fleet
@@ -393,8 +393,7 @@ func (t *Tracker) response(id int64, typeURL, nonce, version string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s, ok := t.streams[id]; ok {
-		s.sent[nonce] = version
-		s.lastSent[typeURL] = version
+		s.lastSent[typeURL] = sent{nonce: nonce, version: version}
 	}
 }
 
@@ -489,7 +488,7 @@ func (t *Tracker) Proxies() []ProxyState {
 		}
 		p := ProxyState{Node: s.node, Fleet: s.fleet, Since: s.since, LastSeen: s.lastSeen, Types: make(map[string]TypeState, len(s.requested))}
 		for typ := range s.requested {
-			ts := TypeState{Sent: s.lastSent[typ], Acked: s.acked[typ]}
+			ts := TypeState{Sent: s.lastSent[typ].version, Acked: s.acked[typ]}
 			if n, ok := s.nacked[typ]; ok {
 				ts.NACK = &NACK{Version: n.version, Detail: n.detail}
 			}
