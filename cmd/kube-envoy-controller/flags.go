@@ -101,6 +101,16 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 		"Connections the xDS server holds at once, on each replica; one more is closed at once, and its client retries.")
 	fs.IntVar(&s.xdsLimits.MaxStreamsPerConnection, "xds-max-streams-per-connection", xds.DefaultLimits.MaxStreamsPerConnection,
 		"Concurrent streams of one xDS connection (Envoy opens one ADS stream per connection).")
+	fs.DurationVar(&s.xdsLimits.HandshakeTimeout, "xds-handshake-timeout", xds.DefaultLimits.HandshakeTimeout,
+		"How long an xDS connection may take to set up (TLS handshake, HTTP/2's first frames); it counts against --xds-max-connections only once set up.")
+	fs.IntVar(&s.xdsLimits.MaxConnectionsPerSource, "xds-max-connections-per-source", xds.DefaultLimits.MaxConnectionsPerSource,
+		"xDS connections one remote IP address may hold at once, set up or not, on each replica.")
+	fs.IntVar(&s.xdsLimits.HandshakesPerSecondPerSource, "xds-max-handshakes-per-source", xds.DefaultLimits.HandshakesPerSecondPerSource,
+		"xDS connections one remote IP address may open per second (as many at once), on each replica.")
+	fs.IntVar(&s.xdsLimits.MaxRequestBytes, "xds-max-request-bytes", xds.DefaultLimits.MaxRequestBytes,
+		"Largest xDS request a stream may send; a larger one ends the stream (ResourceExhausted).")
+	fs.IntVar(&s.xdsLimits.MaxNamesPerType, "xds-max-names-per-type", xds.DefaultLimits.MaxNamesPerType,
+		"Resource names one xDS stream may subscribe to, per type (a delta stream's added up over its requests); more end the stream (ResourceExhausted).")
 	fs.BoolVar(&xdsPlaintext, "xds-plaintext", false,
 		"Serve xDS in plaintext, without authentication: anyone who reaches the port can read any fleet's configuration and secrets. Only for local experiments; by default xDS is served over mutual TLS only.")
 	fs.StringVar(&pkiOpts.TrustDomain, "xds-trust-domain", pkiOpts.TrustDomain,
@@ -166,6 +176,22 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	}
 	if s.xdsLimits.MaxStreamsPerConnection < 1 || s.xdsLimits.MaxStreamsPerConnection > math.MaxUint32 {
 		return nil, fmt.Errorf("--xds-max-streams-per-connection %d: want at least 1, at most %d", s.xdsLimits.MaxStreamsPerConnection, uint32(math.MaxUint32))
+	}
+	if s.xdsLimits.HandshakeTimeout <= 0 {
+		return nil, fmt.Errorf("--xds-handshake-timeout %s: want a positive duration", s.xdsLimits.HandshakeTimeout)
+	}
+	for _, f := range []struct {
+		name       string
+		value, min int
+	}{
+		{"xds-max-connections-per-source", s.xdsLimits.MaxConnectionsPerSource, 1},
+		{"xds-max-handshakes-per-source", s.xdsLimits.HandshakesPerSecondPerSource, 1},
+		{"xds-max-request-bytes", s.xdsLimits.MaxRequestBytes, 1024},
+		{"xds-max-names-per-type", s.xdsLimits.MaxNamesPerType, 1},
+	} {
+		if f.value < f.min {
+			return nil, fmt.Errorf("--%s %d: want at least %d", f.name, f.value, f.min)
+		}
 	}
 	s.qps = float32(qps)
 	s.policy = translate.Policy{Files: splitList(allowedFiles), Env: splitList(allowedEnv), Namespace: hookFlags.Namespace}

@@ -58,7 +58,7 @@ func defaults() parsed {
 			Options: pki.Options{TrustDomain: "cluster.local", CAValidity: 365 * 24 * time.Hour, CertValidity: 24 * time.Hour, Propagation: time.Hour},
 			Hosts:   []string{"kube-envoy-controller-xds.kube-envoy-controller.svc", "localhost", "127.0.0.1"},
 		},
-		XDSLimits: xds.Limits{MaxConnections: 10000, MaxStreamsPerConnection: 100},
+		XDSLimits: xds.DefaultLimits,
 		QPS:       -1, // no client-side limit
 		Manager: manager.Options{
 			MetricsAddr: ":8443", MetricsSecure: true, ProbeAddr: ":8081", PprofAddr: "0", ConcurrentReconciles: 5,
@@ -109,7 +109,11 @@ func TestFlags(t *testing.T) {
 		}},
 		{"xds bind address", "--xds-bind-address=127.0.0.1:18001", func(p *parsed) { p.XDSBind = "127.0.0.1:18001" }},
 		{"xds limits", "--xds-max-connections=500 --xds-max-streams-per-connection=4", func(p *parsed) {
-			p.XDSLimits = xds.Limits{MaxConnections: 500, MaxStreamsPerConnection: 4}
+			p.XDSLimits.MaxConnections, p.XDSLimits.MaxStreamsPerConnection = 500, 4
+		}},
+		{"xds client limits", "--xds-handshake-timeout=2s --xds-max-connections-per-source=50 --xds-max-handshakes-per-source=10 --xds-max-request-bytes=65536 --xds-max-names-per-type=500", func(p *parsed) {
+			l := &p.XDSLimits
+			l.HandshakeTimeout, l.MaxConnectionsPerSource, l.HandshakesPerSecondPerSource, l.MaxRequestBytes, l.MaxNamesPerType = 2*time.Second, 50, 10, 65536, 500
 		}},
 		{"qps: burst at least twice", "--kube-api-qps=20", func(p *parsed) { p.QPS, p.Burst = 20, 40 }},
 		{"qps and burst", "--kube-api-qps=20 --kube-api-burst=100", func(p *parsed) { p.QPS, p.Burst = 20, 100 }},
@@ -195,6 +199,11 @@ func TestFlagErrors(t *testing.T) {
 		{"--xds-max-streams-per-connection=-1", "--xds-max-streams-per-connection -1: want at least 1"},
 		{"--xds-max-streams-per-connection=4294967296", "at most 4294967295"},
 		{"--xds-max-connections=many", "invalid value"},
+		{"--xds-handshake-timeout=0s", "--xds-handshake-timeout 0s: want a positive duration"},
+		{"--xds-max-connections-per-source=0", "--xds-max-connections-per-source 0: want at least 1"},
+		{"--xds-max-handshakes-per-source=0", "--xds-max-handshakes-per-source 0: want at least 1"},
+		{"--xds-max-request-bytes=100", "--xds-max-request-bytes 100: want at least 1024"},
+		{"--xds-max-names-per-type=0", "--xds-max-names-per-type 0: want at least 1"},
 		{"--kube-api-qps=fast", "invalid value"},
 		{"--leader-elect=maybe", "invalid boolean value"},
 		{"--leader-elect-lease-duration=12", "invalid value"},
