@@ -545,3 +545,53 @@ func TestHealthy(t *testing.T) {
 		t.Error("a server whose serve loop ended passed the health check")
 	}
 }
+
+// A stream that never reads what it is sent holds nothing another stream
+// needs: its fleet is published again and again, and another fleet's proxy
+// is served, while its responses pile up unread.
+func TestSilentStreamHoldsNothing(t *testing.T) {
+	ctx := context.Background()
+	s, addr := startServer(t)
+	const silent = "ns/silent"
+	big := func(g int) map[string][]types.Resource {
+		var rs []types.Resource
+		for i := range 500 {
+			c := cluster(fmt.Sprintf("c%03d-%s", i, strings.Repeat("x", 200)), g)
+			rs = append(rs, c)
+		}
+		return map[string][]types.Resource{resourcev3.ClusterType: rs}
+	}
+	if err := s.SetFleet(ctx, silent, "v0", big(0)); err != nil {
+		t.Fatal(err)
+	}
+	// The silent client subscribes to every type and reads nothing: its
+	// first response alone fills gRPC's window.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := xdstest.Dial(t, addr).StreamAggregatedResources(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, typ := range pushOrder {
+		req := &discoveryv3.DiscoveryRequest{TypeUrl: typ}
+		if typ == resourcev3.SecretType {
+			req.ResourceNames = []string{"s"}
+		}
+		if i == 0 {
+			req.Node = &corev3.Node{Id: "silent", Cluster: silent}
+		}
+		if err := st.Send(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := xdstest.Connect(t, xdstest.Dial(t, addr), fleet, "pod", resourcev3.ClusterType)
+	for g := 1; g <= 20; g++ {
+		if err := s.SetFleet(ctx, silent, fmt.Sprintf("v%d", g), big(g)); err != nil {
+			t.Fatal(err)
+		}
+		mustPublish(t, s, fmt.Sprintf("v%d", g), clusters("a", fmt.Sprintf("b%d", g)))
+		if resp, err := p.Next(""); err != nil || resp.GetVersionInfo() != s.TypeVersion(fleet, resourcev3.ClusterType) {
+			t.Fatalf("publication %d: the other fleet's proxy got %v, %v", g, resp.GetVersionInfo(), err)
+		}
+	}
+}

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// DefaultStuckAfter is how long the snapshot cache may stay locked before the
-// server counts as unable to publish. A publication holds the lock for
-// milliseconds, however many proxies it reaches.
+// DefaultStuckAfter is how long a lock of the cache may stay held before the
+// server counts as unable to publish. A publication holds its fleet's lock
+// for milliseconds, however many proxies it reaches.
 const DefaultStuckAfter = 10 * time.Second
 
 // cacheProbe follows the one read of the cache in flight, if any: a stuck
@@ -22,13 +22,14 @@ type cacheProbe struct {
 
 // Healthy is a health check: it fails when the server can no longer
 // publish. That is when its serve loop has ended while the server should run,
-// or when its snapshot cache has not let a read in for StuckAfter. Every
-// publication takes the cache's lock, and go-control-plane's cache may hold
-// it while it waits for a stream: a server in that state never publishes
-// again, so /healthz fails and the pod is restarted, and /readyz fails, so
-// that proxies go to another replica meanwhile. The check never waits long:
-// it starts a read of the cache and judges the read in flight, if one is.
-// Before the server starts, it passes (readiness waits for Listening).
+// or when a lock of its cache (the cache's own, or a fleet's) has not let the
+// check in for StuckAfter. Nothing in the cache waits while it holds one (see
+// fleetCache); the check is there for what nobody foresaw: a server in that
+// state never publishes that fleet again, so /healthz fails and the pod is
+// restarted, and /readyz fails, so that proxies go to another replica
+// meanwhile. The check never waits long: it starts a walk of the locks and
+// judges the walk in flight, if one is. Before the server starts, it passes
+// (readiness waits for Listening).
 func (s *Server) Healthy(*http.Request) error {
 	select {
 	case <-s.ready:
@@ -42,7 +43,7 @@ func (s *Server) Healthy(*http.Request) error {
 	defer s.probe.mu.Unlock()
 	if s.probe.inFlight {
 		if waited := time.Since(s.probe.since); waited >= s.stuckAfter {
-			return fmt.Errorf("the xDS snapshot cache has been locked for %s: no fleet can be published", waited.Truncate(time.Millisecond))
+			return fmt.Errorf("the xDS cache has been locked for %s: a fleet cannot be published", waited.Truncate(time.Millisecond))
 		}
 		return nil
 	}
