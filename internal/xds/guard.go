@@ -32,6 +32,12 @@ type guard struct {
 
 var _ serverv3.Callbacks = guard{}
 
+// deltaStream is the id by which the guard and the callbacks behind it
+// know delta stream id: go-control-plane numbers state-of-the-world and
+// delta streams each from 1, so that both have a stream 1. Delta streams
+// are known by negative ids.
+func deltaStream(id int64) int64 { return -id }
+
 // OnStreamOpen implements sotw.Callbacks.
 func (g guard) OnStreamOpen(ctx context.Context, id int64, typeURL string) error {
 	if err := g.ids.open(ctx, id); err != nil {
@@ -42,6 +48,7 @@ func (g guard) OnStreamOpen(ctx context.Context, id int64, typeURL string) error
 
 // OnDeltaStreamOpen implements delta.Callbacks.
 func (g guard) OnDeltaStreamOpen(ctx context.Context, id int64, typeURL string) error {
+	id = deltaStream(id)
 	if err := g.ids.open(ctx, id); err != nil {
 		return err
 	}
@@ -56,6 +63,7 @@ func (g guard) OnStreamClosed(id int64, node *corev3.Node) {
 
 // OnDeltaStreamClosed implements delta.Callbacks.
 func (g guard) OnDeltaStreamClosed(id int64, node *corev3.Node) {
+	id = deltaStream(id)
 	g.ids.closed(id)
 	g.Callbacks.OnDeltaStreamClosed(id, node)
 }
@@ -78,6 +86,7 @@ func (g guard) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) error 
 
 // OnStreamDeltaRequest implements delta.Callbacks.
 func (g guard) OnStreamDeltaRequest(id int64, r *discoveryv3.DeltaDiscoveryRequest) error {
+	id = deltaStream(id)
 	if err := g.ids.check(id, r.GetNode()); err != nil {
 		return err
 	}
@@ -105,6 +114,11 @@ func (g guard) OnStreamDeltaRequest(id int64, r *discoveryv3.DeltaDiscoveryReque
 	}
 	cutDetail(r.GetErrorDetail())
 	return g.Callbacks.OnStreamDeltaRequest(id, r)
+}
+
+// OnStreamDeltaResponse implements delta.Callbacks.
+func (g guard) OnStreamDeltaResponse(id int64, req *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
+	g.Callbacks.OnStreamDeltaResponse(deltaStream(id), req, resp)
 }
 
 // cutDetail cuts a NACK's message in place, and drops its details (typed

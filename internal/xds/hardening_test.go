@@ -595,3 +595,45 @@ func TestSilentStreamHoldsNothing(t *testing.T) {
 		}
 	}
 }
+
+// A state-of-the-world stream and a delta stream are two proxies, though
+// go-control-plane numbers each kind from 1: each keeps its node, and each
+// is counted, until it closes.
+func TestSotwAndDeltaStreamsAreToldApart(t *testing.T) {
+	s, addr := startServer(t)
+	mustPublish(t, s, "v1", clusters("a"))
+	c := xdstest.Dial(t, addr)
+	p := xdstest.Connect(t, c, fleet, "pod-sotw", resourcev3.ClusterType)
+	if _, err := p.Next(""); err != nil {
+		t.Fatal(err)
+	}
+	d := xdstest.OpenDelta(t, c, fleet, "pod-delta")
+	if err := d.Subscribe(resourcev3.ClusterType); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := d.Recv()
+	if err != nil {
+		t.Fatalf("the delta stream: %v", err)
+	}
+	if err := d.Ack(resp); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, s, "v1", ProxyCounts{Connected: 2, Acked: 2})
+	nodes := func() []string {
+		var out []string
+		for _, ps := range s.Tracker().Proxies() {
+			out = append(out, ps.Node)
+		}
+		return out
+	}
+	if got := nodes(); !slices.Equal(got, []string{"pod-delta", "pod-sotw"}) {
+		t.Errorf("the tracker knows %v", got)
+	}
+	if err := p.Stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, s, "v1", ProxyCounts{Connected: 1, Acked: 1})
+	if got := nodes(); !slices.Equal(got, []string{"pod-delta"}) {
+		t.Errorf("once the sotw stream closed, the tracker knows %v", got)
+	}
+}
