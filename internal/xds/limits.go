@@ -49,11 +49,14 @@ type Limits struct {
 // a tenth of the connections: the proxies behind one address (a node's
 // host-network pods, an SNAT gateway) are rarely more, and ten sources are
 // needed to fill a replica. 100 handshakes a second reconnect a thousand
-// proxies behind one address in ten seconds.
+// proxies behind one address in ten seconds; a source that never completes
+// them holds at most as many sockets, over the 10 seconds a handshake may
+// take. Those 10 seconds leave room for a replica that 10,000 proxies
+// reconnect to at once.
 var DefaultLimits = Limits{
 	MaxConnections:               10000,
 	MaxStreamsPerConnection:      100,
-	HandshakeTimeout:             5 * time.Second,
+	HandshakeTimeout:             10 * time.Second,
 	MaxConnectionsPerSource:      1000,
 	HandshakesPerSecondPerSource: 100,
 	MaxRequestBytes:              4 << 20,
