@@ -105,7 +105,7 @@ kube-envoy-controller is running against the local cluster "$NAME".
   kubectl envoy validate -f config/samples/
 
   The EnvoyConfig samples, served by the operator's xDS server:
-  bin/kubectl get envoyconfigs             # web-routing, web-canary, web-tls, shop-routes
+  bin/kubectl get envoyconfigs             # web-routing, web-canary, web-tls, shop-routes, greeter-routes
   bin/kubectl get pods -l app=shop -o jsonpath='{.items[*].spec.containers[*].name}'   # shop envoy
 
   The operator's ports: metrics http://127.0.0.1:$METRICS_PORT/metrics,

@@ -257,3 +257,89 @@ func TestSidecarSample(t *testing.T) {
 		t.Errorf("cluster shop-local goes to %v, want the application on 127.0.0.1:8080", addrs)
 	}
 }
+
+// The proxyless gRPC sample, applied unchanged: a client that presents the
+// fleet's certificate and subscribes as gRPC does, by name, to the
+// listener its target names, then to what that names, is served each, and
+// counts as a proxy of the fleet that accepted its configuration.
+func TestProxylessSample(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t, "e2e-grpc-sample")
+	kubectl(t, "-n", ns, "apply", "-f", sample("example_v1_envoyconfig_grpc.yaml"))
+	waitJSONPath(t, time.Minute, ns, "envoyconfig/greeter-routes", `{.status.conditions[?(@.type=="Accepted")].status}`, "True")
+	waitJSONPath(t, time.Minute, ns, "envoyconfig/greeter-routes", `{.status.conditions[?(@.type=="Degraded")].status}`, "False")
+	waitJSONPath(t, 2*time.Minute, ns, "deployment/greeter", "{.status.availableReplicas}", "2")
+
+	fleet := ns + "/greeter-mesh"
+	a := xdstest.OpenADS(t, dialAsFleet(t, ns, "greeter-mesh"), fleet, "greeter-client")
+	expect := func(typ, name string) proto.Message {
+		t.Helper()
+		if err := a.Subscribe(typ, name); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			resp, err := a.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Ack(resp); err != nil {
+				t.Fatal(err)
+			}
+			if resp.GetTypeUrl() != typ {
+				continue
+			}
+			if len(resp.GetResources()) != 1 {
+				t.Fatalf("subscribed to %s %s: sent %d resources", typ, name, len(resp.GetResources()))
+			}
+			m, err := resp.GetResources()[0].UnmarshalNew()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cachev3.GetResourceName(m); got != name {
+				t.Fatalf("subscribed to %s %s: sent %s", typ, name, got)
+			}
+			return m
+		}
+	}
+	l := expect(resourcev3.ListenerType, "greeter").(*listenerv3.Listener)
+	if l.GetApiListener() == nil {
+		t.Errorf("listener greeter has no api_listener")
+	}
+	if got := firstRoute(t, expect(resourcev3.RouteType, "greeter")).GetCluster(); got != "greeter" {
+		t.Errorf("route greeter goes to %q, want cluster greeter", got)
+	}
+	expect(resourcev3.ClusterType, "greeter")
+	// The endpoints are the Service's ready pods: a later response may
+	// bring the second one.
+	cla := expect(resourcev3.EndpointType, "greeter").(*endpointv3.ClusterLoadAssignment)
+	for count(t, cla) != 2 {
+		resp, err := a.Recv()
+		if err != nil {
+			t.Fatalf("cluster greeter has %d endpoints, want the Service's 2 pods: %v", count(t, cla), err)
+		}
+		if err := a.Ack(resp); err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetTypeUrl() == resourcev3.EndpointType && len(resp.GetResources()) == 1 {
+			cla = &endpointv3.ClusterLoadAssignment{}
+			if err := resp.GetResources()[0].UnmarshalTo(cla); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitJSONPath(t, time.Minute, ns, "envoyconfig/greeter-routes", "{.status.proxies.acked}", "1")
+}
+
+// count returns the endpoints of cla, and fails a locality without the
+// weight proxyless gRPC requires.
+func count(t *testing.T, cla *endpointv3.ClusterLoadAssignment) int {
+	t.Helper()
+	n := 0
+	for _, loc := range cla.GetEndpoints() {
+		if loc.GetLocality() == nil || loc.GetLoadBalancingWeight().GetValue() == 0 {
+			t.Errorf("endpoints without the locality and weight gRPC requires: %v", loc)
+		}
+		n += len(loc.GetLbEndpoints())
+	}
+	return n
+}
