@@ -28,8 +28,8 @@
 # the benchmarks' own assertions, and records no figures. The sizes are
 # BENCH_ENVOY_SIZES, BENCH_FOO_SIZES, BENCH_XDS_SIZES, BENCH_XDS_ROUNDS,
 # BENCH_PODSET_REPLICAS, BENCH_WEBHOOK_PODS, BENCH_WEBHOOK_QUIET_PODS,
-# BENCH_SETTLE and BENCH_NOISY_* (test/bench); set, they win over the smoke
-# defaults.
+# BENCH_SETTLE, BENCH_NOISY_* and BENCH_FLOOD_* (test/bench); set, they win
+# over the smoke defaults.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -44,6 +44,8 @@ if [[ $smoke == 1 ]]; then
     BENCH_WEBHOOK_PODS=${BENCH_WEBHOOK_PODS:-10} BENCH_WEBHOOK_QUIET_PODS=${BENCH_WEBHOOK_QUIET_PODS:-5} BENCH_SETTLE=${BENCH_SETTLE:-2s}
   export BENCH_NOISY_CLUSTERS=${BENCH_NOISY_CLUSTERS:-600} BENCH_NOISY_PROXIES=${BENCH_NOISY_PROXIES:-2} \
     BENCH_NOISY_B_PROXIES=${BENCH_NOISY_B_PROXIES:-3}
+  export BENCH_FLOOD_STREAMS=${BENCH_FLOOD_STREAMS:-1} BENCH_FLOOD_REQUESTS=${BENCH_FLOOD_REQUESTS:-2} \
+    BENCH_FLOOD_NAMES=${BENCH_FLOOD_NAMES:-12000} BENCH_FLOOD_B_PROXIES=${BENCH_FLOOD_B_PROXIES:-3}
 else
   NAME=${BENCH_CLUSTER:-kec-bench}
   nodes=${NODES:-50}
@@ -88,7 +90,11 @@ hack/webhook-local.sh "$webhook_port"
 # Metrics in plain HTTP, on the loopback interface only: the benchmark reads them.
 plaintext=()
 [[ ${BENCH_XDS_PLAINTEXT:-0} == 0 ]] || plaintext=(--xds-plaintext)
-env ${BENCH_OPERATOR_ENV:-} "$DIR/kube-envoy-controller" --kubeconfig "$KUBECONFIG" --controllers "${BENCH_CONTROLLERS:-*}" "${plaintext[@]}" \
+# Every load client connects from 127.0.0.1: one source, where each Envoy of a
+# cluster has an address of its own. The per-source limits would bound the
+# benchmark, not the server.
+sources=(--xds-max-connections-per-source 1000000 --xds-max-handshakes-per-source 1000000)
+env ${BENCH_OPERATOR_ENV:-} "$DIR/kube-envoy-controller" --kubeconfig "$KUBECONFIG" --controllers "${BENCH_CONTROLLERS:-*}" "${plaintext[@]}" "${sources[@]}" \
   --metrics-secure=false --metrics-bind-address "127.0.0.1:$metrics_port" --health-probe-bind-address "127.0.0.1:$health_port" \
   --pprof-bind-address "127.0.0.1:$pprof_port" --xds-bind-address "127.0.0.1:$xds_port" --debug-bind-address "127.0.0.1:$debug_port" \
   --webhook-bind-address "127.0.0.1:$webhook_port" --webhook-cert-dns-name localhost \

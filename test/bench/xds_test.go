@@ -501,6 +501,29 @@ func operatorCPU(t *testing.T) float64 {
 	return s.Value
 }
 
+// pushRounds changes one endpoint of cfg's fleet rounds times, and returns
+// the time from each change to each of its proxies' ACK, sorted. *port is
+// the next endpoint port to use.
+func pushRounds(t *testing.T, cfg *examplev1.EnvoyConfig, acks *loadClients, proxies, rounds int, port *int) []time.Duration {
+	t.Helper()
+	var lat []time.Duration
+	for range rounds {
+		prev := acks.latest()
+		patch := client.MergeFrom(cfg.DeepCopy())
+		cfg.Spec.Resources = xdsResources(*port)
+		*port++
+		start := time.Now()
+		if err := k8s.Patch(context.Background(), cfg, patch); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range acks.waitAll(t, proxies, prev) {
+			lat = append(lat, a.at.Sub(start))
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return lat
+}
+
 // TestXDSNoisyNeighbour measures how much a fleet that churns its endpoints
 // delays another fleet's pushes on the same server. Fleet A has
 // BENCH_NOISY_CLUSTERS EDS clusters (default 4096), in EnvoyConfigs of 512,
@@ -554,24 +577,7 @@ func TestXDSNoisyNeighbour(t *testing.T) {
 	acksB.waitAll(t, proxiesB, "")
 
 	port := 9001
-	pushB := func() []time.Duration {
-		var lat []time.Duration
-		for range rounds {
-			prev := acksB.latest()
-			patch := client.MergeFrom(cfgB.DeepCopy())
-			cfgB.Spec.Resources = xdsResources(port)
-			port++
-			start := time.Now()
-			if err := k8s.Patch(ctx, cfgB, patch); err != nil {
-				t.Fatal(err)
-			}
-			for _, a := range acksB.waitAll(t, proxiesB, prev) {
-				lat = append(lat, a.at.Sub(start))
-			}
-		}
-		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-		return lat
-	}
+	pushB := func() []time.Duration { return pushRounds(t, cfgB, acksB, proxiesB, rounds, &port) }
 	quiet := pushB()
 
 	// Churn fleet A until B's rounds are done.
