@@ -1,11 +1,7 @@
 package xds
 
 import (
-	"context"
-	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,30 +12,12 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/xds"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
-
-// healthBackend starts a gRPC server whose health service knows one service
-// name, so that a client can tell which backend answered.
-func healthBackend(t *testing.T, name string) int {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	h := health.NewServer()
-	h.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(s, h)
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	return lis.Addr().(*net.TCPAddr).Port
-}
 
 // weighted is a load assignment of one endpoint, 127.0.0.1:port, with the
 // locality and weight proxyless gRPC requires.
@@ -72,32 +50,21 @@ func greeterFleet(port, other int) map[string][]types.Resource {
 // by name to its listener, route, cluster and endpoints, is served them,
 // sends RPCs to the backend they name, and follows a change.
 func TestGRPCGoClientOfABiggerFleet(t *testing.T) {
-	ctx := context.Background()
 	a := newAuthority(t)
 	s, addr := startTLSServer(t, a)
-	portA, portB, other := healthBackend(t, "A"), healthBackend(t, "B"), healthBackend(t, "other")
+	portA, portB, other := xdstest.HealthBackend(t, "A"), xdstest.HealthBackend(t, "B"), xdstest.HealthBackend(t, "other")
 	mustPublish(t, s, "v1", greeterFleet(portA, other))
 
 	leaf, err := pki.IssueClient(a, "ns", "edge", time.Now(), testPKI)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	for name, data := range map[string][]byte{"tls.crt": leaf.Cert, "tls.key": leaf.Key, "ca.crt": a.Bundle()} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bootstrap := fmt.Sprintf(`{
-  "xds_servers": [{"server_uri": "localhost:%s", "server_features": ["xds_v3"], "channel_creds": [{"type": "tls", "config": {
-    "certificate_file": %q, "private_key_file": %q, "ca_certificate_file": %q}}]}],
-  "node": {"id": "grpc-client-1", "cluster": %q}
-}`, port, filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "ca.crt"), fleet)
-	resolver, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
+	bootstrap := xdstest.GRPCBootstrap(t, "localhost:"+port, fleet, "grpc-client-1", leaf.Cert, leaf.Key, a.Bundle())
+	resolver, err := xds.NewXDSResolverWithConfigForTesting(bootstrap)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,14 +73,7 @@ func TestGRPCGoClientOfABiggerFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	hc := healthpb.NewHealthClient(conn)
-	// served reports whether the backend that answers knows service name.
-	served := func(name string) bool {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		resp, err := hc.Check(rctx, &healthpb.HealthCheckRequest{Service: name})
-		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
-	}
+	served := func(name string) bool { return xdstest.Serves(conn, name, 5*time.Second) }
 	eventually(t, "RPCs to reach backend A", func() bool { return served("A") })
 	waitCounts(t, s, "v1", ProxyCounts{Connected: 1, Acked: 1})
 

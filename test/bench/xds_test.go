@@ -75,10 +75,7 @@ func clusterRange(from, to, port, other int) examplev1.EnvoyResources {
 // BENCH_XDS_SIZES sets the numbers of proxies (default "100,1000"),
 // BENCH_XDS_ROUNDS the updates per row (default 10).
 func TestXDSPushToAck(t *testing.T) {
-	addr := os.Getenv("OPERATOR_XDS_ADDR")
-	if addr == "" {
-		t.Fatal("OPERATOR_XDS_ADDR is not set: run through hack/bench.sh (make bench)")
-	}
+	addr := xdsAddr(t)
 	sizes := sizesEnv(t, "BENCH_XDS_SIZES", "100,1000")
 	rounds := sizeEnv(t, "BENCH_XDS_ROUNDS", 10)
 	rows := []string{
@@ -160,6 +157,16 @@ func TestXDSPushToAck(t *testing.T) {
 		}
 	}
 	Record(t, "xds", strings.Join(rows, "\n")+"\n")
+}
+
+// xdsAddr is the operator's xDS address.
+func xdsAddr(t *testing.T) string {
+	t.Helper()
+	addr := os.Getenv("OPERATOR_XDS_ADDR")
+	if addr == "" {
+		t.Fatal("OPERATOR_XDS_ADDR is not set: run through hack/bench.sh (make bench)")
+	}
+	return addr
 }
 
 // connectedMetric is the xDS server's gauge of connected proxies, by fleet.
@@ -501,6 +508,23 @@ func operatorCPU(t *testing.T) float64 {
 	return s.Value
 }
 
+// twoFleets makes the fleets a and b of ns, of the built-in server and
+// without pods, and returns the directories of their client certificates
+// ("" with BENCH_XDS_PLAINTEXT=1).
+func twoFleets(t *testing.T, ns string) (certA, certB string) {
+	t.Helper()
+	for _, name := range []string{"a", "b"} {
+		if err := k8s.Create(context.Background(), &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: examplev1.EnvoySpec{Replicas: ptr.To[int32](0)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if os.Getenv("BENCH_XDS_PLAINTEXT") == "1" {
+		return "", ""
+	}
+	return fleetCertificate(t, ns, "a"), fleetCertificate(t, ns, "b")
+}
+
 // pushRounds changes one endpoint of cfg's fleet rounds times, and returns
 // the time from each change to each of its proxies' ACK, sorted. *port is
 // the next endpoint port to use.
@@ -535,10 +559,7 @@ func pushRounds(t *testing.T, cfg *examplev1.EnvoyConfig, acks *loadClients, pro
 // moving every endpoint of its 512 clusters, then, once A has settled, with
 // A quiet again.
 func TestXDSNoisyNeighbour(t *testing.T) {
-	addr := os.Getenv("OPERATOR_XDS_ADDR")
-	if addr == "" {
-		t.Fatal("OPERATOR_XDS_ADDR is not set: run through hack/bench.sh (make bench)")
-	}
+	addr := xdsAddr(t)
 	clustersA := sizeEnv(t, "BENCH_NOISY_CLUSTERS", 4096)
 	proxiesA := sizeEnv(t, "BENCH_NOISY_PROXIES", 10)
 	proxiesB := sizeEnv(t, "BENCH_NOISY_B_PROXIES", 100)
@@ -547,16 +568,7 @@ func TestXDSNoisyNeighbour(t *testing.T) {
 	ctx := context.Background()
 	ns := "bench-xds-noisy"
 	namespace(t, ns)
-	for _, name := range []string{"a", "b"} {
-		if err := k8s.Create(ctx, &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: examplev1.EnvoySpec{Replicas: ptr.To[int32](0)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	certA, certB := "", ""
-	if os.Getenv("BENCH_XDS_PLAINTEXT") != "1" {
-		certA, certB = fleetCertificate(t, ns, "a"), fleetCertificate(t, ns, "b")
-	}
+	certA, certB := twoFleets(t, ns)
 	var configsA []*examplev1.EnvoyConfig
 	for from := 0; from < clustersA; from += chunk {
 		c := &examplev1.EnvoyConfig{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("a-%d", from/chunk), Namespace: ns},

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,7 +20,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 )
@@ -43,10 +41,7 @@ import (
 // times during it; the operator's heap in use is sampled every 200 ms
 // during it, and its live heap (after a GC) taken before and after.
 func TestXDSNameFlood(t *testing.T) {
-	addr := os.Getenv("OPERATOR_XDS_ADDR")
-	if addr == "" {
-		t.Fatal("OPERATOR_XDS_ADDR is not set: run through hack/bench.sh (make bench)")
-	}
+	addr := xdsAddr(t)
 	streams := sizeEnv(t, "BENCH_FLOOD_STREAMS", 2)
 	requests := sizeEnv(t, "BENCH_FLOOD_REQUESTS", 60)
 	perRequest := sizeEnv(t, "BENCH_FLOOD_NAMES", 40000)
@@ -55,16 +50,7 @@ func TestXDSNameFlood(t *testing.T) {
 	ctx := context.Background()
 	ns := "bench-xds-flood"
 	namespace(t, ns)
-	for _, name := range []string{"a", "b"} {
-		if err := k8s.Create(ctx, &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: examplev1.EnvoySpec{Replicas: ptr.To[int32](0)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	certA, certB := "", ""
-	if os.Getenv("BENCH_XDS_PLAINTEXT") != "1" {
-		certA, certB = fleetCertificate(t, ns, "a"), fleetCertificate(t, ns, "b")
-	}
+	certA, certB := twoFleets(t, ns)
 	cfgA := &examplev1.EnvoyConfig{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns},
 		Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "a", Resources: clusterRange(0, 1, 8080, 8080)}}
 	cfgB := &examplev1.EnvoyConfig{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns},
@@ -78,7 +64,7 @@ func TestXDSNameFlood(t *testing.T) {
 	acksB.waitAll(t, proxiesB, "")
 	port := 9001
 	quiet := pushRounds(t, cfgB, acksB, proxiesB, rounds, &port)
-	before := operatorHeap(t)
+	before, cpu := operatorHeap(t), operatorCPU(t)
 
 	// The attack, until B's rounds are done.
 	creds, err := loadCredentials(certA)
@@ -133,6 +119,7 @@ func TestXDSNameFlood(t *testing.T) {
 	stop()
 	wg.Wait()
 	<-sampled
+	attackCPU := operatorCPU(t) - cpu
 	if n := other.Load(); n > 0 {
 		t.Fatalf("%d attacking streams ended otherwise than with ResourceExhausted, the last with %v", n, lastOther.Load())
 	}
@@ -144,12 +131,12 @@ func TestXDSNameFlood(t *testing.T) {
 		t.Errorf("the operator's live heap grew by %.0f MiB over the attack: it keeps what refused streams sent", mib(grown))
 	}
 	p := func(l []time.Duration, q int) time.Duration { return l[len(l)*q/100] }
-	row := fmt.Sprintf("| %d streams at once, %d refused | %d proxies | %s | %s | %s | %s | %.0f / %.0f / %.0f |",
+	row := fmt.Sprintf("| %d streams at once, %d refused | %d proxies | %s | %s | %s | %s | %.1f s, %.0f ms per refused stream | %.0f / %.0f / %.0f |",
 		streams, refused.Load(), proxiesB, ms(p(quiet, 50)), ms(p(quiet, 99)), ms(p(busy, 50)), ms(p(busy, 99)),
-		mib(before.HeapAlloc), mib(peak), mib(after.HeapAlloc))
+		attackCPU, attackCPU*1000/float64(refused.Load()), mib(before.HeapAlloc), mib(peak), mib(after.HeapAlloc))
 	Record(t, "xds-flood", strings.Join([]string{
-		"| fleet A's attack | fleet B | B push to ACK p50, quiet | p99, quiet | B p50, under attack | p99, under attack | operator heap (MiB): live before / in use at most during / live after |",
-		"|---|---|---|---|---|---|---|",
+		"| fleet A's attack | fleet B | B push to ACK p50, quiet | p99, quiet | B p50, under attack | p99, under attack | operator CPU during the attack (B's pushes included) | operator heap (MiB): live before / in use at most during / live after |",
+		"|---|---|---|---|---|---|---|---|",
 		row,
 	}, "\n")+"\n")
 }

@@ -3,16 +3,11 @@ package envoyconfig
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/xds"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,24 +16,8 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
-
-// backend starts a gRPC server whose health service knows one service name,
-// so that a client can tell which backend answered.
-func backend(t *testing.T, name string) int {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	h := health.NewServer()
-	h.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(s, h)
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	return lis.Addr().(*net.TCPAddr).Port
-}
 
 // grpcResources is the configuration of a proxyless gRPC service
 // "greeter": an API listener, its route, an EDS cluster and its endpoints.
@@ -68,7 +47,7 @@ func grpcResources(port int, cluster string) examplev1.EnvoyResources {
 func TestProxylessGRPCClient(t *testing.T) {
 	ctx := context.Background()
 	ns, fleetID := newFleet(t)
-	portA, portB := backend(t, "A"), backend(t, "B")
+	portA, portB := xdstest.HealthBackend(t, "A"), xdstest.HealthBackend(t, "B")
 
 	cfg := &examplev1.EnvoyConfig{
 		ObjectMeta: metav1.ObjectMeta{Name: "greeter", Namespace: ns},
@@ -86,19 +65,8 @@ func TestProxylessGRPCClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	files := map[string][]byte{"tls.crt": leaf.Cert, "tls.key": leaf.Key, "ca.crt": a.Bundle()}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bootstrap := fmt.Sprintf(`{
-  "xds_servers": [{"server_uri": %q, "server_features": ["xds_v3"], "channel_creds": [{"type": "tls", "config": {
-    "certificate_file": %q, "private_key_file": %q, "ca_certificate_file": %q}}]}],
-  "node": {"id": "grpc-client-1", "cluster": %q}
-}`, xdsClient(t), filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "ca.crt"), fleetID)
-	resolver, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
+	bootstrap := xdstest.GRPCBootstrap(t, xdsClient(t), fleetID, "grpc-client-1", leaf.Cert, leaf.Key, a.Bundle())
+	resolver, err := xds.NewXDSResolverWithConfigForTesting(bootstrap)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,14 +75,7 @@ func TestProxylessGRPCClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	hc := healthpb.NewHealthClient(conn)
-	// served reports whether the backend that answers knows service name.
-	served := func(name string) bool {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		resp, err := hc.Check(rctx, &healthpb.HealthCheckRequest{Service: name})
-		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
-	}
+	served := func(name string) bool { return xdstest.Serves(conn, name, 2*time.Second) }
 
 	testenv.Eventually(t, "RPCs to reach backend A", func() (bool, error) { return served("A"), nil })
 	waitStatus(t, cfg, "the gRPC client to ACK", func(c *examplev1.EnvoyConfig) bool {

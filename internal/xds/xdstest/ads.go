@@ -11,6 +11,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -41,12 +42,7 @@ type adsType struct {
 // nothing until the test subscribes; the stream ends with the test.
 func OpenADS(t testing.TB, c discoveryv3.AggregatedDiscoveryServiceClient, fleet, id string) *ADS {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	st, err := c.StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, cancel := open(t, c.StreamAggregatedResources)
 	return &ADS{Stream: st, Node: &corev3.Node{Id: id, Cluster: fleet}, types: map[string]*adsType{}, cancel: cancel}
 }
 
@@ -115,12 +111,7 @@ type Delta struct {
 // until the test subscribes; the stream ends with the test.
 func OpenDelta(t testing.TB, c discoveryv3.AggregatedDiscoveryServiceClient, fleet, id string) *Delta {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	st, err := c.DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, cancel := open(t, c.DeltaAggregatedResources)
 	return &Delta{Stream: st, Node: &corev3.Node{Id: id, Cluster: fleet}, cancel: cancel}
 }
 
@@ -158,6 +149,18 @@ func (d *Delta) Ack(resp *discoveryv3.DeltaDiscoveryResponse) error {
 func (d *Delta) Nack(resp *discoveryv3.DeltaDiscoveryResponse, detail string) error {
 	return d.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce(),
 		ErrorDetail: &statuspb.Status{Code: 3, Message: detail}})
+}
+
+// open opens a stream with start, for the test's duration; cancel ends it.
+func open[S any](t testing.TB, start func(context.Context, ...grpc.CallOption) (S, error)) (S, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st, err := start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, cancel
 }
 
 // recvWithin calls recv, the stream's of proxy id, and gives up after

@@ -85,12 +85,7 @@ type Proxy struct {
 // named resources, or all of them (a wildcard) when names is empty.
 func Connect(t testing.TB, c discoveryv3.AggregatedDiscoveryServiceClient, fleet, id, typeURL string, names ...string) *Proxy {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	st, err := c.StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, cancel := open(t, c.StreamAggregatedResources)
 	p := &Proxy{Stream: st, Node: &corev3.Node{Id: id, Cluster: fleet}, names: names, cancel: cancel}
 	if err := st.Send(&discoveryv3.DiscoveryRequest{Node: p.Node, TypeUrl: typeURL, ResourceNames: names}); err != nil {
 		t.Fatal(err)
@@ -104,12 +99,7 @@ func Connect(t testing.TB, c discoveryv3.AggregatedDiscoveryServiceClient, fleet
 // ends with the test.
 func ConnectDelta(t testing.TB, c discoveryv3.AggregatedDiscoveryServiceClient, fleet, id, typeURL string, names ...string) discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesClient {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	st, err := c.DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, _ := open(t, c.DeltaAggregatedResources)
 	if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{Node: &corev3.Node{Id: id, Cluster: fleet}, TypeUrl: typeURL, ResourceNamesSubscribe: names}); err != nil {
 		t.Fatal(err)
 	}
