@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,7 +65,7 @@ func TestXDSNameFlood(t *testing.T) {
 	acksB.waitAll(t, proxiesB, "")
 	port := 9001
 	quiet := pushRounds(t, cfgB, acksB, proxiesB, rounds, &port)
-	before, cpu := operatorHeap(t), operatorCPU(t)
+	before, cpu, selfCPU := operatorHeap(t), operatorCPU(t), ownCPU()
 
 	// The attack, until B's rounds are done.
 	creds, err := loadCredentials(certA)
@@ -119,7 +120,7 @@ func TestXDSNameFlood(t *testing.T) {
 	stop()
 	wg.Wait()
 	<-sampled
-	attackCPU := operatorCPU(t) - cpu
+	attackCPU, clientCPU := operatorCPU(t)-cpu, (ownCPU() - selfCPU).Seconds()
 	if n := other.Load(); n > 0 {
 		t.Fatalf("%d attacking streams ended otherwise than with ResourceExhausted, the last with %v", n, lastOther.Load())
 	}
@@ -131,14 +132,24 @@ func TestXDSNameFlood(t *testing.T) {
 		t.Errorf("the operator's live heap grew by %.0f MiB over the attack: it keeps what refused streams sent", mib(grown))
 	}
 	p := func(l []time.Duration, q int) time.Duration { return l[len(l)*q/100] }
-	row := fmt.Sprintf("| %d streams at once, %d refused | %d proxies | %s | %s | %s | %s | %.1f s, %.0f ms per refused stream | %.0f / %.0f / %.0f |",
+	row := fmt.Sprintf("| %d streams at once, %d refused | %d proxies | %s | %s | %s | %s | %.1f s, %.0f ms per refused stream | %.1f s | %.0f / %.0f / %.0f |",
 		streams, refused.Load(), proxiesB, ms(p(quiet, 50)), ms(p(quiet, 99)), ms(p(busy, 50)), ms(p(busy, 99)),
-		attackCPU, attackCPU*1000/float64(refused.Load()), mib(before.HeapAlloc), mib(peak), mib(after.HeapAlloc))
+		attackCPU, attackCPU*1000/float64(refused.Load()), clientCPU, mib(before.HeapAlloc), mib(peak), mib(after.HeapAlloc))
 	Record(t, "xds-flood", strings.Join([]string{
-		"| fleet A's attack | fleet B | B push to ACK p50, quiet | p99, quiet | B p50, under attack | p99, under attack | operator CPU during the attack (B's pushes included) | operator heap (MiB): live before / in use at most during / live after |",
-		"|---|---|---|---|---|---|---|---|",
+		"| fleet A's attack | fleet B | B push to ACK p50, quiet | p99, quiet | B p50, under attack | p99, under attack | operator CPU during the attack (B's pushes included) | the attacking client's CPU | operator heap (MiB): live before / in use at most during / live after |",
+		"|---|---|---|---|---|---|---|---|---|",
 		row,
 	}, "\n")+"\n")
+}
+
+// ownCPU is the CPU time this process (the benchmark, and its attacking
+// client) has used, user and system.
+func ownCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // flood plays one attacking stream of kind k (see TestXDSNameFlood) and
