@@ -10,8 +10,8 @@ import (
 
 // noResend is the server's rule for what follows a NACK, around the Tracker,
 // which only observes. A state-of-the-world NACK carries the last version the
-// proxy accepted, and the snapshot cache answers a request whose version
-// differs from the current one at once: it would send the rejected version
+// proxy accepted, and the cache answers a request whose version differs
+// from the current one at once (answer.go): it would send the rejected version
 // straight back, and the proxy would reject it again, in a loop. So the
 // server reads a NACK as being at the version it rejected: the proxy's next
 // response is the next version. Delta streams need no such rule: their
