@@ -238,10 +238,23 @@ func TestDiffLive(t *testing.T) {
 	if err := apply(t, ns, backendWithEndpoints+"---\n"+routesConfig+"---\n"+listenerConfig); err != nil {
 		t.Fatal(err)
 	}
+	// The three EnvoyConfigs may be published in more than one decision, as
+	// the controller's cache sees them: wait for the version that every one
+	// of them reports.
 	published := &examplev1.EnvoyConfig{}
-	testenv.Eventually(t, "the fleet to be published", func() (bool, error) {
-		err := suite.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "routes"}, published)
-		return err == nil && published.Status.PublishedVersion != "", err
+	testenv.Eventually(t, "the fleet's three EnvoyConfigs to be published in one version", func() (bool, error) {
+		var list examplev1.EnvoyConfigList
+		if err := suite.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		versions := map[string]bool{}
+		for _, c := range list.Items {
+			versions[c.Status.PublishedVersion] = true
+			if c.Name == "routes" {
+				c.DeepCopyInto(published)
+			}
+		}
+		return len(list.Items) == 3 && len(versions) == 1 && !versions[""], fmt.Errorf("published versions %v", versions)
 	})
 	servedNow := served(t, fleetID, published.Status.PublishedVersion)
 	if len(servedNow[resourcev3.EndpointType]) != 1 || len(servedNow[resourcev3.SecretType]) != 0 {
