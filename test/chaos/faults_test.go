@@ -26,7 +26,6 @@ import (
 	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
 // run is what the faults act on.
@@ -109,8 +108,7 @@ var faults = []fault{
 	{"edit a ConfigMap", func(ctx context.Context, r *run) (string, int, bool, error) {
 		c, ok := r.pickChild(func(c child) bool {
 			cm, ok := c.obj.(*corev1.ConfigMap)
-			_, history := publish.IsHistory(c.obj)
-			return ok && !history && len(cm.Data) > 0
+			return ok && len(cm.Data) > 0
 		})
 		if !ok {
 			return "", 0, false, nil

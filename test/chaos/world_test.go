@@ -31,7 +31,6 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
 // The chaos runs in two namespaces: nsPlain holds what the kube controllers
@@ -134,8 +133,7 @@ func (c child) String() string {
 }
 
 // fingerprint is the JSON of the fields of a child that the operator sets
-// and the chaos edits; "" for a child whose content legitimately changes (a
-// fleet's revision history).
+// and the chaos edits.
 func fingerprint(obj client.Object) string {
 	var v any
 	switch o := obj.(type) {
@@ -148,9 +146,6 @@ func fingerprint(obj client.Object) string {
 	case *corev1.Service:
 		v = o.Spec.Ports
 	case *corev1.ConfigMap:
-		if _, ok := publish.IsHistory(o); ok {
-			return ""
-		}
 		v = []any{o.Data, o.BinaryData}
 	case *corev1.Secret:
 		// A fleet's client certificate is issued anew when repaired: what

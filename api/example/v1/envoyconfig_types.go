@@ -141,6 +141,15 @@ type EnvoyConfigStatus struct {
 	// Proxies counts the fleet's proxies and their answers to the published version.
 	// +optional
 	Proxies ProxyStatus `json:"proxies,omitempty"`
+	// RejectedVersions are versions of the fleet's configuration that every
+	// connected proxy rejected while this EnvoyConfig's content was what
+	// contentHash says, the most recent first. They are not published
+	// again, even if the fleet's revision history is lost; they are
+	// forgotten when this EnvoyConfig's content changes.
+	// +optional
+	// +kubebuilder:validation:MaxItems=5
+	// +listType=atomic
+	RejectedVersions []string `json:"rejectedVersions,omitempty"`
 	// Conditions: Accepted, Published and Degraded.
 	// +optional
 	// +listType=map

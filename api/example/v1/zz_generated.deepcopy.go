@@ -152,6 +152,11 @@ func (in *EnvoyConfigSpec) DeepCopy() *EnvoyConfigSpec {
 func (in *EnvoyConfigStatus) DeepCopyInto(out *EnvoyConfigStatus) {
 	*out = *in
 	out.Proxies = in.Proxies
+	if in.RejectedVersions != nil {
+		in, out := &in.RejectedVersions, &out.RejectedVersions
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]metav1.Condition, len(*in))

@@ -33,7 +33,6 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
@@ -151,23 +150,42 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// enqueueOnElection queues every fleet that has EnvoyConfigs once this
-// replica is elected. Until then another replica wrote their status, with
-// the counts of its own proxies, and nothing else would make this one write
-// it before the next change of a fleet.
+// enqueueOnElection queues, once this replica is elected, every fleet that
+// has EnvoyConfigs, and every fleet that has a history. Until then another
+// replica wrote their status, with the counts of its own proxies, and
+// nothing else would make this one write it before the next change of a
+// fleet; and a fleet deleted while no leader ran leaves a history that only
+// the leader deletes (an owner reference cannot cross namespaces).
 func (r *Reconciler) enqueueOnElection(ctx context.Context, elected <-chan struct{}, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	select {
 	case <-elected:
 	case <-ctx.Done():
 		return
 	}
+	log := logf.FromContext(ctx)
 	var list examplev1.EnvoyConfigList
 	if err := r.Client.List(ctx, &list); err != nil {
-		logf.FromContext(ctx).Error(err, "listing EnvoyConfigs after the election")
-		return
+		log.Error(err, "listing EnvoyConfigs after the election")
 	}
 	for i := range list.Items {
 		q.Add(fleetRequest(&list.Items[i]))
+	}
+	var histories corev1.ConfigMapList
+	if err := r.Client.List(ctx, &histories, client.InNamespace(r.Namespace), client.MatchingLabels{publish.ComponentLabel: publish.HistoryComponent}); err != nil {
+		log.Error(err, "listing the fleets' histories after the election")
+	}
+	var legacy corev1.ConfigMapList
+	if err := r.Client.List(ctx, &legacy, client.MatchingLabels{publish.ComponentLabel: publish.LegacyComponent}); err != nil {
+		log.Error(err, "listing the previous release's histories after the election")
+	}
+	for _, cm := range append(histories.Items, legacy.Items...) {
+		id, ok := publish.HistoryFleet(&cm, r.Namespace)
+		if !ok {
+			id, ok = publish.LegacyFleet(&cm)
+		}
+		if ok {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
+		}
 	}
 }
 
@@ -183,7 +201,6 @@ func (r *Reconciler) enqueueOnElection(ctx context.Context, elected <-chan struc
 // Reconcile serves one fleet's recorded revision and, on the leader, decides
 // what it is and reports on the fleet's EnvoyConfigs.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := logf.FromContext(ctx)
 	id := fleet.ID{Namespace: req.Namespace, Name: req.Name}
 	fleetID := id.String()
 	var list examplev1.EnvoyConfigList
@@ -205,31 +222,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if err != nil {
 		return ctrl.Result{}, err
 	}
-	stored := &corev1.ConfigMap{}
-	found := true
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: publish.HistoryName(req.Name)}, stored); apierrors.IsNotFound(err) {
-		found = false
-	} else if err != nil {
+	st, err := r.loadHistory(ctx, id, configs)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var hist publish.History
-	if found {
-		if _, ours := publish.IsHistory(stored); !ours {
-			found = false // an object of ours with that name, but no history: creating one will clash
-		} else if h, err := publish.FromConfigMap(stored); err != nil {
-			log.Error(err, "the fleet's revision history is unreadable; the leader writes it afresh", "fleet", fleetID)
-		} else {
-			hist = h
-		}
-	}
+	hist := st.history
 	leader := r.IsLeader()
 
 	if len(configs) == 0 && envoyMissing {
 		// The fleet is really gone: nothing to serve, and no history to keep.
 		r.Server.ClearFleet(fleetID)
-		if leader && found {
-			err := r.Client.Delete(ctx, stored, client.Preconditions{UID: &stored.UID})
-			return ctrl.Result{}, client.IgnoreNotFound(err)
+		if leader {
+			return ctrl.Result{}, r.forget(ctx, st)
 		}
 		return ctrl.Result{}, nil
 	}
@@ -254,28 +258,32 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	)
 	// A fleet that never had an EnvoyConfig is served empty, and nothing is
 	// recorded for it.
-	unrecorded := len(configs) == 0 && !found
+	unrecorded := len(configs) == 0 && st.object == nil
 	if leader && !unrecorded {
-		d := publish.Decide(hist, ir, publish.Sum(r.readReports(ctx), fleetID, hist.Current))
-		if d.Changed(hist) {
-			publishErr = r.record(ctx, id, stored, found, d.History)
+		d := publish.Decide(hist, ir, publish.Sum(r.readReports(ctx), fleetID, hist.Current), Rejections(configs, ir.Version))
+		if !st.readable || d.Changed(hist) {
+			publishErr = r.record(ctx, id, st.object, d.History)
 			switch {
 			case publishErr == nil:
 				r.announce(ctx, fleetID, hist, d, envoy, envoyMissing, configs)
-				hist = d.History
+				hist, st.readable = d.History, true
 			case apierrors.IsConflict(publishErr) || r.isOurHistory(ctx, id, publishErr):
 				// The cache was behind the history: decide again on what is stored.
 				return ctrl.Result{RequeueAfter: status.ConflictRetry}, nil
 			case apierrors.HasStatusCause(publishErr, corev1.NamespaceTerminatingCause):
-				return ctrl.Result{}, nil // the fleet goes with its namespace
+				return ctrl.Result{}, nil // the operator's namespace goes: so does the operator
 			default:
 				clashed = apierrors.IsAlreadyExists(publishErr)
 			}
 		}
 	}
 
-	// Serve what is recorded, or, for a fleet never configured, nothing.
-	if served := hist.Served(); served != nil || unrecorded {
+	// Serve what is recorded: its served revision, or nothing when it
+	// records that nothing is; for a fleet never configured, its (empty) IR.
+	// A history missing or unreadable changes nothing served until the
+	// leader records it again.
+	switch served := hist.Served(); {
+	case served != nil || unrecorded:
 		version, resources := ir.Version, ir.Resources
 		if served != nil {
 			version = hist.Current
@@ -283,6 +291,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		if err := r.Server.SetFleet(ctx, fleetID, version, resources); err != nil {
 			return ctrl.Result{}, fmt.Errorf("serving %s: %w", fleetID, err)
+		}
+	case st.readable && hist.Current == "":
+		r.Server.ClearFleet(fleetID)
+	}
+	if leader && st.legacy != nil && (st.readable || unrecorded) {
+		// The fleet's history is in the operator's namespace now, or needs none.
+		if err := r.Client.Delete(ctx, st.legacy, client.Preconditions{UID: &st.legacy.UID}); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
 		}
 	}
 	if !leader {
@@ -292,8 +308,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	acks := publish.Sum(r.readReports(ctx), fleetID, hist.Current)
 	base := State{Held: ir.Held, EnvoyMissing: envoyMissing, PublishedVersion: hist.Current, Proxies: acks}
 	if rev := hist.Find(ir.Version); rev != nil && rev.Rejected != "" {
-		base.Rejected = rev.Rejected
-		base.RolledBack = hist.Current != ir.Version
+		base.Rejected, base.RejectedVersion = rev.Rejected, rev.Version
+		base.RolledBack = hist.Current != "" && hist.Current != ir.Version
 	}
 	if rev := hist.Served(); rev != nil && rev.Rejected != "" && base.Rejected == "" {
 		base.ServedRejected = rev.Rejected
@@ -303,7 +319,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if clashed {
 			p.Reason = conditions.ResourceExists // another's ConfigMap has the name
 		}
-		p.Message = fmt.Sprintf("recording the fleet's revision in ConfigMap %s: %s", publish.HistoryName(req.Name), p.Message)
+		p.Message = fmt.Sprintf("recording the fleet's revision in ConfigMap %s/%s: %s", r.Namespace, publish.HistoryName(id), p.Message)
 		base.PublishError = p
 	}
 	var errs []error
@@ -322,13 +338,73 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return status.Result(errors.Join(errs...), clashed)
 }
 
-// record stores the fleet's history: the leader's decision.
-func (r *Reconciler) record(ctx context.Context, id fleet.ID, stored *corev1.ConfigMap, found bool, h publish.History) error {
-	want, err := publish.HistoryConfigMap(id, h)
+// storedHistory is what the API server holds of a fleet's history.
+type storedHistory struct {
+	// object is the fleet's history in the operator's namespace, if there
+	// is one (publish.IsHistoryOf): an object of that name that is not is
+	// someone else's, and creating the history will clash with it.
+	object *corev1.ConfigMap
+	// history is what object records, when it passed publish.ReadHistory
+	// (readable), or else what the previous release's history may give
+	// (publish.AdoptLegacy); empty otherwise.
+	history  publish.History
+	readable bool
+	// legacy is the fleet's history as the previous release kept it, in the
+	// fleet's namespace, if there is one.
+	legacy *corev1.ConfigMap
+}
+
+// loadHistory reads the fleet's history. Only what passes publish's checks
+// is used: a copy anywhere else, one for another fleet, or one whose
+// content is not consistent is ignored, and the leader writes it afresh.
+func (r *Reconciler) loadHistory(ctx context.Context, id fleet.ID, configs []*examplev1.EnvoyConfig) (storedHistory, error) {
+	var st storedHistory
+	cm := &corev1.ConfigMap{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: publish.HistoryName(id)}, cm); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return st, err
+	case publish.IsHistoryOf(cm, r.Namespace, id):
+		st.object = cm
+		if h, err := publish.ReadHistory(cm, r.Namespace, id); err != nil {
+			logf.FromContext(ctx).Error(err, "the fleet's revision history is unusable; the leader writes it afresh", "fleet", id.String())
+		} else {
+			st.history, st.readable = h, true
+		}
+	}
+	legacy := &corev1.ConfigMap{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: id.Namespace, Name: publish.LegacyHistoryName(id.Name)}, legacy); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return st, err
+	case publish.IsLegacyHistoryOf(legacy, id):
+		st.legacy = legacy
+		if !st.readable {
+			st.history, _ = publish.AdoptLegacy(legacy, id, Vouched(configs))
+		}
+	}
+	return st, nil
+}
+
+// forget deletes the history of a fleet that is gone, and its legacy one.
+func (r *Reconciler) forget(ctx context.Context, st storedHistory) error {
+	var errs []error
+	for _, cm := range []*corev1.ConfigMap{st.object, st.legacy} {
+		if cm != nil {
+			errs = append(errs, client.IgnoreNotFound(r.Client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID})))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// record stores the fleet's history: the leader's decision. stored is the
+// fleet's history as it is, nil when there is none.
+func (r *Reconciler) record(ctx context.Context, id fleet.ID, stored *corev1.ConfigMap, h publish.History) error {
+	want, err := publish.HistoryConfigMap(r.Namespace, id, h)
 	if err != nil {
 		return err
 	}
-	if !found {
+	if stored == nil {
 		return r.Client.Create(ctx, want)
 	}
 	updated := stored.DeepCopy()
@@ -338,17 +414,16 @@ func (r *Reconciler) record(ctx context.Context, id fleet.ID, stored *corev1.Con
 }
 
 // isOurHistory reports whether err is the refused create of a history that
-// exists and is the operator's: the cache had not seen it yet.
+// exists and is the fleet's: the cache had not seen it yet.
 func (r *Reconciler) isOurHistory(ctx context.Context, id fleet.ID, err error) bool {
 	if !apierrors.IsAlreadyExists(err) {
 		return false
 	}
 	cm := &corev1.ConfigMap{}
-	if r.APIReader.Get(ctx, client.ObjectKey{Namespace: id.Namespace, Name: publish.HistoryName(id.Name)}, cm) != nil {
+	if r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: publish.HistoryName(id)}, cm) != nil {
 		return false
 	}
-	_, ours := publish.IsHistory(cm)
-	return ours && cm.Labels[objects.ManagedByLabel] == objects.ManagedByValue
+	return publish.IsHistoryOf(cm, r.Namespace, id)
 }
 
 // announce logs a recorded decision and records its events, once, on the
@@ -522,13 +597,19 @@ func (fleetsOfConfig) Generic(_ context.Context, e event.GenericEvent, q workque
 
 func key(c *examplev1.EnvoyConfig) string { return c.Namespace + "/" + c.Name }
 
-// controlPlaneConfigMaps enqueues the fleet of a revision history, and the
-// fleets whose entries changed in a replica's report.
+// controlPlaneConfigMaps enqueues the fleet of a revision history (in the
+// operator's namespace; or as the previous release kept it, for the leader
+// to take it over and delete it), and the fleets whose entries changed in a
+// shard of a replica's report.
 type controlPlaneConfigMaps struct{ r *Reconciler }
 
 func (h controlPlaneConfigMaps) enqueue(o client.Object, old client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	if envoy, ok := publish.IsHistory(o); ok {
-		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: envoy}})
+	if id, ok := publish.HistoryFleet(o, h.r.Namespace); ok {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
+		return
+	}
+	if id, ok := publish.LegacyFleet(o); ok {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
 		return
 	}
 	if !publish.IsReport(o) || o.GetNamespace() != h.r.Namespace {

@@ -64,6 +64,8 @@ func TestMain(m *testing.M) {
 			return err
 		}
 		r := NewReconciler(mgr, server, operatorNamespace)
+		elected := r.IsLeader
+		r.IsLeader = func() bool { return !leaderPaused.Load() && elected() }
 		suite.Reconciler = r
 		return r.SetupWithManager(mgr)
 	})
@@ -639,21 +641,22 @@ func TestFleetWithoutConfigsRecordsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	suite.ExpectNoWrites(t, ControllerName, envoy, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "edge"}})
-	err := suite.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: publish.HistoryName("edge")}, &corev1.ConfigMap{})
+	err := suite.Client.Get(context.Background(), types.NamespacedName{Namespace: operatorNamespace, Name: publish.HistoryName(fleet.ID{Namespace: ns, Name: "edge"})}, &corev1.ConfigMap{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("the fleet's history: got %v, want none", err)
 	}
 }
 
 // The fleet's revision history refused by the API server (an admission
-// policy here; a quota alike): the EnvoyConfig is Degraded with the API
-// server's reason, retried with backoff, and published once admitted.
+// policy of the operator's namespace here; a quota alike): the EnvoyConfig
+// is Degraded with the API server's reason, retried with backoff, and
+// published once admitted.
 func TestRefusedHistoryIsDegraded(t *testing.T) {
 	ns, _ := newFleet(t)
 	testenv.TestRefusal(t, &suite, testenv.Refusal[*examplev1.EnvoyConfig]{
 		Controller: ControllerName,
 		Object:     newConfig(ns, "refused", cluster("a", "1s")),
-		Probe:      testenv.ConfigMapProbe(ns),
+		Probe:      testenv.ConfigMapProbe(operatorNamespace),
 		Resource:   "configmaps",
 		Change: func(c *examplev1.EnvoyConfig) {
 			c.Spec.Resources.Clusters = []runtime.RawExtension{cluster("a", "2s")}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
@@ -70,10 +71,11 @@ type State struct {
 	// PublishedVersion is the fleet's served revision.
 	PublishedVersion string
 	// Rejected is set when every proxy rejected the fleet's newest content
-	// (a proxy's error_detail); RolledBack when an earlier version is
-	// served instead.
-	Rejected   string
-	RolledBack bool
+	// (a proxy's error_detail), RejectedVersion to its version; RolledBack
+	// when an earlier version is served instead.
+	Rejected        string
+	RejectedVersion string
+	RolledBack      bool
 	// ServedRejected is set when the served version itself was rejected by
 	// every proxy, with nothing to go back to.
 	ServedRejected string
@@ -101,7 +103,8 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 			Connected: int32(s.Proxies.Connected), Acked: int32(s.Proxies.Acked),
 			Nacked: int32(s.Proxies.Nacked), LastNACK: publish.Truncate(s.Proxies.LastNACK),
 		},
-		Conditions: append([]metav1.Condition(nil), c.Status.Conditions...),
+		RejectedVersions: rejectedVersions(c, s.RejectedVersion),
+		Conditions:       append([]metav1.Condition(nil), c.Status.Conditions...),
 	}
 	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
 		conditions.Set(&st.Conditions, c.Generation, typ, status, reason, msg)
@@ -130,6 +133,9 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 	case s.RolledBack:
 		set(ConditionPublished, metav1.ConditionFalse, ReasonRolledBack,
 			fmt.Sprintf("every proxy rejected the newest version; version %s, which they accepted, is served again", s.PublishedVersion))
+	case s.Rejected != "" && s.PublishedVersion == "":
+		set(ConditionPublished, metav1.ConditionFalse, ReasonRejected, "every proxy rejected the newest version ("+s.Rejected+
+			"), and no version they accepted is known: nothing is served until the content changes")
 	case s.Rejected != "":
 		set(ConditionPublished, metav1.ConditionFalse, ReasonRejected, "every proxy rejected the newest version: "+s.Rejected)
 	case s.PublishError != nil:
@@ -171,4 +177,69 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 		set(conditions.Degraded, metav1.ConditionFalse, conditions.AsExpected, "")
 	}
 	return st
+}
+
+// rejectedVersions returns the fleet versions c's status records as
+// rejected: those recorded before, while c's content is unchanged since
+// (status.contentHash), and rejected, the fleet's newest version if every
+// proxy rejected it, first; at most publish.MaxRevisions.
+func rejectedVersions(c *examplev1.EnvoyConfig, rejected string) []string {
+	var out []string
+	if rejected != "" {
+		out = append(out, rejected)
+	}
+	if c.Status.ContentHash == ContentHash(c) {
+		for _, v := range c.Status.RejectedVersions {
+			if v != rejected && len(out) < publish.MaxRevisions {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// Rejections returns the fleet versions that the status of configs, the
+// fleet's EnvoyConfigs, records as rejected by every proxy: publish.Decide
+// does not publish them again, whatever the history says or lacks. Each
+// EnvoyConfig vouches only while its content is unchanged. The previous
+// release's status, which names no version, says the same of the fleet's
+// newest version, offered, when every EnvoyConfig, unchanged, reports it
+// rejected (Published with reason RolledBack or Rejected) without naming
+// it in rejectedVersions: that status was written before an upgrade.
+func Rejections(configs []*examplev1.EnvoyConfig, offered string) publish.Rejections {
+	out := publish.Rejections{}
+	legacy := len(configs) > 0
+	for _, c := range configs {
+		unchanged := c.Status.ContentHash == ContentHash(c)
+		if unchanged {
+			for _, v := range c.Status.RejectedVersions {
+				out[v] = true
+			}
+		}
+		p := meta.FindStatusCondition(c.Status.Conditions, ConditionPublished)
+		legacy = legacy && unchanged && len(c.Status.RejectedVersions) == 0 && p != nil &&
+			p.ObservedGeneration == c.Generation && (p.Reason == ReasonRolledBack || p.Reason == ReasonRejected)
+	}
+	if legacy {
+		out[offered] = true
+	}
+	return out
+}
+
+// Vouched returns the version that configs, the fleet's EnvoyConfigs,
+// report as published in their status, which only the operator writes: the
+// one they all report, ignoring those that report none; "" if they differ
+// or none reports one.
+func Vouched(configs []*examplev1.EnvoyConfig) string {
+	vouched := ""
+	for _, c := range configs {
+		switch v := c.Status.PublishedVersion; {
+		case v == "":
+		case vouched == "":
+			vouched = v
+		case v != vouched:
+			return ""
+		}
+	}
+	return vouched
 }

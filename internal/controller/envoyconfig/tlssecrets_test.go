@@ -158,10 +158,11 @@ func TestTLSSecretServedToItsFleetOnly(t *testing.T) {
 
 	// Neither certificate nor key is in the revision history, status or events.
 	history := &corev1.ConfigMap{}
-	if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: publish.HistoryName("edge")}, history); err != nil {
+	id := fleet.ID{Namespace: ns, Name: "edge"}
+	if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: publish.HistoryName(id)}, history); err != nil {
 		t.Fatal(err)
 	}
-	h, err := publish.FromConfigMap(history)
+	h, err := publish.ReadHistory(history, operatorNamespace, id)
 	if err != nil {
 		t.Fatal(err)
 	}

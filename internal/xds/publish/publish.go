@@ -1,10 +1,12 @@
 // Package publish is the second stage of the control plane, and pure: a
 // state machine that decides, for one fleet, which revision is served. The
-// fleet's revision history, the IR of translation and the answers of the
-// fleet's proxies (on every replica) go in; a decision (publish, hold, roll
-// back or nothing) and the new history come out. It is the only owner of
-// the history, which the controller stores in the API server, so that a
-// restarted or another replica serves exactly what was decided.
+// fleet's revision history, the IR of translation, the answers of the
+// fleet's proxies (on every replica) and the versions known to be rejected
+// go in; a decision (publish, hold, roll back or nothing) and the new
+// history come out. It is the only owner of the history and of how it is
+// stored (store.go): the controller reads and writes the ConfigMaps it
+// describes, in the operator's namespace, so that a restarted or another
+// replica serves exactly what was decided, and nothing a tenant wrote.
 package publish
 
 import (
@@ -38,7 +40,10 @@ type Revision struct {
 
 // History is a fleet's revisions, the most recently published first.
 type History struct {
-	// Current is the version served.
+	// Fleet is the fleet's identity, <namespace>/<name>, as stored.
+	Fleet string `json:"fleet,omitempty"`
+	// Current is the version served; "" when nothing is: the only content
+	// there is to serve was rejected, and no accepted one is known.
 	Current   string     `json:"current"`
 	Revisions []Revision `json:"revisions"`
 }
@@ -59,7 +64,7 @@ func (h History) find(version string) *Revision {
 }
 
 func (h History) clone() History {
-	out := History{Current: h.Current, Revisions: make([]Revision, len(h.Revisions))}
+	out := History{Fleet: h.Fleet, Current: h.Current, Revisions: make([]Revision, len(h.Revisions))}
 	copy(out.Revisions, h.Revisions)
 	return out
 }
@@ -112,7 +117,7 @@ type Decision struct {
 
 // Changed reports whether the history must be written.
 func (d Decision) Changed(prev History) bool {
-	if d.History.Current != prev.Current || len(d.History.Revisions) != len(prev.Revisions) {
+	if d.History.Fleet != prev.Fleet || d.History.Current != prev.Current || len(d.History.Revisions) != len(prev.Revisions) {
 		return true
 	}
 	for i, r := range d.History.Revisions {
@@ -132,11 +137,22 @@ func (d Decision) Changed(prev History) bool {
 //     served again. With none to go back to, it stays served: a proxy keeps
 //     what it had before, and there is nothing better to send.
 //  2. The IR's content is published, unless it is a revision every proxy
-//     rejected: that waits until its content changes.
-//  3. The history keeps the served revision, the newest acked one, and the
-//     most recent others, up to MaxRevisions.
-func Decide(prev History, ir translate.IR, acks Acks) Decision {
+//     rejected, by the history or by rejected (versions recorded as
+//     rejected where the history is not, such as the EnvoyConfigs' status,
+//     so that a lost history brings no rejected revision back): that waits
+//     until its content changes. With nothing served yet, nothing is.
+//  3. The history keeps the served revision, the newest acked one, the
+//     IR's if it is rejected, and the most recent others, up to MaxRevisions.
+func Decide(prev History, ir translate.IR, acks Acks, rejected Rejections) Decision {
 	h := prev.clone()
+	if rejected[ir.Version] {
+		switch r := h.find(ir.Version); {
+		case r == nil:
+			h.Revisions = append(h.Revisions, Revision{Version: ir.Version, Rejected: KnownRejection})
+		case r.Rejected == "" && !r.Acked: // the history knows better of a revision every proxy accepted
+			r.Rejected = KnownRejection
+		}
+	}
 	d := Decision{Action: Unchanged}
 	if cur := h.Served(); cur != nil && acks.Connected > 0 {
 		switch {
@@ -175,10 +191,18 @@ func Decide(prev History, ir translate.IR, acks Acks) Decision {
 			d.Action = Publish
 		}
 	}
-	h.prune()
+	h.prune(ir.Version)
 	d.History = h
 	return d
 }
+
+// Rejections are versions known to be rejected by every proxy, as recorded
+// outside the history.
+type Rejections map[string]bool
+
+// KnownRejection is the rejection of a revision that the history had lost,
+// and the EnvoyConfigs' status recorded.
+const KnownRejection = "as the fleet's EnvoyConfigs record in status.rejectedVersions"
 
 // rollbackTarget is the newest acked revision that is not served and not rejected.
 func (h *History) rollbackTarget() *Revision {
@@ -207,14 +231,21 @@ func (h *History) moveToFront(version string) {
 	h.Revisions = append([]Revision{r}, h.Revisions...)
 }
 
-// prune keeps the served revision and the rollback target, and the most
-// recent others, up to MaxRevisions; a rejected revision that is not served
-// keeps no content.
-func (h *History) prune() {
+// prune keeps the served revision, the rollback target, the revision of
+// offered (the IR's version) when it is rejected, and the most recent
+// others, up to MaxRevisions; a rejected revision that is not served keeps
+// no content.
+func (h *History) prune(offered string) {
 	target := h.rollbackTarget()
-	keep := map[string]bool{h.Current: true}
+	keep := map[string]bool{}
+	if h.Current != "" {
+		keep[h.Current] = true
+	}
 	if target != nil {
 		keep[target.Version] = true
+	}
+	if r := h.find(offered); r != nil && r.Rejected != "" {
+		keep[offered] = true
 	}
 	for _, r := range h.Revisions {
 		if len(keep) >= MaxRevisions {

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -18,6 +17,15 @@ func rev(version string, acked bool, rejected string) Revision {
 		r.Configs = []translate.Config{{Name: "ns/" + version}}
 	}
 	return r
+}
+
+// known is the rejections recorded outside the history.
+func known(versions ...string) Rejections {
+	out := Rejections{}
+	for _, v := range versions {
+		out[v] = true
+	}
+	return out
 }
 
 // versions lists a history as "v1* v2+ v3!": * served, + acked, ! rejected.
@@ -41,50 +49,68 @@ func versions(h History) string {
 
 func TestDecide(t *testing.T) {
 	tests := []struct {
-		name   string
-		prev   History
-		ir     string
-		acks   Acks
-		action Action
-		want   string
-		event  string
+		name     string
+		prev     History
+		ir       string
+		acks     Acks
+		rejected Rejections
+		action   Action
+		want     string
+		event    string
 	}{
-		{"first publish", History{}, "v1", Acks{}, Publish, "v1*", ""},
-		{"nothing new, no proxies", History{Current: "v1", Revisions: []Revision{rev("v1", false, "")}}, "v1", Acks{}, Unchanged, "v1*", ""},
+		{"first publish", History{}, "v1", Acks{}, nil, Publish, "v1*", ""},
+		{"nothing new, no proxies", History{Current: "v1", Revisions: []Revision{rev("v1", false, "")}}, "v1", Acks{}, nil, Unchanged, "v1*", ""},
 		{"every proxy acked: marked", History{Current: "v1", Revisions: []Revision{rev("v1", false, "")}}, "v1",
-			Acks{Connected: 3, Acked: 3}, Unchanged, "v1*+", ""},
+			Acks{Connected: 3, Acked: 3}, nil, Unchanged, "v1*+", ""},
 		{"some acked: not marked", History{Current: "v1", Revisions: []Revision{rev("v1", false, "")}}, "v1",
-			Acks{Connected: 3, Acked: 2}, Unchanged, "v1*", ""},
+			Acks{Connected: 3, Acked: 2}, nil, Unchanged, "v1*", ""},
 		{"a new version is published", History{Current: "v1", Revisions: []Revision{rev("v1", true, "")}}, "v2",
-			Acks{Connected: 3, Acked: 3}, Publish, "v2* v1+", ""},
+			Acks{Connected: 3, Acked: 3}, nil, Publish, "v2* v1+", ""},
 		{"every proxy rejected: roll back", History{Current: "v2", Revisions: []Revision{rev("v2", false, ""), rev("v1", true, "")}}, "v2",
-			Acks{Connected: 2, Nacked: 2, LastNACK: "bad cluster"}, RollBack, "v1*+ v2!", "RolledBack"},
+			Acks{Connected: 2, Nacked: 2, LastNACK: "bad cluster"}, nil, RollBack, "v1*+ v2!", "RolledBack"},
 		{"some rejected: no rollback", History{Current: "v2", Revisions: []Revision{rev("v2", false, ""), rev("v1", true, "")}}, "v2",
-			Acks{Connected: 2, Nacked: 1, Acked: 1}, Unchanged, "v2* v1+", ""},
+			Acks{Connected: 2, Nacked: 1, Acked: 1}, nil, Unchanged, "v2* v1+", ""},
 		{"proxies of a lagging replica have not answered: no rollback", History{Current: "v2", Revisions: []Revision{rev("v2", false, ""), rev("v1", true, "")}}, "v2",
-			Acks{Connected: 3, Nacked: 2}, Unchanged, "v2* v1+", ""},
+			Acks{Connected: 3, Nacked: 2}, nil, Unchanged, "v2* v1+", ""},
 		{"rejected after it was acked: no rollback", History{Current: "v2", Revisions: []Revision{rev("v2", true, ""), rev("v1", true, "")}}, "v2",
-			Acks{Connected: 2, Nacked: 2}, Unchanged, "v2*+ v1+", ""},
+			Acks{Connected: 2, Nacked: 2}, nil, Unchanged, "v2*+ v1+", ""},
 		{"rejected with nothing to go back to: stays served, marked", History{Current: "v1", Revisions: []Revision{rev("v1", false, "")}}, "v1",
-			Acks{Connected: 1, Nacked: 1, LastNACK: "no"}, Unchanged, "v1*!", "Rejected"},
+			Acks{Connected: 1, Nacked: 1, LastNACK: "no"}, nil, Unchanged, "v1*!", "Rejected"},
 		{"after a rollback the rejected content is held", History{Current: "v1", Revisions: []Revision{rev("v1", true, ""), rev("v2", false, "bad")}}, "v2",
-			Acks{Connected: 2, Acked: 2}, Hold, "v1*+ v2!", ""},
+			Acks{Connected: 2, Acked: 2}, nil, Hold, "v1*+ v2!", ""},
 		{"restart after a rollback: same decision from the stored history", History{Current: "v1", Revisions: []Revision{rev("v1", true, ""), rev("v2", false, "bad")}}, "v2",
-			Acks{}, Hold, "v1*+ v2!", ""},
+			Acks{}, nil, Hold, "v1*+ v2!", ""},
 		{"changed content after a rollback is published", History{Current: "v1", Revisions: []Revision{rev("v1", true, ""), rev("v2", false, "bad")}}, "v3",
-			Acks{Connected: 2, Acked: 2}, Publish, "v3* v1+ v2!", ""},
+			Acks{Connected: 2, Acked: 2}, nil, Publish, "v3* v1+ v2!", ""},
 		{"back to an older acked content keeps its mark", History{Current: "v2", Revisions: []Revision{rev("v2", true, ""), rev("v1", true, "")}}, "v1",
-			Acks{}, Publish, "v1*+ v2+", ""},
+			Acks{}, nil, Publish, "v1*+ v2+", ""},
 		{"rollback and a new version at once: the new one is published", History{Current: "v2", Revisions: []Revision{rev("v2", false, ""), rev("v1", true, "")}}, "v3",
-			Acks{Connected: 1, Nacked: 1}, RollBack, "v3* v1+ v2!", "RolledBack"},
+			Acks{Connected: 1, Nacked: 1}, nil, RollBack, "v3* v1+ v2!", "RolledBack"},
 		{"history is bounded, the rollback target kept",
 			History{Current: "v6", Revisions: []Revision{rev("v6", false, ""), rev("v5", false, ""), rev("v4", false, ""), rev("v3", false, ""), rev("v2", false, ""), rev("v1", true, "")}},
-			"v7", Acks{}, Publish, "v7* v6 v5 v4 v1+", ""},
+			"v7", Acks{}, nil, Publish, "v7* v6 v5 v4 v1+", ""},
+		// The history lost, or read back unusable: the EnvoyConfigs' status
+		// still knows what was rejected.
+		{"history lost after a rollback: the rejected content is held, nothing served", History{}, "v2",
+			Acks{}, known("v2"), Hold, "v2!", ""},
+		{"history lost, the content changed since: published", History{}, "v3",
+			Acks{}, known("v2"), Publish, "v3*", ""},
+		{"a known rejection the history lacks is held", History{Current: "v1", Revisions: []Revision{rev("v1", true, "")}}, "v2",
+			Acks{Connected: 1, Acked: 1}, known("v2"), Hold, "v1*+ v2!", ""},
+		{"a known rejection of the served revision marks it, and it stays served", History{Current: "v1", Revisions: []Revision{rev("v1", false, "")}}, "v1",
+			Acks{}, known("v1"), Unchanged, "v1*!", ""},
+		{"the history knows better of a revision every proxy accepted", History{Current: "v2", Revisions: []Revision{rev("v2", true, ""), rev("v1", true, "")}}, "v1",
+			Acks{}, known("v1"), Publish, "v1*+ v2+", ""},
+		{"a known rejection of an older revision takes its content away", History{Current: "v2", Revisions: []Revision{rev("v2", true, ""), rev("v1", false, "")}}, "v1",
+			Acks{}, known("v1"), Hold, "v2*+ v1!", ""},
+		{"a full history keeps the rejected revision offered",
+			History{Current: "v5", Revisions: []Revision{rev("v5", true, ""), rev("v4", false, ""), rev("v3", false, ""), rev("v2", false, ""), rev("v1", false, "")}},
+			"v9", Acks{}, known("v9"), Hold, "v5*+ v4 v3 v2 v9!", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := versions(tt.prev)
-			d := Decide(tt.prev, ir(tt.ir), tt.acks)
+			d := Decide(tt.prev, ir(tt.ir), tt.acks, tt.rejected)
 			if d.Action != tt.action || versions(d.History) != tt.want {
 				t.Errorf("got %s %q, want %s %q", d.Action, versions(d.History), tt.action, tt.want)
 			}
@@ -113,10 +139,10 @@ func TestDecide(t *testing.T) {
 // A decision that changes nothing asks for no write.
 func TestDecisionChanged(t *testing.T) {
 	h := History{Current: "v1", Revisions: []Revision{rev("v1", true, "")}}
-	if d := Decide(h, ir("v1"), Acks{Connected: 1, Acked: 1}); d.Changed(h) {
+	if d := Decide(h, ir("v1"), Acks{Connected: 1, Acked: 1}, nil); d.Changed(h) {
 		t.Error("a settled fleet's decision changed the history")
 	}
-	if d := Decide(h, ir("v2"), Acks{}); !d.Changed(h) {
+	if d := Decide(h, ir("v2"), Acks{}, nil); !d.Changed(h) {
 		t.Error("a publish did not change the history")
 	}
 }
@@ -129,31 +155,6 @@ func TestTruncate(t *testing.T) {
 	}
 	if Truncate("short") != "short" {
 		t.Error("a short detail was cut")
-	}
-}
-
-// The stored history reads back as it was, and a fleet's ConfigMap is
-// always the same bytes for the same history: an unchanged history is no write.
-func TestHistoryRoundTrip(t *testing.T) {
-	h := History{Current: "v2", Revisions: []Revision{rev("v2", false, ""), rev("v1", true, ""), rev("v0", false, "bad")}}
-	id := fleet.ID{Namespace: "ns", Name: "edge"}
-	a, err := HistoryConfigMap(id, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := HistoryConfigMap(id, h)
-	if string(a.BinaryData[historyKey]) != string(b.BinaryData[historyKey]) {
-		t.Error("the same history encoded twice differs")
-	}
-	got, err := FromConfigMap(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if versions(got) != versions(h) || got.Served().Configs[0].Name != "ns/v2" {
-		t.Errorf("read back %q", versions(got))
-	}
-	if envoy, ok := IsHistory(a); !ok || envoy != "edge" || a.Name != "edge-xds" {
-		t.Errorf("IsHistory = %q %v, name %s", envoy, ok, a.Name)
 	}
 }
 
@@ -170,17 +171,5 @@ func TestSum(t *testing.T) {
 	}
 	if got := Changed(reports[0], reports[1]); strings.Join(got, ",") != "ns/edge,ns/other" {
 		t.Errorf("Changed = %v", got)
-	}
-}
-
-func TestReportName(t *testing.T) {
-	for _, replica := range []string{"kube-envoy-controller-7d9f-abcde", "Host_Name.local", strings.Repeat("x", 300)} {
-		name := ReportName(replica)
-		if len(name) > 253 || strings.ToLower(name) != name || strings.ContainsAny(name, "_ ") {
-			t.Errorf("ReportName(%q) = %q", replica, name)
-		}
-	}
-	if ReportName("A_b") == ReportName("a-b") {
-		t.Error("two replicas share a report")
 	}
 }

@@ -6,48 +6,62 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
-// A fleet's history is kept in a ConfigMap of its own, in the fleet's
-// namespace, which every replica watches. A revision holds no secret: inline
-// secrets are served from the EnvoyConfigs as they are (translate.Config.Recorded).
+// A fleet's history is kept in a ConfigMap of the operator's namespace,
+// where only the operator and the cluster's admins may write: a tenant who
+// may write ConfigMaps, or anything else, in the fleet's namespace cannot
+// touch it. Its name is a hash of the fleet's identity, so that no two
+// fleets share one however long their names; the identity is in it too,
+// and everything read back is checked (ReadHistory), so that a copy
+// elsewhere, or one for another fleet, is never taken for the fleet's.
+// A revision holds no secret: inline secrets are served from the
+// EnvoyConfigs as they are (translate.Config.Recorded).
 const (
 	// ComponentLabel marks the control plane's ConfigMaps; its value says which.
 	ComponentLabel = "app.kubernetes.io/component"
 	// HistoryComponent is ComponentLabel's value on a fleet's history.
-	HistoryComponent = "xds-revisions"
-	// FleetAnnotation names the fleet (its Envoy) a history belongs to.
+	HistoryComponent = "xds-history"
+	// FleetNamespaceLabel is the namespace of the fleet a history belongs
+	// to, for people (kubectl get -l) and for listing.
+	FleetNamespaceLabel = "kube-envoy-controller.io/fleet-namespace"
+	// FleetAnnotation names the fleet a history belongs to, <namespace>/<name>.
 	FleetAnnotation = "kube-envoy-controller.io/fleet"
 	// VersionAnnotation shows the served version, for people.
 	VersionAnnotation = "kube-envoy-controller.io/xds-version"
 	historyKey        = "history.json.gz"
+	historyPrefix     = "kube-envoy-controller-xds-history-"
 	// maxStored stays under the API server's 1 MiB limit on a ConfigMap.
 	maxStored = 900 << 10
+	// maxDecoded bounds what a stored history may inflate to.
+	maxDecoded = 64 << 20
 )
 
-// HistoryName is the name of the ConfigMap that holds the history of the
-// fleet whose Envoy is named envoy.
-func HistoryName(envoy string) string {
-	const suffix = "-xds"
-	if len(envoy)+len(suffix) <= 253 {
-		return envoy + suffix
-	}
-	sum := sha256.Sum256([]byte(envoy))
-	return envoy[:253-len(suffix)-9] + "-" + hex.EncodeToString(sum[:4]) + suffix
+// HistoryName is the name of the ConfigMap that holds the history of fleet
+// id: the SHA-256 of its identity, which namespace and name (up to 63 and
+// 253 characters) could not spell within a name's limit without colliding.
+func HistoryName(id fleet.ID) string {
+	sum := sha256.Sum256([]byte(id.String()))
+	return historyPrefix + hex.EncodeToString(sum[:])
 }
 
-// HistoryConfigMap returns the ConfigMap that stores h for fleet id. When h
-// does not fit, the contents of revisions other than the served one and its
-// rollback target are dropped first.
-func HistoryConfigMap(id fleet.ID, h History) (*corev1.ConfigMap, error) {
+// HistoryConfigMap returns the ConfigMap, in namespace (the operator's),
+// that stores h for fleet id. When h does not fit, the contents of
+// revisions other than the served one and its rollback target are dropped
+// first.
+func HistoryConfigMap(namespace string, id fleet.ID, h History) (*corev1.ConfigMap, error) {
+	h.Fleet = id.String()
 	data, err := encode(h)
 	if err != nil {
 		return nil, err
@@ -71,42 +85,103 @@ func HistoryConfigMap(id fleet.ID, h History) (*corev1.ConfigMap, error) {
 	}
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      HistoryName(id.Name),
-			Namespace: id.Namespace,
+			Name:      HistoryName(id),
+			Namespace: namespace,
 			Labels: map[string]string{
 				objects.ManagedByLabel: objects.ManagedByValue,
 				ComponentLabel:         HistoryComponent,
+				FleetNamespaceLabel:    id.Namespace,
 			},
-			Annotations: map[string]string{FleetAnnotation: id.Name, VersionAnnotation: h.Current},
+			Annotations: map[string]string{FleetAnnotation: id.String(), VersionAnnotation: h.Current},
 		},
 		BinaryData: map[string][]byte{historyKey: data},
 	}, nil
 }
 
-// FromConfigMap reads the history a ConfigMap stores.
-func FromConfigMap(cm *corev1.ConfigMap) (History, error) {
-	var h History
-	zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[historyKey]))
-	if err != nil {
-		return h, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+// IsHistoryOf reports whether o, by its metadata, is the history of fleet
+// id in namespace (the operator's): its namespace, name, labels and the
+// fleet it names. An object of that name that is not is someone else's.
+func IsHistoryOf(o metav1.Object, namespace string, id fleet.ID) bool {
+	l := o.GetLabels()
+	return o.GetNamespace() == namespace && o.GetName() == HistoryName(id) &&
+		l[objects.ManagedByLabel] == objects.ManagedByValue && l[ComponentLabel] == HistoryComponent &&
+		l[FleetNamespaceLabel] == id.Namespace && o.GetAnnotations()[FleetAnnotation] == id.String()
+}
+
+// HistoryFleet returns the fleet whose history o says it is, when o is
+// labelled as a history and lies in namespace (the operator's). Only
+// IsHistoryOf and ReadHistory tell whether it really is.
+func HistoryFleet(o metav1.Object, namespace string) (fleet.ID, bool) {
+	if o.GetNamespace() != namespace || o.GetLabels()[ComponentLabel] != HistoryComponent {
+		return fleet.ID{}, false
 	}
-	b, err := io.ReadAll(io.LimitReader(zr, 64<<20))
-	if err != nil {
-		return h, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	id, err := fleet.Parse(o.GetAnnotations()[FleetAnnotation])
+	return id, err == nil
+}
+
+// ErrNotHistory: the ConfigMap is not the fleet's history (IsHistoryOf).
+var ErrNotHistory = errors.New("not the fleet's revision history")
+
+// ReadHistory reads the history of fleet id from cm, and checks it: cm is
+// the fleet's history in namespace (IsHistoryOf); its content decodes,
+// names the fleet, and is consistent: every revision that keeps content
+// (the served one, and every one not rejected) has the version its content
+// hashes to, every EnvoyConfig in it is of the fleet's namespace, no
+// version appears twice, and the served version is one of them. A history
+// that fails any of these is not used.
+func ReadHistory(cm *corev1.ConfigMap, namespace string, id fleet.ID) (History, error) {
+	if !IsHistoryOf(cm, namespace, id) {
+		return History{}, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, ErrNotHistory)
 	}
-	if err := json.Unmarshal(b, &h); err != nil {
-		return h, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	h, err := decode(cm.BinaryData[historyKey])
+	if err == nil {
+		err = h.check(id)
+	}
+	if err != nil {
+		return History{}, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	return h, nil
 }
 
-// IsHistory reports whether o is a fleet's history, and whose.
-func IsHistory(o metav1.Object) (envoy string, ok bool) {
-	if o.GetLabels()[ComponentLabel] != HistoryComponent {
-		return "", false
+// check is ReadHistory's check of a decoded history's content.
+func (h History) check(id fleet.ID) error {
+	if h.Fleet != id.String() {
+		return fmt.Errorf("the history is of fleet %q, not %s", h.Fleet, id)
 	}
-	envoy = o.GetAnnotations()[FleetAnnotation]
-	return envoy, envoy != ""
+	seen := map[string]bool{}
+	for _, r := range h.Revisions {
+		if r.Version == "" || seen[r.Version] {
+			return fmt.Errorf("version %q is empty or recorded twice", r.Version)
+		}
+		seen[r.Version] = true
+		if err := r.check(id, r.Version == h.Current); err != nil {
+			return err
+		}
+	}
+	if h.Current != "" && !seen[h.Current] {
+		return fmt.Errorf("the served version %s is not among the revisions", h.Current)
+	}
+	return nil
+}
+
+// check is ReadHistory's check of one revision; served tells whether it is
+// the served one, which always keeps its content.
+func (r Revision) check(id fleet.ID, served bool) error {
+	if r.Rejected != "" && !served {
+		if len(r.Configs) > 0 {
+			return fmt.Errorf("version %s was rejected and keeps content", r.Version)
+		}
+		return nil
+	}
+	for _, c := range r.Configs {
+		if ns, _, ok := strings.Cut(c.Name, "/"); !ok || ns != id.Namespace {
+			return fmt.Errorf("version %s holds EnvoyConfig %q, which is not of namespace %s", r.Version, c.Name, id.Namespace)
+		}
+	}
+	if v := translate.Version(r.Configs); v != r.Version {
+		return fmt.Errorf("version %s holds content whose version is %s", r.Version, v)
+	}
+	return nil
 }
 
 func encode(h History) ([]byte, error) {
@@ -123,4 +198,20 @@ func encode(h History) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+func decode(data []byte) (History, error) {
+	var h History
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return h, err
+	}
+	b, err := io.ReadAll(io.LimitReader(zr, maxDecoded+1))
+	if err != nil {
+		return h, err
+	}
+	if len(b) > maxDecoded {
+		return h, fmt.Errorf("the history inflates to more than %d MiB", maxDecoded>>20)
+	}
+	return h, json.Unmarshal(b, &h)
 }

@@ -22,6 +22,12 @@ type EnvoyConfigStatusApplyConfiguration struct {
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 	// Proxies counts the fleet's proxies and their answers to the published version.
 	Proxies *ProxyStatusApplyConfiguration `json:"proxies,omitempty"`
+	// RejectedVersions are versions of the fleet's configuration that every
+	// connected proxy rejected while this EnvoyConfig's content was what
+	// contentHash says, the most recent first. They are not published
+	// again, even if the fleet's revision history is lost; they are
+	// forgotten when this EnvoyConfig's content changes.
+	RejectedVersions []string `json:"rejectedVersions,omitempty"`
 	// Conditions: Accepted, Published and Degraded.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
@@ -61,6 +67,16 @@ func (b *EnvoyConfigStatusApplyConfiguration) WithObservedGeneration(value int64
 // If called multiple times, the Proxies field is set to the value of the last call.
 func (b *EnvoyConfigStatusApplyConfiguration) WithProxies(value *ProxyStatusApplyConfiguration) *EnvoyConfigStatusApplyConfiguration {
 	b.Proxies = value
+	return b
+}
+
+// WithRejectedVersions adds the given value to the RejectedVersions field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the RejectedVersions field.
+func (b *EnvoyConfigStatusApplyConfiguration) WithRejectedVersions(values ...string) *EnvoyConfigStatusApplyConfiguration {
+	for i := range values {
+		b.RejectedVersions = append(b.RejectedVersions, values[i])
+	}
 	return b
 }
 

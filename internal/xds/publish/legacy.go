@@ -1,0 +1,79 @@
+package publish
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+)
+
+// The previous release kept a fleet's history in the ConfigMap <envoy>-xds
+// of the fleet's own namespace, where anyone who may write ConfigMaps there
+// could forge it. When a fleet has no history in the operator's namespace
+// yet, such a legacy history is adopted as far as the operator's own
+// records vouch for it, and no further (AdoptLegacy); once the fleet's
+// history is recorded in the operator's namespace, the leader deletes it.
+
+// LegacyComponent is ComponentLabel's value on a legacy history.
+const LegacyComponent = "xds-revisions"
+
+// LegacyHistoryName is the name the previous release gave the history of
+// the fleet whose Envoy is named envoy, in the fleet's namespace.
+func LegacyHistoryName(envoy string) string {
+	const suffix = "-xds"
+	if len(envoy)+len(suffix) <= 253 {
+		return envoy + suffix
+	}
+	sum := sha256.Sum256([]byte(envoy))
+	return envoy[:253-len(suffix)-9] + "-" + hex.EncodeToString(sum[:4]) + suffix
+}
+
+// LegacyFleet returns the fleet whose legacy history o says it is, when o
+// is labelled as one. Only IsLegacyHistoryOf tells whether it is where the
+// previous release kept that fleet's history.
+func LegacyFleet(o metav1.Object) (fleet.ID, bool) {
+	if o.GetLabels()[ComponentLabel] != LegacyComponent {
+		return fleet.ID{}, false
+	}
+	id := fleet.ID{Namespace: o.GetNamespace(), Name: o.GetAnnotations()[FleetAnnotation]}
+	_, err := fleet.Parse(id.String())
+	return id, err == nil
+}
+
+// IsLegacyHistoryOf reports whether o is, by its metadata, where the
+// previous release kept the history of fleet id.
+func IsLegacyHistoryOf(o metav1.Object, id fleet.ID) bool {
+	got, ok := LegacyFleet(o)
+	return ok && got == id && o.GetName() == LegacyHistoryName(id.Name)
+}
+
+// AdoptLegacy returns what may be taken from fleet id's legacy history cm:
+// only its served revision, and only when that is vouched, the version
+// that the fleet's EnvoyConfigs report as published in their status, which
+// only the operator writes, and its content hashes to that version. A
+// forger cannot make other content hash to that version: what is adopted
+// is exactly what the operator published. Neither its acked and rejected
+// marks nor its other revisions are taken, since nothing vouches for them;
+// the proxies mark the revision acked again, and rejections are kept in the
+// EnvoyConfigs' status.
+func AdoptLegacy(cm *corev1.ConfigMap, id fleet.ID, vouched string) (History, bool) {
+	if vouched == "" || !IsLegacyHistoryOf(cm, id) {
+		return History{}, false
+	}
+	legacy, err := decode(cm.BinaryData[historyKey])
+	if err != nil || legacy.Current != vouched {
+		return History{}, false
+	}
+	served := legacy.Served()
+	if served == nil {
+		return History{}, false
+	}
+	r := Revision{Version: served.Version, Configs: served.Configs}
+	if r.check(id, true) != nil {
+		return History{}, false
+	}
+	return History{Fleet: id.String(), Current: r.Version, Revisions: []Revision{r}}, true
+}

@@ -1,0 +1,236 @@
+package publish
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
+)
+
+const operatorNS = "kube-envoy-controller"
+
+var edge = fleet.ID{Namespace: "shop", Name: "edge"}
+
+// content returns a revision's content in namespace ns: one EnvoyConfig
+// with one cluster, named name, whose JSON has characters that encoding
+// escapes, so that a version read back is checked against the content as
+// stored.
+func content(ns, name string) []translate.Config {
+	return []translate.Config{{Name: ns + "/" + name, Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: examplev1.EnvoyResources{
+		Clusters: []runtime.RawExtension{{Raw: []byte(`{"name": "` + name + `", "alt_stat_name": "<a&b>", "connect_timeout": "1s"}`)}},
+	}}}}
+}
+
+// stored returns a revision that holds content, with the version it hashes to.
+func stored(name string, acked bool) Revision {
+	c := content(edge.Namespace, name)
+	return Revision{Version: translate.Version(c), Configs: c, Acked: acked}
+}
+
+// A fleet's history reads back as it was; it is always the same bytes for
+// the same history (an unchanged history is no write), in the operator's
+// namespace, under a name of its own.
+func TestHistoryRoundTrip(t *testing.T) {
+	served, accepted := stored("b", false), stored("a", true)
+	h := History{Current: served.Version, Revisions: []Revision{served, accepted, {Version: "0123456789abcdef", Rejected: "bad"}}}
+	a, err := HistoryConfigMap(operatorNS, edge, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := HistoryConfigMap(operatorNS, edge, h)
+	if !bytes.Equal(a.BinaryData[historyKey], b.BinaryData[historyKey]) {
+		t.Error("the same history encoded twice differs")
+	}
+	got, err := ReadHistory(a, operatorNS, edge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if versions(got) != versions(h) || got.Fleet != "shop/edge" || got.Served().Configs[0].Name != "shop/b" {
+		t.Errorf("read back %q of %q", versions(got), got.Fleet)
+	}
+	if a.Namespace != operatorNS || !strings.HasPrefix(a.Name, "kube-envoy-controller-xds-history-") || len(a.Name) > 253 {
+		t.Errorf("stored as %s/%s", a.Namespace, a.Name)
+	}
+	if id, ok := HistoryFleet(a, operatorNS); !ok || id != edge {
+		t.Errorf("HistoryFleet = %v %v", id, ok)
+	}
+	if _, ok := HistoryFleet(a, "elsewhere"); ok {
+		t.Error("HistoryFleet takes a history outside the operator's namespace")
+	}
+}
+
+// Fleets whose identities read alike, or are as long as names may be, get
+// names of their own.
+func TestHistoryNames(t *testing.T) {
+	long := strings.Repeat("n", 63)
+	ids := []fleet.ID{
+		{Namespace: "a-b", Name: "c"}, {Namespace: "a", Name: "b-c"}, {Namespace: "a", Name: "b.c"},
+		{Namespace: long, Name: strings.Repeat("x", 253)}, {Namespace: long, Name: strings.Repeat("x", 252) + "y"},
+	}
+	seen := map[string]fleet.ID{}
+	for _, id := range ids {
+		name := HistoryName(id)
+		if other, dup := seen[name]; dup {
+			t.Errorf("%s and %s share the history %s", id, other, name)
+		}
+		seen[name] = id
+		if len(name) > 253 {
+			t.Errorf("%s: name of %d characters", id, len(name))
+		}
+	}
+}
+
+// Whatever is not the fleet's own, consistent history, as the operator
+// wrote it, is refused: a copy in another namespace, under another name,
+// without the operator's labels, for another fleet, or with content that
+// does not hash to its versions.
+func TestReadHistoryRefuses(t *testing.T) {
+	served := stored("b", false)
+	good := History{Current: served.Version, Revisions: []Revision{served, stored("a", true)}}
+	encoded := func(h History) []byte {
+		b, err := encode(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	forged := stored("b", false)
+	forged.Configs[0].Spec.Resources.Clusters[0].Raw = []byte(`{"name": "attacker"}`) // the real version, other content
+	other := content("other", "b")
+	tests := []struct {
+		name   string
+		change func(cm *corev1.ConfigMap)
+		want   string
+	}{
+		{"another namespace", func(cm *corev1.ConfigMap) { cm.Namespace = edge.Namespace }, "not the fleet's"},
+		{"another name", func(cm *corev1.ConfigMap) { cm.Name = LegacyHistoryName(edge.Name) }, "not the fleet's"},
+		{"without the managed-by label", func(cm *corev1.ConfigMap) { delete(cm.Labels, objects.ManagedByLabel) }, "not the fleet's"},
+		{"another fleet named", func(cm *corev1.ConfigMap) { cm.Annotations[FleetAnnotation] = "shop/other" }, "not the fleet's"},
+		{"another fleet inside", func(cm *corev1.ConfigMap) {
+			h := good
+			h.Fleet = "shop/other"
+			cm.BinaryData[historyKey] = encoded(h)
+		}, `of fleet "shop/other"`},
+		{"content that is not the version's", func(cm *corev1.ConfigMap) {
+			cm.BinaryData[historyKey] = encoded(History{Fleet: "shop/edge", Current: forged.Version, Revisions: []Revision{forged}})
+		}, "holds content whose version is"},
+		{"an EnvoyConfig of another namespace", func(cm *corev1.ConfigMap) {
+			r := Revision{Version: translate.Version(other), Configs: other}
+			cm.BinaryData[historyKey] = encoded(History{Fleet: "shop/edge", Current: r.Version, Revisions: []Revision{r}})
+		}, "not of namespace shop"},
+		{"a version twice", func(cm *corev1.ConfigMap) {
+			cm.BinaryData[historyKey] = encoded(History{Fleet: "shop/edge", Current: served.Version, Revisions: []Revision{served, served}})
+		}, "recorded twice"},
+		{"a served version it lacks", func(cm *corev1.ConfigMap) {
+			cm.BinaryData[historyKey] = encoded(History{Fleet: "shop/edge", Current: "0123456789abcdef", Revisions: []Revision{served}})
+		}, "not among the revisions"},
+		{"a rejected revision with content", func(cm *corev1.ConfigMap) {
+			r := stored("c", false)
+			r.Rejected = "bad"
+			cm.BinaryData[historyKey] = encoded(History{Fleet: "shop/edge", Current: served.Version, Revisions: []Revision{served, r}})
+		}, "rejected and keeps content"},
+		{"not gzip", func(cm *corev1.ConfigMap) { cm.BinaryData[historyKey] = []byte("edited by hand") }, "gzip: invalid header"},
+		{"not JSON", func(cm *corev1.ConfigMap) { cm.BinaryData[historyKey] = gzipped(t, []byte("edited")) }, "invalid character"},
+		{"a bomb", func(cm *corev1.ConfigMap) { cm.BinaryData[historyKey] = gzipped(t, make([]byte, maxDecoded+1)) }, "inflates to more than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cm, err := HistoryConfigMap(operatorNS, edge, good)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.change(cm)
+			_, err = ReadHistory(cm, operatorNS, edge)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ReadHistory = %v, want an error with %q", err, tt.want)
+			}
+			if notOurs := errors.Is(err, ErrNotHistory); notOurs != (tt.want == "not the fleet's") {
+				t.Errorf("errors.Is(%v, ErrNotHistory) = %v", err, notOurs)
+			}
+		})
+	}
+}
+
+func gzipped(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// legacy returns the previous release's history of edge, as it stored it.
+func legacy(t *testing.T, h History) *corev1.ConfigMap {
+	t.Helper()
+	b, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{BinaryData: map[string][]byte{historyKey: gzipped(t, b)}}
+	cm.Namespace, cm.Name = edge.Namespace, LegacyHistoryName(edge.Name)
+	cm.Labels = map[string]string{objects.ManagedByLabel: objects.ManagedByValue, ComponentLabel: LegacyComponent}
+	cm.Annotations = map[string]string{FleetAnnotation: edge.Name}
+	return cm
+}
+
+// A legacy history gives its served revision, and only that, when the
+// EnvoyConfigs' status vouches for its version and its content hashes to
+// it; a forgery gives nothing.
+func TestAdoptLegacy(t *testing.T) {
+	served, accepted := stored("b", false), stored("a", true)
+	h := History{Current: served.Version, Revisions: []Revision{served, accepted, {Version: "0123456789abcdef", Rejected: "bad"}}}
+	got, ok := AdoptLegacy(legacy(t, h), edge, served.Version)
+	if !ok || versions(got) != served.Version+"*" || got.Fleet != "shop/edge" {
+		t.Fatalf("adopted %q %v, want only the served revision, unmarked", versions(got), ok)
+	}
+	if _, err := HistoryConfigMap(operatorNS, edge, got); err != nil {
+		t.Fatal(err)
+	}
+
+	forged := stored("b", false)
+	forged.Configs[0].Spec.Resources.Clusters[0].Raw = []byte(`{"name": "attacker"}`)
+	other := content("other", "b")
+	for name, cm := range map[string]*corev1.ConfigMap{
+		"the status vouches for another version": legacy(t, History{Current: accepted.Version, Revisions: []Revision{accepted, served}}),
+		"content that is not the version's":      legacy(t, History{Current: served.Version, Revisions: []Revision{forged}}),
+		"an EnvoyConfig of another namespace": legacy(t, History{Current: translate.Version(other),
+			Revisions: []Revision{{Version: translate.Version(other), Configs: other}}}),
+		"another fleet": func() *corev1.ConfigMap {
+			cm := legacy(t, h)
+			cm.Annotations[FleetAnnotation] = "other"
+			return cm
+		}(),
+		"another name": func() *corev1.ConfigMap {
+			cm := legacy(t, h)
+			cm.Name = "edge-copy"
+			return cm
+		}(),
+		"not gzip": func() *corev1.ConfigMap {
+			cm := legacy(t, h)
+			cm.BinaryData[historyKey] = []byte("edited")
+			return cm
+		}(),
+	} {
+		if got, ok := AdoptLegacy(cm, edge, served.Version); ok {
+			t.Errorf("%s: adopted %q", name, versions(got))
+		}
+	}
+	if _, ok := AdoptLegacy(legacy(t, h), edge, ""); ok {
+		t.Error("adopted a legacy history that no status vouches for")
+	}
+}
