@@ -2,16 +2,24 @@ package envoyconfig
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -22,29 +30,49 @@ import (
 
 // Reporter writes what this replica's proxies answered into the replica's
 // report (publish.Report), for the leader to add up. It runs on every
-// replica. Proxy events only mark the report dirty: however many arrive, a
-// write carries them all, and none is lost. Writes are at least Interval
-// apart: a push to a thousand proxies brings thousands of ACKs in a second,
-// and each write of the report makes the leader reconcile the fleet and
-// write its EnvoyConfigs' status.
+// replica. The report is split into shards (publish.ReportShards), so that
+// it fits however many fleets the replica serves, and only the shards that
+// changed are written. Proxy events only mark the report dirty: however
+// many arrive, a write carries them all, and none is lost. Writes are at
+// least Interval apart: a push to a thousand proxies brings thousands of
+// ACKs in a second, and each write of a shard makes the leader reconcile
+// its fleets and write their EnvoyConfigs' status. A shard that someone
+// else deletes or changes is written again; a write that fails is logged,
+// reported as a Warning event (ReasonReportFailed) on the replica's pod,
+// and retried with backoff.
 type Reporter struct {
 	Client    client.Client
 	APIReader client.Reader
-	Server    *xds.Server
+	Recorder  events.EventRecorder
+	// Informers, when set, tell the reporter that someone else changed one
+	// of its shards.
+	Informers cache.Informers
+	// Source reads what this replica's proxies answered (ProxyReport).
+	Source func() publish.Report
 	// Namespace is the operator's namespace; Replica names this replica.
 	Namespace, Replica string
-	// Pod is this replica's pod, if it runs in one: the report is deleted with it.
+	// Pod is this replica's pod, if it runs in one: the report is deleted
+	// with it, and its failures are reported on it.
 	Pod string
-	// Interval is the least time between two writes of the report.
+	// Interval is the least time between two writes of a shard.
 	Interval time.Duration
 
 	// after is time.After; tests decide when a wait ends.
 	after func(time.Duration) <-chan time.Time
 
 	dirty chan struct{}
-	// last is the report as last written: the report is this replica's
-	// alone, so it is updated from what it wrote, not from the cache.
-	last *corev1.ConfigMap
+	// written is each shard as last written, by name: the report is this
+	// replica's alone, so it is updated from what it wrote, not from the
+	// cache. count is the number of shards.
+	written map[string]*corev1.ConfigMap
+	count   int
+
+	mu sync.Mutex
+	// pending are the shards being written, by name.
+	pending map[string]*corev1.ConfigMap
+	// tampered are the shards someone else changed or deleted since this
+	// replica wrote them.
+	tampered map[string]bool
 }
 
 // DefaultReportInterval is the least time between two writes of a
@@ -52,10 +80,18 @@ type Reporter struct {
 // proxies at most once a second.
 const DefaultReportInterval = time.Second
 
-// NewReporter returns a Reporter; Notify is the xDS server's notify function.
-func NewReporter(c client.Client, apiReader client.Reader, namespace, replica, pod string) *Reporter {
-	return &Reporter{Client: c, APIReader: apiReader, Namespace: namespace, Replica: replica, Pod: pod,
-		Interval: DefaultReportInterval, dirty: make(chan struct{}, 1), after: time.After}
+// ReasonReportFailed is the reason of the Warning event of a replica that
+// could not write its report: until it can, the leader counts the fleets'
+// proxies on that replica as the report last said.
+const ReasonReportFailed = "ReportFailed"
+
+// NewReporter returns the Reporter of replica, running in pod (if any),
+// whose report goes to namespace. Notify is the xDS server's notify function.
+func NewReporter(mgr ctrl.Manager, namespace, replica, pod string) *Reporter {
+	return &Reporter{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("xds-report"),
+		Informers: mgr.GetCache(), Namespace: namespace, Replica: replica, Pod: pod,
+		Interval: DefaultReportInterval, dirty: make(chan struct{}, 1), after: time.After,
+		written: map[string]*corev1.ConfigMap{}, pending: map[string]*corev1.ConfigMap{}, tampered: map[string]bool{}}
 }
 
 // Notify marks the report dirty; it never blocks.
@@ -70,17 +106,26 @@ func (r *Reporter) Notify(string) {
 func (r *Reporter) NeedLeaderElection() bool { return false }
 
 // Start writes the report whenever it is dirty, until ctx ends. It first
-// writes it afresh: a report left by this replica's previous run describes
-// proxies that are gone.
+// writes it afresh, and deletes the shards it no longer needs: a report
+// left by this replica's previous run describes proxies that are gone.
 func (r *Reporter) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("xds-report")
-	var owner []metav1.OwnerReference
+	var (
+		owner     []metav1.OwnerReference
+		regarding runtime.Object = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: publish.ShardName(r.Replica, 0)}}
+	)
 	if r.Pod != "" {
 		pod := &corev1.Pod{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Pod}, pod); err != nil {
 			log.Error(err, "reading this replica's pod; its report will outlive it", "pod", r.Pod)
 		} else {
 			owner = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}}
+			regarding = pod
+		}
+	}
+	if r.Informers != nil {
+		if err := r.watchShards(ctx); err != nil {
+			return err
 		}
 	}
 	var (
@@ -93,11 +138,13 @@ func (r *Reporter) Start(ctx context.Context) error {
 	)
 	for {
 		if retry == nil && paced == nil {
-			if report := r.report(); first || !maps.Equal(report, written) {
+			if report := r.Source(); first || !maps.Equal(report, written) || r.isTampered() {
 				if wait := r.Interval - time.Since(lastWrite); !first && wait > 0 {
 					paced = r.after(wait)
-				} else if err := r.write(ctx, report, owner); err != nil && ctx.Err() == nil {
+				} else if err := r.write(ctx, report, owner, first); err != nil && ctx.Err() == nil {
 					log.Error(err, "writing this replica's proxy report")
+					r.Recorder.Eventf(regarding, nil, corev1.EventTypeWarning, ReasonReportFailed, "Report",
+						"writing the report of this replica's xDS proxies: %v", err)
 					backoff = min(max(2*backoff, 100*time.Millisecond), 10*time.Second)
 					retry = r.after(backoff)
 				} else {
@@ -118,59 +165,203 @@ func (r *Reporter) Start(ctx context.Context) error {
 	}
 }
 
+// watchShards has the reporter told when someone else changes or deletes
+// one of its shards: an update to content other than what it wrote or is
+// writing, or a delete.
+func (r *Reporter) watchShards(ctx context.Context) error {
+	inf, err := r.Informers.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		return err
+	}
+	mine := func(obj any) (*corev1.ConfigMap, bool) {
+		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		cm, ok := obj.(*corev1.ConfigMap)
+		return cm, ok && cm.Namespace == r.Namespace && publish.IsReport(cm) && cm.Annotations[publish.ReplicaAnnotation] == r.Replica
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if cm, ok := mine(obj); ok {
+				r.mu.Lock()
+				w, p := r.written[cm.Name], r.pending[cm.Name]
+				tampered := (w == nil || !sameShard(w, cm)) && (p == nil || !sameShard(p, cm))
+				if tampered {
+					r.tampered[cm.Name] = true
+				}
+				r.mu.Unlock()
+				if tampered {
+					r.Notify("")
+				}
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if cm, ok := mine(obj); ok {
+				r.mu.Lock()
+				r.tampered[cm.Name] = true
+				r.mu.Unlock()
+				r.Notify("")
+			}
+		},
+	})
+	return err
+}
+
+func (r *Reporter) isTampered() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.tampered) > 0
+}
+
 // withdraw deletes the report of a replica that stops: its proxies go with
 // it. A replica that dies leaves its report behind; in a cluster, the report
 // goes with its pod, and a replica restarted under the same name replaces it.
 func (r *Reporter) withdraw(log logr.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	report := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: publish.ReportName(r.Replica)}}
-	if err := r.Client.Delete(ctx, report); client.IgnoreNotFound(err) != nil {
+	if err := r.deleteShards(ctx, nil); err != nil {
 		log.Error(err, "deleting this replica's proxy report")
 	}
 }
 
-// report reads what this replica's proxies answered.
-func (r *Reporter) report() publish.Report {
-	out := publish.Report{}
-	t := r.Server.Tracker()
-	for _, id := range t.Fleets() {
-		version := r.Server.Version(id)
-		c := t.Counts(id, version)
-		out[id] = publish.FleetProxies{Version: version, Connected: c.Connected, Acked: c.Acked, Nacked: c.Nacked, LastNACK: publish.Truncate(c.LastNACK)}
+// deleteShards deletes this replica's shards that keep does not name.
+func (r *Reporter) deleteShards(ctx context.Context, keep map[string]bool) error {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := r.APIReader.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabels{publish.ComponentLabel: publish.ReportComponent}); err != nil {
+		return err
 	}
-	return out
+	var errs []error
+	for i := range list.Items {
+		m := &list.Items[i]
+		if m.Annotations[publish.ReplicaAnnotation] != r.Replica || keep[m.Name] {
+			continue
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name}}
+		errs = append(errs, client.IgnoreNotFound(r.Client.Delete(ctx, cm, client.Preconditions{UID: &m.UID})))
+		r.mu.Lock()
+		delete(r.written, m.Name)
+		r.mu.Unlock()
+	}
+	return errors.Join(errs...)
 }
 
-func (r *Reporter) write(ctx context.Context, report publish.Report, owner []metav1.OwnerReference) error {
-	want, err := publish.ReportConfigMap(r.Namespace, r.Replica, report)
+// ProxyReport returns a Reporter's Source: what the proxies of server answered.
+func ProxyReport(server *xds.Server) func() publish.Report {
+	return func() publish.Report {
+		out := publish.Report{}
+		t := server.Tracker()
+		for _, id := range t.Fleets() {
+			version := server.Version(id)
+			c := t.Counts(id, version)
+			out[id] = publish.FleetProxies{Version: version, Connected: c.Connected, Acked: c.Acked, Nacked: c.Nacked, LastNACK: publish.Truncate(c.LastNACK)}
+		}
+		return out
+	}
+}
+
+// write writes the shards of report that changed since they were written,
+// and those someone else changed; all of them, and with them deletes the
+// shards no longer needed, when afresh. A report that outgrows its shards
+// is split into twice as many: the new shards are written first, so that
+// the leader may count a moved fleet twice for a moment (which leaves
+// "every proxy accepted" and "every proxy rejected" as they are) but never
+// misses one.
+func (r *Reporter) write(ctx context.Context, report publish.Report, owner []metav1.OwnerReference, afresh bool) error {
+	want, err := publish.ReportShards(r.Namespace, r.Replica, report, r.count)
 	if err != nil {
 		return err
 	}
-	want.OwnerReferences = owner
-	if r.last == nil {
+	r.mu.Lock()
+	tampered := r.tampered
+	r.tampered = map[string]bool{}
+	r.mu.Unlock()
+	order := append(want[r.count:len(want):len(want)], want[:min(r.count, len(want))]...)
+	var errs []error
+	for _, w := range order {
+		w.OwnerReferences = owner
+		if err := r.writeShard(ctx, w, afresh || tampered[w.Name]); err != nil {
+			errs = append(errs, fmt.Errorf("ConfigMap %s: %w", w.Name, err))
+			if tampered[w.Name] {
+				r.mu.Lock()
+				r.tampered[w.Name] = true // still to be checked
+				r.mu.Unlock()
+			}
+		}
+	}
+	r.count = len(want)
+	if afresh && len(errs) == 0 {
+		keep := map[string]bool{}
+		for _, w := range want {
+			keep[w.Name] = true
+		}
+		errs = append(errs, r.deleteShards(ctx, keep))
+	}
+	return errors.Join(errs...)
+}
+
+// writeShard writes want unless it is what was written last; check: unless
+// it is what the API server holds.
+func (r *Reporter) writeShard(ctx context.Context, want *corev1.ConfigMap, check bool) error {
+	r.mu.Lock()
+	last := r.written[want.Name]
+	r.pending[want.Name] = want
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.pending, want.Name)
+		r.mu.Unlock()
+	}()
+	if last != nil && !check && sameShard(last, want) {
+		return nil
+	}
+	if last == nil || check {
 		have := &corev1.ConfigMap{}
 		err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), have)
-		if apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsNotFound(err):
 			if err := r.Client.Create(ctx, want); err != nil {
 				return err
 			}
-			r.last = want
+			r.remember(want)
 			return nil
-		}
-		if err != nil {
+		case err != nil:
 			return err
 		}
-		r.last = have
+		if last = have; sameShard(have, want) {
+			r.remember(have)
+			return nil
+		}
 	}
-	updated := r.last.DeepCopy()
-	updated.Data, updated.Labels, updated.Annotations, updated.OwnerReferences = want.Data, want.Labels, want.Annotations, owner
+	updated := last.DeepCopy()
+	updated.Data, updated.BinaryData = want.Data, nil
+	updated.Labels, updated.Annotations, updated.OwnerReferences = want.Labels, want.Annotations, want.OwnerReferences
 	if err := r.Client.Update(ctx, updated); err != nil {
-		r.last = nil // read it again: someone else wrote it, or deleted it
+		r.forgetShard(want.Name) // read it again: someone else wrote it, or deleted it
 		return err
 	}
-	r.last = updated
+	r.remember(updated)
 	return nil
+}
+
+func (r *Reporter) remember(cm *corev1.ConfigMap) {
+	r.mu.Lock()
+	r.written[cm.Name] = cm
+	r.mu.Unlock()
+}
+
+func (r *Reporter) forgetShard(name string) {
+	r.mu.Lock()
+	delete(r.written, name)
+	r.mu.Unlock()
+}
+
+// sameShard reports whether two ConfigMaps hold the same shard, as this
+// replica writes it.
+func sameShard(a, b *corev1.ConfigMap) bool {
+	return maps.Equal(a.Data, b.Data) && len(a.BinaryData) == 0 && len(b.BinaryData) == 0 &&
+		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations) &&
+		equality.Semantic.DeepEqual(a.OwnerReferences, b.OwnerReferences)
 }
 
 // ServerOptions configure the xDS server of a replica.
@@ -192,8 +383,9 @@ type ServerOptions struct {
 // proxies, a readiness check that passes once the server listens, and a
 // health and a readiness check that fail when it can no longer publish.
 func AddServer(mgr ctrl.Manager, o ServerOptions) (*xds.Server, error) {
-	reporter := NewReporter(mgr.GetClient(), mgr.GetAPIReader(), o.Namespace, o.Replica, o.Pod)
+	reporter := NewReporter(mgr, o.Namespace, o.Replica, o.Pod)
 	server := xds.NewServer(o.BindAddress, ctrl.Log.WithName("xds"), reporter.Notify)
+	reporter.Source = ProxyReport(server)
 	if o.Limits == (xds.Limits{}) {
 		o.Limits = xds.DefaultLimits
 	}
@@ -203,7 +395,6 @@ func AddServer(mgr ctrl.Manager, o ServerOptions) (*xds.Server, error) {
 	if o.Authority != nil {
 		server.SetTLS(o.Authority.ServerConfig, o.Authority.Options.TrustDomain)
 	}
-	reporter.Server = server
 	if err := mgr.Add(server); err != nil {
 		return nil, err
 	}

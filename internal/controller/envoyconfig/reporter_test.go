@@ -3,6 +3,10 @@ package envoyconfig
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +15,8 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
@@ -27,8 +33,7 @@ func TestReportWritesArePaced(t *testing.T) {
 	defer cancel()
 	ns := suite.Namespace(t)
 	fleet := ns + "/paced"
-	mgr := suite.Manager
-	r := NewReporter(mgr.GetClient(), mgr.GetAPIReader(), operatorNamespace, "replica-paced", "")
+	r := NewReporter(suite.Manager, operatorNamespace, "replica-paced", "")
 	r.Interval = time.Hour
 	waits := make(chan time.Duration, 1)
 	release := make(chan time.Time)
@@ -38,7 +43,7 @@ func TestReportWritesArePaced(t *testing.T) {
 	}
 	// The xDS server's notify function is the reporter's.
 	srv := xds.NewServer("127.0.0.1:0", logr.Discard(), r.Notify)
-	r.Server = srv
+	r.Source = ProxyReport(srv)
 	if err := srv.SetFleet(ctx, fleet, "v1", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +51,7 @@ func TestReportWritesArePaced(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() { _ = r.Start(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
-	name := publish.ReportName("replica-paced")
+	name := publish.ShardName("replica-paced", 0)
 	report := func() publish.Report {
 		cm := &corev1.ConfigMap{}
 		if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: name}, cm); err != nil {
@@ -83,4 +88,184 @@ func TestReportWritesArePaced(t *testing.T) {
 	if w := suite.Counter.WritesTo("/namespaces/" + operatorNamespace + "/configmaps/" + name); len(w) != 1 {
 		t.Errorf("the report was written %d times after the start, want once, after the wait: %v", len(w), w)
 	}
+}
+
+// shards returns the ConfigMaps of replica's report, by name.
+func shards(t *testing.T, replica string) map[string]*corev1.ConfigMap {
+	t.Helper()
+	var list corev1.ConfigMapList
+	if err := suite.Client.List(context.Background(), &list, client.InNamespace(operatorNamespace),
+		client.MatchingLabels{publish.ComponentLabel: publish.ReportComponent}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*corev1.ConfigMap{}
+	for i := range list.Items {
+		if cm := &list.Items[i]; cm.Annotations[publish.ReplicaAnnotation] == replica {
+			out[cm.Name] = cm
+		}
+	}
+	return out
+}
+
+// manyFleets is the report of n fleets whose names are as long as they may
+// be, every tenth with its proxies rejecting a version, error_detail at its
+// longest.
+func manyFleets(n int) publish.Report {
+	r := publish.Report{}
+	for i := range n {
+		id := fmt.Sprintf("%s-%05d/%s", strings.Repeat("n", 57), i, strings.Repeat("e", 253))
+		f := publish.FleetProxies{Version: "0123456789abcdef", Connected: 2, Acked: 2}
+		if i%10 == 0 {
+			f.Acked, f.Nacked, f.LastNACK = 0, 2, strings.Repeat("x", publish.MaxDetail)
+		}
+		r[id] = f
+	}
+	return r
+}
+
+// A replica that serves proxies of 10,000 fleets with the longest names
+// reports them all, in shards that each fit a ConfigMap, and the leader
+// reads every fleet's count back. A change of one fleet rewrites one shard,
+// once the interval has passed; a report that did not change is not written.
+func TestReportOf10000Fleets(t *testing.T) {
+	const replica = "replica-10000"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		current = manyFleets(10_000)
+		calls   atomic.Int64
+	)
+	r := NewReporter(suite.Manager, operatorNamespace, replica, "")
+	r.Interval = time.Hour
+	r.Source = func() publish.Report {
+		calls.Add(1)
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(current)
+	}
+	waits := make(chan time.Duration, 1)
+	release := make(chan time.Time)
+	r.after = func(d time.Duration) <-chan time.Time {
+		waits <- d
+		return release
+	}
+	stopped := make(chan struct{})
+	go func() { _ = r.Start(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+
+	// The leader reads every fleet's count from the shards.
+	reconciler := suite.Reconciler.(*Reconciler)
+	counted := func(id string, want publish.FleetProxies) bool {
+		return publish.Sum(reconciler.readReports(ctx), id, want.Version) == publish.Acks{Connected: want.Connected, Acked: want.Acked, Nacked: want.Nacked, LastNACK: want.LastNACK}
+	}
+	testenv.Eventually(t, "the leader to read every fleet's count", func() (bool, error) {
+		for id, f := range current {
+			if !counted(id, f) {
+				return false, fmt.Errorf("fleet %.20s…: %+v", id, publish.Sum(reconciler.readReports(ctx), id, f.Version))
+			}
+		}
+		return true, nil
+	})
+	written := shards(t, replica)
+	total := 0
+	for name, cm := range written {
+		n := len(cm.Data["proxies.json"])
+		total += n
+		if n > publish.ShardBytes || publish.ShardCount(cm) != len(written) {
+			t.Errorf("shard %s holds %d bytes, says it is one of %d, of %d", name, n, publish.ShardCount(cm), len(written))
+		}
+	}
+	t.Logf("10,000 fleets: %d shards, %d KiB, %d bytes a fleet", len(written), total>>10, total/10_000)
+
+	// One fleet changes: once the interval has passed, its shard alone is written.
+	suite.Counter.Reset()
+	var changed string
+	mu.Lock()
+	for id, f := range current {
+		changed = id
+		f.Acked, f.Nacked, f.LastNACK = 1, 1, "changed"
+		current[id] = f
+		break
+	}
+	want := current[changed]
+	mu.Unlock()
+	r.Notify(changed)
+	select {
+	case <-waits:
+	case <-time.After(testenv.Timeout):
+		t.Fatal("the reporter never waited for its interval to pass")
+	}
+	release <- time.Now()
+	testenv.Eventually(t, "the leader to read the change", func() (bool, error) { return counted(changed, want), nil })
+	shard := publish.ShardName(replica, publish.ShardOf(changed, len(written)))
+	if w := suite.Counter.WritesTo("/configmaps/" + publish.ReportName(replica)); len(w) != 1 || !strings.HasSuffix(w[0], "/"+shard) {
+		t.Errorf("the change wrote %v, want one write of %s", w, shard)
+	}
+
+	// Nothing changes: nothing is written. A Source call after a Notify
+	// shows the loop is past the one before.
+	suite.Counter.Reset()
+	for range 2 {
+		n := calls.Load()
+		r.Notify("")
+		testenv.Eventually(t, "the reporter to look again", func() (bool, error) { return calls.Load() > n, nil })
+	}
+	if w := suite.Counter.WritesTo("/configmaps/" + publish.ReportName(replica)); len(w) != 0 {
+		t.Errorf("an unchanged report was written: %v", w)
+	}
+}
+
+// A report the API server refuses is a Warning event, on the replica's pod
+// or, running outside one, on its first shard; the write is retried, and
+// succeeds once allowed.
+func TestReportFailureIsAnEvent(t *testing.T) {
+	const replica = "replica-refused"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lift := suite.RefuseCreates(t, testenv.ConfigMapProbe(operatorNamespace), "no ConfigMaps here")
+	r := NewReporter(suite.Manager, operatorNamespace, replica, "")
+	r.Source = func() publish.Report { return publish.Report{"ns/edge": {Version: "v1", Connected: 1}} }
+	stopped := make(chan struct{})
+	go func() { _ = r.Start(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+
+	suite.WaitEvent(t, operatorNamespace, publish.ShardName(replica, 0), "Warning "+ReasonReportFailed+" writing the report of this replica's xDS proxies")
+	lift()
+	testenv.Eventually(t, "the report written once allowed", func() (bool, error) { return len(shards(t, replica)) == 1, nil })
+}
+
+// A shard that someone else deletes or edits is written again, as it was.
+func TestTamperedReportIsWrittenAgain(t *testing.T) {
+	const replica = "replica-tampered"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	report := publish.Report{"ns/edge": {Version: "v1", Connected: 1, Acked: 1}}
+	r := NewReporter(suite.Manager, operatorNamespace, replica, "")
+	r.Source = func() publish.Report { return report }
+	stopped := make(chan struct{})
+	go func() { _ = r.Start(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+
+	name := publish.ShardName(replica, 0)
+	intact := func() (bool, error) {
+		cm := &corev1.ConfigMap{}
+		if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: name}, cm); err != nil {
+			return false, err
+		}
+		got, err := publish.ReportFromConfigMap(cm)
+		return err == nil && maps.Equal(got, report), err
+	}
+	testenv.Eventually(t, "the report written", intact)
+
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"data":{"proxies.json":"edited"}}`))
+	if err := suite.Client.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: name}}, patch); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the edited report written again", intact)
+
+	if err := suite.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the deleted report written again", intact)
 }

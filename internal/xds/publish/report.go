@@ -5,28 +5,42 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 )
 
 // Every replica serves xDS to the proxies connected to it, and reports what
-// they answered in a ConfigMap of its own, in the operator's namespace. The
-// leader adds the reports up (Sum): status and rollbacks count the proxies
-// of every replica.
+// they answered in ConfigMaps of its own, in the operator's namespace: its
+// report, split by a hash of the fleet into shards, as many as keep each
+// within ShardBytes. Their number is a power of two, doubled as the report
+// grows, so that a report of any size fits, and a change of one fleet
+// rewrites one shard. The leader adds every shard of every replica up
+// (Sum): status and rollbacks count the proxies of every replica.
 const (
-	// ReportComponent is ComponentLabel's value on a replica's report.
+	// ReportComponent is ComponentLabel's value on a shard of a replica's report.
 	ReportComponent = "xds-proxies"
 	// ReplicaAnnotation names the replica a report comes from.
 	ReplicaAnnotation = "kube-envoy-controller.io/replica"
-	reportKey         = "proxies.json"
-	reportPrefix      = "kube-envoy-controller-xds-proxies-"
+	// ShardAnnotation says which shard of its replica's report a ConfigMap
+	// holds, as <index>/<count>.
+	ShardAnnotation = "kube-envoy-controller.io/report-shard"
+	// ShardBytes bounds the data of one shard. A fleet's entry takes the
+	// length of its identity and about 60 bytes, and up to MaxDetail more
+	// while its proxies reject a version.
+	ShardBytes = 256 << 10
+	// MaxShards bounds a replica's shards: ShardBytes × MaxShards holds the
+	// entries of far more fleets than a replica can hold proxies of.
+	MaxShards  = 1024
+	reportKey  = "proxies.json"
+	reportBase = "kube-envoy-controller-xds-proxies-"
 )
 
 // FleetProxies is what one replica's proxies of one fleet answered.
@@ -83,8 +97,10 @@ func Sum(reports []Report, fleetID, version string) Acks {
 	return a
 }
 
-// ReportName is the name of the ConfigMap of replica's report.
+// ReportName is the name that the shards of replica's report start with;
+// each adds -<index>.
 func ReportName(replica string) string {
+	const maxBase = 253 - len("-1023")
 	name := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
 			return r
@@ -94,47 +110,97 @@ func ReportName(replica string) string {
 		}
 		return '-'
 	}, replica)
-	name = strings.Trim(reportPrefix+name, "-.")
-	if len(name) > validation.DNS1123SubdomainMaxLength || name != reportPrefix+replica {
+	name = strings.Trim(reportBase+name, "-.")
+	if len(name) > maxBase || name != reportBase+replica {
 		sum := sha256.Sum256([]byte(replica))
 		short := name
-		if len(short) > 200 {
-			short = short[:200]
+		if len(short) > maxBase-9 {
+			short = short[:maxBase-9]
 		}
 		name = strings.Trim(short, "-.") + "-" + hex.EncodeToString(sum[:4])
 	}
 	return name
 }
 
-// ReportConfigMap returns the ConfigMap that stores replica's report.
-func ReportConfigMap(namespace, replica string, r Report) (*corev1.ConfigMap, error) {
-	for limit := MaxDetail; ; limit /= 4 {
-		shortened := Report{}
-		for id, f := range r {
-			if len(f.LastNACK) > limit {
-				f.LastNACK = Truncate(f.LastNACK[:limit])
-			}
-			shortened[id] = f
-		}
-		b, err := json.Marshal(shortened)
-		if err != nil {
-			return nil, err
-		}
-		if len(b) <= maxStored || limit < 16 {
-			if len(b) > maxStored {
-				return nil, fmt.Errorf("the report of %d fleets takes %d KiB, more than a ConfigMap holds", len(r), len(b)>>10)
-			}
-			return &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{
-					Name:        ReportName(replica),
-					Namespace:   namespace,
-					Labels:      map[string]string{objects.ManagedByLabel: objects.ManagedByValue, ComponentLabel: ReportComponent},
-					Annotations: map[string]string{ReplicaAnnotation: replica},
-				},
-				Data: map[string]string{reportKey: string(b)},
-			}, nil
-		}
+// ShardName is the name of shard index of replica's report.
+func ShardName(replica string, index int) string {
+	return ReportName(replica) + "-" + strconv.Itoa(index)
+}
+
+// ShardOf returns the shard, of count, that holds fleetID's entry.
+func ShardOf(fleetID string, count int) int {
+	h := fnv.New64a()
+	h.Write([]byte(fleetID))
+	return int(h.Sum64() % uint64(count))
+}
+
+// ReportShards returns the ConfigMaps, in namespace, of replica's report r:
+// as many as the least power of two, atLeast or more, for which each
+// shard's data fits ShardBytes.
+func ReportShards(namespace, replica string, r Report, atLeast int) ([]*corev1.ConfigMap, error) {
+	count := 1
+	for count < atLeast {
+		count *= 2
 	}
+	for ; count <= MaxShards; count *= 2 {
+		data, fits := split(r, count)
+		if !fits {
+			continue
+		}
+		out := make([]*corev1.ConfigMap, count)
+		for i := range out {
+			out[i] = &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{
+					Name:      ShardName(replica, i),
+					Namespace: namespace,
+					Labels:    map[string]string{objects.ManagedByLabel: objects.ManagedByValue, ComponentLabel: ReportComponent},
+					Annotations: map[string]string{
+						ReplicaAnnotation: replica,
+						ShardAnnotation:   strconv.Itoa(i) + "/" + strconv.Itoa(count),
+					},
+				},
+				Data: map[string]string{reportKey: data[i]},
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("the report of %d fleets does not fit %d ConfigMaps of %d KiB", len(r), MaxShards, ShardBytes>>10)
+}
+
+// split encodes r's entries into count shards, and reports whether each
+// fits ShardBytes.
+func split(r Report, count int) ([]string, bool) {
+	shards := make([]Report, count)
+	for id, f := range r {
+		i := ShardOf(id, count)
+		if shards[i] == nil {
+			shards[i] = Report{}
+		}
+		shards[i][id] = f
+	}
+	out := make([]string, count)
+	for i, s := range shards {
+		if s == nil {
+			s = Report{}
+		}
+		b, _ := json.Marshal(s) // maps are encoded in key order: the same report is the same bytes
+		if len(b) > ShardBytes {
+			return nil, false
+		}
+		out[i] = string(b)
+	}
+	return out, true
+}
+
+// ShardCount returns the number of shards of the report that cm is a shard
+// of, or 0 when it does not say.
+func ShardCount(cm metav1.Object) int {
+	_, count, ok := strings.Cut(cm.GetAnnotations()[ShardAnnotation], "/")
+	n, err := strconv.Atoi(count)
+	if !ok || err != nil || n < 1 || n > MaxShards {
+		return 0
+	}
+	return n
 }
 
 // IsReport reports whether o is a replica's report.
