@@ -336,11 +336,20 @@ func (r *Reporter) writeShard(ctx context.Context, want *corev1.ConfigMap, check
 	updated := last.DeepCopy()
 	updated.Data, updated.BinaryData = want.Data, nil
 	updated.Labels, updated.Annotations, updated.OwnerReferences = want.Labels, want.Annotations, want.OwnerReferences
-	if err := r.Client.Update(ctx, updated); err != nil {
-		r.forgetShard(want.Name) // read it again: someone else wrote it, or deleted it
+	err := r.Client.Update(ctx, updated)
+	switch {
+	case apierrors.IsNotFound(err): // someone deleted it
+		if err := r.Client.Create(ctx, want); err != nil {
+			r.forgetShard(want.Name)
+			return err
+		}
+		r.remember(want)
+	case err != nil:
+		r.forgetShard(want.Name) // read it again: someone else wrote it
 		return err
+	default:
+		r.remember(updated)
 	}
-	r.remember(updated)
 	return nil
 }
 
