@@ -44,9 +44,11 @@ const (
 	historyPrefix     = "kube-envoy-controller-xds-history-"
 	// maxStored stays under the API server's 1 MiB limit on a ConfigMap.
 	maxStored = 900 << 10
-	// maxDecoded bounds what a stored history may inflate to.
-	maxDecoded = 64 << 20
 )
+
+// maxDecoded bounds what a stored history may inflate to (a variable for
+// the tests' sake).
+var maxDecoded = 64 << 20
 
 // HistoryName is the name of the ConfigMap that holds the history of fleet
 // id: the SHA-256 of its identity, which namespace and name (up to 63 and
@@ -206,7 +208,7 @@ func decode(data []byte) (History, error) {
 	if err != nil {
 		return h, err
 	}
-	b, err := io.ReadAll(io.LimitReader(zr, maxDecoded+1))
+	b, err := io.ReadAll(io.LimitReader(zr, int64(maxDecoded)+1))
 	if err != nil {
 		return h, err
 	}

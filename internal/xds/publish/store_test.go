@@ -141,7 +141,12 @@ func TestReadHistoryRefuses(t *testing.T) {
 		}, "rejected and keeps content"},
 		{"not gzip", func(cm *corev1.ConfigMap) { cm.BinaryData[historyKey] = []byte("edited by hand") }, "gzip: invalid header"},
 		{"not JSON", func(cm *corev1.ConfigMap) { cm.BinaryData[historyKey] = gzipped(t, []byte("edited")) }, "invalid character"},
-		{"a bomb", func(cm *corev1.ConfigMap) { cm.BinaryData[historyKey] = gzipped(t, make([]byte, maxDecoded+1)) }, "inflates to more than"},
+		{"a bomb", func(cm *corev1.ConfigMap) {
+			limit := maxDecoded
+			t.Cleanup(func() { maxDecoded = limit })
+			maxDecoded = 1 << 20
+			cm.BinaryData[historyKey] = gzipped(t, make([]byte, maxDecoded+1))
+		}, "inflates to more than"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
