@@ -276,6 +276,10 @@ func TestSettledReconcileWritesNothing(t *testing.T) {
 	})
 	fleetReq := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "edge"}}
 	suite.ExpectNoWrites(t, ControllerName, cfg, fleetReq)
+	// Nor its history, in the operator's namespace.
+	if w := suite.Counter.WritesTo("/configmaps/" + publish.HistoryName(fleet.ID{Namespace: ns, Name: "edge"})); len(w) != 0 {
+		t.Errorf("a settled reconcile wrote the fleet's history: %v", w)
+	}
 }
 
 // An invalid change is refused with a message naming the resource and field;
