@@ -25,6 +25,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -42,11 +43,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/test/bench/measure"
 )
@@ -147,11 +152,19 @@ func TestChaos(t *testing.T) {
 		t.Cleanup(func() { writeWrites(t, path, cl.audit(t)) })
 	}
 	r := &run{t: t, c: c, rnd: rand.New(rand.NewPCG(seed, seed>>1)), op: operatorFromEnv(t), cluster: clusterFromEnv(t), objects: objectsOfEveryKind()}
+	r.opNS = operatorNamespace(r.op.args)
+	r.proxy = &rejectingProxy{c: c, addr: xdsAddress(r.op.args)}
+	if r.proxy.addr == "" {
+		t.Fatal("OPERATOR_ARGS has no --xds-bind-address")
+	}
 
 	r.op.start(t)
 	logf("operator ready")
 	ensureObjects(t, c)
-	if _, err := waitConverged(ctx, c, r.objects, nil, 3*time.Minute); err != nil {
+	go r.proxy.run(ctx)
+	rejectAVersion(ctx, t, c, r.proxy)
+	logf("every proxy of %s rejected a version of %s, and the fleet rolled back", rejectingEnvoy, rejectingConfig)
+	if _, err := waitConverged(ctx, c, r.opNS, r.objects, nil, 3*time.Minute); err != nil {
 		t.Fatalf("the objects never became ready: %v", err)
 	}
 	var err error
@@ -214,10 +227,13 @@ func TestChaos(t *testing.T) {
 		if len(did) == 0 {
 			t.Fatal("no fault found anything to act on")
 		}
-		last, err := waitConverged(ctx, c, r.objects, r.snapshot, converge)
+		last, err := waitConverged(ctx, c, r.opNS, r.objects, r.snapshot, converge)
 		took := time.Since(burstStart) // from the burst's first fault
 		if err != nil {
 			t.Fatalf("not converged within %s after: %s: %v", converge, strings.Join(did, "; "), err)
+		}
+		if _, resent := r.proxy.report(); len(resent) > 0 {
+			t.Fatalf("after: %s: the rejected version was served again: %v", strings.Join(did, "; "), resent)
 		}
 		logf("converged %.1fs after: %s", took.Seconds(), strings.Join(did, "; "))
 		if took > 5*time.Second && last != "" {
@@ -239,13 +255,14 @@ func TestChaos(t *testing.T) {
 	cancel()
 
 	audit := r.cluster.audit(t)
-	chaosWrites := countWrites(operatorWrites(t, audit, chaosStart, chaosEnd))
-	settled, late := earlierEvents(operatorWrites(t, audit, settleStart, settleEnd), settleStart.at)
+	chaosWrites := countWrites(operatorWrites(t, audit, r.opNS, chaosStart, chaosEnd))
+	settled, late := earlierEvents(operatorWrites(t, audit, r.opNS, settleStart, settleEnd), settleStart.at)
 	settledWrites := countWrites(settled)
 	budget := need + slackPerFault*injected
 	excess, excessOf := watch.podsBeyondReplicas()
 	podDeletes := chaosWrites["delete pods"]
 	twice := watch.runTwice()
+	responses, resent := r.proxy.report()
 
 	fmt.Printf("\nchaos summary (seed %d)\n", seed)
 	fmt.Printf("  faults injected:          %d in %d bursts over %s (%s)\n", injected, bursts, chaosEnd.at.Sub(chaosStart.at).Round(time.Second), counts(byFault))
@@ -257,6 +274,7 @@ func TestChaos(t *testing.T) {
 		total(settledWrites), settle, float64(total(settledWrites))/settle.Minutes(), len(late))
 	fmt.Printf("  pods beyond replicas:     %d %s (and %d pods the operator deleted)\n", excess, excessOf, podDeletes)
 	fmt.Printf("  commands run twice:       %d %v (Jobs seen: %s)\n", len(twice), twice, watch.generations())
+	fmt.Printf("  rejected version served:  %d %v (of %d responses to %s's proxy since the rollback; %s)\n", len(resent), resent, responses, rejectingEnvoy, r.proxy)
 
 	if total(chaosWrites) > budget {
 		t.Errorf("the operator sent %d writes during the chaos, beyond the budget of %d", total(chaosWrites), budget)
@@ -271,6 +289,46 @@ func TestChaos(t *testing.T) {
 	if len(twice) > 0 {
 		t.Errorf("FooBar commands run twice for one generation: %v", twice)
 	}
+	if len(resent) > 0 {
+		t.Errorf("the version every proxy of %s rejected was served again: %v", rejectingEnvoy, resent)
+	}
+}
+
+// rejectAVersion has the proxy of the fleet rejectingEnvoy accept its
+// configuration, then gives its EnvoyConfig a cluster the proxy rejects, and
+// waits until the fleet has rolled back and the EnvoyConfig records the
+// rejection. From then on, the proxy watches for the rejected version.
+func rejectAVersion(ctx context.Context, t *testing.T, c client.Client, p *rejectingProxy) {
+	t.Helper()
+	ec := &examplev1.EnvoyConfig{}
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(250 * time.Millisecond) {
+			err := c.Get(ctx, client.ObjectKey{Namespace: nsPlain, Name: rejectingConfig}, ec)
+			if err == nil && cond() {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 3 minutes (status %+v, proxy: %s, error %v)", what, ec.Status, p, err)
+			}
+		}
+	}
+	wait("the proxy of "+rejectingEnvoy+" to accept its configuration", func() bool {
+		return ec.Status.Proxies.Acked == 1 && conditions.IsTrue(ec.Status.Conditions, "Published")
+	})
+	clusters := append(ec.Spec.Resources.Clusters, runtime.RawExtension{Raw: []byte(`{"name":"` + rejectedCluster + `","type":"EDS","connect_timeout":"1s",` +
+		`"eds_cluster_config":{"eds_config":{"ads":{},"resource_api_version":"V3"}}}`)})
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"resources": map[string]any{"clusters": clusters}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Patch(ctx, ec, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	wait("the fleet "+rejectingEnvoy+" to roll back", func() bool {
+		return conditions.Reason(ec.Status.Conditions, conditions.Degraded) == "RolledBack" && len(ec.Status.RejectedVersions) > 0
+	})
+	p.markRolledBack()
 }
 
 // inject injects f, again when the API server failed to answer (it may be
@@ -300,12 +358,12 @@ func transient(err error) bool {
 // waitConverged polls until nothing is amiss (notReady), and returns what
 // was amiss last before that, or an error that says what is still amiss
 // after timeout.
-func waitConverged(ctx context.Context, c client.Client, objs []client.Object, snapshot []child, timeout time.Duration) (string, error) {
+func waitConverged(ctx context.Context, c client.Client, opNS string, objs []client.Object, snapshot []child, timeout time.Duration) (string, error) {
 	start := time.Now()
 	last := ""
 	var lastErr error
 	for time.Since(start) < timeout {
-		amiss, err := notReady(ctx, c, objs, snapshot)
+		amiss, err := notReady(ctx, c, opNS, objs, snapshot)
 		if err == nil && len(amiss) == 0 {
 			return last, nil
 		}
@@ -373,10 +431,11 @@ func mark(t *testing.T, c client.Client, name string) marker {
 }
 
 // operatorWrites returns the operator's write requests to the chaos
-// namespaces and to the webhook configurations between two markers. It
+// namespaces, to opNS (its own: the fleets' histories, the replicas'
+// reports) and to the webhook configurations between two markers. It
 // fails when the log lacks either marker: then it does not cover the
 // window, and a count of zero would prove nothing.
-func operatorWrites(t *testing.T, events []measure.AuditEvent, from, to marker) []measure.AuditEvent {
+func operatorWrites(t *testing.T, events []measure.AuditEvent, opNS string, from, to marker) []measure.AuditEvent {
 	t.Helper()
 	at := func(m marker) time.Time {
 		for _, ev := range events {
@@ -392,7 +451,7 @@ func operatorWrites(t *testing.T, events []measure.AuditEvent, from, to marker) 
 	var out []measure.AuditEvent
 	for _, ev := range events {
 		r := ev.ObjectRef
-		ours := r.Namespace == nsPlain || r.Namespace == nsInjected || strings.HasSuffix(r.Resource, "webhookconfigurations")
+		ours := r.Namespace == nsPlain || r.Namespace == nsInjected || r.Namespace == opNS || strings.HasSuffix(r.Resource, "webhookconfigurations")
 		if ev.Stage != "ResponseComplete" || !strings.HasPrefix(ev.UserAgent, operatorUserAgent) || !ours ||
 			ev.RequestReceivedTimestamp.Before(begin) || ev.RequestReceivedTimestamp.After(end) {
 			continue

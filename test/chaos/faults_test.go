@@ -26,6 +26,7 @@ import (
 	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
 // run is what the faults act on.
@@ -34,6 +35,8 @@ type run struct {
 	c        client.Client
 	rnd      *rand.Rand
 	op       *operator
+	opNS     string // the operator's namespace
+	proxy    *rejectingProxy
 	cluster  cluster
 	objects  []client.Object
 	snapshot []child
@@ -208,10 +211,56 @@ var faults = []fault{
 			return out
 		})
 	}, 0},
+	{"delete a fleet's history", func(ctx context.Context, r *run) (string, int, bool, error) {
+		cm, ok, err := r.pickControlPlane(ctx, publish.HistoryComponent)
+		if !ok || err != nil {
+			return "", 0, false, err
+		}
+		// Recorded again (1). The fleet whose content was rejected is then
+		// served nothing: its EnvoyConfig's status says so (1), and the
+		// replica's report drops its proxy (1).
+		return "deleted the history of fleet " + cm.Annotations[publish.FleetAnnotation], 3, true, r.delete(ctx, cm)
+	}, 0},
+	{"corrupt a fleet's history", func(ctx context.Context, r *run) (string, int, bool, error) {
+		cm, ok, err := r.pickControlPlane(ctx, publish.HistoryComponent)
+		if !ok || err != nil {
+			return "", 0, false, err
+		}
+		var key string
+		for k := range cm.BinaryData {
+			key = k
+		}
+		// As deleted, but written over.
+		return "corrupted the history of fleet " + cm.Annotations[publish.FleetAnnotation], 3, true, r.patch(ctx, cm,
+			fmt.Sprintf(`{"binaryData":{%q:%q}}`, key, base64.StdEncoding.EncodeToString([]byte("edited by the chaos"))))
+	}, 0},
+	{"delete a replica's report", func(ctx context.Context, r *run) (string, int, bool, error) {
+		cm, ok, err := r.pickControlPlane(ctx, publish.ReportComponent)
+		if !ok || err != nil {
+			return "", 0, false, err
+		}
+		// Written again (1); meanwhile the leader counts none of the
+		// replica's proxies, and the EnvoyConfigs' status follows (2).
+		return "deleted the report " + cm.Name, 3, true, r.delete(ctx, cm)
+	}, 0},
+	{"corrupt a replica's report", func(ctx context.Context, r *run) (string, int, bool, error) {
+		cm, ok, err := r.pickControlPlane(ctx, publish.ReportComponent)
+		if !ok || err != nil {
+			return "", 0, false, err
+		}
+		var key string
+		for k := range cm.Data {
+			key = k
+		}
+		return "corrupted the report " + cm.Name, 3, true, r.patch(ctx, cm, fmt.Sprintf(`{"data":{%q:"edited by the chaos"}}`, key))
+	}, 0},
 	{"SIGKILL the operator", func(ctx context.Context, r *run) (string, int, bool, error) {
 		r.op.kill(r.t)
 		r.op.start(r.t)
-		return "SIGKILLed the operator and started it again", 0, true, nil
+		// The restarted replica writes its report afresh, without the proxy
+		// of the rejecting fleet, which connects again, and is counted (2);
+		// the EnvoyConfig's status follows (2).
+		return "SIGKILLed the operator and started it again", 4, true, nil
 	}, 0},
 	{"restart kube-apiserver", func(ctx context.Context, r *run) (string, int, bool, error) {
 		return "restarted kube-apiserver", 0, true, r.cluster.restart(ctx, "kube-apiserver")
@@ -224,6 +273,19 @@ var faults = []fault{
 // slackPerFault is the writes each fault may cost beyond its need: a
 // status written twice as two events race, a retry.
 const slackPerFault = 3
+
+// pickControlPlane returns one of the operator's ConfigMaps of component
+// (publish.ComponentLabel) in its namespace.
+func (r *run) pickControlPlane(ctx context.Context, component string) (*corev1.ConfigMap, bool, error) {
+	var list corev1.ConfigMapList
+	if err := r.c.List(ctx, &list, client.InNamespace(r.opNS), client.MatchingLabels{publish.ComponentLabel: component}); err != nil {
+		return nil, false, err
+	}
+	if len(list.Items) == 0 {
+		return nil, false, nil
+	}
+	return &list.Items[r.rnd.IntN(len(list.Items))], true, nil
+}
 
 func (r *run) pickChild(match func(child) bool) (child, bool) {
 	var cands []child

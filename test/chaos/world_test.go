@@ -15,6 +15,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,9 +29,11 @@ import (
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/foobar"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
 // The chaos runs in two namespaces: nsPlain holds what the kube controllers
@@ -97,8 +100,8 @@ func objectsOfEveryKind() []client.Object {
 		}
 	}
 	return []client.Object{
-		envoy("edge-a", 1), envoy("edge-b", 2),
-		config("routes-a", "edge-a"), config("routes-b", "edge-b"),
+		envoy("edge-a", 1), envoy("edge-b", 2), envoy(rejectingEnvoy, 1),
+		config("routes-a", "edge-a"), config("routes-b", "edge-b"), config(rejectingConfig, rejectingEnvoy),
 		foo("web-a"), foo("web-b"),
 		fooBar("job-a"), fooBar("job-b"),
 		watcher("logs", nil),
@@ -187,9 +190,15 @@ func children(ctx context.Context, c client.Client) ([]child, error) {
 // notReady returns what is not as it should be: objects whose status does
 // not say Ready for their current generation, children missing or changed
 // since snapshot, PodSets without their pods, a webhook that does not
-// inject. Empty means converged.
-func notReady(ctx context.Context, c client.Client, want []client.Object, snapshot []child) ([]string, error) {
+// inject, fleets' histories and replicas' reports in opNS (the operator's
+// namespace) missing or unreadable. Empty means converged.
+func notReady(ctx context.Context, c client.Client, opNS string, want []client.Object, snapshot []child) ([]string, error) {
 	var out []string
+	amiss, err := controlPlaneNotReady(ctx, c, opNS, want)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, amiss...)
 	for _, w := range want {
 		obj := w.DeepCopyObject().(client.Object)
 		if err := c.Get(ctx, client.ObjectKeyFromObject(w), obj); err != nil {
@@ -243,6 +252,17 @@ func objectNotReady(obj client.Object) string {
 		if c.ObservedGeneration != obj.GetGeneration() {
 			return fmt.Sprintf("condition %s describes generation %d, not %d", c.Type, c.ObservedGeneration, obj.GetGeneration())
 		}
+	}
+	if ec, ok := obj.(*examplev1.EnvoyConfig); ok && ec.Name == rejectingConfig {
+		// Every proxy rejected its content: it stays so, and says so.
+		p := meta.FindStatusCondition(conds, "Published")
+		if p == nil || p.Status != metav1.ConditionFalse || (p.Reason != "RolledBack" && p.Reason != "Rejected") || len(ec.Status.RejectedVersions) == 0 {
+			return fmt.Sprintf("not reported rejected: Published %+v, rejectedVersions %v", p, ec.Status.RejectedVersions)
+		}
+		if !conditions.IsTrue(conds, "Accepted") {
+			return "Accepted not True"
+		}
+		return ""
 	}
 	if conditions.IsTrue(conds, conditions.Degraded) {
 		return "Degraded: " + meta.FindStatusCondition(conds, conditions.Degraded).Message
@@ -372,4 +392,54 @@ func certificateIdentity(cert []byte) string {
 		uris = append(uris, u.String())
 	}
 	return strings.Join(uris, ",")
+}
+
+// controlPlaneNotReady says what is amiss with the control plane's records
+// in opNS, the operator's namespace: every fleet of want's EnvoyConfigs has
+// a history that reads back, which serves the version its EnvoyConfigs
+// report, and never a version they report rejected; every shard of a
+// replica's report reads back, and there is one.
+func controlPlaneNotReady(ctx context.Context, c client.Client, opNS string, want []client.Object) ([]string, error) {
+	var out []string
+	for _, w := range want {
+		ec, ok := w.(*examplev1.EnvoyConfig)
+		if !ok {
+			continue
+		}
+		live := &examplev1.EnvoyConfig{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(ec), live); err != nil {
+			return nil, err
+		}
+		id := fleet.ID{Namespace: ec.Namespace, Name: ec.Spec.EnvoyRef}
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: publish.HistoryName(id)}, cm); err != nil {
+			if apierrors.IsNotFound(err) {
+				out = append(out, "the history of fleet "+id.String()+": missing")
+				continue
+			}
+			return nil, err
+		}
+		h, err := publish.ReadHistory(cm, opNS, id)
+		switch {
+		case err != nil:
+			out = append(out, "the history of fleet "+id.String()+": "+err.Error())
+		case slices.Contains(live.Status.RejectedVersions, h.Current):
+			out = append(out, fmt.Sprintf("the history of fleet %s serves the rejected version %s", id, h.Current))
+		case h.Current != live.Status.PublishedVersion:
+			out = append(out, fmt.Sprintf("the history of fleet %s serves %q, its EnvoyConfig reports %q", id, h.Current, live.Status.PublishedVersion))
+		}
+	}
+	var reports corev1.ConfigMapList
+	if err := c.List(ctx, &reports, client.InNamespace(opNS), client.MatchingLabels{publish.ComponentLabel: publish.ReportComponent}); err != nil {
+		return nil, err
+	}
+	if len(reports.Items) == 0 {
+		out = append(out, "no replica's report")
+	}
+	for i := range reports.Items {
+		if _, err := publish.ReportFromConfigMap(&reports.Items[i]); err != nil {
+			out = append(out, "a replica's report: "+err.Error())
+		}
+	}
+	return out, nil
 }
