@@ -481,35 +481,44 @@ func TestNACKCounterAndPublishToACKHistogram(t *testing.T) {
 	}
 }
 
-// When every connected proxy rejects a new version, the last version they
-// accepted is published again and the EnvoyConfig says so.
-func TestRollbackWhenEveryProxyRejects(t *testing.T) {
-	ctx := context.Background()
-	ns, fleetID := newFleet(t)
-	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
-	create(t, cfg)
+// rejectNewVersion connects two proxies of fleetID, which accept cfg's
+// content, then gives cfg a second cluster, extra, which both reject. It
+// returns the proxies, the clusters' version they accepted, the version the
+// fleet published then, and the clusters' version they rejected.
+func rejectNewVersion(t *testing.T, cfg *examplev1.EnvoyConfig, fleetID string) (proxies []*xdstest.Proxy, acceptedClusters, accepted, rejectedClusters string) {
+	t.Helper()
 	addr := xdsClient(t)
-	proxies := []*xdstest.Proxy{
+	proxies = []*xdstest.Proxy{
 		xdstest.Connect(t, dialFleet(t, addr, fleetID), fleetID, "pod-1", resourcev3.ClusterType),
 		xdstest.Connect(t, dialFleet(t, addr, fleetID), fleetID, "pod-2", resourcev3.ClusterType),
 	}
-	var v1 string
 	for _, p := range proxies {
-		v1, _ = firstClusters(t, p)
+		acceptedClusters, _ = firstClusters(t, p)
 	}
-	accepted := waitStatus(t, cfg, "both proxies to ACK", func(c *examplev1.EnvoyConfig) bool { return c.Status.Proxies.Acked == 2 }).Status.PublishedVersion
+	accepted = waitStatus(t, cfg, "both proxies to ACK", func(c *examplev1.EnvoyConfig) bool { return c.Status.Proxies.Acked == 2 }).Status.PublishedVersion
 
 	patch := client.MergeFrom(cfg.DeepCopy())
 	cfg.Spec.Resources.Clusters = append(cfg.Spec.Resources.Clusters, cluster("extra", "2s"))
-	if err := suite.Client.Patch(ctx, cfg, patch); err != nil {
+	if err := suite.Client.Patch(context.Background(), cfg, patch); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range proxies {
-		v2, names := clusterNames(t, p, "cluster extra: unsupported here")
-		if v2 == v1 || len(names) != 2 {
-			t.Fatalf("expected the new version with 2 clusters, got %s %v", v2, names)
+		v, names := clusterNames(t, p, "cluster extra: unsupported here")
+		if v == acceptedClusters || len(names) != 2 {
+			t.Fatalf("expected the new version with 2 clusters, got %s %v", v, names)
 		}
+		rejectedClusters = v
 	}
+	return proxies, acceptedClusters, accepted, rejectedClusters
+}
+
+// When every connected proxy rejects a new version, the last version they
+// accepted is published again and the EnvoyConfig says so.
+func TestRollbackWhenEveryProxyRejects(t *testing.T) {
+	ns, fleetID := newFleet(t)
+	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
+	create(t, cfg)
+	proxies, v1, accepted, _ := rejectNewVersion(t, cfg, fleetID)
 	got := waitStatus(t, cfg, "a rollback", func(c *examplev1.EnvoyConfig) bool {
 		return condition(c, conditions.Degraded).Reason == ReasonRolledBack
 	})

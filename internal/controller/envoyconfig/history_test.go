@@ -262,29 +262,7 @@ func TestDeletedHistoryBringsNoRejectedVersionBack(t *testing.T) {
 	other := follower(t, "replica-follower")
 	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
 	create(t, cfg)
-	addr := xdsClient(t)
-	proxies := []*xdstest.Proxy{
-		xdstest.Connect(t, dialFleet(t, addr, fleetID), fleetID, "pod-1", resourcev3.ClusterType),
-		xdstest.Connect(t, dialFleet(t, addr, fleetID), fleetID, "pod-2", resourcev3.ClusterType),
-	}
-	for _, p := range proxies {
-		firstClusters(t, p)
-	}
-	accepted := waitStatus(t, cfg, "both proxies to ACK", func(c *examplev1.EnvoyConfig) bool { return c.Status.Proxies.Acked == 2 }).Status.PublishedVersion
-
-	patch := client.MergeFrom(cfg.DeepCopy())
-	cfg.Spec.Resources.Clusters = append(cfg.Spec.Resources.Clusters, cluster("extra", "2s"))
-	if err := suite.Client.Patch(ctx, cfg, patch); err != nil {
-		t.Fatal(err)
-	}
-	var rejected string
-	for _, p := range proxies {
-		v, names := clusterNames(t, p, "cluster extra: unsupported here")
-		if len(names) != 2 {
-			t.Fatalf("a proxy got clusters %v, want the new version's two", names)
-		}
-		rejected = v
-	}
+	proxies, _, accepted, rejected := rejectNewVersion(t, cfg, fleetID)
 	rolledBack := waitStatus(t, cfg, "a rollback, recorded in status", func(c *examplev1.EnvoyConfig) bool {
 		return condition(c, conditions.Degraded).Reason == ReasonRolledBack && len(c.Status.RejectedVersions) == 1
 	})
@@ -326,7 +304,7 @@ func TestDeletedHistoryBringsNoRejectedVersionBack(t *testing.T) {
 	}
 
 	// New content is published, to every replica.
-	patch = client.MergeFrom(cfg.DeepCopy())
+	patch := client.MergeFrom(cfg.DeepCopy())
 	cfg.Spec.Resources.Clusters = []runtime.RawExtension{cluster("backend", "3s")}
 	if err := suite.Client.Patch(ctx, cfg, patch); err != nil {
 		t.Fatal(err)
