@@ -147,7 +147,7 @@ func (o *options) runDiff(ctx context.Context, d *diffOptions) (int, error) {
 		}
 		ctx, cancel := context.WithTimeout(ctx, o.timeout)
 		defer cancel()
-		if w, warnings, err = readWorld(ctx, cfg, files.configs); err != nil {
+		if w, warnings, err = readWorld(ctx, cfg, o.operatorNamespace, files.configs); err != nil {
 			return 0, err
 		}
 	}
@@ -244,7 +244,7 @@ func offlineWorld(against []string, recursive bool, ns string, stdin io.Reader) 
 // history is then taken to be its EnvoyConfigs as they are, published; the
 // endpoints of a Service and the secret of a Secret are left out, on both
 // sides of the diff.
-func readWorld(ctx context.Context, cfg *rest.Config, files []fileConfig) (world, []string, error) {
+func readWorld(ctx context.Context, cfg *rest.Config, operatorNamespace string, files []fileConfig) (world, []string, error) {
 	ec, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return world{}, nil, err
@@ -298,7 +298,7 @@ func readWorld(ctx context.Context, cfg *rest.Config, files []fileConfig) (world
 	for _, f := range sortedFleets(fleets) {
 		live := fleetConfigs(w.configs, f)
 		uses = append(uses, live...)
-		cm, err := kc.CoreV1().ConfigMaps(f.Namespace).Get(ctx, publish.HistoryName(f.Name), metav1.GetOptions{})
+		cm, err := kc.CoreV1().ConfigMaps(operatorNamespace).Get(ctx, publish.HistoryName(f), metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			continue // never published
@@ -309,12 +309,13 @@ func readWorld(ctx context.Context, cfg *rest.Config, files []fileConfig) (world
 		case err != nil:
 			return w, nil, fmt.Errorf("reading the recorded revision of fleet %s: %w", f, err)
 		}
-		if envoy, ok := publish.IsHistory(cm); !ok || envoy != f.Name {
-			continue // a ConfigMap of that name that is not the fleet's history: the operator writes none
-		}
-		h, err := publish.FromConfigMap(cm)
+		h, err := publish.ReadHistory(cm, operatorNamespace, f)
 		if err != nil {
-			return w, nil, fmt.Errorf("fleet %s: %w", f, err)
+			// Not the fleet's history as the operator writes it: the operator
+			// ignores it too, and writes the history afresh.
+			warnings = append(warnings, fmt.Sprintf("fleet %s: its recorded revision is not usable (%v): what it is served now is taken to be its EnvoyConfigs as they are", f, err))
+			w.histories[f] = publishedHistory(live)
+			continue
 		}
 		w.histories[f] = h
 		if rev := h.Served(); rev != nil {

@@ -308,7 +308,7 @@ func TestDiffLive(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := decodeConfigs(docs, ns)
-		w, warnings, err := readWorld(context.Background(), cfg, d.configs)
+		w, warnings, err := readWorld(context.Background(), cfg, operatorNamespace, d.configs)
 		if err != nil || len(warnings) > 0 {
 			t.Fatal(err, warnings)
 		}

@@ -207,7 +207,7 @@ func diffFleet(w world, f fleet.ID, live, after []translate.Config, changedConfi
 		published = rev.Configs
 		now, _ = translate.Render(w.policy, rev.Configs, live, slices, secrets)
 		pending := translate.Translate(translate.Input{Configs: live, Published: published, Slices: slices, Secrets: secrets, Policy: w.policy})
-		if publish.Decide(hist, pending, publish.Acks{}).Action == publish.Publish {
+		if publish.Decide(hist, pending, publish.Acks{}, nil).Action == publish.Publish {
 			d.Notes = append(d.Notes, fmt.Sprintf("the operator has not published the fleet's EnvoyConfigs as they are yet (version %s): the diff includes those changes too", pending.Version))
 		}
 	}
@@ -216,7 +216,7 @@ func diffFleet(w world, f fleet.ID, live, after []translate.Config, changedConfi
 		return d // a fleet that never had an EnvoyConfig: nothing is recorded or served
 	}
 	ir := translate.Translate(translate.Input{Configs: after, Published: published, Slices: slices, Secrets: secrets, Policy: w.policy})
-	decision := publish.Decide(hist, ir, publish.Acks{})
+	decision := publish.Decide(hist, ir, publish.Acks{}, nil)
 	next := map[string][]types.Resource{}
 	if rev := decision.History.Served(); rev != nil {
 		d.NewVersion = decision.History.Current
@@ -316,7 +316,7 @@ func sortedNames(m map[string]json.RawMessage) []string {
 // Secrets are rendered live.)
 func publishedHistory(configs []translate.Config) publish.History {
 	ir := translate.Translate(translate.Input{Configs: configs})
-	return publish.Decide(publish.History{}, ir, publish.Acks{}).History
+	return publish.Decide(publish.History{}, ir, publish.Acks{}, nil).History
 }
 
 // sameSpec reports whether a and b have the same spec, whatever the order
