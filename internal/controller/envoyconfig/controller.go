@@ -260,7 +260,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// recorded for it.
 	unrecorded := len(configs) == 0 && st.object == nil
 	if leader && !unrecorded {
-		d := publish.Decide(hist, ir, publish.Sum(r.readReports(ctx), fleetID, hist.Current), Rejections(configs, ir.Version))
+		d := publish.Decide(hist, ir, publish.Sum(r.readReports(ctx), fleetID, hist.Current), publish.RejectionsOf(configs, ir.Version))
 		if !st.readable || d.Changed(hist) {
 			publishErr = r.record(ctx, id, st.object, d.History)
 			switch {

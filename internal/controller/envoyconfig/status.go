@@ -1,13 +1,9 @@
 package envoyconfig
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
@@ -19,7 +15,7 @@ import (
 // Condition types and reasons of an EnvoyConfig (Degraded is conditions.Degraded).
 const (
 	ConditionAccepted  = "Accepted"
-	ConditionPublished = "Published"
+	ConditionPublished = publish.ConditionPublished
 
 	ReasonValid             = "Valid"
 	ReasonInvalidResources  = "InvalidResources"
@@ -29,10 +25,10 @@ const (
 	ReasonHeld         = "Held"
 	ReasonPublished    = "Published"
 	ReasonNotPublished = "NotPublished"
-	ReasonRolledBack   = "RolledBack"
+	ReasonRolledBack   = publish.ReasonRolledBack
 	// ReasonRejected: every proxy rejected the served version, and none
 	// accepted an earlier one to go back to.
-	ReasonRejected      = "Rejected"
+	ReasonRejected      = publish.ReasonRejected
 	ReasonNacked        = "Nacked"
 	ReasonNameClash     = "NameClash"
 	ReasonEnvoyNotFound = "EnvoyNotFound"
@@ -85,19 +81,12 @@ type State struct {
 	PublishError *conditions.Problem
 }
 
-// ContentHash is a short hash of an EnvoyConfig's spec.
-func ContentHash(c *examplev1.EnvoyConfig) string {
-	b, _ := json.Marshal(c.Spec)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
-}
-
 // Status returns the status c should have. Conditions start from c's current
 // ones, so an unchanged condition keeps its lastTransitionTime.
 func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 	st := examplev1.EnvoyConfigStatus{
 		PublishedVersion:   s.PublishedVersion,
-		ContentHash:        ContentHash(c),
+		ContentHash:        publish.ContentHash(c),
 		ObservedGeneration: c.Generation,
 		Proxies: examplev1.ProxyStatus{
 			Connected: int32(s.Proxies.Connected), Acked: int32(s.Proxies.Acked),
@@ -188,40 +177,12 @@ func rejectedVersions(c *examplev1.EnvoyConfig, rejected string) []string {
 	if rejected != "" {
 		out = append(out, rejected)
 	}
-	if c.Status.ContentHash == ContentHash(c) {
+	if c.Status.ContentHash == publish.ContentHash(c) {
 		for _, v := range c.Status.RejectedVersions {
 			if v != rejected && len(out) < publish.MaxRevisions {
 				out = append(out, v)
 			}
 		}
-	}
-	return out
-}
-
-// Rejections returns the fleet versions that the status of configs, the
-// fleet's EnvoyConfigs, records as rejected by every proxy: publish.Decide
-// does not publish them again, whatever the history says or lacks. Each
-// EnvoyConfig vouches only while its content is unchanged. The previous
-// release's status, which names no version, says the same of the fleet's
-// newest version, offered, when every EnvoyConfig, unchanged, reports it
-// rejected (Published with reason RolledBack or Rejected) without naming
-// it in rejectedVersions: that status was written before an upgrade.
-func Rejections(configs []*examplev1.EnvoyConfig, offered string) publish.Rejections {
-	out := publish.Rejections{}
-	legacy := len(configs) > 0
-	for _, c := range configs {
-		unchanged := c.Status.ContentHash == ContentHash(c)
-		if unchanged {
-			for _, v := range c.Status.RejectedVersions {
-				out[v] = true
-			}
-		}
-		p := meta.FindStatusCondition(c.Status.Conditions, ConditionPublished)
-		legacy = legacy && unchanged && len(c.Status.RejectedVersions) == 0 && p != nil &&
-			p.ObservedGeneration == c.Generation && (p.Reason == ReasonRolledBack || p.Reason == ReasonRejected)
-	}
-	if legacy {
-		out[offered] = true
 	}
 	return out
 }

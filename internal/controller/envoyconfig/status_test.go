@@ -1,7 +1,6 @@
 package envoyconfig
 
 import (
-	"maps"
 	"slices"
 	"testing"
 
@@ -17,7 +16,7 @@ import (
 func statusOf(unchanged bool, published string, rejected []string, reason string) *examplev1.EnvoyConfig {
 	c := newConfig("ns", "c", cluster("a", "1s"))
 	c.Generation = 2
-	c.Status.ContentHash = ContentHash(c)
+	c.Status.ContentHash = publish.ContentHash(c)
 	if !unchanged {
 		c.Status.ContentHash = "before"
 	}
@@ -26,29 +25,6 @@ func statusOf(unchanged bool, published string, rejected []string, reason string
 		c.Status.Conditions = []metav1.Condition{{Type: ConditionPublished, Status: metav1.ConditionFalse, Reason: reason, ObservedGeneration: 2}}
 	}
 	return c
-}
-
-func TestRejections(t *testing.T) {
-	tests := []struct {
-		name    string
-		configs []*examplev1.EnvoyConfig
-		want    []string
-	}{
-		{"none", []*examplev1.EnvoyConfig{statusOf(true, "v1", nil, "")}, nil},
-		{"recorded, content unchanged", []*examplev1.EnvoyConfig{statusOf(true, "v1", []string{"v2", "v0"}, ReasonRolledBack), statusOf(true, "v1", nil, "")}, []string{"v0", "v2"}},
-		{"recorded before a change", []*examplev1.EnvoyConfig{statusOf(false, "v1", []string{"v2"}, ReasonRolledBack)}, nil},
-		{"the previous release's rollback: the offered version", []*examplev1.EnvoyConfig{statusOf(true, "v1", nil, ReasonRolledBack), statusOf(true, "v1", nil, ReasonRejected)}, []string{"offered"}},
-		{"the previous release's rollback, one EnvoyConfig changed since", []*examplev1.EnvoyConfig{statusOf(true, "v1", nil, ReasonRolledBack), statusOf(false, "v1", nil, ReasonRolledBack)}, nil},
-		{"the previous release's rollback, one EnvoyConfig new", []*examplev1.EnvoyConfig{statusOf(true, "v1", nil, ReasonRolledBack), statusOf(true, "", nil, "")}, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := slices.Sorted(maps.Keys(Rejections(tt.configs, "offered")))
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("Rejections = %v, want %v", got, tt.want)
-			}
-		})
-	}
 }
 
 func TestVouched(t *testing.T) {

@@ -197,7 +197,7 @@ func Decide(prev History, ir translate.IR, acks Acks, rejected Rejections) Decis
 }
 
 // Rejections are versions known to be rejected by every proxy, as recorded
-// outside the history.
+// outside the history (RejectionsOf).
 type Rejections map[string]bool
 
 // KnownRejection is the rejection of a revision that the history had lost,
