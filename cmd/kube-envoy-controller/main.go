@@ -123,6 +123,7 @@ func addDebug(mgr ctrl.Manager, cfg *rest.Config, s *settings, opts controller.O
 	srv, err := debug.New(debug.Options{
 		BindAddress: s.debugBindAddress, Replica: s.replica, Config: cfg,
 		Certificate: opts.Authority.ServerCertificate, Source: opts.XDS, Log: ctrl.Log.WithName("xds-debug"),
+		Histories: mgr.GetClient(), Namespace: s.namespace,
 	})
 	if err != nil {
 		return err

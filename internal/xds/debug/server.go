@@ -12,6 +12,8 @@ import (
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -22,10 +24,12 @@ import (
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/version"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
 // The API server authenticates and authorizes the endpoint's clients; the
@@ -71,7 +75,12 @@ type Options struct {
 	// Certificate is the server's certificate, from the xDS authority.
 	Certificate func(context.Context) (*tls.Certificate, error)
 	Source      Source
-	Log         logr.Logger
+	// Histories reads the fleets' recorded histories, in Namespace (the
+	// operator's): the manager's client, from the cache the controller
+	// reads. Without it, the endpoint shows no history.
+	Histories client.Reader
+	Namespace string
+	Log       logr.Logger
 }
 
 // Server serves the endpoint, on every replica.
@@ -179,6 +188,9 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+ProxiesPath, s.proxies)
 	mux.HandleFunc("GET "+ConfigPath, s.config)
+	if s.o.Histories != nil {
+		mux.HandleFunc("GET "+HistoryPath, s.history)
+	}
 	mux.HandleFunc("GET "+VersionPath, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, VersionInfo{Replica: s.o.Replica, Version: version.Version(), Revision: version.Revision()})
 	})
@@ -285,6 +297,43 @@ func (s *Server) config(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	writeJSON(w, d)
+}
+
+// history shows a fleet's recorded history, to a user who may get its
+// EnvoyConfigs, as config does what it is served: the served revision is
+// what config dumps, rendered.
+func (s *Server) history(w http.ResponseWriter, req *http.Request) {
+	fleetID := req.URL.Query().Get("fleet")
+	id, err := fleet.Parse(fleetID)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !s.authorize(w, req, configResource, id.Namespace, "") {
+		return
+	}
+	answer := RecordedHistory{Fleet: fleetID, Replica: s.o.Replica}
+	cm := &corev1.ConfigMap{}
+	switch err := s.o.Histories.Get(req.Context(), client.ObjectKey{Namespace: s.o.Namespace, Name: publish.HistoryName(id)}, cm); {
+	case apierrors.IsNotFound(err):
+		writeJSON(w, answer)
+		return
+	case err != nil:
+		s.o.Log.Error(err, "debug endpoint: reading a fleet's history", "fleet", fleetID)
+		http.Error(w, "reading the fleet's history failed", http.StatusInternalServerError)
+		return
+	}
+	h, err := publish.ReadHistory(cm, s.o.Namespace, id)
+	if err == nil {
+		answer.History, err = Shown(h)
+	}
+	if err != nil {
+		// The operator does not use it either: the leader records it afresh.
+		http.Error(w, fmt.Sprintf("the recorded history of fleet %s is not usable: %v", fleetID, err), http.StatusInternalServerError)
+		return
+	}
+	answer.Recorded = true
+	writeJSON(w, answer)
 }
 
 // authorize answers Forbidden, or an error, unless the user may get

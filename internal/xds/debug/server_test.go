@@ -26,12 +26,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
@@ -39,7 +42,12 @@ import (
 var (
 	env   *envtest.Environment
 	admin *kubernetes.Clientset
+	// histories reads the fleets' histories, as the manager's client does.
+	histories client.Client
 )
+
+// operatorNamespace holds the fleets' histories.
+const operatorNamespace = "kube-envoy-controller"
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -58,6 +66,14 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = env.Stop() }()
 	admin = kubernetes.NewForConfigOrDie(cfg)
+	if histories, err = client.New(cfg, client.Options{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if _, err := admin.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}, metav1.CreateOptions{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	return m.Run()
 }
 
@@ -92,6 +108,7 @@ func startServer(t *testing.T) *debugServer {
 	}
 	srv, err := New(Options{
 		BindAddress: "127.0.0.1:0", Replica: "replica-a", Config: env.Config, Source: x, Log: log,
+		Histories: histories, Namespace: operatorNamespace,
 		Certificate: func(context.Context) (*tls.Certificate, error) { return &cert, nil },
 	})
 	if err != nil {
@@ -175,9 +192,9 @@ func serviceAccount(t *testing.T, ns, name string) (string, rbacv1.Subject) {
 	return tr.Status.Token, rbacv1.Subject{Kind: "ServiceAccount", Name: name, Namespace: ns}
 }
 
-// publish serves fleet a cluster and a secret with a private key, and
+// serveFleet serves fleet a cluster and a secret with a private key, and
 // connects a proxy that accepts both.
-func publish(t *testing.T, d *debugServer, fleet, node string) {
+func serveFleet(t *testing.T, d *debugServer, fleet, node string) {
 	t.Helper()
 	ctx := context.Background()
 	err := d.xds.SetFleet(ctx, fleet, "v1", map[string][]types.Resource{
@@ -222,8 +239,8 @@ func TestAuthenticationAndAuthorization(t *testing.T) {
 	d := startServer(t)
 	namespace(t, "team-a")
 	namespace(t, "team-b")
-	publish(t, d, "team-a/edge", "edge-a-1")
-	publish(t, d, "team-b/edge", "edge-b-1")
+	serveFleet(t, d, "team-a/edge", "edge-a-1")
+	serveFleet(t, d, "team-b/edge", "edge-b-1")
 
 	viewerToken, viewer := serviceAccount(t, "team-a", "viewer")
 	allow(t, "team-a", viewer, "envoys")
@@ -312,4 +329,78 @@ func TestAuthenticationAndAuthorization(t *testing.T) {
 			t.Errorf("an unknown type: %d %s, want 400", code, body)
 		}
 	})
+}
+
+// record stores h as fleet id's history, as the leader does.
+func record(t *testing.T, id fleet.ID, h publish.History) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := publish.HistoryConfigMap(operatorNamespace, id, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := histories.Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
+// A fleet's recorded history is shown to whoever may get the EnvoyConfigs
+// of its namespace, as what it is served is (config), and to nobody else:
+// not to a user of another namespace, nor to one who may get only its
+// Envoys. What is shown holds no secret material.
+func TestHistory(t *testing.T) {
+	d := startServer(t)
+	namespace(t, "team-c")
+	namespace(t, "team-d")
+	mine := fleet.ID{Namespace: "team-c", Name: "edge"}
+	h := recorded(publish.History{}, configWith("team-c", "backend", nil, []string{backendCluster}), configWith("team-c", "tls", []string{keyListener}, nil))
+	record(t, mine, h)
+	theirs := fleet.ID{Namespace: "team-d", Name: "edge"}
+	record(t, theirs, recorded(publish.History{}, configWith("team-d", "backend", nil, []string{`{"name": "team-d-backend", "type": "STATIC", "connect_timeout": "1s"}`})))
+	tampered := record(t, fleet.ID{Namespace: "team-c", Name: "tampered"}, h)
+	tampered.BinaryData = map[string][]byte{"history.json.gz": []byte("not gzip")}
+	if err := histories.Update(context.Background(), tampered); err != nil {
+		t.Fatal(err)
+	}
+
+	dumperToken, dumper := serviceAccount(t, "team-c", "dumper")
+	allow(t, "team-c", dumper, "envoyconfigs")
+	viewerToken, viewer := serviceAccount(t, "team-c", "viewer")
+	allow(t, "team-c", viewer, "envoys")
+
+	code, body := d.get(t, HistoryPath+"?fleet=team-c/edge", dumperToken, nil)
+	var got RecordedHistory
+	if code != http.StatusOK || json.Unmarshal(body, &got) != nil {
+		t.Fatalf("dumper, team-c's fleet: %d %s", code, body)
+	}
+	if !got.Recorded || got.Fleet != "team-c/edge" || got.Replica != "replica-a" || got.History.Current != h.Current ||
+		len(got.History.Served().Configs) != 2 || translate.Version(h.Served().Configs) != h.Current {
+		t.Errorf("dumper, team-c's fleet: %s", body)
+	}
+	if strings.Contains(string(body), "PRIVATE-KEY") || !strings.Contains(string(body), translate.Redacted) {
+		t.Errorf("the secret material of the served revision is shown: %s", body)
+	}
+
+	for _, tt := range []struct {
+		who, token, fleet string
+		want              int
+	}{
+		{"dumper, team-d's fleet", dumperToken, "team-d/edge", http.StatusForbidden},
+		{"viewer, who may not get EnvoyConfigs", viewerToken, "team-c/edge", http.StatusForbidden},
+		{"anonymous", "", "team-c/edge", http.StatusUnauthorized},
+		{"dumper, a malformed fleet", dumperToken, "edge", http.StatusBadRequest},
+	} {
+		if code, body := d.get(t, HistoryPath+"?fleet="+tt.fleet, tt.token, nil); code != tt.want || strings.Contains(string(body), "team-d-backend") {
+			t.Errorf("%s: %d %s, want %d", tt.who, code, body, tt.want)
+		}
+	}
+
+	code, body = d.get(t, HistoryPath+"?fleet=team-c/never-published", dumperToken, nil)
+	if got = (RecordedHistory{}); code != http.StatusOK || json.Unmarshal(body, &got) != nil || got.Recorded || len(got.History.Revisions) != 0 {
+		t.Errorf("a fleet with no history: %d %s", code, body)
+	}
+	code, body = d.get(t, HistoryPath+"?fleet=team-c/tampered", dumperToken, nil)
+	if code != http.StatusInternalServerError || !strings.Contains(string(body), "the recorded history of fleet team-c/tampered is not usable: ") {
+		t.Errorf("a history that is not usable: %d %s", code, body)
+	}
 }

@@ -1,18 +1,22 @@
 // Package debug is each replica's debug endpoint for the xDS control plane:
 // which proxies are connected to the replica and where each stands with each
-// type (proxies), and what a fleet is served (config). kubectl envoy reads
-// it. It is served over TLS, on the loopback interface by default (reached
-// through the API server's port forwarding), and the API server decides
-// who may read what: it authenticates every request (TokenReview, or the
-// cluster's client CA) and authorizes it per fleet namespace
-// (SubjectAccessReview), as an extension API server or the kubelet does.
+// type (proxies), what a fleet is served (config), and the fleet's recorded
+// history, from which kubectl envoy diff decides what it would be served
+// next (history). kubectl envoy reads it. It is served over TLS, on the
+// loopback interface by default (reached through the API server's port
+// forwarding), and the API server decides who may read what: it
+// authenticates every request (TokenReview, or the cluster's client CA) and
+// authorizes it per fleet namespace (SubjectAccessReview), as an extension
+// API server or the kubelet does.
 //
-// rows.go and dump.go are pure; server.go is the shell.
+// rows.go, dump.go and history.go are pure; server.go is the shell.
 package debug
 
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
 // Paths of the endpoint.
@@ -23,6 +27,9 @@ const (
 	// ConfigPath dumps what a fleet is served; query: fleet
 	// (namespace/name), and type (a Kind's field, e.g. listeners).
 	ConfigPath = "/debug/xds/config"
+	// HistoryPath shows a fleet's recorded history (Shown); query: fleet
+	// (namespace/name).
+	HistoryPath = "/debug/xds/history"
 	// VersionPath tells the replica's version.
 	VersionPath = "/version"
 )
@@ -91,6 +98,17 @@ type ConfigDump struct {
 	Fleet     string                       `json:"fleet"`
 	Replica   string                       `json:"replica"`
 	Resources map[string][]json.RawMessage `json:"resources"`
+}
+
+// RecordedHistory is a replica's answer at HistoryPath: the fleet's
+// history as recorded in the operator's namespace, as Shown shows it.
+type RecordedHistory struct {
+	Fleet   string `json:"fleet"`
+	Replica string `json:"replica"`
+	// Recorded is false when the fleet has no history: it was never
+	// published.
+	Recorded bool            `json:"recorded"`
+	History  publish.History `json:"history"`
 }
 
 // VersionInfo is a replica's answer at VersionPath.

@@ -26,8 +26,12 @@ import (
 // fleets share one however long their names; the identity is in it too,
 // and everything read back is checked (ReadHistory), so that a copy
 // elsewhere, or one for another fleet, is never taken for the fleet's.
-// A revision holds no secret: inline secrets are served from the
-// EnvoyConfigs as they are (translate.Config.Recorded).
+// A revision holds no Secret's data and no spec.resources.secrets: those
+// are served from the Secrets and EnvoyConfigs as they are
+// (translate.Config.Recorded). An EnvoyConfig stored before admission
+// refused secret material inline may still hold some elsewhere (a
+// listener's or a cluster's transport socket): it is served, and recorded,
+// as it is.
 const (
 	// ComponentLabel marks the control plane's ConfigMaps; its value says which.
 	ComponentLabel = "app.kubernetes.io/component"
