@@ -231,7 +231,7 @@ func offlineWorld(against []string, recursive bool, ns string, stdin io.Reader) 
 		fleets[fleetOf(c)] = true
 	}
 	for f := range fleets {
-		w.histories[f] = publishedHistory(fleetConfigs(w.configs, f))
+		w.histories[f] = w.assumedHistory(f)
 	}
 	return w, nil
 }
@@ -259,6 +259,7 @@ func readWorld(ctx context.Context, cfg *rest.Config, operatorNamespace string, 
 		slices:     map[string]map[string][]discoveryv1.EndpointSlice{},
 		secrets:    map[string]map[string]corev1.Secret{},
 		unreadable: map[string]bool{},
+		status:     map[string]recordedStatus{},
 	}
 	var warnings []string
 
@@ -273,9 +274,10 @@ func readWorld(ctx context.Context, cfg *rest.Config, operatorNamespace string, 
 			return w, nil, fmt.Errorf("listing the EnvoyConfigs of namespace %s: %w", ns, err)
 		}
 		for i := range list.Items {
-			if list.Items[i].DeletionTimestamp.IsZero() {
-				c := translate.FromObject(&list.Items[i])
+			if item := &list.Items[i]; item.DeletionTimestamp.IsZero() {
+				c := translate.FromObject(item)
 				w.configs[c.Name] = c
+				w.status[c.Name] = recordedStatus{generation: item.Generation, status: item.Status}
 			}
 		}
 	}
@@ -303,8 +305,8 @@ func readWorld(ctx context.Context, cfg *rest.Config, operatorNamespace string, 
 		case apierrors.IsNotFound(err):
 			continue // never published
 		case apierrors.IsForbidden(err):
-			warnings = append(warnings, fmt.Sprintf("fleet %s: its recorded revision is not readable (%v): what it is served now is taken to be its EnvoyConfigs as they are", f, err))
-			w.histories[f] = publishedHistory(live)
+			warnings = append(warnings, fmt.Sprintf("fleet %s: its recorded revision is not readable (%v): what it is served now is taken to be what the operator would publish from its EnvoyConfigs as they are", f, err))
+			w.histories[f] = w.assumedHistory(f)
 			continue
 		case err != nil:
 			return w, nil, fmt.Errorf("reading the recorded revision of fleet %s: %w", f, err)
@@ -313,8 +315,8 @@ func readWorld(ctx context.Context, cfg *rest.Config, operatorNamespace string, 
 		if err != nil {
 			// Not the fleet's history as the operator writes it: the operator
 			// ignores it too, and writes the history afresh.
-			warnings = append(warnings, fmt.Sprintf("fleet %s: its recorded revision is not usable (%v): what it is served now is taken to be its EnvoyConfigs as they are", f, err))
-			w.histories[f] = publishedHistory(live)
+			warnings = append(warnings, fmt.Sprintf("fleet %s: its recorded revision is not usable (%v): what it is served now is taken to be what the operator would publish from its EnvoyConfigs as they are", f, err))
+			w.histories[f] = w.assumedHistory(f)
 			continue
 		}
 		w.histories[f] = h

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
@@ -49,8 +50,34 @@ type world struct {
 	// unreadable holds the Secrets, namespace/name, that the caller may
 	// not read: what they serve is left out.
 	unreadable map[string]bool
+	// status holds what the operator recorded of the live EnvoyConfigs, by
+	// namespace/name: the versions their status records as rejected.
+	status map[string]recordedStatus
 	// offline: no cluster was read; slices and secrets are empty.
 	offline bool
+}
+
+// recordedStatus is a live EnvoyConfig's generation and status.
+type recordedStatus struct {
+	generation int64
+	status     examplev1.EnvoyConfigStatus
+}
+
+// rejections returns the versions that the status of configs, the
+// EnvoyConfigs of a fleet, records as rejected by every proxy, as the
+// leader reads them (publish.RejectionsOf) once configs are stored: each
+// with its spec and the live EnvoyConfig's status, which vouches for
+// nothing once the spec changes.
+func (w world) rejections(configs []translate.Config, offered string) publish.Rejections {
+	objs := make([]*examplev1.EnvoyConfig, 0, len(configs))
+	for _, c := range configs {
+		o := &examplev1.EnvoyConfig{Spec: c.Spec}
+		if live, ok := w.status[c.Name]; ok {
+			o.Generation, o.Status = live.generation, live.status
+		}
+		objs = append(objs, o)
+	}
+	return publish.RejectionsOf(objs, offered)
 }
 
 // change is one change the files make: an EnvoyConfig to create or update,
@@ -207,7 +234,7 @@ func diffFleet(w world, f fleet.ID, live, after []translate.Config, changedConfi
 		published = rev.Configs
 		now, _ = translate.Render(w.policy, rev.Configs, live, slices, secrets)
 		pending := translate.Translate(translate.Input{Configs: live, Published: published, Slices: slices, Secrets: secrets, Policy: w.policy})
-		if publish.Decide(hist, pending, publish.Acks{}, nil).Action == publish.Publish {
+		if publish.Decide(hist, pending, publish.Acks{}, w.rejections(live, pending.Version)).Action == publish.Publish {
 			d.Notes = append(d.Notes, fmt.Sprintf("the operator has not published the fleet's EnvoyConfigs as they are yet (version %s): the diff includes those changes too", pending.Version))
 		}
 	}
@@ -216,7 +243,7 @@ func diffFleet(w world, f fleet.ID, live, after []translate.Config, changedConfi
 		return d // a fleet that never had an EnvoyConfig: nothing is recorded or served
 	}
 	ir := translate.Translate(translate.Input{Configs: after, Published: published, Slices: slices, Secrets: secrets, Policy: w.policy})
-	decision := publish.Decide(hist, ir, publish.Acks{}, nil)
+	decision := publish.Decide(hist, ir, publish.Acks{}, w.rejections(after, ir.Version))
 	next := map[string][]types.Resource{}
 	if rev := decision.History.Served(); rev != nil {
 		d.NewVersion = decision.History.Current
@@ -309,14 +336,16 @@ func sortedNames(m map[string]json.RawMessage) []string {
 	return out
 }
 
-// publishedHistory is the history of a fleet whose recorded one diff does
-// not read (offline, or when the caller may not read it): as if the
-// operator had published configs, its EnvoyConfigs as they are. (What
-// translation serves depends on the EnvoyConfigs only: EndpointSlices and
-// Secrets are rendered live.)
-func publishedHistory(configs []translate.Config) publish.History {
-	ir := translate.Translate(translate.Input{Configs: configs})
-	return publish.Decide(publish.History{}, ir, publish.Acks{}, nil).History
+// assumedHistory is fleet f's history when diff does not read the recorded
+// one (offline, or when it cannot be read): as if the operator had
+// published its EnvoyConfigs as they are, with no history; a version their
+// status records as rejected is then not served. (What translation serves
+// depends on the EnvoyConfigs only: EndpointSlices and Secrets are rendered
+// live.)
+func (w world) assumedHistory(f fleet.ID) publish.History {
+	live := fleetConfigs(w.configs, f)
+	ir := translate.Translate(translate.Input{Configs: live})
+	return publish.Decide(publish.History{}, ir, publish.Acks{}, w.rejections(live, ir.Version)).History
 }
 
 // sameSpec reports whether a and b have the same spec, whatever the order

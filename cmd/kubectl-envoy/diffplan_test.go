@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -36,6 +37,12 @@ func worldOf(configs []translate.Config, h publish.History) world {
 		w.configs[c.Name] = c
 	}
 	return w
+}
+
+// publishedHistory is the history of fleet team/edge once the operator
+// published configs.
+func publishedHistory(configs []translate.Config) publish.History {
+	return worldOf(configs, publish.History{}).assumedHistory(fleet.ID{Namespace: "team", Name: "edge"})
 }
 
 func changesFrom(configs []translate.Config) []change {
@@ -106,6 +113,33 @@ func TestPlanRecordedRevision(t *testing.T) {
 		if edge.Fleet != "team/edge" || len(edge.Types) != 0 || edge.NewVersion != edge.Version || len(edge.Notes) != 1 ||
 			!strings.HasPrefix(edge.Notes[0], `the fleet would be held on its published revision: EnvoyConfig team/routes: spec.resources.routes[0] ("routes"): cluster "backend" does not exist`) {
 			t.Errorf("%+v", edge)
+		}
+	})
+
+	t.Run("a version the EnvoyConfigs' status records as rejected is not published again, though the history does not say so", func(t *testing.T) {
+		// The history was lost, and written again from what is served,
+		// or cannot be read: what every proxy rejected is known from the
+		// status of the EnvoyConfigs, whose content is unchanged since.
+		rejected := publishedHistory(slow).Current
+		w := worldOf(slow, publishedHistory(fast))
+		c := w.configs["team/cluster"]
+		w.status = map[string]recordedStatus{c.Name: {generation: 1, status: examplev1.EnvoyConfigStatus{
+			ContentHash: publish.ContentHash(&examplev1.EnvoyConfig{Spec: c.Spec}), RejectedVersions: []string{rejected}}}}
+		got := plan(w, changesFrom(slow), time.Now())
+		if len(got.Fleets) != 1 {
+			t.Fatalf("%+v", got)
+		}
+		f := got.Fleets[0]
+		if len(f.Types) != 0 || f.NewVersion != f.Version || len(f.Notes) != 1 ||
+			f.Notes[0] != "version "+rejected+" was rejected by every proxy ("+publish.KnownRejection+"); it is not published again until the content changes" {
+			t.Errorf("%+v", f)
+		}
+
+		// Assumed, the fleet's history serves nothing rather than what
+		// every proxy rejected.
+		assumed := w.assumedHistory(fleet.ID{Namespace: "team", Name: "edge"})
+		if r := assumed.Find(rejected); assumed.Current != "" || r == nil || r.Rejected == "" {
+			t.Errorf("assumed: %+v", assumed)
 		}
 	})
 }
