@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -15,12 +18,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 	"github.com/kube-envoy-controller/kube-envoy-controller/pkg/generated/clientset/versioned"
@@ -60,14 +63,19 @@ are) with what they would be served once the files are applied: per type, the
 resources added, removed and changed, with each changed field in Envoy's field
 names. Secret material is shown as [redacted].
 
-It reads the EnvoyConfigs of the files' namespaces, each fleet's recorded revision
-(ConfigMap <envoy>-xds), and the EndpointSlices and Secrets the EnvoyConfigs name,
-through the API server with your credentials; it writes nothing. The files are
-applied as kubectl apply would store them, in order, each judged by the operator's
-admission check against what the ones before it left: a change admission would
-refuse is listed with the webhook's message and left out of the diff. An
-EnvoyConfig of the files replaces the live one's spec. Only --prune deletes: the
-EnvoyConfigs of a fleet the files name that the files do not hold.
+It reads the EnvoyConfigs of the files' namespaces, each fleet's recorded revision,
+and the EndpointSlices and Secrets the EnvoyConfigs name, with your credentials; it
+writes nothing. The operator keeps the recorded revisions in its namespace: one you
+may not read there is read from the operator's debug endpoint, as config-dump reads
+what a fleet is served, which shows it to whoever may get the fleet's EnvoyConfigs.
+When neither can be read, a warning says so, and what the fleet is served now is
+taken to be what the operator would publish from its EnvoyConfigs as they are.
+
+The files are applied as kubectl apply would store them, in order, each judged by
+the operator's admission check against what the ones before it left: a change
+admission would refuse is listed with the webhook's message and left out of the
+diff. An EnvoyConfig of the files replaces the live one's spec. Only --prune
+deletes: the EnvoyConfigs of a fleet the files name that the files do not hold.
 
 --offline reads no cluster: the files are compared with nothing, or with the
 EnvoyConfigs of --against, as the operator would serve them. Endpoints are then
@@ -141,13 +149,9 @@ func (o *options) runDiff(ctx context.Context, d *diffOptions) (int, error) {
 			return 0, err
 		}
 	} else {
-		cfg, err := o.config.ToRESTConfig()
-		if err != nil {
-			return 0, err
-		}
 		ctx, cancel := context.WithTimeout(ctx, o.timeout)
 		defer cancel()
-		if w, warnings, err = readWorld(ctx, cfg, o.operatorNamespace, files.configs); err != nil {
+		if w, warnings, err = o.readWorld(ctx, files.configs); err != nil {
 			return 0, err
 		}
 	}
@@ -240,11 +244,18 @@ func offlineWorld(against []string, recursive bool, ns string, stdin io.Reader) 
 // the EnvoyConfigs of the files' namespaces (an error if the caller may not
 // list them, as with kubectl diff), the recorded history of each fleet the
 // files touch, and the EndpointSlices and Secrets their EnvoyConfigs name.
-// What the caller may not read of the last three is a warning: a fleet's
-// history is then taken to be its EnvoyConfigs as they are, published; the
-// endpoints of a Service and the secret of a Secret are left out, on both
-// sides of the diff.
-func readWorld(ctx context.Context, cfg *rest.Config, operatorNamespace string, files []fileConfig) (world, []string, error) {
+// A fleet's history is read from the operator's namespace, where the
+// operator keeps it, or, by a caller who may not read there, from the
+// operator's debug endpoint, which shows it to whoever may get the fleet's
+// EnvoyConfigs (operatorHistories). What the caller cannot read of the last
+// three is a warning: a fleet's history is then assumed
+// (world.assumedHistory); the endpoints of a Service and the secret of a
+// Secret are left out, on both sides of the diff.
+func (o *options) readWorld(ctx context.Context, files []fileConfig) (world, []string, error) {
+	cfg, err := o.config.ToRESTConfig()
+	if err != nil {
+		return world{}, nil, err
+	}
 	ec, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return world{}, nil, err
@@ -291,6 +302,31 @@ func readWorld(ctx context.Context, cfg *rest.Config, operatorNamespace string, 
 			fleets[fleetOf(live)] = true
 		}
 	}
+	var fromOperator []fleet.ID
+	for _, f := range sortedFleets(fleets) {
+		cm, err := kc.CoreV1().ConfigMaps(o.operatorNamespace).Get(ctx, publish.HistoryName(f), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue // never published
+		case apierrors.IsForbidden(err):
+			fromOperator = append(fromOperator, f)
+			continue
+		case err != nil:
+			return w, nil, fmt.Errorf("reading the recorded revision of fleet %s: %w", f, err)
+		}
+		h, err := publish.ReadHistory(cm, o.operatorNamespace, f)
+		if err != nil {
+			// Not the fleet's history as the operator writes it: the operator
+			// does not use it either, and writes it afresh.
+			warnings = append(warnings, fmt.Sprintf("fleet %s: its recorded revision is not usable (%v): %s", f, err, assumed))
+			h = w.assumedHistory(f)
+		}
+		w.histories[f] = h
+	}
+	if len(fromOperator) > 0 {
+		warnings = append(warnings, o.operatorHistories(ctx, w, fromOperator)...)
+	}
+
 	// Every EnvoyConfig whose Services and Secrets count: the files', and
 	// the touched fleets' as they are and as recorded.
 	uses := make([]translate.Config, 0, len(files))
@@ -298,29 +334,8 @@ func readWorld(ctx context.Context, cfg *rest.Config, operatorNamespace string, 
 		uses = append(uses, f.config)
 	}
 	for _, f := range sortedFleets(fleets) {
-		live := fleetConfigs(w.configs, f)
-		uses = append(uses, live...)
-		cm, err := kc.CoreV1().ConfigMaps(operatorNamespace).Get(ctx, publish.HistoryName(f), metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			continue // never published
-		case apierrors.IsForbidden(err):
-			warnings = append(warnings, fmt.Sprintf("fleet %s: its recorded revision is not readable (%v): what it is served now is taken to be what the operator would publish from its EnvoyConfigs as they are", f, err))
-			w.histories[f] = w.assumedHistory(f)
-			continue
-		case err != nil:
-			return w, nil, fmt.Errorf("reading the recorded revision of fleet %s: %w", f, err)
-		}
-		h, err := publish.ReadHistory(cm, operatorNamespace, f)
-		if err != nil {
-			// Not the fleet's history as the operator writes it: the operator
-			// ignores it too, and writes the history afresh.
-			warnings = append(warnings, fmt.Sprintf("fleet %s: its recorded revision is not usable (%v): what it is served now is taken to be what the operator would publish from its EnvoyConfigs as they are", f, err))
-			w.histories[f] = w.assumedHistory(f)
-			continue
-		}
-		w.histories[f] = h
-		if rev := h.Served(); rev != nil {
+		uses = append(uses, fleetConfigs(w.configs, f)...)
+		if rev := w.histories[f].Served(); rev != nil {
 			uses = append(uses, rev.Configs...)
 		}
 	}
@@ -370,6 +385,66 @@ func readWorld(ctx context.Context, cfg *rest.Config, operatorNamespace string, 
 		}
 	}
 	return w, warnings, nil
+}
+
+// assumed ends the warning about a fleet whose recorded history diff cannot
+// read.
+const assumed = "what it is served now is taken to be what the operator would publish from its EnvoyConfigs as they are"
+
+// operatorHistories reads the recorded histories of fleets from the
+// operator's debug endpoint, into w.histories, which shows a fleet's history to whoever may
+// get its EnvoyConfigs, with the served revision's secret material redacted
+// (unredacted restores what the EnvoyConfigs still hold). The first replica
+// that answers is asked: every replica reads the same history. A fleet
+// whose history cannot be read so is a warning, and its history is assumed.
+func (o *options) operatorHistories(ctx context.Context, w world, fleets []fleet.ID) []string {
+	var warnings []string
+	conns, err := o.connect(ctx)
+	if err != nil {
+		for _, f := range fleets {
+			warnings = append(warnings, fmt.Sprintf("fleet %s: its recorded revision is readable neither in namespace %s nor from the operator's debug endpoint (%v): %s",
+				f, o.operatorNamespace, err, assumed))
+			w.histories[f] = w.assumedHistory(f)
+		}
+		return warnings
+	}
+	defer closeAll(conns)
+	for _, f := range fleets {
+		rh, err := historyFrom(ctx, conns, f)
+		switch {
+		case err != nil:
+			warnings = append(warnings, fmt.Sprintf("fleet %s: its recorded revision is not readable from the operator's debug endpoint (%v): %s", f, err, assumed))
+			w.histories[f] = w.assumedHistory(f)
+		case rh.Recorded:
+			h, exact := unredacted(rh.History, fleetConfigs(w.configs, f))
+			if !exact {
+				warnings = append(warnings, fmt.Sprintf("fleet %s: its served revision holds secret material inline that its EnvoyConfigs no longer hold, "+
+					"which the operator does not show: it is compared redacted, and its versions may differ from the operator's", f))
+			}
+			w.histories[f] = h
+		}
+	}
+	return warnings
+}
+
+// historyFrom asks the replicas of conns, in turn, for fleet f's recorded
+// history, until one answers. A refusal ends the asking: every replica
+// asks the API server the same question.
+func historyFrom(ctx context.Context, conns []connection, f fleet.ID) (debug.RecordedHistory, error) {
+	var errs []error
+	for _, c := range conns {
+		var rh debug.RecordedHistory
+		err := c.get(ctx, debug.HistoryPath, url.Values{"fleet": {f.String()}}, &rh)
+		if err == nil {
+			return rh, nil
+		}
+		var refused *statusError
+		if errors.As(err, &refused) && (refused.code == http.StatusForbidden || refused.code == http.StatusUnauthorized) {
+			return rh, err
+		}
+		errs = append(errs, fmt.Errorf("replica %s: %w", c.replica, err))
+	}
+	return debug.RecordedHistory{}, errors.Join(errs...)
 }
 
 // splitName splits an EnvoyConfig's namespace/name.

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,7 +24,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -29,24 +38,37 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoyconfig"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
 // The package's tests run against a real API server with the operator's
-// EnvoyConfig controller, its xDS server and its validating webhook: diff's
-// predictions are checked against what the operator then does.
+// EnvoyConfig controller, its xDS server, its debug endpoint and its
+// validating webhook: diff's predictions are checked against what the
+// operator then does. The RBAC of kubectl envoy's users is the one shipped
+// in config/rbac/debug_client_role.yaml.
 var (
-	suite     testenv.Suite
-	xdsServer *xds.Server
+	suite       testenv.Suite
+	xdsServer   *xds.Server
+	debugServer *debug.Server
 )
 
 const operatorNamespace = "kube-envoy-controller"
+
+// The roles of config/rbac/debug_client_role.yaml.
+const (
+	debugClientRole = "kube-envoy-controller-debug-client"
+	proxyViewerRole = "kube-envoy-controller-proxy-viewer"
+)
 
 func TestMain(m *testing.M) {
 	_, validating, err := testenv.WebhookManifests()
@@ -69,8 +91,87 @@ func TestMain(m *testing.M) {
 		if err := envoyconfig.NewReconciler(mgr, xdsServer, operatorNamespace).SetupWithManager(mgr); err != nil {
 			return err
 		}
+		if err := addDebugServer(mgr, c); err != nil {
+			return err
+		}
+		if err := installShippedRBAC(c); err != nil {
+			return err
+		}
 		return webhook.Setup(mgr, webhook.Options{Namespace: operatorNamespace})
 	})
+}
+
+// addDebugServer adds the debug endpoint to mgr, as the operator's main
+// does, with a certificate from a CA of its own that it publishes where the
+// operator publishes the xDS CA's certificates.
+func addDebugServer(mgr ctrl.Manager, c client.Client) error {
+	now := time.Now()
+	ca, _, err := pki.Rotate(pki.Authority{}, now, pki.DefaultOptions)
+	if err != nil {
+		return err
+	}
+	leaf, err := pki.IssueServer(ca, []string{"localhost"}, now, pki.DefaultOptions)
+	if err != nil {
+		return err
+	}
+	cert, err := tls.X509KeyPair(leaf.Cert, leaf.Key)
+	if err != nil {
+		return err
+	}
+	if err := c.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: authority.DefaultConfigMapName, Namespace: operatorNamespace},
+		Data: map[string]string{authority.BundleKey: string(ca.Bundle())}}); err != nil {
+		return err
+	}
+	debugServer, err = debug.New(debug.Options{
+		BindAddress: "127.0.0.1:0", Replica: "replica-a", Config: mgr.GetConfig(), Source: xdsServer, Log: ctrl.Log.WithName("xds-debug"),
+		Certificate: func(context.Context) (*tls.Certificate, error) { return &cert, nil },
+		Histories:   mgr.GetClient(), Namespace: operatorNamespace,
+	})
+	if err != nil {
+		return err
+	}
+	return mgr.Add(debugServer)
+}
+
+// installShippedRBAC creates the roles of config/rbac/debug_client_role.yaml:
+// its Role in the operator's namespace, and its ClusterRole.
+func installShippedRBAC(c client.Client) error {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	content, err := os.ReadFile(filepath.Join(root, "config", "rbac", "debug_client_role.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, doc := range strings.Split(string(content), "\n---\n") {
+		var o client.Object
+		switch {
+		case strings.Contains(doc, "\nkind: Role\n"):
+			o = &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace}}
+		case strings.Contains(doc, "\nkind: ClusterRole\n"):
+			o = &rbacv1.ClusterRole{}
+		default:
+			return fmt.Errorf("config/rbac/debug_client_role.yaml: a document that is neither a Role nor a ClusterRole")
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), o); err != nil {
+			return fmt.Errorf("config/rbac/debug_client_role.yaml: %w", err)
+		}
+		if err := c.Create(context.Background(), o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// operatorAddress is the debug endpoint's address, for --operator-address.
+func operatorAddress(t *testing.T) string {
+	t.Helper()
+	addr, err := debugServer.Addr(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr.String()
 }
 
 // user is a ServiceAccount of ns allowed rules in ns, and a kubeconfig
@@ -108,6 +209,39 @@ func user(t *testing.T, ns, name string, rules ...rbacv1.PolicyRule) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// tenant is user name of ns with what the README says diff needs, and
+// nothing in any other namespace: in ns, the ClusterRole
+// kube-envoy-controller-proxy-viewer (get and list EnvoyConfigs), list
+// EndpointSlices and get Secrets; in the operator's namespace, the Role
+// kube-envoy-controller-debug-client, to reach the debug endpoint.
+func tenant(t *testing.T, ns, name string) string {
+	t.Helper()
+	kubeconfig := user(t, ns, name, rule("discovery.k8s.io", "endpointslices", "list"), rule("", "secrets", "get"))
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}
+	for _, b := range []*rbacv1.RoleBinding{
+		{ObjectMeta: metav1.ObjectMeta{Name: name + "-viewer", Namespace: ns}, Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: proxyViewerRole}},
+		{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name, Namespace: operatorNamespace}, Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: debugClientRole}},
+	} {
+		if err := suite.Client.Create(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return kubeconfig
+}
+
+// optionsFor are the plugin's options with kubeconfig, and the debug
+// endpoint at addresses; what the plugin writes on stderr goes to the
+// buffer.
+func optionsFor(kubeconfig string, addresses ...string) (*options, *bytes.Buffer) {
+	var stderr bytes.Buffer
+	o := &options{config: genericclioptions.NewConfigFlags(true), operatorNamespace: operatorNamespace, operatorAddresses: addresses,
+		timeout: time.Minute, streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: &stderr}}
+	o.config.KubeConfig = &kubeconfig
+	return o, &stderr
 }
 
 func rule(group, resource string, verbs ...string) rbacv1.PolicyRule {
@@ -228,10 +362,11 @@ var httpsConfig = strings.NewReplacer(
 ).Replace(listenerConfig)
 
 // Against a live fleet, diff reads with the caller's credentials what the
-// fleet is served now (its recorded revision, its endpoints and secrets),
-// predicts exactly what the operator serves once the files are applied,
-// redacts the private key it had to read, and refuses what the webhook
-// refuses, in the webhook's words.
+// fleet is served now (its recorded revision, from the operator's debug
+// endpoint for a tenant, and its endpoints and secrets), predicts exactly
+// what the operator serves once the files are applied, redacts the private
+// key it had to read, and refuses what the webhook refuses, in the
+// webhook's words.
 func TestDiffLive(t *testing.T) {
 	ns, key := liveFleet(t)
 	fleetID := ns + "/edge"
@@ -261,16 +396,15 @@ func TestDiffLive(t *testing.T) {
 		t.Fatalf("the fleet's endpoints are not served: %v", servedNow)
 	}
 
-	reader := user(t, ns, "reader",
-		rule("example.com", "envoyconfigs", "list"), rule("", "configmaps", "get"),
-		rule("discovery.k8s.io", "endpointslices", "list"), rule("", "secrets", "get"))
+	reader := tenant(t, ns, "reader")
+	operator := operatorAddress(t)
 	files := writeFiles(t, map[string]string{
 		"a.yaml": strings.Replace(routesConfig, "route: {cluster: backend}", "route: {cluster: backend, timeout: 5s}", 1),
 		"b.yaml": httpsConfig,
 	})
 
 	t.Run("what it prints, and its exit code", func(t *testing.T) {
-		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", reader, "-f", files)
+		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", reader, "--operator-address", operator, "-f", files)
 		if code != exitChanges || stderr != "" {
 			t.Fatalf("exit %d, stderr %q, want %d and nothing:\n%s", code, stderr, exitChanges, stdout)
 		}
@@ -299,18 +433,25 @@ func TestDiffLive(t *testing.T) {
 	})
 
 	t.Run("what it predicts is what the operator serves", func(t *testing.T) {
+		// The tenant may not read the fleet's history where the operator
+		// keeps it: diff reads it from the operator's debug endpoint.
 		cfg, err := clientcmd.BuildConfigFromFlags("", reader)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if _, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(operatorNamespace).Get(context.Background(),
+			publish.HistoryName(fleet.ID{Namespace: ns, Name: "edge"}), metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+			t.Fatalf("the tenant reads the fleet's history in the operator's namespace: %v", err)
 		}
 		docs, err := readManifests([]string{files}, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		d := decodeConfigs(docs, ns)
-		w, warnings, err := readWorld(context.Background(), cfg, operatorNamespace, d.configs)
-		if err != nil || len(warnings) > 0 {
-			t.Fatal(err, warnings)
+		o, stderr := optionsFor(reader, operator)
+		w, warnings, err := o.readWorld(context.Background(), d.configs)
+		if err != nil || len(warnings) > 0 || stderr.Len() > 0 {
+			t.Fatal(err, warnings, stderr)
 		}
 		r := plan(w, changesOf(w, d.configs, false), time.Now())
 		if len(r.Fleets) != 1 || len(r.Refused) > 0 {
@@ -326,15 +467,48 @@ func TestDiffLive(t *testing.T) {
 		if diff := sameResources(t, f.next, served(t, fleetID, f.NewVersion)); len(diff) > 0 {
 			t.Errorf("what it says would be served is not what is served: %v", diff)
 		}
-		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", reader, "-f", files)
+		code, stdout, stderrOut := runPlugin(t, "", "diff", "--kubeconfig", reader, "--operator-address", operator, "-f", files)
 		if want := fmt.Sprintf("fleet %s: version %s -> %[2]s\n  no change to what its proxies are served\n", fleetID, f.NewVersion[:versionWidth]); code != 0 || stdout != want {
-			t.Errorf("once applied: exit %d, %q, want 0 and %q; stderr %q", code, stdout, want, stderr)
+			t.Errorf("once applied: exit %d, %q, want 0 and %q; stderr %q", code, stdout, want, stderrOut)
+		}
+	})
+
+	t.Run("an admin reads the history where the operator keeps it, without the operator", func(t *testing.T) {
+		docs, err := readManifests([]string{files}, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := decodeConfigs(docs, ns)
+		o, stderr := optionsFor(adminKubeconfig(t), "127.0.0.1:1") // nothing answers there
+		w, warnings, err := o.readWorld(context.Background(), d.configs)
+		if err != nil || len(warnings) > 0 || stderr.Len() > 0 {
+			t.Fatal(err, warnings, stderr)
+		}
+		tenants, _ := optionsFor(reader, operator)
+		via, _, err := tenants.readWorld(context.Background(), d.configs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := fleet.ID{Namespace: ns, Name: "edge"}
+		if got, want := w.histories[id], via.histories[id]; got.Current != xdsServer.Version(fleetID) || !reflect.DeepEqual(versionsOf(got), versionsOf(want)) {
+			t.Errorf("the admin reads %+v, the tenant %+v; the operator serves %s", got, want, xdsServer.Version(fleetID))
+		}
+	})
+
+	t.Run("as another user, the history is read where the operator keeps it, or assumed", func(t *testing.T) {
+		// The debug endpoint answers the caller, not whom the caller
+		// acts as: diff does not ask it for anyone else.
+		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", adminKubeconfig(t), "--as", "system:serviceaccount:"+ns+":reader",
+			"--operator-address", operator, "-n", ns, "-f", files)
+		if want := "warning: fleet " + fleetID + ": its recorded revision is readable neither in namespace " + operatorNamespace +
+			" nor from the operator's debug endpoint (--as, --as-group, --as-uid and --as-user-extra are not supported: the operator's debug endpoint does not impersonate): " + assumed + "\n"; code == exitError || stderr != want {
+			t.Errorf("exit %d, stderr %q, want %q:\n%s", code, stderr, want, stdout)
 		}
 	})
 
 	t.Run("admission's refusal, in the webhook's words", func(t *testing.T) {
 		broken := strings.NewReplacer("name: routes", "name: broken", "route: {cluster: backend}", "route: {cluster: nowhere}").Replace(routesConfig)
-		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", reader, "-f", writeFiles(t, map[string]string{"c.yaml": broken}))
+		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", reader, "--operator-address", operator, "-f", writeFiles(t, map[string]string{"c.yaml": broken}))
 		err := apply(t, ns, broken)
 		if err == nil {
 			t.Fatal("the API server took the broken EnvoyConfig")
@@ -348,18 +522,26 @@ func TestDiffLive(t *testing.T) {
 
 	t.Run("a caller who may not list EnvoyConfigs gets an error", func(t *testing.T) {
 		stranger := user(t, ns, "stranger", rule("", "configmaps", "get"))
-		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", stranger, "-f", files)
+		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", stranger, "--operator-address", operator, "-f", files)
 		if code != exitError || stdout != "" || !strings.Contains(stderr, "listing the EnvoyConfigs of namespace "+ns+": ") || !strings.Contains(stderr, "forbidden") {
 			t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 		}
 	})
 
 	t.Run("what a caller may not read is left out, with a warning", func(t *testing.T) {
+		// The https listener is live, whatever the subtests before did.
+		if err := apply(t, ns, httpsConfig); err != nil {
+			t.Fatal(err)
+		}
+		// The viewer may not reach the operator's debug endpoint (no
+		// kube-envoy-controller-debug-client): the fleet's served revision
+		// is assumed.
 		viewer := user(t, ns, "viewer", rule("example.com", "envoyconfigs", "list"), rule("discovery.k8s.io", "endpointslices", "list"))
 		changed := writeFiles(t, map[string]string{"a.yaml": strings.Replace(httpsConfig, "port_value: 8443", "port_value: 9443", 1)})
-		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", viewer, "-f", changed)
+		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", viewer, "--operator-address", operator, "-f", changed)
 		for _, want := range []string{
-			"warning: fleet " + fleetID + ": its recorded revision is not readable",
+			"warning: fleet " + fleetID + ": its recorded revision is readable neither in namespace " + operatorNamespace + " nor from the operator's debug endpoint (",
+			"): " + assumed + "\n",
 			"warning: the secrets that Secret " + ns + "/web-tls serves are left out: ",
 		} {
 			if !strings.Contains(stderr, want) {
@@ -368,6 +550,146 @@ func TestDiffLive(t *testing.T) {
 		}
 		if want := "  listeners: 1 changed\n    ~ https\n        ~ address.socket_address.port_value: 8443 -> 9443\n"; code != exitChanges || !strings.HasSuffix(stdout, want) {
 			t.Errorf("exit %d, %q, want %d and %q", code, stdout, exitChanges, want)
+		}
+	})
+}
+
+// versionsOf is what a history records of its revisions but their content.
+func versionsOf(h publish.History) []publish.Revision {
+	out := make([]publish.Revision, len(h.Revisions))
+	for i, r := range h.Revisions {
+		out[i] = publish.Revision{Version: r.Version, Acked: r.Acked, Rejected: r.Rejected}
+	}
+	return out
+}
+
+// adminKubeconfig is a kubeconfig of the suite's administrator.
+func adminKubeconfig(t *testing.T) string {
+	t.Helper()
+	cfg := suite.Manager.GetConfig()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["admin"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin", Namespace: "default"}
+	kc.CurrentContext = "admin"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// What a fleet is served now is its recorded revision, even when that is
+// not its EnvoyConfigs: after every proxy rejected their content, the
+// operator serves the version they accepted before, and so does diff, read
+// by a tenant from the operator's debug endpoint. A tenant reads no other
+// namespace's fleet through that endpoint.
+func TestDiffServedNowIsTheRecordedRevision(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	fleetID := ns + "/edge"
+	if err := apply(t, ns, clusterConfig); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := xdsServer.Addr(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := xdstest.Connect(t, xdstest.Dial(t, addr.String()), fleetID, "pod-1", resourcev3.ClusterType)
+	for names := []string(nil); len(names) == 0; {
+		if _, names, err = proxy.NextNames(""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := &examplev1.EnvoyConfig{}
+	testenv.Eventually(t, "the proxy's ACK to be counted", func() (bool, error) {
+		err := suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "cluster"}, cfg)
+		return err == nil && cfg.Status.Proxies.Acked == 1, err
+	})
+	accepted := cfg.Status.PublishedVersion
+	withExtra := clusterConfig + "    - {name: extra, type: STATIC, connect_timeout: 1s}\n"
+	if err := apply(t, ns, withExtra); err != nil {
+		t.Fatal(err)
+	}
+	if _, names, err := proxy.NextNames("cluster extra: unsupported here"); err != nil || len(names) != 2 {
+		t.Fatalf("the new version: %v %v", names, err)
+	}
+	testenv.Eventually(t, "the rollback", func() (bool, error) {
+		err := suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "cluster"}, cfg)
+		return err == nil && cfg.Status.PublishedVersion == accepted && len(cfg.Status.RejectedVersions) == 1, err
+	})
+	servedNow := served(t, fleetID, accepted)
+	if len(servedNow[resourcev3.ClusterType]) != 1 {
+		t.Fatalf("after the rollback the fleet is served %v", servedNow)
+	}
+
+	tenantOf := tenant(t, ns, "tenant")
+	operator := operatorAddress(t)
+
+	t.Run("the rejected content as it is: no change, and why", func(t *testing.T) {
+		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", tenantOf, "--operator-address", operator, "-f", writeFiles(t, map[string]string{"a.yaml": withExtra}))
+		want := fmt.Sprintf("fleet %s: version %s -> %[2]s\n  no change to what its proxies are served\n  note: version %s was rejected by every proxy (",
+			fleetID, accepted[:versionWidth], cfg.Status.RejectedVersions[0])
+		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, want) {
+			t.Errorf("exit %d, %q, want 0 and %q...; stderr %q", code, stdout, want, stderr)
+		}
+	})
+
+	t.Run("a change is shown against the revision served, and is what the operator then serves", func(t *testing.T) {
+		slower := strings.Replace(clusterConfig, "connect_timeout: 1s", "connect_timeout: 3s", 1)
+		files := writeFiles(t, map[string]string{"a.yaml": slower})
+		code, stdout, stderr := runPlugin(t, "", "diff", "--kubeconfig", tenantOf, "--operator-address", operator, "-f", files)
+		want := "  clusters: 1 changed\n    ~ backend\n        ~ connect_timeout: \"1s\" -> \"3s\"\n"
+		if code != exitChanges || stderr != "" || !strings.HasPrefix(stdout, fmt.Sprintf("fleet %s: version %s -> ", fleetID, accepted[:versionWidth])) || !strings.HasSuffix(stdout, want) {
+			t.Errorf("exit %d, %q, want %d and %q; stderr %q", code, stdout, exitChanges, want, stderr)
+		}
+		docs, err := readManifests([]string{files}, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := decodeConfigs(docs, ns)
+		o, _ := optionsFor(tenantOf, operator)
+		w, warnings, err := o.readWorld(ctx, d.configs)
+		if err != nil || len(warnings) > 0 {
+			t.Fatal(err, warnings)
+		}
+		r := plan(w, changesOf(w, d.configs, false), time.Now())
+		f := r.Fleets[0]
+		if diff := sameResources(t, f.now, servedNow); len(diff) > 0 {
+			t.Errorf("what it says is served now is not what is served: %v", diff)
+		}
+		if err := apply(t, ns, slower); err != nil {
+			t.Fatal(err)
+		}
+		if diff := sameResources(t, f.next, served(t, fleetID, f.NewVersion)); len(diff) > 0 {
+			t.Errorf("what it says would be served is not what is served: %v", diff)
+		}
+	})
+
+	t.Run("a tenant reads no other namespace's fleet through the operator", func(t *testing.T) {
+		other := suite.Namespace(t)
+		if err := apply(t, other, clusterConfig); err != nil {
+			t.Fatal(err)
+		}
+		theirs := fleet.ID{Namespace: other, Name: "edge"}
+		testenv.Eventually(t, "the other fleet to be published", func() (bool, error) {
+			return xdsServer.Version(theirs.String()) != "", nil
+		})
+		o, _ := optionsFor(tenantOf, operator)
+		conns, err := o.connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeAll(conns)
+		rh, err := historyFrom(ctx, conns, theirs)
+		var refused *statusError
+		if !errors.As(err, &refused) || refused.code != http.StatusForbidden || rh.Recorded || len(rh.History.Revisions) > 0 {
+			t.Errorf("the tenant of %s asked for the history of %s: %+v, %v", ns, theirs, rh, err)
+		}
+		w := world{configs: map[string]translate.Config{}, histories: map[fleet.ID]publish.History{}}
+		warnings := o.operatorHistories(ctx, w, []fleet.ID{theirs})
+		if h := w.histories[theirs]; len(warnings) != 1 || !strings.Contains(warnings[0], "forbidden: ") || h.Current == xdsServer.Version(theirs.String()) {
+			t.Errorf("diff of the tenant of %s reads fleet %s: %+v, %q", ns, theirs, h, warnings)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -346,6 +347,37 @@ func (w world) assumedHistory(f fleet.ID) publish.History {
 	live := fleetConfigs(w.configs, f)
 	ir := translate.Translate(translate.Input{Configs: live})
 	return publish.Decide(publish.History{}, ir, publish.Acks{}, w.rejections(live, ir.Version)).History
+}
+
+// unredacted returns h, a fleet's history as the operator's debug endpoint
+// shows it, with the content its served revision records. The endpoint
+// redacts secret material (debug.Shown), which an EnvoyConfig stored before
+// admission refused it inline may hold: an EnvoyConfig of live whose
+// content, redacted, is what the revision shows is what it records. exact
+// is false when the revision's content is then still not what its version
+// hashes to: an inline key changed since, and what is served now is shown
+// redacted.
+func unredacted(h publish.History, live []translate.Config) (out publish.History, exact bool) {
+	h.Revisions = slices.Clone(h.Revisions)
+	rev := h.Served()
+	if rev == nil {
+		return h, true
+	}
+	byName := make(map[string]translate.Config, len(live))
+	for _, c := range live {
+		byName[c.Name] = c.Recorded()
+	}
+	configs := make([]translate.Config, len(rev.Configs))
+	for i, c := range rev.Configs {
+		configs[i] = c
+		if l, ok := byName[c.Name]; ok {
+			if r, err := debug.RedactConfig(l); err == nil && sameSpec(r, c) {
+				configs[i].Spec = l.Spec
+			}
+		}
+	}
+	rev.Configs = configs
+	return h, translate.Version(configs) == rev.Version
 }
 
 // sameSpec reports whether a and b have the same spec, whatever the order

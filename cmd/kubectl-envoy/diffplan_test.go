@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
@@ -142,4 +145,61 @@ func TestPlanRecordedRevision(t *testing.T) {
 			t.Errorf("assumed: %+v", assumed)
 		}
 	})
+}
+
+// keyListenerConfig terminates TLS with a private key inline, as an
+// EnvoyConfig stored before admission refused that may: it is served, and
+// recorded, with its key.
+const keyListenerConfig = `apiVersion: example.com/v1
+kind: EnvoyConfig
+metadata: {name: tls}
+spec:
+  envoyRef: edge
+  resources:
+    listeners:
+    - name: tls
+      address: {socket_address: {address: 0.0.0.0, port_value: 8443}}
+      filter_chains:
+      - transport_socket:
+          name: tls
+          typed_config:
+            '@type': type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
+            common_tls_context: {tls_certificates: [{certificate_chain: {inline_string: PUBLIC-CHAIN}, private_key: {inline_string: PRIVATE-KEY}}]}
+        filters:
+        - name: tcp
+          typed_config: {'@type': type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy, stat_prefix: t, cluster: backend}
+`
+
+// The operator's debug endpoint shows a served revision with its secret
+// material redacted: diff takes what the EnvoyConfigs hold for what was
+// recorded when, redacted, they are the same, and says when that is not
+// exact.
+func TestUnredacted(t *testing.T) {
+	live := configsOf(t, clusterConfig+"---\n"+keyListenerConfig)
+	recorded := publishedHistory(live)
+	shown, err := debug.Shown(recorded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if translate.Version(shown.Served().Configs) == recorded.Current {
+		t.Fatal("the revision shown is not redacted, so this test proves nothing")
+	}
+	got, exact := unredacted(shown, live)
+	if !exact || translate.Version(got.Served().Configs) != recorded.Current {
+		t.Errorf("restored: exact %v, version %s, want %s", exact, translate.Version(got.Served().Configs), recorded.Current)
+	}
+	if diff := sameResources(t, render(got), render(recorded)); len(diff) > 0 {
+		t.Errorf("restored, it renders otherwise: %v", diff)
+	}
+
+	rotated := configsOf(t, clusterConfig+"---\n"+strings.Replace(keyListenerConfig, "PRIVATE-KEY", "ANOTHER-KEY", 1))
+	if _, exact := unredacted(shown, rotated); exact {
+		t.Error("a key that changed since is taken for the one recorded")
+	}
+}
+
+func render(h publish.History) map[string][]types.Resource {
+	configs := h.Served().Configs
+	resources, _ := translate.Render(configs, configs, nil, nil)
+	return resources
 }
