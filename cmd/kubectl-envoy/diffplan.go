@@ -345,7 +345,7 @@ func sortedNames(m map[string]json.RawMessage) []string {
 // live.)
 func (w world) assumedHistory(f fleet.ID) publish.History {
 	live := fleetConfigs(w.configs, f)
-	ir := translate.Translate(translate.Input{Configs: live})
+	ir := translate.Translate(translate.Input{Configs: live, Policy: w.policy})
 	return publish.Decide(publish.History{}, ir, publish.Acks{}, w.rejections(live, ir.Version)).History
 }
 

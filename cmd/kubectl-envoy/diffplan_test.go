@@ -200,6 +200,6 @@ func TestUnredacted(t *testing.T) {
 
 func render(h publish.History) map[string][]types.Resource {
 	configs := h.Served().Configs
-	resources, _ := translate.Render(configs, configs, nil, nil)
+	resources, _ := translate.Render(translate.Policy{}, configs, configs, nil, nil)
 	return resources
 }

@@ -110,7 +110,7 @@ func TestRedactConfigRefusesWhatDoesNotDecode(t *testing.T) {
 }
 
 func render(configs []translate.Config) map[string][]types.Resource {
-	resources, _ := translate.Render(configs, configs, nil, nil)
+	resources, _ := translate.Render(translate.Policy{}, configs, configs, nil, nil)
 	return resources
 }
 
