@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -124,7 +125,8 @@ func Eventually(t testing.TB, what string, cond func() (bool, error)) {
 // Poll calls cond every interval until it holds, failing the test after
 // timeout. An error from cond does not end the wait: it is what the failure
 // reports if cond never holds (a call that failed once must not fail a test
-// that would have passed a moment later).
+// that would have passed a moment later). An error made with Unexpected does:
+// the test fails at once.
 func Poll(t testing.TB, interval, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
 	var last error
@@ -132,12 +134,33 @@ func Poll(t testing.TB, interval, timeout time.Duration, what string, cond func(
 		func(context.Context) (bool, error) {
 			ok, err := cond()
 			last = err
+			var u *unexpected
+			if errors.As(err, &u) {
+				return false, err
+			}
 			return ok, nil
 		})
-	if err != nil {
+	var u *unexpected
+	switch {
+	case errors.As(err, &u):
+		t.Fatalf("waiting for %s: %v", what, u.err)
+	case err != nil:
 		t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
 	}
 }
+
+// Unexpected returns an error that ends a wait (Poll, Eventually) at once,
+// failing the test: a condition returns it for an outcome that rules out the
+// one it waits for, so that the test says what went wrong as soon as it
+// happens instead of waiting out its timeout.
+func Unexpected(format string, args ...any) error {
+	return &unexpected{err: fmt.Errorf(format, args...)}
+}
+
+type unexpected struct{ err error }
+
+func (u *unexpected) Error() string { return u.err.Error() }
+func (u *unexpected) Unwrap() error { return u.err }
 
 // Namespace creates a namespace for one test.
 func (s *Suite) Namespace(t testing.TB) string {
