@@ -2,6 +2,8 @@ package foobar
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -280,7 +282,7 @@ func TestLostJobIsNotRunAgain(t *testing.T) {
 	if err := suite.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
-	got := waitPhase(t, fb, k8sv1.PhaseFailed)
+	got := waitLost(t, fb, j)
 	c := meta.FindStatusCondition(got.Status.Conditions, ConditionComplete)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonJobLost ||
 		!strings.Contains(c.Message, `Job "lost-1" disappeared before its outcome was known`) {
@@ -313,6 +315,38 @@ func TestLostJobIsNotRunAgain(t *testing.T) {
 	if got := waitPhase(t, fb, k8sv1.PhasePending); got.Status.StartedJob != "lost-2" {
 		t.Errorf("startedJob = %q for generation 2", got.Status.StartedJob)
 	}
+}
+
+// waitLost waits until fb's run, whose Job j was deleted, is reported lost
+// (phase Failed), and fails at once on any other outcome: the Job made
+// again, which would run the command a second time, or another phase.
+func waitLost(t *testing.T, fb *k8sv1.FooBar, j *batchv1.Job) *k8sv1.FooBar {
+	t.Helper()
+	ctx := context.Background()
+	got := &k8sv1.FooBar{}
+	testenv.Eventually(t, "the run to end as lost", func() (bool, error) {
+		again := &batchv1.Job{}
+		switch err := suite.Client.Get(ctx, client.ObjectKeyFromObject(j), again); {
+		case err == nil && again.UID != j.UID:
+			return false, testenv.Unexpected("the lost run's Job %s was created again: its command would run twice", j.Name)
+		case err != nil && !apierrors.IsNotFound(err):
+			return false, err
+		}
+		if err := suite.Client.Get(ctx, client.ObjectKeyFromObject(fb), got); err != nil {
+			return false, err
+		}
+		if !testenv.Observed(got) || got.Status.ObservedGeneration != got.Generation {
+			return false, fmt.Errorf("generation %d not observed yet", got.Generation)
+		}
+		switch got.Status.Phase {
+		case k8sv1.PhaseFailed:
+			return true, nil
+		case k8sv1.PhaseRunning:
+			return false, errors.New("still Running")
+		}
+		return false, testenv.Unexpected("phase %s after the run's Job disappeared, want Failed", got.Status.Phase)
+	})
+	return got
 }
 
 // A Job the API server refuses (an admission policy here; a quota alike)
