@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"testing"
 	"time"
 
@@ -176,12 +177,34 @@ func TestCARotationReachesTheFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	after := testenv.WaitFor(t, suite.Client, ns, "edge-xds-client", &corev1.Secret{}, func(s *corev1.Secret) bool {
-		return bytes.Equal(s.Data[proxy.TrustedCAFile], next.Bundle()) && leafOf(t, s).CheckSignatureFrom(next.CAs[0].Cert) == nil
-	})
-	if !verifies(after) {
-		t.Error("the certificate from the new CA does not verify against the Secret's bundle")
+	// Every version of the fleet's Secret on the way holds a certificate
+	// that verifies against the Secret's own bundle, and one of the bundles
+	// the authority had: the first CA's, the aging one's alone (the test's
+	// replacement, until the rotator adds a successor), or the aging and
+	// the new CA's. Any other fails the test at once.
+	bundles := map[string]string{
+		string(before.Data[proxy.TrustedCAFile]):             "the first CA's",
+		string(pki.Authority{CAs: []pki.CA{aging}}.Bundle()): "the aging CA's",
+		string(next.Bundle()):                                "the aging and the new CA's",
 	}
+	after := &corev1.Secret{}
+	testenv.Eventually(t, "a certificate of the new CA, with the old and the new CA trusted", func() (bool, error) {
+		if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edge-xds-client"}, after); err != nil {
+			return false, err
+		}
+		bundle, known := bundles[string(after.Data[proxy.TrustedCAFile])]
+		switch {
+		case !known:
+			return false, testenv.Unexpected("the fleet's Secret trusts a bundle the authority never had")
+		case !verifies(after):
+			return false, testenv.Unexpected("the fleet's certificate does not verify against its Secret's bundle, %s", bundle)
+		case bundle != "the aging and the new CA's":
+			return false, fmt.Errorf("the Secret trusts %s", bundle)
+		case leafOf(t, after).CheckSignatureFrom(next.CAs[0].Cert) != nil:
+			return false, fmt.Errorf("the certificate is not from the new CA yet")
+		}
+		return true, nil
+	})
 	// The certificate from before the rotation was issued by a CA that is no
 	// longer trusted here (the test replaced it): the fleet must have moved on.
 	if bytes.Equal(after.Data[proxy.ClientCertFile], before.Data[proxy.ClientCertFile]) {
