@@ -175,8 +175,17 @@ func TestStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := seedSample()
+			e.Generation = 4
 			tt.obs.Desired = Children{BootstrapHash: "h", XDS: fleet.XDSServer(e, builtin)}
 			st := Status(e, tt.obs)
+			if st.ObservedGeneration != 4 {
+				t.Errorf("observedGeneration = %d, want 4", st.ObservedGeneration)
+			}
+			for _, c := range st.Conditions {
+				if c.ObservedGeneration != 4 {
+					t.Errorf("condition %s observedGeneration = %d, want 4", c.Type, c.ObservedGeneration)
+				}
+			}
 			for typ, want := range map[string]metav1.ConditionStatus{conditions.Available: tt.available, conditions.Progressing: tt.prog, conditions.Degraded: tt.deg} {
 				if c := meta.FindStatusCondition(st.Conditions, typ); c == nil || c.Status != want {
 					t.Errorf("%s = %+v, want %s", typ, c, want)
