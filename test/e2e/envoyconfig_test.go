@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
+	"github.com/kube-envoy-controller/kube-envoy-controller/test/framework"
 )
 
 // fleetSecret returns the files of the client certificate Secret that the
@@ -25,9 +26,9 @@ func fleetSecret(t *testing.T, ns, name string) (cert, key, ca []byte) {
 	t.Helper()
 	get := func(k string) []byte {
 		var out string
-		eventually(t, time.Minute, "the fleet's client certificate Secret", func() (bool, error) {
+		framework.Eventually(t, time.Minute, "the fleet's client certificate Secret", func() (bool, error) {
 			var err error
-			out, err = kubectlOut("-n", ns, "get", "secret", name+"-xds-client", "-o", "jsonpath={.data."+strings.ReplaceAll(k, ".", "\\.")+"}")
+			out, err = kubectl.Out("-n", ns, "get", "secret", name+"-xds-client", "-o", "jsonpath={.data."+strings.ReplaceAll(k, ".", "\\.")+"}")
 			return err == nil && out != "", nil
 		})
 		b, err := base64.StdEncoding.DecodeString(out)
@@ -53,7 +54,7 @@ func dialAsFleet(t *testing.T, ns, name string) discoveryv3.AggregatedDiscoveryS
 func TestXDSServesOnlyTheCertificatesFleet(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "e2e-mtls")
-	applyYAML(t, ns, `
+	kubectl.Apply(t, ns, `
 apiVersion: example.com/v1
 kind: Envoy
 metadata: {name: a}
@@ -71,7 +72,7 @@ spec:
     clusters:
     - {name: b-only, type: STATIC, connect_timeout: 1s}
 `)
-	waitJSONPath(t, time.Minute, ns, "envoyconfig/b", `{.status.conditions[?(@.type=="Published")].status}`, "True")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "envoyconfig/b", `{.status.conditions[?(@.type=="Published")].status}`, "True")
 	addr := os.Getenv("E2E_XDS_ADDR")
 	_, _, ca := fleetSecret(t, ns, "a")
 

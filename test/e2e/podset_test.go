@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/test/framework"
 )
 
 // The seed's sample PodSet, applied unchanged, runs three ready pods; a
@@ -30,26 +31,33 @@ func TestPodSetSample(t *testing.T) {
 	start := time.Now()
 	step := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
 	ns := namespace(t, "e2e-podset")
-	kubectl(t, "-n", ns, "apply", "-f", sample("demo_v1alpha1_podset.yaml"))
+	kubectl.Run(t, "-n", ns, "apply", "-f", sample("demo_v1alpha1_podset.yaml"))
 
-	waitJSONPath(t, 2*time.Minute, ns, "podset/two-podset", "{.status.availableReplicas}", "3")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "podset/two-podset", "{.status.availableReplicas}", "3")
 	step("availableReplicas: 3")
-	pods := strings.Fields(kubectl(t, "-n", ns, "get", "pods", "-l", "demo.k8s.io/podset=two-podset",
-		"-o", "jsonpath={range .items[*]}{.metadata.name},{.status.phase},{.metadata.ownerReferences[0].kind}{\"\\n\"}{end}"))
-	if len(pods) != 3 {
-		t.Fatalf("pods = %q, want 3", pods)
-	}
-	for _, p := range pods {
-		if !strings.HasSuffix(p, ",Running,PodSet") {
-			t.Errorf("pod %s: want Running and owned by the PodSet", p)
+	// The status counts ready pods as the PodSet's cache sees them: wait
+	// for the API server's list to show the same.
+	var pods []string
+	framework.Eventually(t, time.Minute, "3 Running pods owned by the PodSet", func() (bool, error) {
+		out, err := kubectl.Out("-n", ns, "get", "pods", "-l", "demo.k8s.io/podset=two-podset",
+			"-o", "jsonpath={range .items[*]}{.metadata.name},{.status.phase},{.metadata.ownerReferences[0].kind}{\"\\n\"}{end}")
+		pods = strings.Fields(out)
+		if err != nil {
+			return false, err
 		}
-	}
-	waitJSONPath(t, time.Minute, ns, "podset/two-podset", `{.status.conditions[?(@.type=="Available")].status}`, "True")
+		for _, p := range pods {
+			if !strings.HasSuffix(p, ",Running,PodSet") {
+				return false, fmt.Errorf("pod %s: want Running and owned by the PodSet", p)
+			}
+		}
+		return len(pods) == 3, fmt.Errorf("pods %q", pods)
+	})
+	kubectl.WaitJSONPath(t, time.Minute, ns, "podset/two-podset", `{.status.conditions[?(@.type=="Available")].status}`, "True")
 
 	victim := strings.Split(pods[0], ",")[0]
-	kubectl(t, "-n", ns, "delete", "pod", victim, "--wait=false")
-	eventually(t, time.Minute, "a replacement pod", func() (bool, error) {
-		out, err := kubectlOut("-n", ns, "get", "pods", "-l", "demo.k8s.io/podset=two-podset",
+	kubectl.Run(t, "-n", ns, "delete", "pod", victim, "--wait=false")
+	framework.Eventually(t, time.Minute, "a replacement pod", func() (bool, error) {
+		out, err := kubectl.Out("-n", ns, "get", "pods", "-l", "demo.k8s.io/podset=two-podset",
 			"--field-selector", "status.phase=Running", "-o", "jsonpath={.items[*].metadata.name}")
 		names := strings.Fields(out)
 		if err != nil {
@@ -57,7 +65,7 @@ func TestPodSetSample(t *testing.T) {
 		}
 		return len(names) == 3 && !slices.Contains(names, victim), fmt.Errorf("Running pods %v", names)
 	})
-	waitJSONPath(t, time.Minute, ns, "podset/two-podset", "{.status.availableReplicas}", "3")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "podset/two-podset", "{.status.availableReplicas}", "3")
 	step("deleted pod replaced")
 }
 
@@ -147,6 +155,13 @@ func samplePods(t *testing.T, ctx context.Context, ns string) *podSampler {
 	return s
 }
 
+// createdSoFar returns how many pods the watch saw created.
+func (s *podSampler) createdSoFar() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.created)
+}
+
 // take returns the sampler's figures so far and resets the maxima.
 func (s *podSampler) take(t *testing.T) (watchMax, listMax, samples, created int) {
 	t.Helper()
@@ -176,11 +191,17 @@ func TestPodSetScaleNeverAboveTarget(t *testing.T) {
 	if err := k8s.Create(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
-	waitJSONPath(t, time.Minute, ns, "podset/scaled", "{.status.observedGeneration}", "1")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "podset/scaled", "{.status.observedGeneration}", "1")
 
-	kubectl(t, "-n", ns, "scale", "podset/scaled", fmt.Sprintf("--replicas=%d", target))
-	waitJSONPath(t, 5*time.Minute, ns, "podset/scaled", "{.status.availableReplicas}", fmt.Sprint(target))
+	kubectl.Run(t, "-n", ns, "scale", "podset/scaled", fmt.Sprintf("--replicas=%d", target))
+	kubectl.WaitJSONPath(t, 5*time.Minute, ns, "podset/scaled", "{.status.availableReplicas}", fmt.Sprint(target))
 	step(fmt.Sprintf("availableReplicas: %d", target))
+	// The watch reports each create in its own time: wait until it has seen
+	// the target's, then give a create beyond it the time to show.
+	framework.Eventually(t, time.Minute, "the watch to see every pod created", func() (bool, error) {
+		n := sampler.createdSoFar()
+		return n >= target, fmt.Errorf("%d pods seen created", n)
+	})
 	time.Sleep(2 * time.Second) // anything created late would show now
 	watchMax, listMax, samples, created := sampler.take(t)
 	t.Logf("scale up: at most %d pods (watch), %d (%d lists), %d pods created", watchMax, listMax, samples, created)
@@ -191,9 +212,9 @@ func TestPodSetScaleNeverAboveTarget(t *testing.T) {
 		t.Errorf("scale up to %d created %d pods", target, created)
 	}
 
-	kubectl(t, "-n", ns, "scale", "podset/scaled", "--replicas=0")
-	waitGone(t, 5*time.Minute, ns, "pods", "-l", "demo.k8s.io/podset=scaled")
-	waitJSONPath(t, time.Minute, ns, "podset/scaled", "{.status.replicas}", "0")
+	kubectl.Run(t, "-n", ns, "scale", "podset/scaled", "--replicas=0")
+	kubectl.WaitGone(t, 5*time.Minute, ns, "pods", "-l", "demo.k8s.io/podset=scaled")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "podset/scaled", "{.status.replicas}", "0")
 	step("scaled to 0, every pod gone")
 	time.Sleep(2 * time.Second)
 	watchMax, listMax, samples, createdAfter := sampler.take(t)

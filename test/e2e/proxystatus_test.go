@@ -20,6 +20,7 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
+	"github.com/kube-envoy-controller/kube-envoy-controller/test/framework"
 )
 
 var (
@@ -68,7 +69,7 @@ func debugAddr(t *testing.T) string {
 // ns, and waits until the configuration is published.
 func applyFleet(t *testing.T, ns string) {
 	t.Helper()
-	applyYAML(t, ns, `
+	kubectl.Apply(t, ns, `
 apiVersion: example.com/v1
 kind: Envoy
 metadata: {name: edge}
@@ -82,7 +83,7 @@ spec:
     clusters:
     - {name: plugin-backend, type: STATIC, connect_timeout: 1s}
 `)
-	waitJSONPath(t, time.Minute, ns, "envoyconfig/edge", `{.status.conditions[?(@.type=="Published")].status}`, "True")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "envoyconfig/edge", `{.status.conditions[?(@.type=="Published")].status}`, "True")
 }
 
 // proxyRows runs proxy-status with args and -o json, and returns its rows by node.
@@ -132,7 +133,7 @@ func TestPluginProxyStatus(t *testing.T) {
 	}
 
 	var rows map[string]debug.ProxyRow
-	eventually(t, time.Minute, "proxy-status to show both proxies as they answered", func() (bool, error) {
+	framework.Eventually(t, time.Minute, "proxy-status to show both proxies as they answered", func() (bool, error) {
 		var err error
 		rows, err = proxyRows(run, "-n", ns)
 		return err == nil && rows["proxy-synced"].State == debug.Synced && rows["proxy-nacked"].State == debug.NACKed, err
@@ -215,28 +216,32 @@ spec:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	kubectl(t, "-n", operatorNS, "apply", "-f", standIn)
-	t.Cleanup(func() { _, _ = kubectlOut("-n", operatorNS, "delete", "--wait=false", "-f", standIn) })
-	waitJSONPath(t, time.Minute, operatorNS, "pod/e2e-operator-stand-in", "{.status.phase}", "Running")
+	kubectl.Run(t, "-n", operatorNS, "apply", "-f", standIn)
+	t.Cleanup(func() { _, _ = kubectl.Out("-n", operatorNS, "delete", "--wait=false", "-f", standIn) })
+	kubectl.WaitJSONPath(t, time.Minute, operatorNS, "pod/e2e-operator-stand-in", "{.status.phase}", "Running")
 
 	// A user with the shipped roles only: the debug client's in the
 	// operator's namespace, the proxy viewer's in the fleet's.
-	kubectl(t, "-n", operatorNS, "apply", "-f", filepath.Join(os.Getenv("E2E_ROOT"), "config", "rbac", "debug_client_role.yaml"))
-	kubectl(t, "-n", ns, "create", "serviceaccount", "viewer")
-	kubectl(t, "-n", operatorNS, "create", "rolebinding", "e2e-plugin-viewer", "--role", "kube-envoy-controller-debug-client", "--serviceaccount", ns+":viewer")
-	t.Cleanup(func() { _, _ = kubectlOut("-n", operatorNS, "delete", "rolebinding", "e2e-plugin-viewer") })
-	kubeconfig := tokenKubeconfig(t, kubectl(t, "-n", ns, "create", "token", "viewer"))
+	kubectl.Run(t, "-n", operatorNS, "apply", "-f", filepath.Join(os.Getenv("E2E_ROOT"), "config", "rbac", "debug_client_role.yaml"))
+	kubectl.Run(t, "-n", ns, "create", "serviceaccount", "viewer")
+	kubectl.Run(t, "-n", operatorNS, "create", "rolebinding", "e2e-plugin-viewer", "--role", "kube-envoy-controller-debug-client", "--serviceaccount", ns+":viewer")
+	t.Cleanup(func() { _, _ = kubectl.Out("-n", operatorNS, "delete", "rolebinding", "e2e-plugin-viewer") })
+	kubeconfig := tokenKubeconfig(t, kubectl.Run(t, "-n", ns, "create", "token", "viewer"))
 
 	proxy := xdstest.Connect(t, dialAsFleet(t, ns, "edge"), ns+"/edge", "proxy-pf", resourcev3.ClusterType)
 	if _, err := proxy.Next(""); err != nil {
 		t.Fatal(err)
 	}
 
-	// Without a grant in the fleet's namespace, its rows are left out.
-	rows, err := proxyRows(run, "-A", "--kubeconfig", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Without a grant in the fleet's namespace, its rows are left out. The
+	// API server authorizes the debug client's new RoleBinding once its
+	// informer has it: until then the plugin may be refused.
+	var rows map[string]debug.ProxyRow
+	framework.Eventually(t, time.Minute, "the viewer's proxy-status -A to answer", func() (bool, error) {
+		var err error
+		rows, err = proxyRows(run, "-A", "--kubeconfig", kubeconfig)
+		return err == nil, err
+	})
 	if len(rows) != 0 {
 		t.Errorf("rows of namespaces the viewer may not read: %+v", rows)
 	}
@@ -244,8 +249,8 @@ spec:
 		t.Errorf("a named fleet the viewer may not read: %v\n%s", err, out)
 	}
 
-	kubectl(t, "-n", ns, "create", "rolebinding", "viewer", "--clusterrole", "kube-envoy-controller-proxy-viewer", "--serviceaccount", ns+":viewer")
-	eventually(t, time.Minute, "the viewer to see the fleet's proxy, through the stand-in's forwarded port", func() (bool, error) {
+	kubectl.Run(t, "-n", ns, "create", "rolebinding", "viewer", "--clusterrole", "kube-envoy-controller-proxy-viewer", "--serviceaccount", ns+":viewer")
+	framework.Eventually(t, time.Minute, "the viewer to see the fleet's proxy, through the stand-in's forwarded port", func() (bool, error) {
 		var err error
 		rows, err = proxyRows(run, "-A", "--kubeconfig", kubeconfig)
 		return err == nil && rows["proxy-pf"].State == debug.Synced, err

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
+	"github.com/kube-envoy-controller/kube-envoy-controller/test/framework"
 )
 
 // served asks the operator's xDS server, as a proxy of fleet, for the
@@ -72,9 +73,9 @@ func runningAddresses(t *testing.T, ns string, selectors map[string]string) map[
 	out := map[string][]string{}
 	for cluster, selector := range selectors {
 		var list string
-		eventually(t, time.Minute, "the Running pods' addresses", func() (bool, error) {
+		framework.Eventually(t, time.Minute, "the Running pods' addresses", func() (bool, error) {
 			var err error
-			list, err = kubectlOut("-n", ns, "get", "pods", "-l", selector, "--field-selector=status.phase=Running",
+			list, err = kubectl.Out("-n", ns, "get", "pods", "-l", selector, "--field-selector=status.phase=Running",
 				"-o", `jsonpath={range .items[*]}{.status.podIP} {.metadata.deletionTimestamp}{"\n"}{end}`)
 			return err == nil, err
 		})
@@ -147,15 +148,15 @@ func TestGatewaySamples(t *testing.T) {
 	ns := namespace(t, "e2e-samples")
 	crtPath, keyPath, crt := writeCertificate(t, t.TempDir(), "web.example.com")
 	applyTLSSecret(t, ns, crtPath, keyPath)
-	kubectl(t, "-n", ns, "label", "secret", "web-tls", "kube-envoy-controller.io/xds-secret=tls")
+	kubectl.Run(t, "-n", ns, "label", "secret", "web-tls", "kube-envoy-controller.io/xds-secret=tls")
 	for _, f := range []string{"example_v1_envoyconfig_http.yaml", "example_v1_envoyconfig_http_canary.yaml", "example_v1_envoyconfig_https.yaml"} {
-		kubectl(t, "-n", ns, "apply", "-f", sample(f))
+		kubectl.Run(t, "-n", ns, "apply", "-f", sample(f))
 	}
 	for _, ec := range []string{"web-routing", "web-canary", "web-tls"} {
-		waitJSONPath(t, time.Minute, ns, "envoyconfig/"+ec, `{.status.conditions[?(@.type=="Accepted")].status}`, "True")
-		waitJSONPath(t, time.Minute, ns, "envoyconfig/"+ec, `{.status.conditions[?(@.type=="Degraded")].status}`, "False")
+		kubectl.WaitJSONPath(t, time.Minute, ns, "envoyconfig/"+ec, `{.status.conditions[?(@.type=="Accepted")].status}`, "True")
+		kubectl.WaitJSONPath(t, time.Minute, ns, "envoyconfig/"+ec, `{.status.conditions[?(@.type=="Degraded")].status}`, "False")
 	}
-	waitJSONPath(t, 2*time.Minute, ns, "envoy/web-gateway", "{.status.availableReplicas}", "2")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoy/web-gateway", "{.status.availableReplicas}", "2")
 
 	fleet := ns + "/web-gateway"
 	c := dialAsFleet(t, ns, "web-gateway")
@@ -199,9 +200,9 @@ func TestGatewaySamples(t *testing.T) {
 	// Deployments as they scale.
 	selectors := map[string]string{"web": "app=web,track=stable", "web-canary": "app=web,track=canary"}
 	waitEndpoints(t, c, fleet, ns, selectors, map[string]int{"web": 2, "web-canary": 1})
-	kubectl(t, "-n", ns, "scale", "deployment/web", "--replicas=4")
+	kubectl.Run(t, "-n", ns, "scale", "deployment/web", "--replicas=4")
 	waitEndpoints(t, c, fleet, ns, selectors, map[string]int{"web": 4, "web-canary": 1})
-	kubectl(t, "-n", ns, "scale", "deployment/web", "--replicas=1")
+	kubectl.Run(t, "-n", ns, "scale", "deployment/web", "--replicas=1")
 	waitEndpoints(t, c, fleet, ns, selectors, map[string]int{"web": 1, "web-canary": 1})
 
 	secrets := served(t, c, fleet, resourcev3.SecretType, "web-cert")
@@ -217,13 +218,13 @@ func TestGatewaySamples(t *testing.T) {
 func TestSidecarSample(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "e2e-sidecar-sample")
-	kubectl(t, "label", "namespace", ns, "kube-envoy-controller.io/injection=enabled")
-	kubectl(t, "-n", ns, "apply", "-f", sample("example_v1_envoy_sidecar.yaml"))
-	waitJSONPath(t, time.Minute, ns, "envoyconfig/shop-routes", `{.status.conditions[?(@.type=="Accepted")].status}`, "True")
+	kubectl.Run(t, "label", "namespace", ns, "kube-envoy-controller.io/injection=enabled")
+	kubectl.Run(t, "-n", ns, "apply", "-f", sample("example_v1_envoy_sidecar.yaml"))
+	kubectl.WaitJSONPath(t, time.Minute, ns, "envoyconfig/shop-routes", `{.status.conditions[?(@.type=="Accepted")].status}`, "True")
 	// The ReplicaSet controller retries a pod the webhook refused while it
 	// was not serving yet; every pod that exists carries the sidecar.
-	waitJSONPath(t, 2*time.Minute, ns, "deployment/shop", "{.status.availableReplicas}", "2")
-	out := kubectl(t, "-n", ns, "get", "pods", "-l", "app=shop", "-o",
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "deployment/shop", "{.status.availableReplicas}", "2")
+	out := kubectl.Run(t, "-n", ns, "get", "pods", "-l", "app=shop", "-o",
 		`jsonpath={range .items[*]}{.spec.initContainers[*].name} {.spec.initContainers[*].restartPolicy} {.spec.containers[*].name}|{.spec.initContainers[?(@.name=="envoy")].args}{"\n"}{end}`)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) < 2 {

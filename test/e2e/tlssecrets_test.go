@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -92,17 +91,10 @@ func writeCertificate(t *testing.T, dir, cn string) (crtPath, keyPath string, cr
 // from files, as a user would with kubectl.
 func applyTLSSecret(t *testing.T, ns, crtPath, keyPath string) {
 	t.Helper()
-	kubectlBin := filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl")
-	gen := exec.Command(kubectlBin, "-n", ns, "create", "secret", "tls", "web-tls", "--cert", crtPath, "--key", keyPath,
+	manifest := kubectl.Run(t, "-n", ns, "create", "secret", "tls", "web-tls", "--cert", crtPath, "--key", keyPath,
 		"--dry-run=client", "-o", "yaml")
-	manifest, err := gen.Output()
-	if err != nil {
-		t.Fatalf("kubectl create secret tls: %v", err)
-	}
-	apply := exec.Command(kubectlBin, "-n", ns, "apply", "-f", "-")
-	apply.Stdin = strings.NewReader(string(manifest))
-	if out, err := apply.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply of the Secret: %v: %s", err, out)
+	if out, err := kubectl.Input(manifest, "-n", ns, "apply", "-f", "-"); err != nil {
+		t.Fatalf("%v: %s", err, out)
 	}
 }
 
@@ -116,11 +108,11 @@ func TestTLSSecretOverSDS(t *testing.T) {
 	dir := t.TempDir()
 	crtPath, keyPath, crt := writeCertificate(t, dir, "web.example.com")
 	applyTLSSecret(t, ns, crtPath, keyPath)
-	applyYAML(t, ns, tlsConfig)
+	kubectl.Apply(t, ns, tlsConfig)
 	// Not labelled yet: published, and told why the secret is not served.
-	waitJSONPath(t, time.Minute, ns, "envoyconfig/https", `{.status.conditions[?(@.type=="Degraded")].reason}`, "SecretUnavailable")
-	kubectl(t, "-n", ns, "label", "secret", "web-tls", "kube-envoy-controller.io/xds-secret=tls")
-	waitJSONPath(t, time.Minute, ns, "envoyconfig/https", `{.status.conditions[?(@.type=="Degraded")].status}`, "False")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "envoyconfig/https", `{.status.conditions[?(@.type=="Degraded")].reason}`, "SecretUnavailable")
+	kubectl.Run(t, "-n", ns, "label", "secret", "web-tls", "kube-envoy-controller.io/xds-secret=tls")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "envoyconfig/https", `{.status.conditions[?(@.type=="Degraded")].status}`, "False")
 
 	proxy := xdstest.Connect(t, dialAsFleet(t, ns, "edge"), ns+"/edge", "e2e-proxy", resourcev3.SecretType, "server-cert")
 	// waitCert reads SDS responses until one serves server-cert with want.
@@ -159,7 +151,7 @@ func TestTLSSecretOverSDS(t *testing.T) {
 	if err := os.WriteFile(inline, []byte(inlineKeyConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := kubectlOut("-n", ns, "apply", "-f", inline)
+	out, err := kubectl.Out("-n", ns, "apply", "-f", inline)
 	if err == nil {
 		t.Fatalf("an EnvoyConfig with a private key inline was applied: %s", out)
 	}

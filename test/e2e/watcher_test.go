@@ -5,9 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/test/framework"
 )
 
 // The sample Watcher and an Envoy fleet's sidecar are injected into the pods
@@ -29,10 +27,10 @@ func TestWatcherInjection(t *testing.T) {
 	start := time.Now()
 	step := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
 	ns := namespace(t, "e2e-watcher")
-	kubectl(t, "label", "namespace", ns, "kube-envoy-controller.io/injection=enabled")
-	kubectl(t, "-n", ns, "apply", "-f", sample("watch_v1alpha1_watcher.yaml"))
-	waitJSONPath(t, time.Minute, ns, "watcher/log-watcher", "{.status.configMapName}", "log-watcher-config")
-	waitJSONPath(t, time.Minute, ns, "configmap/log-watcher-config", "{.data.LOG_LEVEL}", "info")
+	kubectl.Run(t, "label", "namespace", ns, "kube-envoy-controller.io/injection=enabled")
+	kubectl.Run(t, "-n", ns, "apply", "-f", sample("watch_v1alpha1_watcher.yaml"))
+	kubectl.WaitJSONPath(t, time.Minute, ns, "watcher/log-watcher", "{.status.configMapName}", "log-watcher-config")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "configmap/log-watcher-config", "{.data.LOG_LEVEL}", "info")
 	step("Watcher ready")
 
 	fleet := &examplev1.Envoy{
@@ -42,27 +40,27 @@ func TestWatcherInjection(t *testing.T) {
 	if err := k8s.Create(ctx, fleet); err != nil {
 		t.Fatal(err)
 	}
-	waitJSONPath(t, time.Minute, ns, "configmap/mesh-bootstrap", "{.metadata.ownerReferences[0].name}", "mesh")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "configmap/mesh-bootstrap", "{.metadata.ownerReferences[0].name}", "mesh")
 	step("Envoy fleet's bootstrap ready")
 
 	// The webhook serves once its certificate is generated and its CA is in
 	// the webhook configuration: a dry run then comes back injected.
-	eventually(t, 2*time.Minute, "the webhook to inject", func() (bool, error) {
-		out, err := exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"), "-n", ns, "run", "probe",
+	framework.Eventually(t, 2*time.Minute, "the webhook to inject", func() (bool, error) {
+		out, err := kubectl.Out("-n", ns, "run", "probe",
 			"--image=nginx", "--dry-run=server", "--annotations=watch.my.domain/inject=log-watcher",
-			"-o", "jsonpath={.spec.containers[*].name}").CombinedOutput()
+			"-o", "jsonpath={.spec.containers[*].name}")
 		if err != nil {
-			return false, fmt.Errorf("%v: %s", err, out)
+			return false, err
 		}
-		return string(out) == "probe log-watcher", fmt.Errorf("containers %q", out)
+		return out == "probe log-watcher", fmt.Errorf("containers %q", out)
 	})
 	step("webhook serving")
 
 	// A pod that brings the webhook's record itself gets the sidecar all the same.
-	out, err := exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"), "-n", ns, "run", "forged",
+	out, err := kubectl.Out("-n", ns, "run", "forged",
 		"--image=nginx", "--dry-run=server", "--annotations=watch.my.domain/inject=log-watcher",
-		"--annotations=watch.my.domain/injected=log-watcher", "-o", "jsonpath={.spec.containers[*].name}").CombinedOutput()
-	if err != nil || string(out) != "forged log-watcher" {
+		"--annotations=watch.my.domain/injected=log-watcher", "-o", "jsonpath={.spec.containers[*].name}")
+	if err != nil || out != "forged log-watcher" {
 		t.Errorf("a pod with its own record of the injection: %v: containers %q, want forged log-watcher", err, out)
 	}
 
@@ -84,14 +82,14 @@ func TestWatcherInjection(t *testing.T) {
 	if err := k8s.Create(ctx, dep); err != nil {
 		t.Fatal(err)
 	}
-	waitJSONPath(t, 2*time.Minute, ns, "pods -l app=web", "{.items[*].status.phase}", "Running Running")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "pods -l app=web", "{.items[*].status.phase}", "Running Running")
 	// The Envoy sidecar is a native sidecar, an init container that keeps
 	// running, ordered before the application; the Watcher's sidecar is a
 	// container, as the seed's.
-	waitJSONPath(t, time.Minute, ns, "pods -l app=web",
+	kubectl.WaitJSONPath(t, time.Minute, ns, "pods -l app=web",
 		`{range .items[*]}{.spec.initContainers[*].name}{"/"}{.spec.initContainers[*].restartPolicy}{"/"}{.spec.containers[*].name}{";"}{end}`,
 		"envoy/Always/app log-watcher;envoy/Always/app log-watcher;")
-	waitJSONPath(t, time.Minute, ns, "pods -l app=web", `{.items[*].metadata.annotations.watch\.my\.domain/injected}`,
+	kubectl.WaitJSONPath(t, time.Minute, ns, "pods -l app=web", `{.items[*].metadata.annotations.watch\.my\.domain/injected}`,
 		"log-watcher log-watcher")
 	step("Deployment's pods run with the sidecars")
 
@@ -104,9 +102,9 @@ func TestWatcherInjection(t *testing.T) {
 	}
 
 	// A Watcher that does not exist is denied, by name.
-	out, err = exec.Command(filepath.Join(os.Getenv("E2E_ROOT"), "bin", "kubectl"), "-n", ns, "run", "denied",
-		"--image=nginx", "--annotations=watch.my.domain/inject=no-such-watcher").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), `Watcher "no-such-watcher", which does not exist`) {
+	out, err = kubectl.Out("-n", ns, "run", "denied",
+		"--image=nginx", "--annotations=watch.my.domain/inject=no-such-watcher")
+	if err == nil || !strings.Contains(out, `Watcher "no-such-watcher", which does not exist`) {
 		t.Errorf("a pod naming a missing Watcher: %v: %s", err, out)
 	}
 	step("missing Watcher denied")

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/test/framework"
 )
 
 // Namespace and ServiceAccount of the installation.
@@ -44,7 +44,8 @@ var (
 	adminCfg   *rest.Config
 	saCfg      *rest.Config // the operator's ServiceAccount
 	admin      client.Client
-	webhookURL int // the port the webhook configurations call (hack/webhook-local.sh)
+	kubectl    framework.Kubectl // as the cluster's admin
+	webhookURL int               // the port the webhook configurations call (hack/webhook-local.sh)
 )
 
 func TestMain(m *testing.M) {
@@ -55,6 +56,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	root, dir = os.Getenv("INSTALL_ROOT"), os.Getenv("INSTALL_DIR")
+	kubectl = framework.NewKubectl(root, "")
 	var err error
 	if webhookURL, err = strconv.Atoi(os.Getenv("INSTALL_WEBHOOK_PORT")); err != nil {
 		fmt.Fprintln(os.Stderr, "INSTALL_WEBHOOK_PORT:", err)
@@ -71,52 +73,6 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Exit(m.Run())
-}
-
-// kubectl runs bin/kubectl as the cluster's admin and returns its output.
-func kubectl(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(filepath.Join(root, "bin", "kubectl"), args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// kubectlAs runs bin/kubectl with the given kubeconfig and returns its
-// output and error.
-func kubectlAs(kubeconfig string, args ...string) (string, error) {
-	out, err := exec.Command(filepath.Join(root, "bin", "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
-	return strings.TrimSpace(string(out)), err
-}
-
-// kubectlStdin runs bin/kubectl as the cluster's admin with stdin as its input.
-func kubectlStdin(stdin string, args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(root, "bin", "kubectl"), args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	return strings.TrimSpace(string(out)), err
-}
-
-// eventually polls cond until it holds or timeout passes (testenv.Poll).
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	testenv.Poll(t, 100*time.Millisecond, timeout, what, cond)
-}
-
-// waitJSONPath waits until `kubectl -n ns get <resource> -o jsonpath=<path>` prints want.
-func waitJSONPath(t *testing.T, timeout time.Duration, ns, resource, path, want string) {
-	t.Helper()
-	args := append([]string{"-n", ns, "get"}, strings.Fields(resource)...)
-	args = append(args, "-o", "jsonpath="+path)
-	eventually(t, timeout, fmt.Sprintf("%s %s = %q", resource, path, want), func() (bool, error) {
-		out, err := exec.Command(filepath.Join(root, "bin", "kubectl"), args...).CombinedOutput()
-		got := strings.TrimSpace(string(out))
-		if err != nil {
-			return false, fmt.Errorf("%v: %s", err, out)
-		}
-		return got == want, fmt.Errorf("got %q", got)
-	})
 }
 
 // replica is one operator process on this host, running as the ServiceAccount.
@@ -194,7 +150,7 @@ func (r *replica) stop(t *testing.T, sig syscall.Signal) {
 // waitReady waits until the replica's /readyz passes.
 func (r *replica) waitReady(t *testing.T) {
 	t.Helper()
-	eventually(t, 2*time.Minute, "replica "+r.name+" to be ready", func() (bool, error) {
+	framework.Eventually(t, 2*time.Minute, "replica "+r.name+" to be ready", func() (bool, error) {
 		if !r.running() {
 			t.Fatalf("replica %s exited:\n%s", r.name, tail(r.log, 30))
 		}

@@ -21,6 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/test/framework"
 )
 
 const leaderMetric = "leader_election_master_status"
@@ -48,12 +51,12 @@ func TestOperatorAsServiceAccount(t *testing.T) {
 // installed ClusterRole for scrapers.
 func metricsScraper(t *testing.T) string {
 	t.Helper()
-	kubectl(t, "create", "namespace", "monitoring")
-	kubectl(t, "-n", "monitoring", "create", "serviceaccount", "scraper")
-	kubectl(t, "create", "clusterrolebinding", "scraper", "--clusterrole", "kube-envoy-controller-metrics-reader", "--serviceaccount", "monitoring:scraper")
+	kubectl.Run(t, "create", "namespace", "monitoring")
+	kubectl.Run(t, "-n", "monitoring", "create", "serviceaccount", "scraper")
+	kubectl.Run(t, "create", "clusterrolebinding", "scraper", "--clusterrole", "kube-envoy-controller-metrics-reader", "--serviceaccount", "monitoring:scraper")
 	t.Cleanup(func() {
-		kubectl(t, "delete", "clusterrolebinding", "scraper")
-		kubectl(t, "delete", "namespace", "monitoring", "--wait=false")
+		kubectl.Run(t, "delete", "clusterrolebinding", "scraper")
+		kubectl.Run(t, "delete", "namespace", "monitoring", "--wait=false")
 	})
 	_, token := tokenConfig(t, "monitoring", "scraper")
 	return token
@@ -82,30 +85,37 @@ func testSamples(t *testing.T, scraper string) {
 	}
 
 	ns := "samples"
-	kubectl(t, "create", "namespace", ns)
-	kubectl(t, "-n", ns, "apply", "-f", filepath.Join(root, "config", "samples"))
-	waitJSONPath(t, 2*time.Minute, ns, "foo/example-foo", `{.status.conditions[?(@.type=="Available")].status}`, "True")
-	waitJSONPath(t, 2*time.Minute, ns, "envoy/edge-envoy", `{.status.conditions[?(@.type=="Available")].status}`, "True")
-	waitJSONPath(t, 2*time.Minute, ns, "podset/two-podset", `{.status.conditions[?(@.type=="Available")].status}`, "True")
-	waitJSONPath(t, 2*time.Minute, ns, "foobar/foobar-sample", "{.status.phase}", "Succeeded")
-	waitJSONPath(t, 2*time.Minute, ns, "watcher/log-watcher", `{.status.conditions[?(@.type=="Ready")].status}`, "True")
+	kubectl.Run(t, "create", "namespace", ns)
+	// The EnvoyConfig samples go through the validating webhook, which the
+	// API server calls with the CA of the configuration as its informer
+	// has it: the replica is ready once it wrote the CA, which the API
+	// server may not have seen yet.
+	framework.Eventually(t, time.Minute, "the samples to be applied", func() (bool, error) {
+		_, err := kubectl.Out("-n", ns, "apply", "-f", filepath.Join(root, "config", "samples"))
+		return err == nil, err
+	})
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "foo/example-foo", `{.status.conditions[?(@.type=="Available")].status}`, "True")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoy/edge-envoy", `{.status.conditions[?(@.type=="Available")].status}`, "True")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "podset/two-podset", `{.status.conditions[?(@.type=="Available")].status}`, "True")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "foobar/foobar-sample", "{.status.phase}", "Succeeded")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "watcher/log-watcher", `{.status.conditions[?(@.type=="Ready")].status}`, "True")
 	// A fleet of the built-in xDS server: its client certificate issued and
 	// its EnvoyConfig, with a Service's endpoints, published.
-	waitJSONPath(t, 2*time.Minute, ns, "envoy/web-gateway", `{.status.conditions[?(@.type=="Available")].status}`, "True")
-	waitJSONPath(t, 2*time.Minute, ns, "secret/web-gateway-xds-client", "{.type}", "kubernetes.io/tls")
-	waitJSONPath(t, 2*time.Minute, ns, "envoyconfig/web-routing", `{.status.conditions[?(@.type=="Accepted")].status}`, "True")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoy/web-gateway", `{.status.conditions[?(@.type=="Available")].status}`, "True")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "secret/web-gateway-xds-client", "{.type}", "kubernetes.io/tls")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoyconfig/web-routing", `{.status.conditions[?(@.type=="Accepted")].status}`, "True")
 
 	// The webhooks, served with the certificate the operator made and whose
 	// CA it put into the configurations: an invalid EnvoyConfig is refused,
 	// and a pod of a namespace with injection gets its sidecar.
 	bad := `{"apiVersion":"example.com/v1","kind":"EnvoyConfig","metadata":{"name":"bad"},` +
 		`"spec":{"envoyRef":"edge-envoy","resources":{"clusters":[{"name":"web","no_such_field":1}]}}}`
-	if out, err := kubectlStdin(bad, "-n", ns, "create", "--dry-run=server", "-f", "-"); err == nil || !strings.Contains(out, "no_such_field") {
+	if out, err := kubectl.Input(bad, "-n", ns, "create", "--dry-run=server", "-f", "-"); err == nil || !strings.Contains(out, "no_such_field") {
 		t.Errorf("an EnvoyConfig with an unknown field: want it refused by the validator, naming the field; got %v:\n%s", err, out)
 	}
-	kubectl(t, "label", "namespace", ns, "kube-envoy-controller.io/injection=enabled")
-	eventually(t, time.Minute, "the injector to add the Watcher's container", func() (bool, error) {
-		out, err := kubectlAs(os.Getenv("KUBECONFIG"), "-n", ns, "run", "probe", "--image=nginx", "--dry-run=server",
+	kubectl.Run(t, "label", "namespace", ns, "kube-envoy-controller.io/injection=enabled")
+	framework.Eventually(t, time.Minute, "the injector to add the Watcher's container", func() (bool, error) {
+		out, err := kubectl.Out("-n", ns, "run", "probe", "--image=nginx", "--dry-run=server",
 			"--annotations=watch.my.domain/inject=log-watcher", "-o", "jsonpath={.spec.containers[*].name}")
 		return err == nil && out == "probe log-watcher", fmt.Errorf("%v: %s", err, out)
 	})
@@ -115,7 +125,7 @@ func testSamples(t *testing.T, scraper string) {
 func testFailover(t *testing.T, scraper string) {
 	ctx := context.Background()
 	ns := "failover"
-	kubectl(t, "create", "namespace", ns)
+	kubectl.Run(t, "create", "namespace", ns)
 	pods := watchPods(t, ns)
 
 	a := startReplica(t, "a", webhookURL)
@@ -126,11 +136,11 @@ func testFailover(t *testing.T, scraper string) {
 	if v, _, err := b.scrape(scraper, leaderMetric); err != nil || v == 1 {
 		t.Fatalf("replica b leads beside a: %v %v", v, err)
 	}
-	if out, err := kubectlStdin(steadyObjects, "-n", ns, "create", "-f", "-"); err != nil {
+	if out, err := kubectl.Input(steadyObjects, "-n", ns, "create", "-f", "-"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	waitJSONPath(t, 2*time.Minute, ns, "podset/steady", "{.status.availableReplicas}", "3")
-	waitJSONPath(t, 2*time.Minute, ns, "foo/before", `{.status.conditions[?(@.type=="Available")].status}`, "True")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "podset/steady", "{.status.availableReplicas}", "3")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "foo/before", `{.status.conditions[?(@.type=="Available")].status}`, "True")
 
 	// SIGKILL: the lease stays a's until it expires.
 	killed := time.Now()
@@ -138,7 +148,7 @@ func testFailover(t *testing.T, scraper string) {
 		t.Fatal(err)
 	}
 	createFoo(t, ns, "after-kill")
-	kubectl(t, "-n", ns, "scale", "podset/steady", "--replicas=5")
+	kubectl.Run(t, "-n", ns, "scale", "podset/steady", "--replicas=5")
 	leadKill, doneKill := takeover(t, b, scraper, ns, "after-kill", killed, 3*afterKill)
 	t.Logf("SIGKILL of the leader: b leads after %s, reconciles a new Foo after %s (requirement %s)", leadKill, doneKill, afterKill)
 
@@ -150,7 +160,7 @@ func testFailover(t *testing.T, scraper string) {
 		t.Fatal(err)
 	}
 	createFoo(t, ns, "after-term")
-	kubectl(t, "-n", ns, "scale", "podset/steady", "--replicas=4")
+	kubectl.Run(t, "-n", ns, "scale", "podset/steady", "--replicas=4")
 	leadTerm, doneTerm := takeover(t, c, scraper, ns, "after-term", termed, 3*afterTerm)
 	t.Logf("SIGTERM of the leader: c leads after %s, reconciles a new Foo after %s (requirement %s)", leadTerm, doneTerm, afterTerm)
 	b.stop(t, syscall.SIGTERM)
@@ -161,10 +171,10 @@ func testFailover(t *testing.T, scraper string) {
 	// No child lost or made twice: every Foo has its Deployment, the PodSet
 	// its 4 pods, and it never had more than the 5 it was scaled to.
 	for _, foo := range []string{"before", "after-kill", "after-term"} {
-		waitJSONPath(t, time.Minute, ns, "foo/"+foo, `{.status.conditions[?(@.type=="Available")].status}`, "True")
+		kubectl.WaitJSONPath(t, time.Minute, ns, "foo/"+foo, `{.status.conditions[?(@.type=="Available")].status}`, "True")
 	}
-	waitJSONPath(t, 2*time.Minute, ns, "podset/steady", "{.status.availableReplicas}", "4")
-	eventually(t, time.Minute, "the PodSet's 4 pods", func() (bool, error) {
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "podset/steady", "{.status.availableReplicas}", "4")
+	framework.Eventually(t, time.Minute, "the PodSet's 4 pods", func() (bool, error) {
 		n := pods.live()
 		return n == 4, fmt.Errorf("%d live pods", n)
 	})
@@ -201,7 +211,7 @@ spec: {deploymentName: before, replicas: 1}
 
 func createFoo(t *testing.T, ns, name string) {
 	t.Helper()
-	if out, err := kubectlStdin(fmt.Sprintf("apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata: {name: %s}\nspec: {deploymentName: %s, replicas: 1}\n", name, name),
+	if out, err := kubectl.Input(fmt.Sprintf("apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata: {name: %s}\nspec: {deploymentName: %s, replicas: 1}\n", name, name),
 		"-n", ns, "create", "-f", "-"); err != nil {
 		t.Fatalf("creating Foo %s: %v\n%s", name, err, out)
 	}
@@ -211,7 +221,7 @@ func createFoo(t *testing.T, ns, name string) {
 // named foo, and returns both times since start.
 func takeover(t *testing.T, next *replica, scraper, ns, foo string, start time.Time, limit time.Duration) (lead, done time.Duration) {
 	t.Helper()
-	eventually(t, limit, "replica "+next.name+" to take over and reconcile Foo "+foo, func() (bool, error) {
+	testenv.Poll(t, 100*time.Millisecond, limit, "replica "+next.name+" to take over and reconcile Foo "+foo, func() (bool, error) {
 		if lead == 0 {
 			if v, _, _ := next.scrape(scraper, leaderMetric); v == 1 {
 				lead = time.Since(start)
@@ -232,7 +242,7 @@ func takeover(t *testing.T, next *replica, scraper, ns, foo string, start time.T
 
 func waitLeader(t *testing.T, r *replica, scraper string) {
 	t.Helper()
-	eventually(t, time.Minute, "replica "+r.name+" to lead", func() (bool, error) {
+	framework.Eventually(t, time.Minute, "replica "+r.name+" to lead", func() (bool, error) {
 		v, code, err := r.scrape(scraper, leaderMetric)
 		return v == 1, fmt.Errorf("%v (status %d, %v)", v, code, err)
 	})
@@ -277,7 +287,7 @@ func checkSampleChildren(t *testing.T) {
 			t.Errorf("%T owned by %s: %d, want %d", c.list, c.owner, got, c.want)
 		}
 	}
-	waitJSONPath(t, time.Minute, "samples", "jobs", "{.items[*].metadata.name}", "foobar-sample-1")
+	kubectl.WaitJSONPath(t, time.Minute, "samples", "jobs", "{.items[*].metadata.name}", "foobar-sample-1")
 }
 
 func metaItems(list client.ObjectList) ([]metav1.Object, error) {

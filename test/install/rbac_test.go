@@ -175,9 +175,9 @@ func TestServiceAccountPermissions(t *testing.T) {
 	ctx := context.Background()
 	// What every ServiceAccount may do (discovery, self reviews): a new one
 	// with no binding of its own shows it.
-	kubectl(t, "create", "namespace", "rbac-baseline")
-	t.Cleanup(func() { kubectl(t, "delete", "namespace", "rbac-baseline", "--wait=false") })
-	kubectl(t, "-n", "rbac-baseline", "create", "serviceaccount", "nobody")
+	kubectl.Run(t, "create", "namespace", "rbac-baseline")
+	t.Cleanup(func() { kubectl.Run(t, "delete", "namespace", "rbac-baseline", "--wait=false") })
+	kubectl.Run(t, "-n", "rbac-baseline", "create", "serviceaccount", "nobody")
 	nobody, _ := tokenConfig(t, "rbac-baseline", "nobody")
 
 	for _, ns := range []string{operatorNamespace, "default", "kube-system"} {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,7 +20,6 @@ import (
 	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
 	samplev1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/samplecontroller/v1alpha1"
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 )
 
 // category is the CRDs' category: `kubectl get kec` lists every kind.
@@ -275,7 +272,7 @@ func TestCategoryListsEveryKind(t *testing.T) {
 			t.Fatalf("creating a %s: %v", k.kind, err)
 		}
 	}
-	out := kubectl(t, "get", category, "-n", ns, "-o", "name")
+	out := kubectl.Run(t, "get", category, "-n", ns, "-o", "name")
 	names, wantNames := strings.Fields(out), []string(nil)
 	for _, k := range kinds {
 		wantNames = append(wantNames, k.resource[:len(k.resource)-1]+"."+k.group+"/sample")
@@ -382,7 +379,7 @@ func TestPrinterColumnValues(t *testing.T) {
 				t.Errorf("%s column: %v, want False (the %s condition)", k.degradedColumn, got, k.degradedCondition)
 			}
 			// The short name reaches the kind in kubectl, and its table has every column.
-			header := strings.Fields(strings.SplitN(kubectl(t, "get", k.shortNames[0], "-n", ns), "\n", 2)[0])
+			header := strings.Fields(strings.SplitN(kubectl.Run(t, "get", k.shortNames[0], "-n", ns), "\n", 2)[0])
 			want := []string{"NAME"}
 			for _, c := range k.columns {
 				want = append(want, strings.ToUpper(strings.Fields(c)[0]))
@@ -416,19 +413,4 @@ func serverTable(t *testing.T, group, resource, ns string) *metav1.Table {
 		t.Fatal(err)
 	}
 	return table
-}
-
-// kubectl runs bin/kubectl against the test's API server.
-func kubectl(t *testing.T, args ...string) string {
-	t.Helper()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(root, "bin", "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
 }

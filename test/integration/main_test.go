@@ -25,13 +25,14 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
 	"github.com/kube-envoy-controller/kube-envoy-controller/pkg/generated/clientset/versioned"
+	"github.com/kube-envoy-controller/kube-envoy-controller/test/framework"
 )
 
 var (
-	cfg        *rest.Config
-	kubeconfig string // a kubeconfig file for bin/kubectl
-	kube       kubernetes.Interface
-	clientset  versioned.Interface
+	cfg       *rest.Config
+	kubectl   framework.Kubectl // bin/kubectl against the test's API server
+	kube      kubernetes.Interface
+	clientset versioned.Interface
 )
 
 func TestMain(m *testing.M) {
@@ -68,8 +69,13 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	kubeconfig = filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	kubectl = framework.NewKubectl(root, filepath.Join(dir, "kubeconfig"))
+	if err := os.WriteFile(kubectl.Kubeconfig, env.KubeConfig, 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
