@@ -203,6 +203,8 @@ func TestReplicasServeTheRecordedRevision(t *testing.T) {
 			t.Errorf("after the rollback a proxy got clusters %v", names)
 		}
 	}
+	// The event follows the status, asynchronously.
+	suite.WaitEvent(t, ns, envoy.Name, "Warning RolledBack")
 	if n := countEvents(t, ns, envoy.Name, "Warning RolledBack"); n != 1 {
 		t.Errorf("the rollback was reported %d times on the Envoy, want once", n)
 	}
