@@ -50,11 +50,24 @@ func New() (*envtest.Environment, error) {
 			return nil, fmt.Errorf("%s is missing: run `make tools` first", filepath.Join("bin", b))
 		}
 	}
-	return &envtest.Environment{
+	env := &envtest.Environment{
 		BinaryAssetsDirectory: bin,
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
-	}, nil
+	}
+	// envtest gives etcd and kube-apiserver 20 s to start (and to stop),
+	// which a loaded 2-core machine running several API servers exceeds; it
+	// then retries on the same ports while the first kube-apiserver still
+	// holds them, and every retry fails. Like Timeout, the bound only ends
+	// a start that will not succeed. KUBEBUILDER_CONTROLPLANE_START_TIMEOUT
+	// and _STOP_TIMEOUT still set them.
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		env.ControlPlaneStartTimeout = Timeout
+	}
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT") == "" {
+		env.ControlPlaneStopTimeout = Timeout
+	}
+	return env, nil
 }
 
 // RequestCounter counts the requests that go through the transports it wraps,
