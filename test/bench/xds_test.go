@@ -5,8 +5,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -24,9 +22,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,6 +31,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/test/bench/measure"
+	"github.com/kube-envoy-controller/kube-envoy-controller/test/standin"
 )
 
 // The xDS benchmark's fleet: xdsClusters EDS clusters, each with one endpoint.
@@ -363,10 +359,11 @@ func (lc *loadClients) stop() {
 	}
 }
 
-// runLoadClients is the client process: XDS_LOAD_N ADS streams of fleet
-// XDS_LOAD_FLEET, each subscribed to the EDS clusters c0..c<XDS_LOAD_CLUSTERS-1>, that ACK every
-// response and print "client version unixnano bytes" for it, the time being
-// when the ACK was sent.
+// runLoadClients is the client process: XDS_LOAD_N stand-in proxies
+// (test/standin) of fleet XDS_LOAD_FLEET, each subscribed to the EDS
+// clusters c0..c<XDS_LOAD_CLUSTERS-1>, that ACK every response and print
+// "client version unixnano bytes" for it, the time being when the ACK was
+// sent.
 func runLoadClients() {
 	n, err := measure.Size(os.Getenv("XDS_LOAD_N"))
 	if err != nil {
@@ -401,7 +398,7 @@ func runLoadClients() {
 			os.Exit(1)
 		}
 	}
-	creds, err := loadCredentials(os.Getenv("XDS_LOAD_CERT_DIR"))
+	creds, err := standin.CredentialsFromDir(os.Getenv("XDS_LOAD_CERT_DIR"), "localhost")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -415,83 +412,20 @@ func runLoadClients() {
 		}
 		conns = append(conns, discoveryv3.NewAggregatedDiscoveryServiceClient(c))
 	}
+	run := standin.SotW
+	if mode == "delta" {
+		run = standin.Delta
+	}
+	subs := []standin.Subscription{{TypeURL: resourcev3.EndpointType, Names: names}}
 	for i := range n {
 		node := &corev3.Node{Id: fmt.Sprintf("load-%d", i), Cluster: fleet}
 		c := conns[i%len(conns)]
 		go func() {
-			var err error
-			if mode == "delta" {
-				err = deltaClient(c, node, names, func(v string, size int) { report(i, v, size) })
-			} else {
-				err = sotwClient(c, node, names, func(v string, size int) { report(i, v, size) })
-			}
+			err := run(context.Background(), c, node, subs, func(_, v string, size int) { report(i, v, size) })
 			fmt.Fprintf(os.Stderr, "client %d: %v\n", i, err)
 		}()
 	}
 	select {}
-}
-
-// loadCredentials is the fleet's mutual TLS, from the files in dir, with
-// the server verified as localhost (the operator runs on this host); with
-// no dir, plaintext.
-func loadCredentials(dir string) (credentials.TransportCredentials, error) {
-	if dir == "" {
-		return insecure.NewCredentials(), nil
-	}
-	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
-	if err != nil {
-		return nil, err
-	}
-	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
-	if err != nil {
-		return nil, err
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(ca) {
-		return nil, fmt.Errorf("no CA certificate in %s", filepath.Join(dir, "ca.crt"))
-	}
-	return credentials.NewTLS(&tls.Config{ServerName: "localhost", RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}), nil
-}
-
-func sotwClient(c discoveryv3.AggregatedDiscoveryServiceClient, node *corev3.Node, names []string, report func(string, int)) error {
-	st, err := c.StreamAggregatedResources(context.Background())
-	if err != nil {
-		return err
-	}
-	if err := st.Send(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: resourcev3.EndpointType, ResourceNames: names}); err != nil {
-		return err
-	}
-	for {
-		resp, err := st.Recv()
-		if err != nil {
-			return err
-		}
-		if err := st.Send(&discoveryv3.DiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResourceNames: names,
-			VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()}); err != nil {
-			return err
-		}
-		report(resp.GetVersionInfo(), proto.Size(resp)) // stamped once the ACK is sent
-	}
-}
-
-func deltaClient(c discoveryv3.AggregatedDiscoveryServiceClient, node *corev3.Node, names []string, report func(string, int)) error {
-	st, err := c.DeltaAggregatedResources(context.Background())
-	if err != nil {
-		return err
-	}
-	if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: names}); err != nil {
-		return err
-	}
-	for {
-		resp, err := st.Recv()
-		if err != nil {
-			return err
-		}
-		if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}); err != nil {
-			return err
-		}
-		report(resp.GetSystemVersionInfo(), proto.Size(resp)) // stamped once the ACK is sent
-	}
 }
 
 // operatorCPU is the CPU time the operator process has used, in seconds
