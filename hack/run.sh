@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `make run`: the local cluster, the CRDs, the samples and the operator in the
-# foreground. Ctrl-C stops the operator and removes the webhook
-# configurations, which would otherwise send every EnvoyConfig write and every
-# pod create in namespaces with injection to an operator that no longer
-# answers; the cluster stays up for kubectl (`make cluster-down` removes it).
-# The next `make run` installs them again.
+# foreground, and stand-in proxies (hack/standin) for the gateway sample's
+# fleet, so that xDS is seen at work. Ctrl-C stops the stand-ins and the
+# operator and removes the webhook configurations, which would otherwise send
+# every EnvoyConfig write and every pod create in namespaces with injection to
+# an operator that no longer answers; the cluster stays up for kubectl (`make
+# cluster-down` removes it). The next `make run` installs them again.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -37,10 +38,15 @@ bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" --zap-devel=false \
   --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dns-name localhost \
   --webhook-cert-write-files --webhook-cert-dir "$ROOT/tmp/$NAME/webhook-certs" &
 op_pid=$!
+standin_pid=""
 # Ctrl-C reaches the operator too (one process group): let it stop gracefully,
 # since a second signal makes it exit at once. Otherwise stop it here.
 interrupted=""
 stop_foreground_operator() {
+  if [[ -n $standin_pid ]]; then
+    kill "$standin_pid" 2>/dev/null || true
+    wait "$standin_pid" 2>/dev/null || true
+  fi
   if [[ -n $interrupted ]]; then
     for _ in $(seq 20); do kill -0 "$op_pid" 2>/dev/null || break; sleep 0.5; done
   fi
@@ -50,7 +56,7 @@ stop_foreground_operator() {
   bin/kubectl delete --ignore-not-found mutatingwebhookconfiguration kube-envoy-controller-injector >/dev/null || true
   bin/kubectl delete --ignore-not-found validatingwebhookconfiguration kube-envoy-controller-validator >/dev/null || true
   echo
-  echo "Operator stopped; its webhook configurations are removed, so EnvoyConfigs are"
+  echo "Operator and stand-in proxies stopped; its webhook configurations are removed, so EnvoyConfigs are"
   echo "not validated and pods are not injected until the next make run."
   echo "The cluster $NAME is still up; make cluster-down removes it."
 }
@@ -83,6 +89,15 @@ bin/kubectl wait --for=jsonpath='{.status.availableReplicas}'=1 --timeout 120s f
 bin/kubectl wait --for=jsonpath='{.status.availableReplicas}'=3 --timeout 120s envoy/edge-envoy podset/two-podset >/dev/null || true
 bin/kubectl wait --for=jsonpath='{.status.availableReplicas}'=2 --timeout 120s envoy/web-gateway >/dev/null || true
 bin/kubectl wait --for=condition=Accepted --timeout 60s envoyconfig --all >/dev/null || true
+
+# KWOK's pods run no Envoy: stand-in proxies do their part for the gateway
+# sample's fleet, one per pod, real ADS clients over the fleet's mutual TLS
+# that accept what the operator serves (hack/standin).
+go build -o "$ROOT/tmp/$NAME/standin" ./hack/standin
+"$ROOT/tmp/$NAME/standin" --namespace default --fleet web-gateway --xds-address "127.0.0.1:$XDS_PORT" \
+  >"$ROOT/tmp/$NAME/standin.log" 2>&1 &
+standin_pid=$!
+bin/kubectl wait --for=jsonpath='{.status.proxies.acked}'=2 --timeout 60s envoyconfig/web-routing >/dev/null || true
 cat <<MSG
 
 ================================================================================
@@ -97,15 +112,17 @@ kube-envoy-controller is running against the local cluster "$NAME".
 
   What every proxy runs, with the kubectl plugin (bin/kubectl-envoy; kubectl
   finds it on PATH). The operator runs on this host, so it is reached at its
-  address rather than through its pods. KWOK's pods run no Envoy, so no
-  proxy is connected here; on a real cluster each one is listed:
+  address rather than through its pods. KWOK's pods run no Envoy: the
+  gateway's two proxies are stand-ins, real xDS clients named as its pods
+  (log: tmp/$NAME/standin.log), listed SYNCED; on a real cluster every
+  proxy is:
   export PATH=$ROOT/bin:\$PATH
   kubectl envoy proxy-status -A --operator-address 127.0.0.1:$DEBUG_PORT
   kubectl envoy config-dump web-gateway --type routes --operator-address 127.0.0.1:$DEBUG_PORT
   kubectl envoy validate -f config/samples/
 
   The EnvoyConfig samples, served by the operator's xDS server:
-  bin/kubectl get envoyconfigs             # web-routing, web-canary, web-tls, shop-routes, greeter-routes
+  bin/kubectl get envoyconfigs             # web-routing, web-canary, web-tls (2 proxies acked), shop-routes, greeter-routes
   bin/kubectl get pods -l app=shop -o jsonpath='{.items[*].spec.containers[*].name}'   # shop envoy
 
   The operator's ports: metrics http://127.0.0.1:$METRICS_PORT/metrics,
@@ -114,7 +131,7 @@ kube-envoy-controller is running against the local cluster "$NAME".
   webhook https://localhost:$WEBHOOK_PORT (set METRICS_PORT, HEALTH_PORT,
   XDS_PORT, DEBUG_PORT or WEBHOOK_PORT to choose them).
 
-Ctrl-C stops the operator and removes its webhook configurations. make cluster-down removes the cluster.
+Ctrl-C stops the operator and the stand-ins, and removes the webhook configurations. make cluster-down removes the cluster.
 ================================================================================
 
 MSG

@@ -24,29 +24,37 @@ import (
 )
 
 var (
-	pluginOnce sync.Once
-	pluginBin  string
-	pluginErr  error
+	builtMu sync.Mutex
+	builtBy = map[string]string{} // package → binary
 )
 
-// plugin builds kubectl-envoy once for the package (into tmp/) and returns a function
-// that runs it with args (and KUBECONFIG, the cluster's admin).
+// build builds the command of package pkg (./cmd/kubectl-envoy) once for
+// the package's tests, into tmp/ of the repository (overwritten by the next
+// run), and returns the binary's path.
+func build(t *testing.T, pkg string) string {
+	t.Helper()
+	builtMu.Lock()
+	defer builtMu.Unlock()
+	if bin, ok := builtBy[pkg]; ok {
+		return bin
+	}
+	bin := filepath.Join(os.Getenv("E2E_ROOT"), "tmp", filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = os.Getenv("E2E_ROOT")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v: %s", pkg, err, out)
+	}
+	builtBy[pkg] = bin
+	return bin
+}
+
+// plugin builds kubectl-envoy and returns a function that runs it with args
+// (and KUBECONFIG, the cluster's admin).
 func plugin(t *testing.T) func(args ...string) (string, error) {
 	t.Helper()
-	pluginOnce.Do(func() {
-		// In the repository's tmp/, overwritten by the next run.
-		pluginBin = filepath.Join(os.Getenv("E2E_ROOT"), "tmp", "kubectl-envoy")
-		build := exec.Command("go", "build", "-o", pluginBin, "./cmd/kubectl-envoy")
-		build.Dir = os.Getenv("E2E_ROOT")
-		if out, err := build.CombinedOutput(); err != nil {
-			pluginErr = fmt.Errorf("building kubectl-envoy: %v: %s", err, out)
-		}
-	})
-	if pluginErr != nil {
-		t.Fatal(pluginErr)
-	}
+	bin := build(t, "./cmd/kubectl-envoy")
 	return func(args ...string) (string, error) {
-		out, err := exec.Command(pluginBin, args...).CombinedOutput()
+		out, err := exec.Command(bin, args...).CombinedOutput()
 		if err != nil {
 			return string(out), fmt.Errorf("kubectl-envoy %s: %v: %s", strings.Join(args, " "), err, out)
 		}

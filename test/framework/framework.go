@@ -5,10 +5,9 @@
 // asynchronously, in its own time.
 //
 // The waits are testenv.Poll underneath, the one polling loop of every test
-// of the project: a condition that returns an error made with
-// testenv.Unexpected ends the wait at once, so that a test fails on an
-// outcome that rules out the one it waits for instead of waiting out its
-// timeout.
+// of the project: a condition that returns an error made with Unexpected
+// ends the wait at once, so that a test fails on an outcome that rules out
+// the one it waits for instead of waiting out its timeout.
 package framework
 
 import (
@@ -31,13 +30,17 @@ import (
 const Interval = 250 * time.Millisecond
 
 // Eventually polls cond every Interval until it holds, failing t after
-// timeout, or at once when cond returns an error made with
-// testenv.Unexpected. Another error does not end the wait: it is what the
+// timeout, or at once when cond returns an error made with Unexpected. Another error does not end the wait: it is what the
 // failure reports if cond never holds.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
 	testenv.Poll(t, Interval, timeout, what, cond)
 }
+
+// Unexpected returns an error that ends a wait at once, failing the test
+// (testenv.Unexpected): a condition returns it for an outcome that rules out
+// the one it waits for.
+func Unexpected(format string, args ...any) error { return testenv.Unexpected(format, args...) }
 
 // Kubectl runs the repository's bin/kubectl against one cluster.
 type Kubectl struct {
