@@ -56,7 +56,7 @@ stop_foreground_operator() {
   bin/kubectl delete --ignore-not-found mutatingwebhookconfiguration kube-envoy-controller-injector >/dev/null || true
   bin/kubectl delete --ignore-not-found validatingwebhookconfiguration kube-envoy-controller-validator >/dev/null || true
   echo
-  echo "Operator and stand-in proxies stopped; its webhook configurations are removed, so EnvoyConfigs are"
+  echo "Operator and stand-in proxies stopped; the webhook configurations are removed, so EnvoyConfigs are"
   echo "not validated and pods are not injected until the next make run."
   echo "The cluster $NAME is still up; make cluster-down removes it."
 }
