@@ -53,8 +53,14 @@ type Spec struct {
 // Makefile builds and tests with the same cgo and path settings, so that its
 // compiles of the dependencies serve this one too.
 func Compile(ctx context.Context, repo string, p v1.Platform, version, revision, out string) error {
+	return compile(ctx, repo, "./cmd/kube-envoy-controller", p, version, revision, out)
+}
+
+// compile builds the command pkg of the module in repo as Compile builds
+// the operator.
+func compile(ctx context.Context, repo, pkg string, p v1.Platform, version, revision, out string) error {
 	ldflags := fmt.Sprintf("-s -w -buildid= -X %[1]s.version=%[2]s -X %[1]s.revision=%[3]s", VersionPackage, version, revision)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, "./cmd/kube-envoy-controller")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, pkg)
 	cmd.Dir = repo
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOAMD64=v1", "GOARM64=v8.0")
 	if p.Architecture == "arm" && p.Variant != "" {
