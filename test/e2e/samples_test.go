@@ -139,6 +139,20 @@ func waitEndpoints(t *testing.T, c discoveryv3.AggregatedDiscoveryServiceClient,
 	t.Fatalf("no EDS response with endpoints %v in 30 responses", want)
 }
 
+// applyGatewaySamples applies the gateway samples in ns as make run does:
+// the TLS Secret web-tls, labelled for the control plane (a new
+// certificate, returned), then the HTTP, canary and TLS samples, in order.
+func applyGatewaySamples(t *testing.T, ns string) (crt []byte) {
+	t.Helper()
+	crtPath, keyPath, crt := writeCertificate(t, t.TempDir(), "web.example.com")
+	applyTLSSecret(t, ns, crtPath, keyPath)
+	kubectl.Run(t, "-n", ns, "label", "secret", "web-tls", "kube-envoy-controller.io/xds-secret=tls")
+	for _, f := range []string{"example_v1_envoyconfig_http.yaml", "example_v1_envoyconfig_http_canary.yaml", "example_v1_envoyconfig_https.yaml"} {
+		kubectl.Run(t, "-n", ns, "apply", "-f", sample(f))
+	}
+	return crt
+}
+
 // The gateway samples, applied unchanged in their order (as make run applies
 // config/samples): HTTP routing to a Service's pods, a 90/10 canary, and TLS
 // termination with a Kubernetes TLS Secret. What the fleet's proxies are
@@ -146,12 +160,7 @@ func waitEndpoints(t *testing.T, c discoveryv3.AggregatedDiscoveryServiceClient,
 func TestGatewaySamples(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "e2e-samples")
-	crtPath, keyPath, crt := writeCertificate(t, t.TempDir(), "web.example.com")
-	applyTLSSecret(t, ns, crtPath, keyPath)
-	kubectl.Run(t, "-n", ns, "label", "secret", "web-tls", "kube-envoy-controller.io/xds-secret=tls")
-	for _, f := range []string{"example_v1_envoyconfig_http.yaml", "example_v1_envoyconfig_http_canary.yaml", "example_v1_envoyconfig_https.yaml"} {
-		kubectl.Run(t, "-n", ns, "apply", "-f", sample(f))
-	}
+	crt := applyGatewaySamples(t, ns)
 	for _, ec := range []string{"web-routing", "web-canary", "web-tls"} {
 		kubectl.WaitJSONPath(t, time.Minute, ns, "envoyconfig/"+ec, `{.status.conditions[?(@.type=="Accepted")].status}`, "True")
 		kubectl.WaitJSONPath(t, time.Minute, ns, "envoyconfig/"+ec, `{.status.conditions[?(@.type=="Degraded")].status}`, "False")

@@ -25,12 +25,7 @@ import (
 func TestStandInsOfTheGatewaySample(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "e2e-standin")
-	crtPath, keyPath, _ := writeCertificate(t, t.TempDir(), "web.example.com")
-	applyTLSSecret(t, ns, crtPath, keyPath)
-	kubectl.Run(t, "-n", ns, "label", "secret", "web-tls", "kube-envoy-controller.io/xds-secret=tls")
-	for _, f := range []string{"example_v1_envoyconfig_http.yaml", "example_v1_envoyconfig_http_canary.yaml", "example_v1_envoyconfig_https.yaml"} {
-		kubectl.Run(t, "-n", ns, "apply", "-f", sample(f))
-	}
+	applyGatewaySamples(t, ns)
 	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoy/web-gateway", "{.status.availableReplicas}", "2")
 	pods := strings.Fields(kubectl.Run(t, "-n", ns, "get", "pods", "-l", "app.kubernetes.io/instance=web-gateway",
 		"--field-selector=status.phase=Running", "-o", "jsonpath={.items[*].metadata.name}"))
