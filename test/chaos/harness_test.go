@@ -155,8 +155,19 @@ func clusterFromEnv(t *testing.T) cluster {
 
 // restart SIGKILLs one of the cluster's components (kube-apiserver, etcd),
 // as kwokctl's own stop does, and starts it again: kwokctl's start cluster
-// starts the components whose process is gone, with their flags.
+// starts the components whose process is gone, with their flags, and waits
+// until the cluster serves again.
+//
+// From the kill until the component listens again its port is free, and
+// kwokctl gives a cluster being created the first free port it finds from
+// 32767 down: it holds the lock that hack/cluster.sh holds around every
+// creation and start, across every checkout, for that time.
 func (c cluster) restart(ctx context.Context, component string) error {
+	unlock, err := lockClusterStarts()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	pidfile := filepath.Join(c.workdir, "pids", component+".pid")
 	raw, err := os.ReadFile(pidfile)
 	if err != nil {
@@ -178,11 +189,27 @@ func (c cluster) restart(ctx context.Context, component string) error {
 	if err := os.Remove(pidfile); err != nil {
 		return err
 	}
-	out, err := exec.CommandContext(ctx, c.kwokctl, "--name", c.name, "start", "cluster").CombinedOutput()
+	// The bound only ends a start that will not succeed; a busy machine
+	// takes kube-apiserver tens of seconds to start.
+	out, err := exec.CommandContext(ctx, c.kwokctl, "--name", c.name, "start", "cluster", "--wait", "2m").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("kwokctl start cluster: %v: %s", err, out)
 	}
 	return nil
+}
+
+// lockClusterStarts takes hack/cluster.sh's lock on cluster creations and
+// starts, and returns its release.
+func lockClusterStarts() (func(), error) {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "kube-envoy-controller-kwokctl.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking cluster starts: %w", err)
+	}
+	return func() { f.Close() }, nil // closing the file releases the lock
 }
 
 // alive reports whether process pid exists and is no zombie.
