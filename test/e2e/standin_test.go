@@ -27,8 +27,24 @@ func TestStandInsOfTheGatewaySample(t *testing.T) {
 	ns := namespace(t, "e2e-standin")
 	applyGatewaySamples(t, ns)
 	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoy/web-gateway", "{.status.availableReplicas}", "2")
-	pods := strings.Fields(kubectl.Run(t, "-n", ns, "get", "pods", "-l", "app.kubernetes.io/instance=web-gateway",
-		"--field-selector=status.phase=Running", "-o", "jsonpath={.items[*].metadata.name}"))
+	// The stand-ins are the pods that run and are not being deleted, as
+	// the API server lists them (the Envoy's status counts them from the
+	// Deployment's): wait for both.
+	var pods []string
+	framework.Eventually(t, time.Minute, "the fleet's 2 Running pods", func() (bool, error) {
+		out, err := kubectl.Out("-n", ns, "get", "pods", "-l", "app.kubernetes.io/instance=web-gateway", "--field-selector=status.phase=Running",
+			"-o", `jsonpath={range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}`)
+		if err != nil {
+			return false, err
+		}
+		pods = nil
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) == 1 {
+				pods = append(pods, f[0])
+			}
+		}
+		return len(pods) == 2, fmt.Errorf("Running pods %v", pods)
+	})
 	slices.Sort(pods)
 
 	cmd := exec.Command(build(t, "./hack/standin"), "--namespace", ns, "--fleet", "web-gateway", "--xds-address", os.Getenv("E2E_XDS_ADDR"))
