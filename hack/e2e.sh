@@ -72,6 +72,8 @@ if [[ $tests != 0 ]]; then
   "$DIR/kube-envoy-controller" "${op_args[@]}" >"$DIR/operator.log" 2>&1 &
   op_pid=$!
   wait_ready "$op_pid" "$health_port" "$DIR/operator.log"
+  # The tests write EnvoyConfigs at once, through the validating webhook.
+  wait_webhooks
   # The tests run at once (t.Parallel), each in namespaces of its own: they
   # mostly wait on the cluster.
   E2E_ROOT=$ROOT E2E_XDS_ADDR=$XDS_ADDR E2E_DEBUG_ADDR=127.0.0.1:$debug_port go test -vet=off -tags e2e -count=1 -parallel 6 -timeout 20m ./test/e2e/... "$@" || rc=$?

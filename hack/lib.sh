@@ -21,6 +21,23 @@ wait_ready() {
   return 1
 }
 
+# wait_webhooks: waits until the API server calls the operator's webhooks
+# with the certificate it serves: a server-side dry run of an EnvoyConfig,
+# which the validating webhook judges, passes. The operator is ready once it
+# has put its CA into the webhook configurations; the API server uses the
+# CA once its informer has the change, which on a busy machine can take
+# seconds. Fails, with the last refusal, after 60 seconds.
+wait_webhooks() {
+  local probe='{"apiVersion":"example.com/v1","kind":"EnvoyConfig","metadata":{"name":"webhook-probe","namespace":"default"},"spec":{"envoyRef":"webhook-probe"}}'
+  local out=""
+  for _ in $(seq 120); do
+    out=$(bin/kubectl create --dry-run=server -o name -f - <<<"$probe" 2>&1) && return 0
+    sleep 0.5
+  done
+  echo "the API server does not call the operator's webhooks after 60s: $out" >&2
+  return 1
+}
+
 # free_ports N: prints N distinct local ports, one a line, that were free when
 # asked (hack/freeport binds each one to make sure).
 free_ports() {

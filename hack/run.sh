@@ -77,10 +77,7 @@ bin/kubectl label namespace default kube-envoy-controller.io/injection=enabled -
 # The EnvoyConfig samples go through the operator's validating webhook: wait
 # until it serves, and until the API server trusts its new certificate.
 wait_ready "$op_pid" "$HEALTH_PORT" /dev/null
-for _ in $(seq 30); do
-  bin/kubectl apply -f config/samples/ >/dev/null 2>&1 && break
-  sleep 1
-done
+wait_webhooks
 bin/kubectl apply -f config/samples/ >/dev/null
 echo "Samples applied: $(ls config/samples | tr '\n' ' ')"
 
