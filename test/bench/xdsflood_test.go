@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/test/standin"
 )
 
 // TestXDSNameFlood measures what a client with a fleet's certificate costs
@@ -68,7 +69,7 @@ func TestXDSNameFlood(t *testing.T) {
 	before, cpu, selfCPU := operatorHeap(t), operatorCPU(t), ownCPU()
 
 	// The attack, until B's rounds are done.
-	creds, err := loadCredentials(certA)
+	creds, err := standin.CredentialsFromDir(certA, "localhost")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,10 +82,10 @@ func TestEnvoyPatternOnABiggerFleet(t *testing.T) {
 	ns := namespace(t, "e2e-envoy-pattern")
 	crtPath, keyPath, _ := writeCertificate(t, t.TempDir(), "web.example.com")
 	applyTLSSecret(t, ns, crtPath, keyPath)
-	kubectl(t, "-n", ns, "label", "secret", "web-tls", "kube-envoy-controller.io/xds-secret=tls")
-	applyYAML(t, ns, biggerFleet)
-	waitJSONPath(t, time.Minute, ns, "envoyconfig/bigger", `{.status.conditions[?(@.type=="Accepted")].status}`, "True")
-	waitJSONPath(t, time.Minute, ns, "envoyconfig/bigger", `{.status.conditions[?(@.type=="Degraded")].status}`, "False")
+	kubectl.Run(t, "-n", ns, "label", "secret", "web-tls", "kube-envoy-controller.io/xds-secret=tls")
+	kubectl.Apply(t, ns, biggerFleet)
+	kubectl.WaitJSONPath(t, time.Minute, ns, "envoyconfig/bigger", `{.status.conditions[?(@.type=="Accepted")].status}`, "True")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "envoyconfig/bigger", `{.status.conditions[?(@.type=="Degraded")].status}`, "False")
 
 	want := xdstest.Served{
 		resourcev3.ClusterType: {"static", "web"}, resourcev3.ListenerType: {"https"}, resourcev3.EndpointType: {"web"},
@@ -107,5 +107,5 @@ func TestEnvoyPatternOnABiggerFleet(t *testing.T) {
 			}
 		}
 	}
-	waitJSONPath(t, time.Minute, ns, "envoyconfig/bigger", "{.status.proxies.acked}", "2")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "envoyconfig/bigger", "{.status.proxies.acked}", "2")
 }
