@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/test/framework"
 )
 
 // A fleet's disruption budget follows its spec, and the Eviction API, which
@@ -25,15 +27,15 @@ func TestDisruptionBudgetHoldsEvictions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := namespace(t, "e2e-budget")
-	applyYAML(t, ns, `apiVersion: example.com/v1
+	kubectl.Apply(t, ns, `apiVersion: example.com/v1
 kind: Envoy
 metadata: {name: prod}
 spec:
   replicas: 3
   xds: {host: xds.example, port: 18000}
 `)
-	waitJSONPath(t, time.Minute, ns, "poddisruptionbudget/prod", "{.spec.maxUnavailable}", "1")
-	waitJSONPath(t, 2*time.Minute, ns, "envoy/prod", "{.status.availableReplicas}", "3")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "poddisruptionbudget/prod", "{.spec.maxUnavailable}", "1")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoy/prod", "{.status.availableReplicas}", "3")
 	waitBudget(t, ns, "prod", "/1", 1)
 
 	// evict asks to evict a ready proxy: one that is not ready is evicted
@@ -58,7 +60,7 @@ spec:
 	}
 
 	// No proxy may go.
-	kubectl(t, "-n", ns, "patch", "envoy/prod", "--type=merge", "-p", `{"spec":{"podDisruptionBudget":{"maxUnavailable":0}}}`)
+	kubectl.Run(t, "-n", ns, "patch", "envoy/prod", "--type=merge", "-p", `{"spec":{"podDisruptionBudget":{"maxUnavailable":0}}}`)
 	waitBudget(t, ns, "prod", "/0", 0)
 	err := evict()
 	if !apierrors.IsTooManyRequests(err) || !strings.Contains(err.Error(), "disruption budget") {
@@ -66,7 +68,7 @@ spec:
 	}
 
 	// At least two of three must stay: one may go again, once all three run.
-	kubectl(t, "-n", ns, "patch", "envoy/prod", "--type=merge", "-p", `{"spec":{"podDisruptionBudget":{"maxUnavailable":null,"minAvailable":2}}}`)
+	kubectl.Run(t, "-n", ns, "patch", "envoy/prod", "--type=merge", "-p", `{"spec":{"podDisruptionBudget":{"maxUnavailable":null,"minAvailable":2}}}`)
 	waitBudget(t, ns, "prod", "2/", 1)
 	if err := evict(); err != nil {
 		t.Fatalf("minAvailable 2 of 3 allows one eviction: %v", err)
@@ -74,8 +76,8 @@ spec:
 
 	// A fleet of one has no budget unless it asks: scaled down, the
 	// budget is gone with the spec's, and back at the default when scaled up.
-	kubectl(t, "-n", ns, "patch", "envoy/prod", "--type=merge", "-p", `{"spec":{"podDisruptionBudget":null,"replicas":1}}`)
-	waitGone(t, time.Minute, ns, "poddisruptionbudget/prod")
+	kubectl.Run(t, "-n", ns, "patch", "envoy/prod", "--type=merge", "-p", `{"spec":{"podDisruptionBudget":null,"replicas":1}}`)
+	kubectl.WaitGone(t, time.Minute, ns, "poddisruptionbudget/prod")
 }
 
 // waitBudget waits until the budget name has minAvailable/maxUnavailable
@@ -84,7 +86,7 @@ spec:
 func waitBudget(t *testing.T, ns, name, bounds string, allowed int32) {
 	t.Helper()
 	ctx := context.Background()
-	eventually(t, 2*time.Minute, fmt.Sprintf("budget %s: %s, %d disruptions allowed", name, bounds, allowed), func() (bool, error) {
+	framework.Eventually(t, 2*time.Minute, fmt.Sprintf("budget %s: %s, %d disruptions allowed", name, bounds, allowed), func() (bool, error) {
 		pdb := &policyv1.PodDisruptionBudget{}
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pdb); err != nil {
 			return false, err
@@ -119,7 +121,7 @@ func str(v *intstr.IntOrString) string {
 func TestAutoscalerScalesTheFleet(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "e2e-autoscaling")
-	applyYAML(t, ns, `apiVersion: example.com/v1
+	kubectl.Apply(t, ns, `apiVersion: example.com/v1
 kind: Envoy
 metadata: {name: scaled}
 spec:
@@ -128,20 +130,20 @@ spec:
   resources: {requests: {cpu: 100m}}
   autoscaling: {minReplicas: 3, maxReplicas: 5}
 `)
-	waitJSONPath(t, time.Minute, ns, "hpa/scaled", "{.spec.scaleTargetRef.kind}/{.spec.scaleTargetRef.name}/{.spec.minReplicas}/{.spec.maxReplicas}", "Envoy/scaled/3/5")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "hpa/scaled", "{.spec.scaleTargetRef.kind}/{.spec.scaleTargetRef.name}/{.spec.minReplicas}/{.spec.maxReplicas}", "Envoy/scaled/3/5")
 	// The autoscaler raises the Envoy to its minimum; the operator follows.
-	waitJSONPath(t, 2*time.Minute, ns, "envoy/scaled", "{.spec.replicas}", "3")
-	waitJSONPath(t, 2*time.Minute, ns, "envoy/scaled", "{.status.availableReplicas}", "3")
-	waitJSONPath(t, time.Minute, ns, "hpa/scaled", "{.status.desiredReplicas}", "3")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoy/scaled", "{.spec.replicas}", "3")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoy/scaled", "{.status.availableReplicas}", "3")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "hpa/scaled", "{.status.desiredReplicas}", "3")
 
 	// Beyond the maximum, it brings the Envoy back.
-	kubectl(t, "-n", ns, "scale", "envoy/scaled", "--replicas=9")
-	waitJSONPath(t, 2*time.Minute, ns, "envoy/scaled", "{.spec.replicas}", "5")
-	waitJSONPath(t, 2*time.Minute, ns, "deployment/scaled", "{.spec.replicas}", "5")
-	waitJSONPath(t, 2*time.Minute, ns, "envoy/scaled", "{.status.availableReplicas}", "5")
+	kubectl.Run(t, "-n", ns, "scale", "envoy/scaled", "--replicas=9")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoy/scaled", "{.spec.replicas}", "5")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "deployment/scaled", "{.spec.replicas}", "5")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoy/scaled", "{.status.availableReplicas}", "5")
 
-	kubectl(t, "-n", ns, "patch", "envoy/scaled", "--type=merge", "-p", `{"spec":{"autoscaling":null}}`)
-	waitGone(t, time.Minute, ns, "hpa/scaled")
+	kubectl.Run(t, "-n", ns, "patch", "envoy/scaled", "--type=merge", "-p", `{"spec":{"autoscaling":null}}`)
+	kubectl.WaitGone(t, time.Minute, ns, "hpa/scaled")
 }
 
 // A fleet's proxies spread over the cluster's nodes: softly by default, and
@@ -150,15 +152,15 @@ func TestFleetSpreadsOverNodes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := namespace(t, "e2e-spread")
-	applyYAML(t, ns, `apiVersion: example.com/v1
+	kubectl.Apply(t, ns, `apiVersion: example.com/v1
 kind: Envoy
 metadata: {name: spread}
 spec:
   replicas: 3
   xds: {host: xds.example, port: 18000}
 `)
-	waitJSONPath(t, 2*time.Minute, ns, "envoy/spread", "{.status.availableReplicas}", "3")
-	waitJSONPath(t, time.Minute, ns, "pods -l app.kubernetes.io/instance=spread",
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoy/spread", "{.status.availableReplicas}", "3")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "pods -l app.kubernetes.io/instance=spread",
 		`{range .items[*]}{.spec.topologySpreadConstraints[*].topologyKey}/{.spec.topologySpreadConstraints[*].whenUnsatisfiable};{end}`,
 		strings.Repeat("kubernetes.io/hostname topology.kubernetes.io/zone/ScheduleAnyway ScheduleAnyway;", 3))
 
@@ -167,9 +169,9 @@ spec:
 		t.Fatal(err)
 	}
 	n := len(nodes.Items)
-	kubectl(t, "-n", ns, "patch", "envoy/spread", "--type=merge", "-p",
+	kubectl.Run(t, "-n", ns, "patch", "envoy/spread", "--type=merge", "-p",
 		fmt.Sprintf(`{"spec":{"replicas":%d,"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"kubernetes.io/hostname","whenUnsatisfiable":"DoNotSchedule"}]}}`, n))
-	eventually(t, 3*time.Minute, "one proxy on each node", func() (bool, error) {
+	framework.Eventually(t, 3*time.Minute, "one proxy on each node", func() (bool, error) {
 		var pods corev1.PodList
 		if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/instance": "spread"}); err != nil {
 			return false, err
