@@ -275,10 +275,10 @@ func TestSidecarSample(t *testing.T) {
 func TestProxylessSample(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "e2e-grpc-sample")
-	kubectl(t, "-n", ns, "apply", "-f", sample("example_v1_envoyconfig_grpc.yaml"))
-	waitJSONPath(t, time.Minute, ns, "envoyconfig/greeter-routes", `{.status.conditions[?(@.type=="Accepted")].status}`, "True")
-	waitJSONPath(t, time.Minute, ns, "envoyconfig/greeter-routes", `{.status.conditions[?(@.type=="Degraded")].status}`, "False")
-	waitJSONPath(t, 2*time.Minute, ns, "deployment/greeter", "{.status.availableReplicas}", "2")
+	kubectl.Run(t, "-n", ns, "apply", "-f", sample("example_v1_envoyconfig_grpc.yaml"))
+	kubectl.WaitJSONPath(t, time.Minute, ns, "envoyconfig/greeter-routes", `{.status.conditions[?(@.type=="Accepted")].status}`, "True")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "envoyconfig/greeter-routes", `{.status.conditions[?(@.type=="Degraded")].status}`, "False")
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "deployment/greeter", "{.status.availableReplicas}", "2")
 
 	fleet := ns + "/greeter-mesh"
 	a := xdstest.OpenADS(t, dialAsFleet(t, ns, "greeter-mesh"), fleet, "greeter-client")
@@ -337,7 +337,7 @@ func TestProxylessSample(t *testing.T) {
 			}
 		}
 	}
-	waitJSONPath(t, time.Minute, ns, "envoyconfig/greeter-routes", "{.status.proxies.acked}", "1")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "envoyconfig/greeter-routes", "{.status.proxies.acked}", "1")
 }
 
 // count returns the endpoints of cla, and fails a locality without the
