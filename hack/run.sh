@@ -120,7 +120,7 @@ kube-envoy-controller is running against the local cluster "$NAME".
 
   The EnvoyConfig samples, served by the operator's xDS server:
   bin/kubectl get envoyconfigs             # web-routing, web-canary, web-tls (2 proxies acked), shop-routes, greeter-routes
-  bin/kubectl get pods -l app=shop -o jsonpath='{.items[*].spec.containers[*].name}'   # shop envoy
+  bin/kubectl get pods -l app=shop -o jsonpath='{.items[0].spec.initContainers[*].name} {.items[0].spec.containers[*].name}'   # envoy shop: Envoy is a native sidecar
 
   The operator's ports: metrics http://127.0.0.1:$METRICS_PORT/metrics,
   probes http://127.0.0.1:$HEALTH_PORT/readyz, xDS 127.0.0.1:$XDS_PORT,
