@@ -212,7 +212,12 @@ func lockClusterStarts() (func(), error) {
 	return func() { f.Close() }, nil // closing the file releases the lock
 }
 
-// alive reports whether process pid exists and is no zombie.
+// alive reports whether process pid may still hold what it opened (the
+// component's listening port): it exists and is no zombie, or it is a zombie
+// whose other threads are still exiting. A multi-threaded process's leader
+// turns zombie before the rest of its threads have exited, and its files are
+// closed only when the last of them has: a component started again in
+// between finds its port in use.
 func alive(pid int) bool {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -221,7 +226,11 @@ func alive(pid int) bool {
 	// pid (comm) state ...: the state follows the last ')'.
 	s := string(stat)
 	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+	if i < 0 || i+2 >= len(s) || s[i+2] != 'Z' {
+		return true
+	}
+	threads, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	return err == nil && len(threads) > 1
 }
 
 // audit returns the cluster's audit log: the write requests of the chaos
