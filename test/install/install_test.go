@@ -147,7 +147,8 @@ func (r *replica) stop(t *testing.T, sig syscall.Signal) {
 	}
 }
 
-// waitReady waits until the replica's /readyz passes.
+// waitReady waits until the replica's /readyz passes and its metrics server
+// listens.
 func (r *replica) waitReady(t *testing.T) {
 	t.Helper()
 	framework.Eventually(t, 2*time.Minute, "replica "+r.name+" to be ready", func() (bool, error) {
@@ -159,7 +160,16 @@ func (r *replica) waitReady(t *testing.T) {
 			return false, err
 		}
 		defer resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, fmt.Errorf("readyz: %s", resp.Status)
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("readyz: %s", resp.Status)
+		}
+		// The metrics server may listen a moment after readyz answers: the
+		// tests scrape it next.
+		conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", r.metrics))
+		if err != nil {
+			return false, fmt.Errorf("metrics: %w", err)
+		}
+		return true, conn.Close()
 	})
 }
 
