@@ -38,82 +38,87 @@ func benchFleet(port int) map[string][]types.Resource {
 }
 
 // BenchmarkPush measures one publication of a changed endpoint, from
-// SetFleet to every proxy's ACK, for 200 proxies subscribed by name to the
-// 50 load assignments of their fleet, over state of the world and delta.
+// SetFleet to every proxy's ACK, for 200 and 1000 proxies subscribed by
+// name to the 50 load assignments of their fleet, over state of the world
+// and delta.
 func BenchmarkPush(b *testing.B) {
-	for _, mode := range []string{"sotw", "delta"} {
-		b.Run(mode, func(b *testing.B) {
-			const n = 200
-			s := NewServer("127.0.0.1:0", logr.Discard(), nil)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- s.Start(ctx) }()
-			defer func() { cancel(); <-done }()
-			addr, err := s.Addr(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := s.SetFleet(ctx, fleet, "v0", benchFleet(9000)); err != nil {
-				b.Fatal(err)
-			}
-			names := make([]string, 50)
-			for i := range names {
-				names[i] = fmt.Sprintf("c%d", i)
-			}
-			var conns []discoveryv3.AggregatedDiscoveryServiceClient
-			for range 20 {
-				conns = append(conns, xdstest.Dial(b, addr.String()))
-			}
-			acked := make(chan string, n*4)
-			var wg sync.WaitGroup
-			for i := range n {
-				c := conns[i%len(conns)]
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if mode == "sotw" {
-						p := xdstest.Connect(b, c, fleet, fmt.Sprintf("p%d", i), resourcev3.EndpointType, names...)
-						for {
-							resp, err := p.Next("")
-							if err != nil {
-								return
-							}
-							acked <- resp.GetVersionInfo()
-						}
-					}
-					d := xdstest.OpenDelta(b, c, fleet, fmt.Sprintf("p%d", i))
-					if err := d.Subscribe(resourcev3.EndpointType, names...); err != nil {
+	for _, n := range []int{200, 1000} {
+		for _, mode := range []string{"sotw", "delta"} {
+			b.Run(fmt.Sprintf("%s/proxies=%d", mode, n), func(b *testing.B) { benchPush(b, mode, n) })
+		}
+	}
+}
+
+// benchPush is BenchmarkPush for n proxies in mode (sotw or delta).
+func benchPush(b *testing.B, mode string, n int) {
+	s := NewServer("127.0.0.1:0", logr.Discard(), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	addr, err := s.Addr(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.SetFleet(ctx, fleet, "v0", benchFleet(9000)); err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, 50)
+	for i := range names {
+		names[i] = fmt.Sprintf("c%d", i)
+	}
+	var conns []discoveryv3.AggregatedDiscoveryServiceClient
+	for range 20 {
+		conns = append(conns, xdstest.Dial(b, addr.String()))
+	}
+	acked := make(chan string, n*4)
+	var wg sync.WaitGroup
+	for i := range n {
+		c := conns[i%len(conns)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if mode == "sotw" {
+				p := xdstest.Connect(b, c, fleet, fmt.Sprintf("p%d", i), resourcev3.EndpointType, names...)
+				for {
+					resp, err := p.Next("")
+					if err != nil {
 						return
 					}
-					for {
-						resp, err := d.Recv()
-						if err != nil || d.Ack(resp) != nil {
-							return
-						}
-						acked <- resp.GetSystemVersionInfo()
-					}
-				}()
-			}
-			wait := func(v string) {
-				for got := 0; got < n; {
-					if <-acked == v {
-						got++
-					}
+					acked <- resp.GetVersionInfo()
 				}
 			}
-			wait(s.TypeVersion(fleet, resourcev3.EndpointType))
-			cpu := processCPU()
-			b.ResetTimer()
-			for i := range b.N {
-				if err := s.SetFleet(ctx, fleet, fmt.Sprintf("v%d", i+1), benchFleet(9001+i)); err != nil {
-					b.Fatal(err)
-				}
-				wait(s.TypeVersion(fleet, resourcev3.EndpointType))
+			d := xdstest.OpenDelta(b, c, fleet, fmt.Sprintf("p%d", i))
+			if err := d.Subscribe(resourcev3.EndpointType, names...); err != nil {
+				return
 			}
-			b.StopTimer()
-			b.ReportMetric(float64((processCPU()-cpu).Microseconds())/1000/float64(b.N), "cpu-ms/op")
-		})
+			for {
+				resp, err := d.Recv()
+				if err != nil || d.Ack(resp) != nil {
+					return
+				}
+				acked <- resp.GetSystemVersionInfo()
+			}
+		}()
 	}
+	wait := func(v string) {
+		for got := 0; got < n; {
+			if <-acked == v {
+				got++
+			}
+		}
+	}
+	wait(s.TypeVersion(fleet, resourcev3.EndpointType))
+	cpu := processCPU()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := s.SetFleet(ctx, fleet, fmt.Sprintf("v%d", i+1), benchFleet(9001+i)); err != nil {
+			b.Fatal(err)
+		}
+		wait(s.TypeVersion(fleet, resourcev3.EndpointType))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((processCPU()-cpu).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }
 
 // processCPU is the CPU time this process used so far, user and system.
