@@ -2,7 +2,9 @@ package xds
 
 import (
 	"context"
+	"slices"
 	"sort"
+	"strings"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -148,22 +150,16 @@ func (r *deltaResponse) GetContext() context.Context                         { r
 func answerDelta(t *typeSnapshot, req *discoveryv3.DeltaDiscoveryRequest, sub cachev3.Subscription) *deltaResponse {
 	returned := sub.ReturnedResources()
 	subscribed := sub.SubscribedResources()
-	// Names this request subscribes to are sent again, unless the request
-	// itself says which version the stream has (a reconnection).
-	again := func(name string) bool { return false }
-	if names := req.GetResourceNamesSubscribe(); len(names) > 0 {
-		set := make(map[string]bool, len(names))
-		for _, n := range names {
-			if _, known := req.GetInitialResourceVersions()[n]; !known {
-				set[n] = true
-			}
-		}
-		again = func(name string) bool { return set[name] }
+	again := sentAgain(req)
+	// Most watches are a proxy's ACK of the response it was just sent: they
+	// wait. Finding that out reads the stream's state and writes nothing.
+	if returned[typeVersionKey] == t.version && !deltaChanges(t, sub.IsWildcard(), subscribed, returned, again) {
+		return nil
 	}
 	resp := &deltaResponse{req: req, version: t.version, returned: make(map[string]string, len(subscribed)+1)}
 	send := func(e *encodedResource) {
 		resp.returned[e.name] = e.version
-		if v, ok := returned[e.name]; !ok || v != e.version || again(e.name) {
+		if deltaSends(e, returned, again) {
 			resp.resources = append(resp.resources, e.delta)
 		}
 	}
@@ -191,18 +187,16 @@ func answerDelta(t *typeSnapshot, req *discoveryv3.DeltaDiscoveryRequest, sub ca
 			}
 		}
 	} else {
-		names := make([]string, 0, len(subscribed))
 		for name := range subscribed {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
 			if e, ok := t.byName[name]; ok {
 				send(e)
 			} else {
 				absent(name)
 			}
 		}
+		// In the order of their names, as a wildcard's: only what is sent
+		// is sorted, not every name the stream subscribes to.
+		slices.SortFunc(resp.resources, func(a, b *discoveryv3.Resource) int { return strings.Compare(a.GetName(), b.GetName()) })
 	}
 	resp.returned[typeVersionKey] = t.version
 	if len(resp.resources) == 0 && len(resp.removed) == 0 && returned[typeVersionKey] == t.version {
@@ -210,4 +204,58 @@ func answerDelta(t *typeSnapshot, req *discoveryv3.DeltaDiscoveryRequest, sub ca
 	}
 	sort.Strings(resp.removed)
 	return resp
+}
+
+// sentAgain returns which names the request has sent again: those it
+// subscribes to, unless the request itself says which version the stream
+// has (a reconnection).
+func sentAgain(req *discoveryv3.DeltaDiscoveryRequest) func(name string) bool {
+	names := req.GetResourceNamesSubscribe()
+	if len(names) == 0 {
+		return func(string) bool { return false }
+	}
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		if _, known := req.GetInitialResourceVersions()[n]; !known {
+			set[n] = true
+		}
+	}
+	return func(name string) bool { return set[name] }
+}
+
+// deltaSends reports whether e is sent to a stream that was sent returned.
+func deltaSends(e *encodedResource, returned map[string]string, again func(string) bool) bool {
+	v, ok := returned[e.name]
+	return !ok || v != e.version || again(e.name)
+}
+
+// deltaChanges reports whether answerDelta would send a resource or remove
+// a name: the same rules, without building the response.
+func deltaChanges(t *typeSnapshot, wildcard bool, subscribed map[string]struct{}, returned map[string]string, again func(string) bool) bool {
+	for name := range subscribed {
+		if e, ok := t.byName[name]; ok {
+			if deltaSends(e, returned, again) {
+				return true
+			}
+		} else if returned[name] != toldAbsent {
+			return true
+		}
+	}
+	if !wildcard {
+		return false
+	}
+	for _, e := range t.sorted {
+		if deltaSends(e, returned, again) {
+			return true
+		}
+	}
+	for name, v := range returned {
+		if _, held := t.byName[name]; held || name == typeVersionKey || v == toldAbsent {
+			continue
+		}
+		if _, named := subscribed[name]; !named {
+			return true
+		}
+	}
+	return false
 }
