@@ -214,8 +214,9 @@ func servedType(typeURL string) error {
 var errWildcardSecrets = status.Error(codes.InvalidArgument, "secrets are served by name only, not to a wildcard subscription")
 
 // admit checks a watch of typeURL with sub: a served type, secrets by name
-// only, and no more names than a stream may subscribe to.
-func (c *fleetCache) admit(typeURL string, sub cachev3.Subscription) error {
+// only, and, when names is set, no more names than a stream may subscribe
+// to.
+func (c *fleetCache) admit(typeURL string, sub cachev3.Subscription, names bool) error {
 	if err := servedType(typeURL); err != nil {
 		metricRefused.WithLabelValues(refusedType).Inc()
 		return err
@@ -224,20 +225,27 @@ func (c *fleetCache) admit(typeURL string, sub cachev3.Subscription) error {
 		metricRefused.WithLabelValues(refusedWildcardSecret).Inc()
 		return errWildcardSecrets
 	}
+	if !names {
+		return nil
+	}
 	return c.names.check(typeURL, len(sub.SubscribedResources()), maps.Keys(sub.SubscribedResources()))
 }
 
 // CreateWatch implements cachev3.ConfigWatcher, for state-of-the-world streams.
 func (c *fleetCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
-	if err := c.admit(req.GetTypeUrl(), sub); err != nil {
+	if err := c.admit(req.GetTypeUrl(), sub, true); err != nil {
 		return nil, err
 	}
 	return c.watch(FleetID(req.GetNode()), ch, kindIndex(req.GetTypeUrl()), &sotwWatch{req: req, sub: sub, ch: ch}), nil
 }
 
 // CreateDeltaWatch implements cachev3.ConfigWatcher, for delta streams.
+// A delta stream's names only grow by the names its requests subscribe
+// to: a request that subscribes to none (an ACK, most of them) leaves the
+// stream with the names an earlier watch of the type was admitted with, or
+// fewer, and they are not counted again.
 func (c *fleetCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
-	if err := c.admit(req.GetTypeUrl(), sub); err != nil {
+	if err := c.admit(req.GetTypeUrl(), sub, len(req.GetResourceNamesSubscribe()) > 0); err != nil {
 		return nil, err
 	}
 	return c.watch(FleetID(req.GetNode()), ch, kindIndex(req.GetTypeUrl()), &deltaWatch{req: req, sub: sub, ch: ch}), nil
