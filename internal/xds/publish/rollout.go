@@ -1,0 +1,469 @@
+package publish
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A progressive rollout serves a fleet's new revision to a few of its
+// proxies first, then to more, step by step, and to all of them last; one
+// rejection sends every proxy back to the revision they ran before.
+//
+// The invariant: every replica serves each proxy the revision its step
+// says, and that is decided only from what is recorded. The revision a proxy
+// is served is a function of the recorded Rollout and the proxy's node id
+// alone (Rollout.Serves): no replica keeps anything of a rollout in memory,
+// so a replica that restarts, or a standby that takes over from the leader,
+// serves what the others serve. Only the leader moves a rollout on, with
+// StepRollout: the recorded Rollout, the policy, the proxies' answers (as
+// every replica reported them) and the time go in; the next Rollout, to be
+// recorded, comes out. Time is an input like the others, so the same inputs
+// give the same decision on any replica.
+//
+// Which proxies lead is decided by a hash of their node id: the proxies are
+// ordered by it, and a step takes the first ones in that order, so the same
+// proxies lead every rollout and each step's proxies include the previous
+// step's. A step records where its proxies end in that order (Rollout.Cut),
+// not who they were: a proxy that joins during a step leads when its hash
+// falls within the step, and is served the previous revision otherwise; a
+// proxy that leaves takes nothing with it.
+
+// RolloutStep is one step of a rollout: how many of the fleet's connected
+// proxies are served the new revision, as a number (Proxies) or a share
+// (Percent). A share is rounded up; a step serves at least one proxy when
+// the fleet has any, and never more than the fleet has.
+type RolloutStep struct {
+	Proxies int32
+	Percent int32
+}
+
+// RolloutPolicy is a fleet's rollout policy. After its last step, every
+// proxy is served the new revision: a last step of 100 percent bakes that
+// too before the rollout completes.
+type RolloutPolicy struct {
+	Steps []RolloutStep
+	// Bake is how long a step's proxies run the new revision, all of them
+	// having accepted it, before the next step.
+	Bake time.Duration
+}
+
+// RolloutPhase is where a rollout stands.
+type RolloutPhase string
+
+const (
+	// RolloutProgressing: the proxies of the current step are served the
+	// new revision, the others the previous one.
+	RolloutProgressing RolloutPhase = "Progressing"
+	// RolloutComplete: every proxy is served the revision.
+	RolloutComplete RolloutPhase = "Complete"
+	// RolloutAborted: the revision was rejected or aborted by hand; every
+	// proxy is served the previous revision, and the revision is not rolled
+	// out again until the content changes.
+	RolloutAborted RolloutPhase = "Aborted"
+)
+
+// Rollout is the recorded state of a fleet's rollout, kept in the fleet's
+// history: small, and the same on every replica that reads it.
+type Rollout struct {
+	// Revision is the version rolled out, or, once complete, served to all.
+	Revision string `json:"revision"`
+	// Previous is the version every proxy outside the step is served: the
+	// last one rolled out to all. Empty once complete.
+	Previous string       `json:"previous,omitempty"`
+	Phase    RolloutPhase `json:"phase"`
+	// Step is the current step's index in the policy's steps (0 is the first).
+	Step int `json:"step,omitempty"`
+	// StepStarted is when the current step began; its bake counts from then.
+	StepStarted time.Time `json:"stepStarted,omitzero"`
+	// Cut is the step's end in the proxies' hash order (16 hexadecimal
+	// digits): a proxy whose hash is at most Cut leads. Empty: none leads.
+	Cut string `json:"cut,omitempty"`
+	// PromotedByHand: the current step was promoted by hand and does not
+	// bake; it still waits for its proxies to accept the revision.
+	PromotedByHand bool `json:"promotedByHand,omitempty"`
+	// Aborted says why an aborted rollout was aborted.
+	Aborted *RolloutAbort `json:"aborted,omitempty"`
+}
+
+// RolloutAbort is why a rollout was aborted.
+type RolloutAbort struct {
+	// Proxy is the node id of the proxy that rejected the revision.
+	Proxy string `json:"proxy,omitempty"`
+	// Detail is its error_detail, cut to MaxDetail.
+	Detail string `json:"detail"`
+	// ByHand: aborted by a person, not by a rejection.
+	ByHand bool `json:"byHand,omitempty"`
+}
+
+// Serves returns the version served to the proxy of node id node; empty
+// when nothing was ever rolled out.
+func (r Rollout) Serves(node string) string {
+	switch r.Phase {
+	case RolloutProgressing:
+		if r.leads(node) {
+			return r.Revision
+		}
+		return r.Previous
+	case RolloutAborted:
+		return r.Previous
+	}
+	return r.Revision
+}
+
+// leads reports whether node is among the current step's proxies. A Cut
+// that does not parse leads nobody: every proxy keeps the previous revision
+// until the leader chooses the step's proxies again.
+func (r Rollout) leads(node string) bool {
+	cut, err := strconv.ParseUint(r.Cut, 16, 64)
+	return r.Phase == RolloutProgressing && err == nil && rank(node) <= cut
+}
+
+// settled is the version every proxy outside a rollout runs.
+func (r Rollout) settled() string {
+	if r.Phase == RolloutComplete {
+		return r.Revision
+	}
+	return r.Previous
+}
+
+func (r Rollout) equal(o Rollout) bool {
+	return r.Revision == o.Revision && r.Previous == o.Previous && r.Phase == o.Phase && r.Step == o.Step &&
+		r.StepStarted.Equal(o.StepStarted) && r.Cut == o.Cut && r.PromotedByHand == o.PromotedByHand &&
+		(r.Aborted == nil) == (o.Aborted == nil) && (r.Aborted == nil || *r.Aborted == *o.Aborted)
+}
+
+// rank is a node id's place in the order of leadership.
+func rank(node string) uint64 {
+	sum := sha256.Sum256([]byte(node))
+	return binary.BigEndian.Uint64(sum[:8])
+}
+
+func cutOf(rank uint64) string { return fmt.Sprintf("%016x", rank) }
+
+// inOrder returns nodes, without repeats, in the order of leadership.
+func inOrder(nodes []string) []string {
+	out := slices.Clone(nodes)
+	slices.SortFunc(out, func(a, b string) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			if ra < rb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	return slices.Compact(out)
+}
+
+// size is how many of n proxies the step serves.
+func (s RolloutStep) size(n int) int {
+	k := int64(s.Proxies)
+	if s.Percent > 0 {
+		k = (int64(s.Percent)*int64(n) + 99) / 100
+	}
+	return int(min(max(k, 1), int64(n)))
+}
+
+// sizeThrough is how many of n proxies step i serves: never fewer than an
+// earlier step, so that each step's proxies include the previous step's.
+func sizeThrough(steps []RolloutStep, i, n int) int {
+	k := 0
+	for _, s := range steps[:min(max(i, 0)+1, len(steps))] {
+		k = max(k, s.size(n))
+	}
+	return k
+}
+
+// SelectProxies returns the proxies, of the fleet's nodes, that step i of
+// steps serves the new revision: the first ones in the order of a hash of
+// their node id. The result is in that order, and does not depend on the
+// order of nodes.
+func SelectProxies(steps []RolloutStep, i int, nodes []string) []string {
+	ordered := inOrder(nodes)
+	return ordered[:sizeThrough(steps, i, len(ordered))]
+}
+
+// cutFor is the Cut of step i over nodes: where its proxies end.
+func cutFor(steps []RolloutStep, i int, nodes []string) string {
+	selected := SelectProxies(steps, i, nodes)
+	if len(selected) == 0 {
+		return ""
+	}
+	return cutOf(rank(selected[len(selected)-1]))
+}
+
+// ProxyAnswer is what one proxy of the fleet last answered, on whichever
+// replica it is connected to.
+type ProxyAnswer struct {
+	// Acked is the version it accepted for every type it asked for.
+	Acked string
+	// Nacked is the version it last rejected, and Detail its error_detail.
+	Nacked, Detail string
+}
+
+// RolloutOrder is a person's order to promote or abort a rollout. It names
+// the revision, and for a promotion the step, it was given for: an order
+// left in place promotes one step only, and never applies to a later
+// revision.
+type RolloutOrder struct {
+	Revision string
+	Step     int
+}
+
+// RolloutInput is what StepRollout decides from.
+type RolloutInput struct {
+	// Policy is the fleet's; nil: every proxy is served a new revision at once.
+	Policy *RolloutPolicy
+	// State is the recorded rollout; the zero Rollout when there is none.
+	State Rollout
+	// Target is the version the fleet is to be served (the published revision).
+	Target string
+	// Rollback: Target is served again because every proxy rejected the
+	// revision served (Decide's RollBack). It is served to all at once.
+	Rollback bool
+	// Proxies are the fleet's connected proxies, on every replica, by node id.
+	Proxies map[string]ProxyAnswer
+	Now     time.Time
+	// Promote and Abort are the orders given by hand, if any.
+	Promote, Abort *RolloutOrder
+}
+
+// RolloutAction is what a rollout decision does.
+type RolloutAction string
+
+const (
+	// RolloutIdle: no rollout is under way, and none starts.
+	RolloutIdle RolloutAction = "Idle"
+	// RolloutWaits: the step waits; RolloutDecision.Waiting says why.
+	RolloutWaits RolloutAction = "Wait"
+	// RolloutStarts: a new revision is served to the first step's proxies.
+	RolloutStarts RolloutAction = "Start"
+	// RolloutPromotes: the next step's proxies are served the revision too.
+	RolloutPromotes RolloutAction = "Promote"
+	// RolloutCompletes: every proxy is served the revision.
+	RolloutCompletes RolloutAction = "Complete"
+	// RolloutAborts: every proxy is served the previous revision again.
+	RolloutAborts RolloutAction = "Abort"
+)
+
+// Event reasons of rollouts.
+const (
+	ReasonRolloutStarted    = "RolloutStarted"
+	ReasonRolloutSuperseded = "RolloutSuperseded"
+	ReasonRolloutPromoted   = "RolloutPromoted"
+	ReasonRolloutCompleted  = "RolloutCompleted"
+	ReasonRolloutAborted    = "RolloutAborted"
+)
+
+// RolloutDecision is what StepRollout decided.
+type RolloutDecision struct {
+	Action RolloutAction
+	// Rollout is the state to record.
+	Rollout Rollout
+	// Serve is the version served to each connected proxy, by node id.
+	Serve map[string]string
+	// Waiting says why a step that is under way is not promoted yet.
+	Waiting string
+	// RecheckAfter, when not zero, is when the step's bake ends: decide again then.
+	RecheckAfter time.Duration
+	// Superseded is the revision whose rollout a new one cut short.
+	Superseded string
+	Events     []Event
+}
+
+// Changed reports whether the rollout must be recorded.
+func (d RolloutDecision) Changed(prev Rollout) bool { return !d.Rollout.equal(prev) }
+
+// StepRollout decides how a fleet's rollout goes on.
+//
+//  1. A new target starts a rollout at the first step, served to that
+//     step's proxies; every other proxy keeps the version it runs, the last
+//     one rolled out to all (Previous). A rollout under way is superseded:
+//     its proxies go back to Previous, or on to the new revision when they
+//     lead the first step. A target that is Previous ends the rollout with
+//     every proxy on it. With no policy, nothing rolled out before, or a
+//     rollback, the target is served to every proxy at once.
+//  2. A rollout is aborted, every proxy back on Previous, when a person
+//     aborts it or when any proxy rejects its revision; the revision, the
+//     proxy and its error_detail are recorded, and the revision is not
+//     rolled out again until the target changes.
+//  3. A step is promoted when every connected proxy of the step accepted
+//     the revision and its bake time passed since it began. A promotion by
+//     hand skips the bake, never the proxies' acceptance. A step that would
+//     add no proxy is passed over; after the last step the rollout completes.
+//  4. When every proxy of a step has left while others are connected, the
+//     step's proxies are chosen again among them, and its bake starts again.
+func StepRollout(in RolloutInput) RolloutDecision {
+	s := in.State
+	if s.Aborted != nil {
+		a := *s.Aborted
+		s.Aborted = &a
+	}
+	nodes := make([]string, 0, len(in.Proxies))
+	for node := range in.Proxies {
+		nodes = append(nodes, node)
+	}
+	slices.Sort(nodes)
+	var steps []RolloutStep
+	if in.Policy != nil {
+		steps = in.Policy.Steps
+	}
+	now := in.Now.UTC()
+
+	d := RolloutDecision{Action: RolloutIdle}
+	switch {
+	case in.Target == "" || in.Target == s.Revision || s.Phase == RolloutAborted && in.Target == s.Previous:
+		// The same target: the rollout under way, if any, goes on.
+	case in.Target == s.settled() || len(steps) == 0 || s.settled() == "" || in.Rollback:
+		// Nothing to roll out step by step: the target is served to all.
+		if s.Phase == RolloutProgressing {
+			d.Superseded = s.Revision
+			d.Events = append(d.Events, Event{Reason: ReasonRolloutSuperseded, Message: fmt.Sprintf(
+				"the rollout of version %s is superseded by version %s, which every proxy is served", s.Revision, in.Target)})
+		}
+		s = Rollout{Revision: in.Target, Phase: RolloutComplete}
+		d.Action = RolloutCompletes
+		return d.finish(s, nodes)
+	default:
+		prev := s.settled()
+		if s.Phase == RolloutProgressing {
+			d.Superseded = s.Revision
+			d.Events = append(d.Events, Event{Reason: ReasonRolloutSuperseded, Message: fmt.Sprintf(
+				"the rollout of version %s is superseded by version %s, from the first step", s.Revision, in.Target)})
+		}
+		s = Rollout{Revision: in.Target, Previous: prev, Phase: RolloutProgressing, StepStarted: now, Cut: cutFor(steps, 0, nodes)}
+		d.Action = RolloutStarts
+		d.Events = append(d.Events, Event{Reason: ReasonRolloutStarted, Message: fmt.Sprintf(
+			"version %s is served to %s; the other proxies keep version %s", s.Revision, stepProxies(s, 0, steps, nodes), prev)})
+		return d.finish(s, nodes)
+	}
+	if s.Phase != RolloutProgressing {
+		return d.finish(s, nodes)
+	}
+	if len(steps) == 0 {
+		s = Rollout{Revision: s.Revision, Phase: RolloutComplete}
+		d.Action = RolloutCompletes
+		d.Events = append(d.Events, Event{Reason: ReasonRolloutCompleted, Message: fmt.Sprintf(
+			"the fleet has no rollout policy any more: version %s is served to every proxy", s.Revision)})
+		return d.finish(s, nodes)
+	}
+	// A policy edited during a rollout keeps its step, or its last one.
+	step := max(min(s.Step, len(steps)-1), 0)
+
+	// Aborted, by hand or by a rejection.
+	var abort *RolloutAbort
+	if o := in.Abort; o != nil && o.Revision == s.Revision {
+		abort = &RolloutAbort{Detail: "aborted by hand", ByHand: true}
+	} else {
+		for _, node := range nodes {
+			if a := in.Proxies[node]; a.Nacked == s.Revision {
+				abort = &RolloutAbort{Proxy: node, Detail: Truncate(cmp.Or(a.Detail, "no error_detail given"))}
+				break
+			}
+		}
+	}
+	if abort != nil {
+		s.Phase, s.Aborted, s.Cut, s.PromotedByHand = RolloutAborted, abort, "", false
+		d.Action = RolloutAborts
+		msg := fmt.Sprintf("the rollout of version %s was aborted by hand at step %d", s.Revision, step+1)
+		if !abort.ByHand {
+			msg = fmt.Sprintf("proxy %s rejected version %s at step %d (%s)", abort.Proxy, s.Revision, step+1, abort.Detail)
+		}
+		d.Events = append(d.Events, Event{Warning: true, Reason: ReasonRolloutAborted, Message: fmt.Sprintf(
+			"%s: every proxy is served version %s again", msg, s.Previous)})
+		return d.finish(s, nodes)
+	}
+
+	if o := in.Promote; o != nil && o.Revision == s.Revision && o.Step == s.Step {
+		s.PromotedByHand = true
+	}
+
+	var leading, pending []string
+	for _, node := range nodes {
+		if s.leads(node) {
+			leading = append(leading, node)
+			if in.Proxies[node].Acked != s.Revision {
+				pending = append(pending, node)
+			}
+		}
+	}
+	switch {
+	case len(nodes) == 0:
+		d.Action, d.Waiting = RolloutWaits, fmt.Sprintf("step %d of %d: no proxy of the fleet is connected", step+1, len(steps))
+		return d.finish(s, nodes)
+	case len(leading) == 0:
+		s.Cut, s.StepStarted = cutFor(steps, step, nodes), now
+		d.Action, d.Waiting = RolloutWaits, fmt.Sprintf("step %d of %d: its proxies left; version %s is served to %s instead",
+			step+1, len(steps), s.Revision, stepProxies(s, step, steps, nodes))
+		return d.finish(s, nodes)
+	case len(pending) > 0:
+		d.Action, d.Waiting = RolloutWaits, fmt.Sprintf("step %d of %d: %d of %d proxies have not accepted version %s yet: %s",
+			step+1, len(steps), len(pending), len(leading), s.Revision, names(pending))
+		return d.finish(s, nodes)
+	}
+	if left := s.StepStarted.Add(in.Policy.Bake).Sub(now); left > 0 && !s.PromotedByHand {
+		d.Action, d.Waiting = RolloutWaits, fmt.Sprintf("step %d of %d: baking, %s left", step+1, len(steps), left.Round(time.Second))
+		d.RecheckAfter = left
+		return d.finish(s, nodes)
+	}
+
+	// Promoted: on to the first later step that adds a proxy, or complete.
+	for i := step + 1; i < len(steps); i++ {
+		// The step's proxies are the first in the order of leadership, as
+		// the current step's are: more of them include all of those.
+		if len(SelectProxies(steps, i, nodes)) > len(leading) {
+			s.Step, s.Cut, s.StepStarted, s.PromotedByHand = i, cutFor(steps, i, nodes), now, false
+			d.Action = RolloutPromotes
+			d.Events = append(d.Events, Event{Reason: ReasonRolloutPromoted, Message: fmt.Sprintf(
+				"version %s is served to %s (step %d of %d)", s.Revision, stepProxies(s, i, steps, nodes), i+1, len(steps))})
+			return d.finish(s, nodes)
+		}
+	}
+	s = Rollout{Revision: s.Revision, Phase: RolloutComplete}
+	d.Action = RolloutCompletes
+	d.Events = append(d.Events, Event{Reason: ReasonRolloutCompleted, Message: fmt.Sprintf(
+		"version %s is served to every proxy", s.Revision)})
+	return d.finish(s, nodes)
+}
+
+func (d RolloutDecision) finish(s Rollout, nodes []string) RolloutDecision {
+	d.Rollout = s
+	d.Serve = make(map[string]string, len(nodes))
+	for _, node := range nodes {
+		d.Serve[node] = s.Serves(node)
+	}
+	return d
+}
+
+// stepProxies describes the proxies of step i for an event or a message.
+func stepProxies(s Rollout, i int, steps []RolloutStep, nodes []string) string {
+	var leading []string
+	for _, node := range nodes {
+		if s.leads(node) {
+			leading = append(leading, node)
+		}
+	}
+	if len(leading) == 0 {
+		return "no proxy yet (none is connected)"
+	}
+	what := fmt.Sprintf("%d of %d proxies", len(leading), len(nodes))
+	if st := steps[i]; st.Percent > 0 {
+		what += fmt.Sprintf(" (%d%%)", st.Percent)
+	}
+	return what + ": " + names(leading)
+}
+
+// names lists a few node ids, and says how many more there are.
+func names(nodes []string) string {
+	const shown = 3
+	if len(nodes) <= shown {
+		return strings.Join(nodes, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(nodes[:shown], ", "), len(nodes)-shown)
+}
