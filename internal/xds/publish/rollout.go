@@ -148,17 +148,22 @@ func cutOf(rank uint64) string { return fmt.Sprintf("%016x", rank) }
 
 // inOrder returns nodes, without repeats, in the order of leadership.
 func inOrder(nodes []string) []string {
-	out := slices.Clone(nodes)
-	slices.SortFunc(out, func(a, b string) int {
-		if ra, rb := rank(a), rank(b); ra != rb {
-			if ra < rb {
-				return -1
-			}
-			return 1
+	type ranked struct {
+		rank uint64
+		node string
+	}
+	all := make([]ranked, len(nodes))
+	for i, n := range nodes {
+		all[i] = ranked{rank(n), n}
+	}
+	slices.SortFunc(all, func(a, b ranked) int { return cmp.Or(cmp.Compare(a.rank, b.rank), strings.Compare(a.node, b.node)) })
+	out := make([]string, 0, len(all))
+	for i, r := range all {
+		if i == 0 || r.node != all[i-1].node {
+			out = append(out, r.node)
 		}
-		return strings.Compare(a, b)
-	})
-	return slices.Compact(out)
+	}
+	return out
 }
 
 // size is how many of n proxies the step serves.

@@ -611,3 +611,25 @@ func TestRolloutJSON(t *testing.T) {
 		t.Errorf("a complete rollout is recorded as %s", done)
 	}
 }
+
+// What a decision costs the leader, a step baking with every proxy of it
+// accepted, and what choosing the revision of one proxy costs a replica.
+func BenchmarkStepRollout(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		nodes := fleetNodes(n)
+		state := progressing(1, t0, nodes, (n+3)/4)
+		answers := answering(state, nodes)
+		b.Run(fmt.Sprint(n, " proxies"), func(b *testing.B) {
+			for range b.N {
+				if d := StepRollout(RolloutInput{Policy: canary, State: state, Target: "v2", Proxies: answers, Now: t0}); d.Action != RolloutWaits {
+					b.Fatal(d.Action)
+				}
+			}
+		})
+		b.Run(fmt.Sprint(n, " proxies, one proxy's revision"), func(b *testing.B) {
+			for i := range b.N {
+				_ = state.Serves(nodes[i%n])
+			}
+		})
+	}
+}
