@@ -15,6 +15,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/certificates"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -71,7 +72,7 @@ func defaults() parsed {
 
 // The webhook's settings with --webhook-bind-address alone.
 func webhookDefaults() *webhook.Options {
-	return &webhook.Options{Namespace: "kube-envoy-controller", Certs: &webhook.CertOptions{
+	return &webhook.Options{Namespace: "kube-envoy-controller", Certs: &certificates.Options{
 		Dir:                     "/tmp/k8s-webhook-server/serving-certs",
 		SecretName:              "kube-envoy-controller-webhook-cert",
 		DNSName:                 "kube-envoy-controller-webhook.kube-envoy-controller.svc",

@@ -35,6 +35,14 @@ import (
 
 const scopeLabel = "test.kube-envoy-controller.io/webhook-copy"
 
+// The keys of the certificate Secret: the serving certificate, its key and
+// the CA, as the webhook server reads them.
+const (
+	certFile = "tls.crt"
+	keyFile  = "tls.key"
+	caFile   = "ca.crt"
+)
+
 // freePort returns a local TCP port that was free a moment ago.
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -176,7 +184,7 @@ func startOperator(t *testing.T, args ...string) *operator {
 	}
 	opts := f.Options()
 	if opts.Certs != nil {
-		opts.Certs.controllerName = fmt.Sprintf("webhook-cert-rotator-%d", rotators.Add(1))
+		opts.Certs.ControllerName = fmt.Sprintf("webhook-cert-rotator-%d", rotators.Add(1))
 	}
 	if err := Setup(op.Manager, opts); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"strconv"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/certificates"
 )
 
 // Flags are the command-line settings of the webhook.
@@ -67,7 +69,7 @@ func (f *Flags) WebhookDNSName() string {
 func (f *Flags) Options() Options {
 	o := Options{Namespace: f.Namespace}
 	if f.CertRotation {
-		o.Certs = &CertOptions{
+		o.Certs = &certificates.Options{
 			Dir:                     f.CertDir,
 			SecretName:              f.CertSecret,
 			DNSName:                 f.WebhookDNSName(),

@@ -2,15 +2,14 @@ package webhook
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/certificates"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -23,7 +22,7 @@ type Options struct {
 	// certificate and its CA. Without it the certificate in the webhook
 	// server's directory comes from elsewhere (cert-manager, say), and so
 	// does the webhook configuration's caBundle.
-	Certs *CertOptions
+	Certs *certificates.Options
 	// Fleet is the operator's fleet defaults: how injected Envoy sidecars
 	// reach the built-in xDS server.
 	Fleet fleet.Defaults
@@ -67,38 +66,5 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		register()
 		return mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker())
 	}
-
-	ready, err := addCertRotation(mgr, o.Namespace, *o.Certs)
-	if err != nil {
-		return err
-	}
-	// The webhook server is added to the manager, and so started, on its
-	// first use: after the certificate exists.
-	if err := mgr.Add(background(func(ctx context.Context) error {
-		select {
-		case <-ready:
-			register()
-		case <-ctx.Done():
-		}
-		return nil
-	})); err != nil {
-		return err
-	}
-	return mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
-		select {
-		case <-ready:
-			return mgr.GetWebhookServer().StartedChecker()(req)
-		default:
-			return errors.New("the webhook's certificate is not ready yet")
-		}
-	})
+	return certificates.Add(mgr, o.Namespace, *o.Certs, register)
 }
-
-// background is a runnable that every replica runs, leader or not.
-type background func(ctx context.Context) error
-
-func (b background) Start(ctx context.Context) error { return b(ctx) }
-func (b background) NeedLeaderElection() bool        { return false }
-
-// String names the runnable in the manager's logs.
-func (b background) String() string { return fmt.Sprintf("webhook setup %p", b) }

@@ -1,4 +1,4 @@
-package webhook
+package certificates
 
 import (
 	"net/http"

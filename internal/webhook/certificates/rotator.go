@@ -1,10 +1,12 @@
-package webhook
+package certificates
 
 import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 
@@ -36,8 +38,8 @@ import (
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,resourceNames=kube-envoy-controller-injector,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=kube-envoy-controller-validator,verbs=get;list;watch;update
 
-// CertOptions configure the certificate rotation.
-type CertOptions struct {
+// Options configure the certificate rotation.
+type Options struct {
 	// Dir is the webhook server's certificate directory: tls.crt and tls.key.
 	Dir string
 	// SecretName is the Secret, in the operator's namespace, that holds the
@@ -57,10 +59,10 @@ type CertOptions struct {
 	// the Secret.
 	WriteFiles bool
 
-	// controllerName names the rotator's controller: "webhook-cert-rotator"
-	// unless set. Controller names are unique in a process; tests that start
-	// the operator again in one process give each start its own.
-	controllerName string
+	// ControllerName names the rotator's controller: "webhook-cert-rotator"
+	// unless set. Controller names are unique in a process; a process that
+	// starts the operator more than once gives each start its own.
+	ControllerName string
 }
 
 // Names of the Secret's keys that the webhook server reads.
@@ -70,11 +72,53 @@ const (
 	caFile   = "ca.crt"
 )
 
-// addCertRotation adds open-policy-agent/cert-controller's rotator to mgr: it
+// Add has mgr keep the webhook's certificate, in the Secret o.SecretName of
+// namespace, and start the webhook server only once it is in place. register
+// registers the webhooks on mgr's webhook server, and so has the manager start
+// it: every replica, leader or not, calls it once the certificate is in o.Dir
+// and the CA is in both webhook configurations. Until then the readiness
+// check "webhook" fails.
+func Add(mgr ctrl.Manager, namespace string, o Options, register func()) error {
+	ready, err := addRotator(mgr, namespace, o)
+	if err != nil {
+		return err
+	}
+	// The webhook server is added to the manager, and so started, on its
+	// first use: after the certificate exists.
+	if err := mgr.Add(background(func(ctx context.Context) error {
+		select {
+		case <-ready:
+			register()
+		case <-ctx.Done():
+		}
+		return nil
+	})); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
+		select {
+		case <-ready:
+			return mgr.GetWebhookServer().StartedChecker()(req)
+		default:
+			return errors.New("the webhook's certificate is not ready yet")
+		}
+	})
+}
+
+// background is a runnable that every replica runs, leader or not.
+type background func(ctx context.Context) error
+
+func (b background) Start(ctx context.Context) error { return b(ctx) }
+func (b background) NeedLeaderElection() bool        { return false }
+
+// String names the runnable in the manager's logs.
+func (b background) String() string { return fmt.Sprintf("webhook setup %p", b) }
+
+// addRotator adds open-policy-agent/cert-controller's rotator to mgr: it
 // keeps a CA and a serving certificate for o.DNSName in the Secret, renews them
 // before they expire and injects the CA into the webhook configuration. The
 // returned channel closes once the certificate is in o.Dir and the CA injected.
-func addCertRotation(mgr ctrl.Manager, namespace string, o CertOptions) (<-chan struct{}, error) {
+func addRotator(mgr ctrl.Manager, namespace string, o Options) (<-chan struct{}, error) {
 	key := types.NamespacedName{Namespace: namespace, Name: o.SecretName}
 	// The rotator fills the Secret but does not create it.
 	if err := ensureSecret(mgr, key); err != nil {
@@ -100,7 +144,7 @@ func addCertRotation(mgr ctrl.Manager, namespace string, o CertOptions) (<-chan 
 		FieldOwner: objects.FieldOwner,
 		// Every replica serves the webhook, so every replica needs the certificate.
 		RequireLeaderElection: false,
-		ControllerName:        cmp.Or(o.controllerName, "webhook-cert-rotator"),
+		ControllerName:        cmp.Or(o.ControllerName, "webhook-cert-rotator"),
 	}); err != nil {
 		return nil, fmt.Errorf("adding the webhook certificate rotator: %w", err)
 	}
