@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -26,6 +27,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/validate"
 )
 
 // These tests run a second operator beside the suite's, configured by the
@@ -34,6 +36,9 @@ import (
 // https://localhost:<port>, for the namespaces labelled scopeLabel=<name>.
 
 const scopeLabel = "test.kube-envoy-controller.io/webhook-copy"
+
+// edsCluster is a cluster that the validator admits.
+const edsCluster = `{"name": "backend", "type": "EDS", "connect_timeout": "1s", "eds_cluster_config": {"eds_config": {"ads": {}, "resource_api_version": "V3"}}}`
 
 // The keys of the certificate Secret: the serving certificate, its key and
 // the CA, as the webhook server reads them.
@@ -223,8 +228,12 @@ func expectAdmission(t *testing.T, ns string) {
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), copied) || !strings.Contains(err.Error(), `Watcher "no-such-watcher", which does not exist`) {
 			return false, err
 		}
-		cfg := envoyConfig(ns, "", examplev1.EnvoyResources{Clusters: rawList(edsCluster)})
-		cfg.GenerateName = "valid-"
+		cfg := &examplev1.EnvoyConfig{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "valid-", Namespace: ns},
+			Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: examplev1.EnvoyResources{
+				Clusters: []runtime.RawExtension{{Raw: []byte(edsCluster)}},
+			}},
+		}
 		return true, suite.Client.Create(ctx, cfg)
 	})
 }
@@ -316,7 +325,7 @@ func TestNoCertRotation(t *testing.T) {
 	ctx := context.Background()
 	// envtest's CA, as the suite's configurations carry it, stands for cert-manager's.
 	installed := &admissionv1.ValidatingWebhookConfiguration{}
-	if err := suite.Client.Get(ctx, client.ObjectKey{Name: ValidatingConfiguration}, installed); err != nil {
+	if err := suite.Client.Get(ctx, client.ObjectKey{Name: validate.Configuration}, installed); err != nil {
 		t.Fatal(err)
 	}
 	externalCA := installed.Webhooks[0].ClientConfig.CABundle

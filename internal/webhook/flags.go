@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/certificates"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/validate"
 )
 
 // Flags are the command-line settings of the webhook.
@@ -39,7 +40,7 @@ func BindFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.CertDNSName, "webhook-cert-dns-name", "", "DNS name of the generated certificate: how the API server reaches the webhook. Defaults to kube-envoy-controller-webhook.<namespace>.svc.")
 	fs.BoolVar(&f.CertWriteFiles, "webhook-cert-write-files", false, "Copy the generated certificate from its Secret into --webhook-cert-dir, for an operator that runs outside the cluster, where no kubelet mounts the Secret.")
 	fs.StringVar(&f.WebhookConfiguration, "webhook-configuration", "kube-envoy-controller-injector", "MutatingWebhookConfiguration that gets the generated CA as caBundle.")
-	fs.StringVar(&f.ValidatingConfiguration, "validating-webhook-configuration", ValidatingConfiguration, "ValidatingWebhookConfiguration that gets the generated CA as caBundle.")
+	fs.StringVar(&f.ValidatingConfiguration, "validating-webhook-configuration", validate.Configuration, "ValidatingWebhookConfiguration that gets the generated CA as caBundle.")
 	fs.StringVar(&f.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace), "The operator's own namespace: its pods are never injected; it holds the webhook's certificate Secret and the replicas' reports of their xDS proxies. Defaults to $POD_NAMESPACE.")
 	return f
 }

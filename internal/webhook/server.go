@@ -10,6 +10,7 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/certificates"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/validate"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -53,14 +54,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if _, err := mgr.GetCache().GetInformer(context.Background(), NamespaceMetadata()); err != nil {
 		return fmt.Errorf("watching namespaces: %w", err)
 	}
-	validator := &admission.Webhook{
-		Handler: &EnvoyConfigValidator{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Decoder: admission.NewDecoder(mgr.GetScheme()),
-			Policy: o.Policy},
-		RecoverPanic: ptr.To(true),
-	}
+	validator := validate.NewWebhook(mgr, o.Policy)
 	register := func() {
 		mgr.GetWebhookServer().Register(Path, hook)
-		mgr.GetWebhookServer().Register(ValidatePath, validator)
+		mgr.GetWebhookServer().Register(validate.Path, validator)
 	}
 	if o.Certs == nil {
 		register()

@@ -1,4 +1,4 @@
-package webhook
+package validate
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -14,11 +16,11 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
-// ValidatePath is where the webhook server serves the EnvoyConfig validator.
-const ValidatePath = "/validate-example-com-v1-envoyconfig"
+// Path is where the webhook server serves the EnvoyConfig validator.
+const Path = "/validate-example-com-v1-envoyconfig"
 
-// ValidatingConfiguration is the name of the generated ValidatingWebhookConfiguration.
-const ValidatingConfiguration = "kube-envoy-controller-validator"
+// Configuration is the name of the generated ValidatingWebhookConfiguration.
+const Configuration = "kube-envoy-controller-validator"
 
 // The validator sees only EnvoyConfigs, and none in kube-system or the
 // operator's own namespace, so that an operator outage blocks nothing else
@@ -47,6 +49,16 @@ type EnvoyConfigValidator struct {
 	Decoder   admission.Decoder
 	// Policy is the content policy, the one the controller applies.
 	Policy translate.Policy
+}
+
+// NewWebhook returns the validator, applying the content policy p, as mgr's
+// webhook server serves it: reading from mgr's cache and from the API server.
+func NewWebhook(mgr ctrl.Manager, p translate.Policy) *admission.Webhook {
+	return &admission.Webhook{
+		Handler: &EnvoyConfigValidator{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Decoder: admission.NewDecoder(mgr.GetScheme()),
+			Policy: p},
+		RecoverPanic: ptr.To(true),
+	}
 }
 
 // The validator lets every EnvoyConfig of a namespace being deleted go, in

@@ -1,4 +1,4 @@
-package webhook
+package validate
 
 import (
 	"context"
@@ -211,7 +211,7 @@ func TestEnvoyConfigStoredWithInlineKey(t *testing.T) {
 		t.Helper()
 		testenv.Eventually(t, "the validator's object selector to be updated", func() (bool, error) {
 			vwc := &admissionv1.ValidatingWebhookConfiguration{}
-			if err := suite.Client.Get(ctx, types.NamespacedName{Name: ValidatingConfiguration}, vwc); err != nil {
+			if err := suite.Client.Get(ctx, types.NamespacedName{Name: Configuration}, vwc); err != nil {
 				return false, err
 			}
 			vwc.Webhooks[0].ObjectSelector = sel

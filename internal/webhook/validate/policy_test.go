@@ -1,4 +1,4 @@
-package webhook
+package validate
 
 import (
 	"context"
@@ -19,7 +19,7 @@ func TestEnvoyConfigContentPolicy(t *testing.T) {
 	ctx := context.Background()
 	waitForServer(t)
 	ns := suite.Namespace(t)
-	for _, x := range xdstest.Exfiltrations(DefaultNamespace) {
+	for _, x := range xdstest.Exfiltrations(operatorNamespace) {
 		t.Run(x.Name, func(t *testing.T) {
 			err := suite.Client.Create(ctx, envoyConfig(ns, x.Name, x.Resources))
 			if !apierrors.IsForbidden(err) {
