@@ -27,6 +27,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/inject"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/validate"
 )
 
@@ -70,7 +71,7 @@ func scopedNamespace(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	n.Labels[scopeLabel] = name
-	n.Labels[NamespaceLabel] = NamespaceEnabled
+	n.Labels[inject.NamespaceLabel] = inject.NamespaceEnabled
 	if err := suite.Client.Update(context.Background(), n); err != nil {
 		t.Fatal(err)
 	}
@@ -219,8 +220,10 @@ func expectAdmission(t *testing.T, ns string) {
 	}
 	copied := `admission webhook "` + n.Labels[scopeLabel] + `.inject.watch.my.domain" denied the request`
 	testenv.Eventually(t, "the copied webhooks to serve namespace "+ns, func() (bool, error) {
-		pod := podIn(ns, map[string]string{InjectAnnotation: "no-such-watcher"})
-		pod.Name, pod.GenerateName = "", "app-"
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "app-", Namespace: ns, Annotations: map[string]string{inject.InjectAnnotation: "no-such-watcher"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}},
+		}
 		err := suite.Client.Create(ctx, pod)
 		if err == nil {
 			return false, nil

@@ -1,15 +1,11 @@
 package webhook
 
 import (
-	"context"
-	"fmt"
-
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/certificates"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/inject"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/validate"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
@@ -39,24 +35,13 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if o.Policy.Namespace == "" {
 		o.Policy.Namespace = o.Namespace
 	}
-	hook := &admission.Webhook{
-		Handler: &Injector{
-			Client:    mgr.GetClient(),
-			APIReader: mgr.GetAPIReader(),
-			Decoder:   admission.NewDecoder(mgr.GetScheme()),
-			Excluded:  []string{"kube-system", o.Namespace},
-			Fleet:     o.Fleet,
-		},
-		RecoverPanic: ptr.To(true),
-	}
-	// The injector's cache of namespaces' metadata starts, and is waited
-	// for, with the manager's other informers.
-	if _, err := mgr.GetCache().GetInformer(context.Background(), NamespaceMetadata()); err != nil {
-		return fmt.Errorf("watching namespaces: %w", err)
+	hook, err := inject.NewWebhook(mgr, o.Namespace, o.Fleet)
+	if err != nil {
+		return err
 	}
 	validator := validate.NewWebhook(mgr, o.Policy)
 	register := func() {
-		mgr.GetWebhookServer().Register(Path, hook)
+		mgr.GetWebhookServer().Register(inject.Path, hook)
 		mgr.GetWebhookServer().Register(validate.Path, validator)
 	}
 	if o.Certs == nil {

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/inject"
 	"github.com/kube-envoy-controller/kube-envoy-controller/test/bench/measure"
 )
 
@@ -42,7 +42,7 @@ func TestWebhookAdmissionLatency(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Name: nsOn}, ns); err != nil {
 		t.Fatal(err)
 	}
-	ns.Labels[webhook.NamespaceLabel] = webhook.NamespaceEnabled
+	ns.Labels[inject.NamespaceLabel] = inject.NamespaceEnabled
 	if err := k8s.Update(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestWebhookAdmissionLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range list.Items {
-		if p.Annotations[webhook.InjectedAnnotation] != "bench" || len(p.Spec.Containers) != 2 {
+		if p.Annotations[inject.InjectedAnnotation] != "bench" || len(p.Spec.Containers) != 2 {
 			t.Fatalf("pod %s was not injected: %v, %d containers", p.Name, p.Annotations, len(p.Spec.Containers))
 		}
 	}
@@ -148,7 +148,7 @@ func waitForInjection(t *testing.T, ns string) {
 
 func benchPod(ns, name string) *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{webhook.InjectAnnotation: "bench"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{inject.InjectAnnotation: "bench"}},
 		Spec: corev1.PodSpec{
 			// The pods stay unscheduled: the benchmark measures admission,
 			// not the scheduler or the nodes.

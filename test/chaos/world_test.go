@@ -32,7 +32,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
+	injector "github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/inject"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
@@ -117,8 +117,8 @@ func namespaces() []*corev1.Namespace {
 		{ObjectMeta: metav1.ObjectMeta{Name: nsPlain}},
 		{ObjectMeta: metav1.ObjectMeta{
 			Name:        nsInjected,
-			Labels:      map[string]string{webhook.NamespaceLabel: webhook.NamespaceEnabled},
-			Annotations: map[string]string{webhook.SelectorWatchersAnnotation: "audit"},
+			Labels:      map[string]string{injector.NamespaceLabel: injector.NamespaceEnabled},
+			Annotations: map[string]string{injector.SelectorWatchersAnnotation: "audit"},
 		}},
 	}
 }
@@ -360,7 +360,7 @@ func webhookNotReady(ctx context.Context, c client.Client) (string, error) {
 		}
 	}
 	probe := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: nsInjected, Annotations: map[string]string{webhook.InjectAnnotation: "logs"}},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: nsInjected, Annotations: map[string]string{injector.InjectAnnotation: "logs"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "busybox:1.37"}}},
 	}
 	if err := c.Create(ctx, probe, client.DryRunAll); err != nil {

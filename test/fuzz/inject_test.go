@@ -14,7 +14,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objcheck"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/inject"
 )
 
 var podSeeds = []string{
@@ -76,15 +76,15 @@ func FuzzInject(f *testing.F) {
 		}
 
 		before := pod.DeepCopy()
-		named, matched, _ := webhook.Select(pod, watchers)
+		named, matched, _ := inject.Select(pod, watchers)
 		// A namespace that lets every Watcher inject by selector.
-		selected := append(named, webhook.Permitted(matched, map[string]string{webhook.SelectorWatchersAnnotation: "*"})...)
-		sidecars := webhook.Sidecars{Watchers: selected, Envoy: envoy}
-		out, err := webhook.Inject(pod, sidecars)
+		selected := append(named, inject.Permitted(matched, map[string]string{inject.SelectorWatchersAnnotation: "*"})...)
+		sidecars := inject.Sidecars{Watchers: selected, Envoy: envoy}
+		out, err := inject.Inject(pod, sidecars)
 		if !equality.Semantic.DeepEqual(before, pod) {
 			t.Fatal("Inject modified its input pod")
 		}
-		if conflict := (*webhook.Conflict)(nil); errors.As(err, &conflict) {
+		if conflict := (*inject.Conflict)(nil); errors.As(err, &conflict) {
 			return // refused, with a message that says which name clashes
 		}
 		if err != nil {
@@ -99,24 +99,24 @@ func FuzzInject(f *testing.F) {
 		}
 		var recorded []string
 		for _, w := range selected {
-			want := webhook.WatcherContainer(w)
-			if !webhook.CarriesContainer(have[want.Name], want) {
+			want := inject.WatcherContainer(w)
+			if !inject.CarriesContainer(have[want.Name], want) {
 				t.Fatalf("Watcher %s's container is not in the injected pod", w.Name)
 			}
 			recorded = append(recorded, w.Name)
 		}
-		if got := out.Annotations[webhook.InjectedAnnotation]; got != strings.Join(recorded, ",") {
-			t.Fatalf("%s = %q, want %q", webhook.InjectedAnnotation, got, strings.Join(recorded, ","))
+		if got := out.Annotations[inject.InjectedAnnotation]; got != strings.Join(recorded, ",") {
+			t.Fatalf("%s = %q, want %q", inject.InjectedAnnotation, got, strings.Join(recorded, ","))
 		}
 		if envoy != nil {
-			want := webhook.EnvoyContainer(envoy, sidecars.Fleet)
-			if !webhook.CarriesContainer(have[want.Name], want) || out.Annotations[webhook.EnvoySidecarInjectedAnnotation] != envoy.Name {
+			want := inject.EnvoyContainer(envoy, sidecars.Fleet)
+			if !inject.CarriesContainer(have[want.Name], want) || out.Annotations[inject.EnvoySidecarInjectedAnnotation] != envoy.Name {
 				t.Fatal("the Envoy sidecar is not in the injected pod, or not recorded")
 			}
-		} else if _, ok := out.Annotations[webhook.EnvoySidecarInjectedAnnotation]; ok {
+		} else if _, ok := out.Annotations[inject.EnvoySidecarInjectedAnnotation]; ok {
 			t.Fatal("an Envoy sidecar the pod did not get is recorded")
 		}
-		again, err := webhook.Inject(out, sidecars)
+		again, err := inject.Inject(out, sidecars)
 		if err != nil {
 			t.Fatalf("a second injection failed: %v", err)
 		}

@@ -1,7 +1,7 @@
 // Package watcher is the Watcher controller: each Watcher owns a ConfigMap,
 // <name>-config, with its configData and configBinaryData, which the
 // sidecar it injects takes its environment from. The injection itself is the
-// mutating admission webhook's (internal/webhook).
+// mutating admission webhook's (internal/webhook/inject).
 //
 // render.go holds the pure part: the ConfigMap a Watcher wants and the status
 // it reports. controller.go reads, compares, writes and reports.

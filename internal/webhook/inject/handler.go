@@ -1,4 +1,4 @@
-package webhook
+package inject
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -69,6 +71,27 @@ type Injector struct {
 }
 
 var _ admission.Handler = &Injector{}
+
+// NewWebhook returns the injector as mgr's webhook server serves it: reading
+// from mgr's cache and from the API server, and never changing the pods of
+// kube-system or of operatorNamespace. The cache of namespaces' metadata it
+// reads starts, and is waited for, with the manager's other informers.
+func NewWebhook(mgr ctrl.Manager, operatorNamespace string, d fleet.Defaults) (*admission.Webhook, error) {
+	hook := &admission.Webhook{
+		Handler: &Injector{
+			Client:    mgr.GetClient(),
+			APIReader: mgr.GetAPIReader(),
+			Decoder:   admission.NewDecoder(mgr.GetScheme()),
+			Excluded:  []string{"kube-system", operatorNamespace},
+			Fleet:     d,
+		},
+		RecoverPanic: ptr.To(true),
+	}
+	if _, err := mgr.GetCache().GetInformer(context.Background(), NamespaceMetadata()); err != nil {
+		return nil, fmt.Errorf("watching namespaces: %w", err)
+	}
+	return hook, nil
+}
 
 // Handle injects the sidecars a new pod gets, or denies it when it names a
 // Watcher or Envoy that does not exist or when a sidecar clashes with what

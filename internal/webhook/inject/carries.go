@@ -1,4 +1,4 @@
-package webhook
+package inject
 
 import (
 	"encoding/json"

@@ -6,7 +6,7 @@
 // with their sidecars added. handler.go reads the Watchers and Envoys and
 // answers the API server; server.go wires the handler and its certificates
 // into the manager.
-package webhook
+package inject
 
 import (
 	"cmp"

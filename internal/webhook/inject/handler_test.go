@@ -1,4 +1,4 @@
-package webhook
+package inject
 
 import (
 	"context"
@@ -21,11 +21,16 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 )
 
 var suite testenv.Suite
+
+// operatorNamespace is the operator's own namespace, which the generated
+// configuration leaves out and the injector never changes.
+const operatorNamespace = "kube-envoy-controller"
 
 // labellerPath serves a second mutating webhook, called after the injector,
 // that adds a label: the API server does not call the injector again.
@@ -36,15 +41,14 @@ const labellerPath = "/test-add-label"
 const unselectedLabel = "test/unselected"
 
 func TestMain(m *testing.M) {
-	hooks, validating, err := testenv.WebhookManifests()
-	if err == nil && (len(hooks) != 1 || len(validating) != 1) {
-		err = fmt.Errorf("config/webhook/manifests.yaml: want one mutating and one validating configuration, found %d and %d", len(hooks), len(validating))
+	hooks, _, err := testenv.WebhookManifests()
+	if err == nil && len(hooks) != 1 {
+		err = fmt.Errorf("config/webhook/manifests.yaml: want one mutating configuration, found %d", len(hooks))
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	suite.ValidatingWebhooks = validating
 	labeller := hooks[0].DeepCopy()
 	labeller.Name = "zz-test-labeller" // called after kube-envoy-controller-injector
 	labeller.Webhooks[0].Name = "labeller.test.my.domain"
@@ -61,7 +65,12 @@ func TestMain(m *testing.M) {
 
 	suite.Main(m, func(mgr ctrl.Manager) error {
 		mgr.GetWebhookServer().Register(labellerPath, &admission.Webhook{Handler: admission.HandlerFunc(addLabel)})
-		return Setup(mgr, Options{Namespace: DefaultNamespace})
+		hook, err := NewWebhook(mgr, operatorNamespace, fleet.Defaults{})
+		if err != nil {
+			return err
+		}
+		mgr.GetWebhookServer().Register(Path, hook)
+		return nil
 	})
 }
 
@@ -244,8 +253,8 @@ func TestPodOutOfScopeIsUntouched(t *testing.T) {
 	plain := namespace(t, false)
 	createWatcher(t, plain, "logs", "tail", func(w *watchv1alpha1.Watcher) { w.Spec.Selector = &metav1.LabelSelector{} })
 	enable(t, "kube-system")
-	enable(t, DefaultNamespace)
-	for _, ns := range []string{plain, "kube-system", DefaultNamespace} {
+	enable(t, operatorNamespace)
+	for _, ns := range []string{plain, "kube-system", operatorNamespace} {
 		// It names a Watcher that does not exist: in scope, that is denied.
 		pod := podIn(ns, map[string]string{InjectAnnotation: "logs,missing", EnvoySidecarAnnotation: "missing"})
 		pod.Name = "" // a fresh name in the shared namespaces
