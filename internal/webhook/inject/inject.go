@@ -1,11 +1,3 @@
-// Package webhook is the operator's mutating admission webhook: it injects
-// the sidecars of Watchers, and Envoy sidecars that join a fleet, into pods
-// as they are created.
-//
-// inject.go holds the pure part: which Watchers a pod asks for, and the pod
-// with their sidecars added. handler.go reads the Watchers and Envoys and
-// answers the API server; server.go wires the handler and its certificates
-// into the manager.
 package inject
 
 import (
