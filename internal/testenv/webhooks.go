@@ -6,12 +6,26 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	ctrl "sigs.k8s.io/controller-runtime"
 )
+
+// WaitServing waits until mgr's webhook server accepts connections: until
+// then the API server fails every request that a configuration sends it.
+// Once it serves, the check returns at once.
+func WaitServing(t testing.TB, mgr ctrl.Manager) {
+	t.Helper()
+	check := mgr.GetWebhookServer().StartedChecker()
+	Eventually(t, "the webhook server", func() (bool, error) {
+		err := check(nil)
+		return err == nil, err
+	})
+}
 
 // WebhookManifests reads the generated webhook configurations,
 // config/webhook/manifests.yaml, for installing in envtest.

@@ -289,7 +289,7 @@ func TestCertRotation(t *testing.T) {
 	testenv.Eventually(t, "the CA in both configurations", func() (bool, error) {
 		return allEqual(caBundles(t, mutating, validating), ca), nil
 	})
-	waitServing(t, op.Manager)
+	testenv.WaitServing(t, op.Manager)
 	expectAdmission(t, appNS)
 
 	// The CA in the Secret is corrupted: the operator renews both.
@@ -353,7 +353,7 @@ func TestNoCertRotation(t *testing.T) {
 	)
 	// With rotation, the server would start only after the caBundles were
 	// patched: once it serves, a rotator would have written them.
-	waitServing(t, op.Manager)
+	testenv.WaitServing(t, op.Manager)
 	expectAdmission(t, appNS)
 
 	if w := op.Writes.Writes(); len(w) != 0 {
@@ -392,7 +392,7 @@ func TestRestartWritesNothing(t *testing.T) {
 		testenv.Eventually(t, "the CA in both configurations", func() (bool, error) {
 			return allEqual(caBundles(t, mutating, validating), ca), nil
 		})
-		waitServing(t, op.Manager)
+		testenv.WaitServing(t, op.Manager)
 		expectAdmission(t, appNS)
 		if len(op.Writes.Writes()) == 0 {
 			t.Fatal("the first start sent no write request: the counter counts nothing")
@@ -400,7 +400,7 @@ func TestRestartWritesNothing(t *testing.T) {
 	})
 	op := startOperator(t, args...)
 	// It serves once the rotator has looked at the Secret and the configurations.
-	waitServing(t, op.Manager)
+	testenv.WaitServing(t, op.Manager)
 	expectAdmission(t, appNS)
 	if w := op.Writes.Writes(); len(w) != 0 {
 		t.Errorf("the restarted operator sent write requests: %v", w)

@@ -28,13 +28,3 @@ func TestMain(m *testing.M) {
 		return Setup(mgr, Options{Namespace: DefaultNamespace})
 	})
 }
-
-// waitServing waits until mgr's webhook server accepts connections.
-func waitServing(t *testing.T, mgr ctrl.Manager) {
-	t.Helper()
-	check := mgr.GetWebhookServer().StartedChecker()
-	testenv.Eventually(t, "the webhook server", func() (bool, error) {
-		err := check(nil)
-		return err == nil, err
-	})
-}

@@ -90,22 +90,10 @@ func addLabel(_ context.Context, req admission.Request) admission.Response {
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
 }
 
-// waitForServer waits until the suite's webhook server accepts connections:
-// until then the API server fails every request in scope. Once it serves, the
-// check returns at once.
+// waitForServer waits until the suite's webhook server accepts connections.
 func waitForServer(t *testing.T) {
 	t.Helper()
-	waitServing(t, suite.Manager)
-}
-
-// waitServing waits until mgr's webhook server accepts connections.
-func waitServing(t *testing.T, mgr ctrl.Manager) {
-	t.Helper()
-	check := mgr.GetWebhookServer().StartedChecker()
-	testenv.Eventually(t, "the webhook server", func() (bool, error) {
-		err := check(nil)
-		return err == nil, err
-	})
+	testenv.WaitServing(t, suite.Manager)
 }
 
 // namespace creates a namespace, in the webhook's scope when enabled.

@@ -35,14 +35,8 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// waitForServer waits until the suite's webhook server accepts connections:
-// until then the API server fails every request in scope. Once it serves, the
-// check returns at once.
+// waitForServer waits until the suite's webhook server accepts connections.
 func waitForServer(t *testing.T) {
 	t.Helper()
-	check := suite.Manager.GetWebhookServer().StartedChecker()
-	testenv.Eventually(t, "the webhook server", func() (bool, error) {
-		err := check(nil)
-		return err == nil, err
-	})
+	testenv.WaitServing(t, suite.Manager)
 }
