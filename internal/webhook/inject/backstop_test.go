@@ -1,4 +1,4 @@
-package webhook
+package inject
 
 import (
 	"bytes"
@@ -63,7 +63,7 @@ func TestInjectorNeverTouchesExcludedNamespaces(t *testing.T) {
 	if r := admit(t, ordinary, asks); r.Allowed || !strings.Contains(message(r), `Watcher "missing", which does not exist`) {
 		t.Fatalf("a pod of namespace %s naming a missing Watcher: allowed %v (%s); want it denied", ordinary, r.Allowed, message(r))
 	}
-	for _, ns := range []string{"kube-system", DefaultNamespace} {
+	for _, ns := range []string{"kube-system", operatorNamespace} {
 		r := admit(t, ns, asks)
 		if !r.Allowed || r.Patch != nil || r.PatchType != nil {
 			t.Errorf("a pod of namespace %s: allowed %v (%s), patch %s; want it allowed unchanged", ns, r.Allowed, message(r), r.Patch)
