@@ -377,7 +377,7 @@ func unredacted(h publish.History, live []translate.Config) (out publish.History
 		}
 	}
 	rev.Configs = configs
-	return h, translate.Version(configs) == rev.Version
+	return h, translate.VersionOf(configs) == rev.Version
 }
 
 // sameSpec reports whether a and b have the same spec, whatever the order

@@ -181,12 +181,12 @@ func TestUnredacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if translate.Version(shown.Served().Configs) == recorded.Current {
+	if translate.VersionOf(shown.Served().Configs) == recorded.Current {
 		t.Fatal("the revision shown is not redacted, so this test proves nothing")
 	}
 	got, exact := unredacted(shown, live)
-	if !exact || translate.Version(got.Served().Configs) != recorded.Current {
-		t.Errorf("restored: exact %v, version %s, want %s", exact, translate.Version(got.Served().Configs), recorded.Current)
+	if !exact || translate.VersionOf(got.Served().Configs) != recorded.Current {
+		t.Errorf("restored: exact %v, version %s, want %s", exact, translate.VersionOf(got.Served().Configs), recorded.Current)
 	}
 	if diff := sameResources(t, render(got), render(recorded)); len(diff) > 0 {
 		t.Errorf("restored, it renders otherwise: %v", diff)

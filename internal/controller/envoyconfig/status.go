@@ -99,19 +99,19 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 		conditions.Set(&st.Conditions, c.Generation, typ, status, reason, msg)
 	}
 	cs := s.Config
-	kept := map[translate.Served]string{
-		translate.ServedPublished: fmt.Sprintf("the fleet keeps this EnvoyConfig's published content (version %s)", s.PublishedVersion),
-		translate.NotServed:       "none of it is served",
-	}[cs.Served]
+	kept := map[translate.Choice]string{
+		translate.ChoicePublished: fmt.Sprintf("the fleet keeps this EnvoyConfig's published content (version %s)", s.PublishedVersion),
+		translate.ChoiceNone:      "none of it is served",
+	}[cs.Choice]
 
 	switch {
 	case len(cs.Refused) > 0:
 		set(ConditionAccepted, metav1.ConditionFalse, ReasonPolicyViolation, "the content policy refuses: "+strings.Join(cs.Refused, "; ")+"; "+kept)
 	case len(cs.Invalid) > 0:
 		set(ConditionAccepted, metav1.ConditionFalse, ReasonInvalidResources, strings.Join(cs.Invalid, "; "))
-	case len(cs.Dangling) > 0 && cs.Served != translate.ServedCurrent:
+	case len(cs.Dangling) > 0 && cs.Choice != translate.ChoiceCurrent:
 		set(ConditionAccepted, metav1.ConditionFalse, ReasonReferencesMissing, strings.Join(cs.Dangling, "; ")+"; "+kept)
-	case len(s.Held) > 0 && cs.Served != translate.ServedCurrent:
+	case len(s.Held) > 0 && cs.Choice != translate.ChoiceCurrent:
 		set(ConditionAccepted, metav1.ConditionFalse, ReasonHeld, "this change is not served: it would leave references in the fleet leading nowhere: "+
 			strings.Join(s.Held, "; ")+"; "+kept)
 	default:
@@ -129,7 +129,7 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 		set(ConditionPublished, metav1.ConditionFalse, ReasonRejected, "every proxy rejected the newest version: "+s.Rejected)
 	case s.PublishError != nil:
 		set(ConditionPublished, metav1.ConditionFalse, ReasonPublishFailed, s.PublishError.Message)
-	case cs.Served != translate.ServedCurrent:
+	case cs.Choice != translate.ChoiceCurrent:
 		set(ConditionPublished, metav1.ConditionFalse, ReasonNotPublished, "this version is not served: "+kept)
 	default:
 		set(ConditionPublished, metav1.ConditionTrue, ReasonPublished, fmt.Sprintf("served to the fleet as version %s", s.PublishedVersion))
@@ -148,7 +148,7 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 	case s.Proxies.Nacked > 0:
 		set(conditions.Degraded, metav1.ConditionTrue, ReasonNacked,
 			fmt.Sprintf("%d of %d proxies rejected version %s: %s", s.Proxies.Nacked, s.Proxies.Connected, s.PublishedVersion, s.Proxies.LastNACK))
-	case len(cs.Dangling) > 0 && cs.Served == translate.ServedCurrent:
+	case len(cs.Dangling) > 0 && cs.Choice == translate.ChoiceCurrent:
 		set(conditions.Degraded, metav1.ConditionTrue, ReasonReferencesMissing, strings.Join(cs.Dangling, "; ")+
 			fmt.Sprintf("; the fleet keeps serving version %s, in which they exist, until this is fixed", s.PublishedVersion))
 	case len(cs.Clashes) > 0:

@@ -374,7 +374,7 @@ func TestHistory(t *testing.T) {
 		t.Fatalf("dumper, team-c's fleet: %d %s", code, body)
 	}
 	if !got.Recorded || got.Fleet != "team-c/edge" || got.Replica != "replica-a" || got.History.Current != h.Current ||
-		len(got.History.Served().Configs) != 2 || translate.Version(h.Served().Configs) != h.Current {
+		len(got.History.Served().Configs) != 2 || translate.VersionOf(h.Served().Configs) != h.Current {
 		t.Errorf("dumper, team-c's fleet: %s", body)
 	}
 	if strings.Contains(string(body), "PRIVATE-KEY") || !strings.Contains(string(body), translate.Redacted) {

@@ -28,7 +28,7 @@ const MaxDetail = xds.MaxNACKDetail
 // Revision is one version of a fleet's content that was published.
 type Revision struct {
 	Version string `json:"version"`
-	// Configs is the content served (translate.IR.Served). A rejected
+	// Configs is the content served (translate.IR.Revision). A rejected
 	// revision that is no longer served keeps none: it is never served again.
 	Configs []translate.Config `json:"configs,omitempty"`
 	// Acked: every connected proxy accepted it. It may be rolled back to.
@@ -185,7 +185,7 @@ func Decide(prev History, ir translate.IR, acks Acks, rejected Rejections) Decis
 	default:
 		acked := r != nil && r.Acked
 		h.remove(ir.Version)
-		h.Revisions = append([]Revision{{Version: ir.Version, Configs: ir.Served, Acked: acked}}, h.Revisions...)
+		h.Revisions = append([]Revision{{Version: ir.Version, Configs: ir.Revision, Acked: acked}}, h.Revisions...)
 		h.Current = ir.Version
 		if d.Action == Unchanged {
 			d.Action = Publish

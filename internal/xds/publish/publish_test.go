@@ -8,7 +8,7 @@ import (
 )
 
 func ir(version string) translate.IR {
-	return translate.IR{Version: version, Served: []translate.Config{{Name: "ns/" + version}}}
+	return translate.IR{Version: version, Revision: []translate.Config{{Name: "ns/" + version}}}
 }
 
 func rev(version string, acked bool, rejected string) Revision {

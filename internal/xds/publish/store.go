@@ -184,7 +184,7 @@ func (r Revision) check(id fleet.ID, served bool) error {
 			return fmt.Errorf("version %s holds EnvoyConfig %q, which is not of namespace %s", r.Version, c.Name, id.Namespace)
 		}
 	}
-	if v := translate.Version(r.Configs); v != r.Version {
+	if v := translate.VersionOf(r.Configs); v != r.Version {
 		return fmt.Errorf("version %s holds content whose version is %s", r.Version, v)
 	}
 	return nil

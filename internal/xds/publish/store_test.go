@@ -34,7 +34,7 @@ func content(ns, name string) []translate.Config {
 // stored returns a revision that holds content, with the version it hashes to.
 func stored(name string, acked bool) Revision {
 	c := content(edge.Namespace, name)
-	return Revision{Version: translate.Version(c), Configs: c, Acked: acked}
+	return Revision{Version: translate.VersionOf(c), Configs: c, Acked: acked}
 }
 
 // A fleet's history reads back as it was; it is always the same bytes for
@@ -125,7 +125,7 @@ func TestReadHistoryRefuses(t *testing.T) {
 			cm.BinaryData[historyKey] = encoded(History{Fleet: "shop/edge", Current: forged.Version, Revisions: []Revision{forged}})
 		}, "holds content whose version is"},
 		{"an EnvoyConfig of another namespace", func(cm *corev1.ConfigMap) {
-			r := Revision{Version: translate.Version(other), Configs: other}
+			r := Revision{Version: translate.VersionOf(other), Configs: other}
 			cm.BinaryData[historyKey] = encoded(History{Fleet: "shop/edge", Current: r.Version, Revisions: []Revision{r}})
 		}, "not of namespace shop"},
 		{"a version twice", func(cm *corev1.ConfigMap) {
@@ -213,8 +213,8 @@ func TestAdoptLegacy(t *testing.T) {
 	for name, cm := range map[string]*corev1.ConfigMap{
 		"the status vouches for another version": legacy(t, History{Current: accepted.Version, Revisions: []Revision{accepted, served}}),
 		"content that is not the version's":      legacy(t, History{Current: served.Version, Revisions: []Revision{forged}}),
-		"an EnvoyConfig of another namespace": legacy(t, History{Current: translate.Version(other),
-			Revisions: []Revision{{Version: translate.Version(other), Configs: other}}}),
+		"an EnvoyConfig of another namespace": legacy(t, History{Current: translate.VersionOf(other),
+			Revisions: []Revision{{Version: translate.VersionOf(other), Configs: other}}}),
 		"another fleet": func() *corev1.ConfigMap {
 			cm := legacy(t, h)
 			cm.Annotations[FleetAnnotation] = "other"

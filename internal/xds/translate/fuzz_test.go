@@ -75,11 +75,11 @@ func FuzzTranslate(f *testing.F) {
 			}
 		}
 		if len(ir.Held) == 0 && !published {
-			if dangling := checkReferences(mergeOf(ir.Served, in.Configs, in.Policy.refused)); len(dangling) > 0 {
+			if dangling := checkReferences(mergeOf(ir.Revision, in.Configs, in.Policy.refused)); len(dangling) > 0 {
 				t.Fatalf("served content whose references lead nowhere: %v", dangling)
 			}
 		}
-		if st := ir.Configs["ns/l"]; st.Served != ServedCurrent {
+		if st := ir.Configs["ns/l"]; st.Choice != ChoiceCurrent {
 			t.Fatalf("the valid listener is not served as it is: %+v", st)
 		}
 	})

@@ -175,7 +175,7 @@ func TestSecretsAreLiveAndNeverRecorded(t *testing.T) {
 		t.Errorf("served %q, then %q", served(first), served(second))
 	}
 	for _, ir := range []IR{first, second} {
-		recorded, err := json.Marshal(ir.Served)
+		recorded, err := json.Marshal(ir.Revision)
 		if err != nil {
 			t.Fatal(err)
 		}

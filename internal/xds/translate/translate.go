@@ -80,21 +80,22 @@ type Input struct {
 	Policy Policy
 }
 
-// Served says which content of an EnvoyConfig the fleet gets.
-type Served string
+// Choice says which content of an EnvoyConfig the fleet's next revision
+// takes (IR.Revision).
+type Choice string
 
 const (
-	// ServedCurrent: the EnvoyConfig as it is now.
-	ServedCurrent Served = "Current"
-	// ServedPublished: its published content, not the current one.
-	ServedPublished Served = "Published"
-	// NotServed: none of it (it was never published).
-	NotServed Served = "None"
+	// ChoiceCurrent: the EnvoyConfig as it is now.
+	ChoiceCurrent Choice = "Current"
+	// ChoicePublished: its published content, not the current one.
+	ChoicePublished Choice = "Published"
+	// ChoiceNone: none of it (it was never published).
+	ChoiceNone Choice = "None"
 )
 
 // ConfigStatus is what translation found about one EnvoyConfig.
 type ConfigStatus struct {
-	Served Served `json:"served"`
+	Choice Choice `json:"served"`
 	// Invalid holds its resources that do not decode or validate, and its
 	// listeners whose address another EnvoyConfig's listener has.
 	Invalid []string `json:"invalid,omitempty"`
@@ -122,13 +123,13 @@ type ConfigStatus struct {
 
 // IR is the fleet's intermediate representation.
 type IR struct {
-	// Served is the content the fleet is served, by EnvoyConfig (Recorded,
-	// sorted by name): the fleet's next revision.
-	Served []Config
-	// Version is the revision's version: a hash of Served.
+	// Revision is the fleet's next revision: the content chosen of each
+	// EnvoyConfig (Recorded, sorted by name).
+	Revision []Config
+	// Version is the revision's version (VersionOf).
 	Version string
 	// Resources are the Envoy resources the fleet gets, by type URL: those of
-	// Served, the endpoints of their Services, the secrets of the Secrets
+	// Revision, the endpoints of their Services, the secrets of the Secrets
 	// their tlsSecrets name, and the current EnvoyConfigs' inline secrets.
 	Resources map[string][]types.Resource
 	// Configs holds each current EnvoyConfig's status, by name.
@@ -154,15 +155,15 @@ func Translate(in Input) IR {
 	// when that is invalid or refused its published content.
 	choice := map[string]Config{}
 	for _, c := range in.Configs {
-		st := ConfigStatus{Served: ServedCurrent}
+		st := ConfigStatus{Choice: ChoiceCurrent}
 		p, errs := parse(c)
 		st.InlineKeys = inlineKeys(p.resources)
 		st.Refused = in.Policy.refusals(c.Name, p.resources)
 		if len(errs) > 0 || len(st.Refused) > 0 {
 			st.Invalid = messages(errs)
-			st.Served = NotServed
+			st.Choice = ChoiceNone
 			if p, ok := published[c.Name]; ok {
-				choice[c.Name], st.Served = p, ServedPublished
+				choice[c.Name], st.Choice = p, ChoicePublished
 			}
 		} else {
 			choice[c.Name] = c.Recorded()
@@ -181,9 +182,9 @@ func Translate(in Input) IR {
 		for name, why := range resolveSharedAddresses(choice, published, in.Configs) {
 			st := ir.Configs[name]
 			st.Invalid = append(st.Invalid, why...)
-			st.Served = NotServed
+			st.Choice = ChoiceNone
 			if _, ok := choice[name]; ok {
-				st.Served = ServedPublished
+				st.Choice = ChoicePublished
 			}
 			ir.Configs[name] = st
 		}
@@ -204,10 +205,10 @@ func Translate(in Input) IR {
 			}
 			progress = true
 			if p, ok := published[name]; ok {
-				choice[name], st.Served = p, ServedPublished
+				choice[name], st.Choice = p, ChoicePublished
 			} else {
 				delete(choice, name)
-				st.Served = NotServed
+				st.Choice = ChoiceNone
 			}
 			ir.Configs[name] = st
 		}
@@ -218,9 +219,9 @@ func Translate(in Input) IR {
 				p, ok := published[name]
 				switch {
 				case !ok:
-					st.Served = NotServed
-				case st.Served == ServedCurrent && !sameContent(p, configNamed(in.Configs, name)):
-					st.Served = ServedPublished
+					st.Choice = ChoiceNone
+				case st.Choice == ChoiceCurrent && !sameContent(p, configNamed(in.Configs, name)):
+					st.Choice = ChoicePublished
 				}
 				ir.Configs[name] = st
 			}
@@ -228,12 +229,12 @@ func Translate(in Input) IR {
 		}
 	}
 
-	ir.Served = configsOf(choice)
-	ir.Version = Version(ir.Served)
+	ir.Revision = configsOf(choice)
+	ir.Version = VersionOf(ir.Revision)
 	var clashes map[string][]string
 	// What choice holds passed the policy; of the current EnvoyConfigs,
 	// translation has judged each.
-	ir.Resources, clashes = render(ir.Served, nil, in.Configs, refusedNow, in.Slices, in.Secrets)
+	ir.Resources, clashes = render(ir.Revision, nil, in.Configs, refusedNow, in.Slices, in.Secrets)
 	for name, st := range ir.Configs {
 		st.Clashes = clashes[name]
 		spec := configNamed(in.Configs, name).Spec
@@ -273,8 +274,9 @@ func render(served []Config, servedRefused func(Config) bool, current []Config, 
 	return byType(merged), clashes
 }
 
-// Version is a revision's version: a hash of the content it serves.
-func Version(served []Config) string {
+// VersionOf is the version of a revision of content served: a hash of
+// that content.
+func VersionOf(served []Config) string {
 	h := xds.NewHash()
 	for _, c := range served {
 		b, _ := json.Marshal(c.Recorded().Spec)

@@ -64,7 +64,7 @@ func TestGolden(t *testing.T) {
 				t.Errorf("translating twice gave versions %s and %s", ir.Version, again.Version)
 			}
 			st := status{Version: ir.Version, Held: ir.Held, Configs: ir.Configs}
-			for _, c := range ir.Served {
+			for _, c := range ir.Revision {
 				st.Served = append(st.Served, c.Name)
 			}
 			golden(t, name+".status.yaml", toYAML(t, st))
