@@ -4,8 +4,9 @@
 // fleet's proxies (on every replica) and the versions known to be rejected
 // go in; a decision (publish, hold, roll back or nothing) and the new
 // history come out. It is the only owner of the history and of how it is
-// stored (store.go): the controller reads and writes the ConfigMaps it
-// describes, in the operator's namespace, so that a restarted or another
+// stored: store.go describes the ConfigMaps, in the operator's namespace,
+// and checks what is read back; Store (storage.go), the one part that is
+// not pure, alone reads and writes them, so that a restarted or another
 // replica serves exactly what was decided, and nothing a tenant wrote.
 package publish
 

@@ -1,0 +1,105 @@
+package envoyconfig
+
+import (
+	"context"
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
+)
+
+// recording is the fleet's history as this replica knows it after the
+// record phase: what the serve and report phases work from.
+type recording struct {
+	// history is what is recorded; readable, whether it is what the API
+	// server holds (read, or written by this reconcile).
+	history  publish.History
+	readable bool
+	// err is why the leader's decision could not be recorded.
+	err error
+}
+
+// stored is the recording of what was read, before any decision.
+func stored(w *world) recording {
+	return recording{history: w.stored.History, readable: w.stored.Readable}
+}
+
+// ends returns the result a reconcile ends with right after the record
+// phase, before serving anything, if it does: when the cache was behind the
+// history, to decide again on what is stored; when the operator's
+// namespace goes, for good, since the operator goes with it.
+func (rec recording) ends() (ctrl.Result, bool) {
+	switch {
+	case errors.Is(rec.err, publish.ErrCacheBehind):
+		return ctrl.Result{RequeueAfter: status.ConflictRetry}, true
+	case apierrors.HasStatusCause(rec.err, corev1.NamespaceTerminatingCause):
+		return ctrl.Result{}, true
+	}
+	return ctrl.Result{}, false
+}
+
+// clashed reports whether another's ConfigMap has the history's name.
+func (rec recording) clashed() bool { return apierrors.IsAlreadyExists(rec.err) }
+
+// record is the leader's phase: it decides what the fleet is served next
+// (publish.Decide) and, when that changes the history or the stored one is
+// unreadable, records it and announces it.
+func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR) recording {
+	rec := stored(w)
+	d := publish.Decide(rec.history, ir, r.acks(ctx, w, rec.history), publish.RejectionsOf(w.configs, ir.Version))
+	if rec.readable && !d.Changed(rec.history) {
+		return rec
+	}
+	if rec.err = r.Histories.Record(ctx, w.id, w.stored, d.History); rec.err == nil {
+		r.announce(ctx, w, rec.history, d)
+		rec.history, rec.readable = d.History, true
+	}
+	return rec
+}
+
+// acks counts the fleet's proxies, on every replica, with respect to h's
+// served revision.
+func (r *Reconciler) acks(ctx context.Context, w *world, h publish.History) publish.Acks {
+	return publish.Sum(r.readReports(ctx), w.id.String(), h.Current)
+}
+
+// announce logs a recorded decision and records its events, once, on the
+// fleet's Envoy (or, without one, on its first EnvoyConfig).
+func (r *Reconciler) announce(ctx context.Context, w *world, prev publish.History, d publish.Decision) {
+	log := logf.FromContext(ctx)
+	if d.History.Current != prev.Current {
+		log.Info("published fleet configuration", "fleet", w.id.String(), "version", d.History.Current, "action", d.Action, "previous", prev.Current)
+	}
+	var regarding client.Object = w.envoy
+	if w.envoy == nil {
+		if len(w.configs) == 0 {
+			return
+		}
+		regarding = w.configs[0]
+	}
+	for _, e := range d.Events {
+		typ := corev1.EventTypeNormal
+		if e.Warning {
+			typ = corev1.EventTypeWarning
+		}
+		log.Info(e.Message, "fleet", w.id.String(), "reason", e.Reason)
+		r.Recorder.Eventf(regarding, nil, typ, e.Reason, "Publish", "%s", e.Message)
+	}
+}
+
+// retireLegacy is the leader's last step of storage, once the fleet is
+// served: the fleet's legacy history goes when its history is in the
+// operator's namespace now, or it needs none.
+func (r *Reconciler) retireLegacy(ctx context.Context, w *world, rec recording) error {
+	if !rec.readable && !w.unrecorded() {
+		return nil
+	}
+	return r.Histories.RetireLegacy(ctx, w.stored)
+}

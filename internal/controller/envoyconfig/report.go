@@ -1,0 +1,61 @@
+package envoyconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
+)
+
+// report is the leader's last phase: it writes every EnvoyConfig's status,
+// with the proxies' answers to the revision served.
+func (r *Reconciler) report(ctx context.Context, w *world, ir translate.IR, rec recording) (ctrl.Result, error) {
+	where := fmt.Sprintf("ConfigMap %s/%s", r.Namespace, publish.HistoryName(w.id))
+	base := fleetState(ir, rec, r.acks(ctx, w, rec.history), w.envoy == nil, where)
+	var errs []error
+	for _, c := range w.configs {
+		s := base
+		s.Config = ir.Configs[translate.FromObject(c).Name]
+		after := c.DeepCopy()
+		after.Status = Status(c, s)
+		if err := r.Status.Write(ctx, c, after); !apierrors.IsNotFound(err) { // a deleted config needs no status
+			errs = append(errs, err)
+		}
+	}
+	if rec.err != nil && !rec.clashed() {
+		errs = append(errs, rec.err)
+	}
+	return status.Result(errors.Join(errs...), rec.clashed())
+}
+
+// fleetState is what every EnvoyConfig of the fleet is told but its own
+// part of the IR: the revision served and the proxies' answers to it (acks),
+// what the proxies rejected, whether the Envoy is missing, and why the
+// decision could not be recorded in the history (where names it).
+func fleetState(ir translate.IR, rec recording, acks publish.Acks, envoyMissing bool, where string) State {
+	h := rec.history
+	s := State{Held: ir.Held, EnvoyMissing: envoyMissing, PublishedVersion: h.Current, Proxies: acks}
+	if rev := h.Find(ir.Version); rev != nil && rev.Rejected != "" {
+		s.Rejected, s.RejectedVersion = rev.Rejected, rev.Version
+		s.RolledBack = h.Current != "" && h.Current != ir.Version
+	}
+	if rev := h.Served(); rev != nil && rev.Rejected != "" && s.Rejected == "" {
+		s.ServedRejected = rev.Rejected
+	}
+	if rec.err != nil {
+		p := conditions.FromError(rec.err)
+		if rec.clashed() {
+			p.Reason = conditions.ResourceExists // another's ConfigMap has the name
+		}
+		p.Message = fmt.Sprintf("recording the fleet's revision in %s: %s", where, p.Message)
+		s.PublishError = p
+	}
+	return s
+}

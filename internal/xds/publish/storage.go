@@ -1,0 +1,162 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+)
+
+// Store reads and writes the fleets' histories in the API server: the
+// ConfigMaps of store.go, in the operator's namespace, and those the
+// previous release kept (legacy.go), until they are taken over. Only what
+// passes ReadHistory's checks is used: a copy anywhere else, one for
+// another fleet, or one whose content is not consistent is ignored, and
+// the leader writes it afresh.
+type Store struct {
+	Client client.Client
+	// APIReader reads past the cache, when a create says the cache is behind.
+	APIReader client.Reader
+	// Namespace is the operator's namespace, which holds the histories.
+	Namespace string
+}
+
+// Stored is what the API server holds of one fleet's history.
+type Stored struct {
+	// Object is the fleet's history in the operator's namespace, if there
+	// is one (IsHistoryOf): an object of that name that is not is someone
+	// else's, and creating the history will clash with it.
+	Object *corev1.ConfigMap
+	// History is what Object records, when it passed ReadHistory
+	// (Readable), or else what the previous release's history may give
+	// (AdoptLegacy); empty otherwise.
+	History  History
+	Readable bool
+	// Legacy is the fleet's history as the previous release kept it, in the
+	// fleet's namespace, if there is one.
+	Legacy *corev1.ConfigMap
+}
+
+// ErrCacheBehind: a write of a history was refused because the cache had
+// not seen the stored one yet (a conflict, or a create of a history that
+// exists and is the fleet's). Deciding again on what is stored settles it.
+var ErrCacheBehind = errors.New("the cache is behind the fleet's history")
+
+// Load reads the history of fleet id. vouched is the version that the
+// fleet's EnvoyConfigs report as published (AdoptLegacy).
+func (s Store) Load(ctx context.Context, id fleet.ID, vouched string) (Stored, error) {
+	var st Stored
+	cm := &corev1.ConfigMap{}
+	switch err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: HistoryName(id)}, cm); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return st, err
+	case IsHistoryOf(cm, s.Namespace, id):
+		st.Object = cm
+		if h, err := ReadHistory(cm, s.Namespace, id); err != nil {
+			logf.FromContext(ctx).Error(err, "the fleet's revision history is unusable; the leader writes it afresh", "fleet", id.String())
+		} else {
+			st.History, st.Readable = h, true
+		}
+	}
+	legacy := &corev1.ConfigMap{}
+	switch err := s.Client.Get(ctx, client.ObjectKey{Namespace: id.Namespace, Name: LegacyHistoryName(id.Name)}, legacy); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return st, err
+	case IsLegacyHistoryOf(legacy, id):
+		st.Legacy = legacy
+		if !st.Readable {
+			st.History, _ = AdoptLegacy(legacy, id, vouched)
+		}
+	}
+	return st, nil
+}
+
+// Record stores h as fleet id's history, over st.Object when there is one.
+// An error wrapping ErrCacheBehind means another leader or an earlier
+// reconcile wrote it first: read it again.
+func (s Store) Record(ctx context.Context, id fleet.ID, st Stored, h History) error {
+	want, err := HistoryConfigMap(s.Namespace, id, h)
+	if err != nil {
+		return err
+	}
+	if st.Object == nil {
+		err = s.Client.Create(ctx, want)
+	} else {
+		updated := st.Object.DeepCopy()
+		updated.BinaryData, updated.Data = want.BinaryData, nil
+		updated.Labels, updated.Annotations = want.Labels, want.Annotations
+		err = s.Client.Update(ctx, updated)
+	}
+	if apierrors.IsConflict(err) || s.isOurs(ctx, id, err) {
+		return fmt.Errorf("%w: %w", ErrCacheBehind, err)
+	}
+	return err
+}
+
+// isOurs reports whether err is the refused create of a history that
+// exists and is the fleet's: the cache had not seen it yet.
+func (s Store) isOurs(ctx context.Context, id fleet.ID, err error) bool {
+	if !apierrors.IsAlreadyExists(err) {
+		return false
+	}
+	cm := &corev1.ConfigMap{}
+	if s.APIReader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: HistoryName(id)}, cm) != nil {
+		return false
+	}
+	return IsHistoryOf(cm, s.Namespace, id)
+}
+
+// Forget deletes the history of a fleet that is gone, and its legacy one.
+func (s Store) Forget(ctx context.Context, st Stored) error {
+	var errs []error
+	for _, cm := range []*corev1.ConfigMap{st.Object, st.Legacy} {
+		if cm != nil {
+			errs = append(errs, s.delete(ctx, cm))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RetireLegacy deletes the fleet's legacy history, if it has one: call it
+// once the fleet's history is in the operator's namespace, or the fleet
+// needs none.
+func (s Store) RetireLegacy(ctx context.Context, st Stored) error {
+	if st.Legacy == nil {
+		return nil
+	}
+	return s.delete(ctx, st.Legacy)
+}
+
+// delete deletes cm, exactly the object that was read.
+func (s Store) delete(ctx context.Context, cm *corev1.ConfigMap) error {
+	return client.IgnoreNotFound(s.Client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID}))
+}
+
+// Fleets returns the fleets that have a history, in the operator's
+// namespace or as the previous release kept it.
+func (s Store) Fleets(ctx context.Context) ([]fleet.ID, error) {
+	var histories, legacy corev1.ConfigMapList
+	errs := []error{
+		s.Client.List(ctx, &histories, client.InNamespace(s.Namespace), client.MatchingLabels{ComponentLabel: HistoryComponent}),
+		s.Client.List(ctx, &legacy, client.MatchingLabels{ComponentLabel: LegacyComponent}),
+	}
+	var out []fleet.ID
+	for _, cm := range append(histories.Items, legacy.Items...) {
+		id, ok := HistoryFleet(&cm, s.Namespace)
+		if !ok {
+			id, ok = LegacyFleet(&cm)
+		}
+		if ok {
+			out = append(out, id)
+		}
+	}
+	return out, errors.Join(errs...)
+}
