@@ -47,6 +47,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
@@ -298,7 +299,7 @@ func sameResources(t *testing.T, got, want map[string][]types.Resource) []string
 		t.Fatal(err)
 	}
 	var out []string
-	for _, k := range xds.Kinds {
+	for _, k := range resource.Kinds {
 		if td := diffType(k.Field, named(got[k.TypeURL], g.Resources[k.Field]), named(want[k.TypeURL], w.Resources[k.Field])); td != nil {
 			b, _ := json.Marshal(td)
 			out = append(out, string(b))

@@ -16,9 +16,9 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -114,7 +114,7 @@ type fleetDiff struct {
 	// was published), NewVersion the one they would be served.
 	Version    string `json:"version,omitempty"`
 	NewVersion string `json:"newVersion,omitempty"`
-	// Types holds the types that change, in the order of xds.Kinds.
+	// Types holds the types that change, in the order of resource.Kinds.
 	Types []typeDiff `json:"types,omitempty"`
 	// Notes say what else the operator would report about the change.
 	Notes []string `json:"notes,omitempty"`
@@ -286,7 +286,7 @@ func diffFleet(w world, f fleet.ID, live, after []translate.Config, changedConfi
 		d.Notes = append(d.Notes, err.Error())
 		return d
 	}
-	for _, k := range xds.Kinds {
+	for _, k := range resource.Kinds {
 		if td := diffType(k.Field, named(now[k.TypeURL], before.Resources[k.Field]), named(next[k.TypeURL], later.Resources[k.Field])); td != nil {
 			d.Types = append(d.Types, *td)
 		}

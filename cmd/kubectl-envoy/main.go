@@ -31,8 +31,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/version"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -229,7 +229,7 @@ func (o *options) configDumpCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if typ != "" {
-				if _, err := xds.KindNamed(typ); err != nil {
+				if _, err := resource.KindNamed(typ); err != nil {
 					return err
 				}
 			}

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // Output formats (-o).
@@ -23,7 +23,7 @@ const (
 	outputYAML  = "yaml"
 )
 
-// typeColumns are the table's per type columns, in the order of xds.Kinds.
+// typeColumns are the table's per type columns, in the order of resource.Kinds.
 var typeColumns = map[string]string{"listeners": "LDS", "routes": "RDS", "clusters": "CDS", "endpoints": "EDS", "secrets": "SDS"}
 
 // versionWidth is how much of a version (a 16 hex digit hash) the table shows.
@@ -61,14 +61,14 @@ func printRows(w io.Writer, format string, rows []debug.ProxyRow, now time.Time)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	header := []string{"NODE", "FLEET", "REPLICA"}
-	for _, k := range xds.Kinds {
+	for _, k := range resource.Kinds {
 		header = append(header, typeColumns[k.Field]+" SENT/ACKED")
 	}
 	header = append(header, "STATE", "NACK", "LAST SEEN")
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, r := range rows {
 		cells := []string{r.Node, r.Fleet, r.Replica}
-		for _, k := range xds.Kinds {
+		for _, k := range resource.Kinds {
 			cells = append(cells, typeCell(r, k.Field))
 		}
 		cells = append(cells, string(r.State), orDash(oneLine(r.NACK, maxNACKColumn)), duration.HumanDuration(now.Sub(r.LastSeen))+" ago")

@@ -16,6 +16,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -119,7 +120,7 @@ func without(rs map[string][]types.Resource, typ string, names ...string) map[st
 	out := map[string][]types.Resource{}
 	for t, items := range rs {
 		for _, r := range items {
-			if t != typ || !slices.Contains(names, KindOf(t).name(r)) {
+			if t != typ || !slices.Contains(names, cachev3.GetResourceName(r)) {
 				out[t] = append(out[t], r)
 			}
 		}

@@ -2,12 +2,11 @@ package xds
 
 import (
 	"fmt"
-	"sort"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"google.golang.org/protobuf/proto"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -47,31 +46,15 @@ type typeSnapshot struct {
 	byName map[string]*encodedResource
 }
 
-// marshalKind marshals the resources of type typeURL, deterministically and
-// in the order of their names, adds each with its type and name to h (the
-// version of their content), and hands each to each.
-func marshalKind(h *Hash, typeURL string, rs []types.Resource, each func(name string, r types.Resource, wire []byte, err error)) {
-	k := KindOf(typeURL)
-	sorted := make([]types.Resource, len(rs))
-	copy(sorted, rs)
-	sort.Slice(sorted, func(i, j int) bool { return k.name(sorted[i]) < k.name(sorted[j]) })
-	for _, r := range sorted {
-		name := k.name(r)
-		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
-		h.Add(typeURL, name, b)
-		each(name, r, b, err)
-	}
-}
-
-// encodeKind is marshalKind that returns the resources encoded, with the
+// encodeKind is resource.MarshalKind that returns the resources encoded, with the
 // error of the first one that does not marshal.
-func encodeKind(h *Hash, typeURL string, rs []types.Resource) ([]*encodedResource, error) {
+func encodeKind(h *resource.Hash, typeURL string, rs []types.Resource) ([]*encodedResource, error) {
 	out := make([]*encodedResource, 0, len(rs))
 	var first error
-	marshalKind(h, typeURL, rs, func(name string, r types.Resource, b []byte, err error) {
+	resource.MarshalKind(h, typeURL, rs, func(name string, r types.Resource, b []byte, err error) {
 		if err != nil {
 			if first == nil {
-				first = fmt.Errorf("%s %q does not marshal: %w", KindOf(typeURL).Noun(), name, err)
+				first = fmt.Errorf("%s %q does not marshal: %w", resource.KindOf(typeURL).Noun(), name, err)
 			}
 			return
 		}
@@ -86,7 +69,7 @@ func encodeKind(h *Hash, typeURL string, rs []types.Resource) ([]*encodedResourc
 // newTypeSnapshot encodes the resources of type typeURL; its version is
 // the hash h sums them into.
 func newTypeSnapshot(typeURL string, rs []types.Resource) (*typeSnapshot, error) {
-	h := NewHash()
+	h := resource.NewHash()
 	encoded, err := encodeKind(h, typeURL, rs)
 	t := &typeSnapshot{typeURL: typeURL, version: h.Sum(), sorted: encoded,
 		all: make([]*anypb.Any, len(encoded)), byName: make(map[string]*encodedResource, len(encoded))}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // fleetCache is the server's cache of what it serves, as go-control-plane's
@@ -102,7 +103,7 @@ type snapshot struct {
 // newSnapshot encodes a publication of resources (by type URL) as version.
 func newSnapshot(version string, resources map[string][]types.Resource) (*snapshot, error) {
 	p := &snapshot{version: version}
-	for i, k := range Kinds {
+	for i, k := range resource.Kinds {
 		t, err := newTypeSnapshot(k.TypeURL, resources[k.TypeURL])
 		if err != nil {
 			return nil, err
@@ -132,7 +133,7 @@ var pushIndex = func() (out [numKinds]int) {
 
 // kindIndex returns the index of typeURL in Kinds, or -1.
 func kindIndex(typeURL string) int {
-	for i, k := range Kinds {
+	for i, k := range resource.Kinds {
 		if k.TypeURL == typeURL {
 			return i
 		}
@@ -201,7 +202,7 @@ func newFleetCache() *fleetCache {
 
 // servedType refuses a type URL the server does not serve.
 func servedType(typeURL string) error {
-	if KindOf(typeURL).TypeURL == "" {
+	if resource.KindOf(typeURL).TypeURL == "" {
 		// The type URL is the client's: keep the message short.
 		return status.Errorf(codes.InvalidArgument, "type %q is not served: only listeners, routes, clusters, endpoints and secrets are",
 			conditions.Truncate(typeURL, 200))
@@ -463,7 +464,7 @@ var errEmptyName = status.Error(codes.InvalidArgument, "a resource name may not 
 func (l nameLimits) check(typeURL string, n int, names iter.Seq[string]) error {
 	if n > l.count {
 		metricRefused.WithLabelValues(refusedNames).Inc()
-		return status.Errorf(codes.ResourceExhausted, "the stream subscribes to %d %s names, more than the %d one stream may", n, KindOf(typeURL).Field, l.count)
+		return status.Errorf(codes.ResourceExhausted, "the stream subscribes to %d %s names, more than the %d one stream may", n, resource.KindOf(typeURL).Field, l.count)
 	}
 	size := 0
 	for name := range names {
@@ -472,7 +473,7 @@ func (l nameLimits) check(typeURL string, n int, names iter.Seq[string]) error {
 		}
 		if size += len(name); size > l.bytes {
 			metricRefused.WithLabelValues(refusedNames).Inc()
-			return status.Errorf(codes.ResourceExhausted, "the stream subscribes to %s names of more than %d bytes in all, more than one stream may", KindOf(typeURL).Field, l.bytes)
+			return status.Errorf(codes.ResourceExhausted, "the stream subscribes to %s names of more than %d bytes in all, more than one stream may", resource.KindOf(typeURL).Field, l.bytes)
 		}
 	}
 	return nil

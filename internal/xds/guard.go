@@ -10,11 +10,8 @@ import (
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
-
-// MaxNACKDetail bounds a NACK's error_detail wherever the operator keeps it:
-// the tracker, logs, events, reports and status all get it cut to this.
-const MaxNACKDetail = 1024
 
 // guard checks each stream and request before the server's other callbacks
 // and the cache see it: a stream whose peer or node is not who it must be
@@ -127,6 +124,6 @@ func cutDetail(s *statuspb.Status) {
 	if s == nil {
 		return
 	}
-	s.Message = conditions.Truncate(s.GetMessage(), MaxNACKDetail)
+	s.Message = conditions.Truncate(s.GetMessage(), resource.MaxNACKDetail)
 	s.Details = nil
 }

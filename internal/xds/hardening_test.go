@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
@@ -404,8 +405,8 @@ func TestNACKDetailIsCut(t *testing.T) {
 	}
 	eventually(t, "the NACK", func() bool { return s.Tracker().Counts(fleet, "v2").Nacked == 1 })
 	got := s.Tracker().Counts(fleet, "v2").LastNACK
-	if len(got) > MaxNACKDetail || !strings.HasPrefix(huge, strings.TrimSuffix(got, "…")) || len(got) < MaxNACKDetail-8 {
-		t.Errorf("the NACK's detail is kept as %d bytes (%.20q…), want at most %d, a prefix of it", len(got), got, MaxNACKDetail)
+	if len(got) > resource.MaxNACKDetail || !strings.HasPrefix(huge, strings.TrimSuffix(got, "…")) || len(got) < resource.MaxNACKDetail-8 {
+		t.Errorf("the NACK's detail is kept as %d bytes (%.20q…), want at most %d, a prefix of it", len(got), got, resource.MaxNACKDetail)
 	}
 }
 

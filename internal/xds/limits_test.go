@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
@@ -281,7 +282,7 @@ func TestStreamStateIsBounded(t *testing.T) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	for id, st := range tr.streams {
-		if n := len(st.lastSent); n > len(Kinds) {
+		if n := len(st.lastSent); n > len(resource.Kinds) {
 			t.Errorf("stream %d: %d responses remembered after %d rounds", id, n, rounds)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	sotwv3 "github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/go-logr/logr"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -117,8 +118,8 @@ func (s *Server) SetFleet(_ context.Context, fleet, version string, resources ma
 	}
 	check := &cachev3.Snapshot{}
 	typeVersions := map[string]string{}
-	content := NewHash()
-	for i, k := range Kinds {
+	content := resource.NewHash()
+	for i, k := range resource.Kinds {
 		v := p.types[i].version
 		typeVersions[k.TypeURL] = v
 		content.Add(k.TypeURL, v)
@@ -172,7 +173,7 @@ func (s *Server) Resources(fleet string) map[string][]types.Resource {
 		return nil
 	}
 	out := map[string][]types.Resource{}
-	for i, k := range Kinds {
+	for i, k := range resource.Kinds {
 		if rs := p.types[i].plain(); len(rs) > 0 {
 			out[k.TypeURL] = rs
 		}

@@ -10,7 +10,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
@@ -45,11 +45,11 @@ func TestHugeNACKLeavesStatusWritable(t *testing.T) {
 	got := waitStatus(t, cfg, "the NACK in status", func(c *examplev1.EnvoyConfig) bool {
 		return c.Status.Proxies.Nacked == 1 && c.Status.Proxies.Acked == 1
 	})
-	if n := len(got.Status.Proxies.LastNACK); n > xds.MaxNACKDetail || !strings.HasPrefix(got.Status.Proxies.LastNACK, "cluster extra: xxx") {
-		t.Errorf("status.proxies.lastNACK has %d bytes (%.30q), want at most %d", n, got.Status.Proxies.LastNACK, xds.MaxNACKDetail)
+	if n := len(got.Status.Proxies.LastNACK); n > resource.MaxNACKDetail || !strings.HasPrefix(got.Status.Proxies.LastNACK, "cluster extra: xxx") {
+		t.Errorf("status.proxies.lastNACK has %d bytes (%.30q), want at most %d", n, got.Status.Proxies.LastNACK, resource.MaxNACKDetail)
 	}
 	degraded := condition(got, conditions.Degraded)
-	if degraded.Reason != ReasonNacked || len(degraded.Message) > 2*xds.MaxNACKDetail {
+	if degraded.Reason != ReasonNacked || len(degraded.Message) > 2*resource.MaxNACKDetail {
 		t.Errorf("Degraded = %s with a message of %d bytes", degraded.Reason, len(degraded.Message))
 	}
 

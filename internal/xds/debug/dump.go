@@ -7,7 +7,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -16,7 +16,7 @@ import (
 // names, secret material redacted (translate.Redact).
 func Dump(fleet, replica string, resources map[string][]types.Resource, only string) (ConfigDump, error) {
 	d := ConfigDump{Fleet: fleet, Replica: replica, Resources: map[string][]json.RawMessage{}}
-	for _, k := range xds.Kinds {
+	for _, k := range resource.Kinds {
 		if only != "" && k.Field != only {
 			continue
 		}

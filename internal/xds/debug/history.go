@@ -8,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -49,12 +49,12 @@ func Shown(h publish.History) (publish.History, error) {
 func RedactConfig(c translate.Config) (translate.Config, error) {
 	out := c
 	res := &out.Spec.Resources
-	for _, k := range xds.Kinds {
+	for _, k := range resource.Kinds {
 		list := kindList(res, k.Field)
 		redacted := make([]runtime.RawExtension, len(*list))
 		for i, raw := range *list {
 			redacted[i] = raw
-			msg, _, err := xds.Decode(k, raw.Raw)
+			msg, _, err := resource.Decode(k, raw.Raw)
 			if err != nil {
 				return translate.Config{}, fmt.Errorf("EnvoyConfig %s: spec.resources.%s[%d] does not decode: %w", c.Name, k.Field, i, err)
 			}

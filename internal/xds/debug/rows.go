@@ -2,6 +2,7 @@ package debug
 
 import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // Rows turns the tracker's proxies into rows: for each type a proxy asked
@@ -12,7 +13,7 @@ func Rows(proxies []xds.ProxyState, current func(fleet, typeURL string) string, 
 	out := make([]ProxyRow, 0, len(proxies))
 	for _, p := range proxies {
 		row := ProxyRow{Node: p.Node, Fleet: p.Fleet, Replica: replica, ConnectedSince: p.Since, LastSeen: p.LastSeen, State: Synced}
-		for _, k := range xds.Kinds {
+		for _, k := range resource.Kinds {
 			ts, ok := p.Types[k.TypeURL]
 			if !ok {
 				continue

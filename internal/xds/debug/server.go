@@ -30,6 +30,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/version"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // The API server authenticates and authorizes the endpoint's clients; the
@@ -278,7 +279,7 @@ func (s *Server) config(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if only != "" {
-		if _, err := xds.KindNamed(only); err != nil {
+		if _, err := resource.KindNamed(only); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}

@@ -15,7 +15,7 @@ import (
 	"fmt"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -24,7 +24,7 @@ const MaxRevisions = 5
 
 // MaxDetail bounds a NACK's error_detail wherever it is kept; the xDS
 // server cuts it to that as it arrives.
-const MaxDetail = xds.MaxNACKDetail
+const MaxDetail = resource.MaxNACKDetail
 
 // Revision is one version of a fleet's content that was published.
 type Revision struct {

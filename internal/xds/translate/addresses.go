@@ -6,13 +6,13 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // Envoy refuses a listener whose address another listener of the proxy
 // already has ("error adding listener: 'b' has duplicate address ... as
 // existing listener"), and with it the whole LDS update: every proxy of the
-// fleet would NACK. Within one EnvoyConfig, xds.Parse refuses it; across
+// fleet would NACK. Within one EnvoyConfig, resource.Parse refuses it; across
 // the EnvoyConfigs of a fleet, the fleet is judged here.
 
 // addressUse is a listener address an EnvoyConfig serves.
@@ -38,7 +38,7 @@ func sharedAddresses(configs []Config) []sharedAddress {
 		if !ok {
 			continue
 		}
-		for _, a := range xds.ListenerAddresses(l) {
+		for _, a := range resource.ListenerAddresses(l) {
 			if _, ok := byKey[a.Key]; !ok {
 				keys = append(keys, a.Key)
 			}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // UnknownZone is the locality zone of endpoints whose EndpointSlice gives none.
@@ -104,7 +104,7 @@ func matchPort(ports []discoveryv1.EndpointPort, want intstr.IntOrString) (int32
 	return 0, false
 }
 
-var endpointKind = xds.KindOf(resourcev3.EndpointType)
+var endpointKind = resource.KindOf(resourcev3.EndpointType)
 
 // endpointWarnings explains serviceEndpoints that can yield no endpoints
 // although their Service has some: a port that none of its EndpointSlices has.

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // FuzzTranslate gives arbitrary bytes as one resource of an EnvoyConfig,
@@ -31,7 +31,7 @@ func FuzzTranslate(f *testing.F) {
 		`{"name": "k", "type": "EDS", "bogus": 1}`,
 		`not json`, `[]`, `{}`, `{"name": ""}`,
 	} {
-		for kind := range len(xds.Kinds) {
+		for kind := range len(resource.Kinds) {
 			f.Add(uint8(kind), []byte(seed), false)
 			f.Add(uint8(kind), []byte(seed), true)
 		}
@@ -42,7 +42,7 @@ func FuzzTranslate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kind uint8, data []byte, published bool) {
 		var res examplev1.EnvoyResources
 		item := []runtime.RawExtension{{Raw: data}}
-		switch xds.Kinds[int(kind)%len(xds.Kinds)].Field {
+		switch resource.Kinds[int(kind)%len(resource.Kinds)].Field {
 		case "listeners":
 			res.Listeners = item
 		case "routes":
@@ -68,8 +68,8 @@ func FuzzTranslate(f *testing.F) {
 				if err := m.(interface{ ValidateAll() error }).ValidateAll(); err != nil {
 					t.Fatalf("served an invalid %s: %v", typeURL, err)
 				}
-				r := xds.Resource{Kind: xds.KindOf(typeURL), Name: "served", Message: m, Path: typeURL}
-				if refused := in.Policy.refusals("ns/served", []xds.Resource{r}); len(refused) > 0 {
+				r := resource.Resource{Kind: resource.KindOf(typeURL), Name: "served", Message: m, Path: typeURL}
+				if refused := in.Policy.refusals("ns/served", []resource.Resource{r}); len(refused) > 0 {
 					t.Fatalf("served what the policy refuses: %v", refused)
 				}
 			}

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // An EnvoyConfig is stored in etcd unencrypted, copied into kubectl's
@@ -34,7 +34,7 @@ var publicCertificateFields = map[string]bool{
 
 // inlineKeys returns a message for every secret material held inline in
 // rs, naming the resource and the field.
-func inlineKeys(rs []xds.Resource) []string {
+func inlineKeys(rs []resource.Resource) []string {
 	var out []string
 	for _, r := range rs {
 		for _, field := range inlineKeyFields(r.Message) {

@@ -13,13 +13,13 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 type resourceKey struct{ typeURL, name string }
 
 // merge keeps, for every type and name, the resource of the oldest config.
-func merge(configs []parsed) (map[resourceKey]xds.Resource, map[string][]string) {
+func merge(configs []parsed) (map[resourceKey]resource.Resource, map[string][]string) {
 	sorted := append([]parsed(nil), configs...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		if !sorted[i].created.Equal(sorted[j].created) {
@@ -27,7 +27,7 @@ func merge(configs []parsed) (map[resourceKey]xds.Resource, map[string][]string)
 		}
 		return sorted[i].name < sorted[j].name
 	})
-	winners := map[resourceKey]xds.Resource{}
+	winners := map[resourceKey]resource.Resource{}
 	clashes := map[string][]string{}
 	for _, c := range sorted {
 		for _, r := range c.resources {
@@ -48,7 +48,7 @@ func merge(configs []parsed) (map[resourceKey]xds.Resource, map[string][]string)
 	return winners, clashes
 }
 
-func byType(merged map[resourceKey]xds.Resource) map[string][]types.Resource {
+func byType(merged map[resourceKey]resource.Resource) map[string][]types.Resource {
 	out := map[string][]types.Resource{}
 	keys := make([]resourceKey, 0, len(merged))
 	for k := range merged {
@@ -73,20 +73,20 @@ func byType(merged map[resourceKey]xds.Resource) map[string][]types.Resource {
 // named by a route or a TCP proxy that no config defines, and a secret that
 // a listener or a cluster asks this server for over SDS and that no config
 // defines, inline or in spec.tlsSecrets.
-func checkReferences(merged map[resourceKey]xds.Resource) map[string][]error {
+func checkReferences(merged map[resourceKey]resource.Resource) map[string][]error {
 	has := func(typeURL, name string) bool { _, ok := merged[resourceKey{typeURL, name}]; return ok }
 	problems := map[string][]error{}
-	report := func(r xds.Resource, format string, args ...any) {
+	report := func(r resource.Resource, format string, args ...any) {
 		problems[r.Source] = append(problems[r.Source], fmt.Errorf("%s (%q): %s", r.Path, r.Name, fmt.Sprintf(format, args...)))
 	}
-	checkClusters := func(r xds.Resource, clusters []string) {
+	checkClusters := func(r resource.Resource, clusters []string) {
 		for _, c := range clusters {
 			if !has(resourcev3.ClusterType, c) {
 				report(r, "cluster %q does not exist", c)
 			}
 		}
 	}
-	checkSecrets := func(r xds.Resource) {
+	checkSecrets := func(r resource.Resource) {
 		for _, s := range sdsReferences(r.Message) {
 			if !has(resourcev3.SecretType, s) {
 				report(r, "secret %q does not exist", s)
@@ -114,8 +114,8 @@ func checkReferences(merged map[resourceKey]xds.Resource) map[string][]error {
 	return problems
 }
 
-func sortedResources(merged map[resourceKey]xds.Resource) []xds.Resource {
-	out := make([]xds.Resource, 0, len(merged))
+func sortedResources(merged map[resourceKey]resource.Resource) []resource.Resource {
+	out := make([]resource.Resource, 0, len(merged))
 	for _, r := range merged {
 		out = append(out, r)
 	}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // The content policy: what an EnvoyConfig may have the proxies of its fleet
@@ -248,7 +248,7 @@ var reservedClusters = func() []string {
 // refusals returns a message for everything in rs, the valid resources of
 // the EnvoyConfig named name (namespace/name), that pol refuses, naming
 // the resource and the field.
-func (pol Policy) refusals(name string, rs []xds.Resource) []string {
+func (pol Policy) refusals(name string, rs []resource.Resource) []string {
 	ns, _, _ := strings.Cut(name, "/")
 	inOperatorNamespace := ns == pol.Namespace
 	identity := pol.identity()
@@ -268,7 +268,7 @@ func (pol Policy) refusals(name string, rs []xds.Resource) []string {
 
 // check returns what pol refuses in r, an EnvoyConfig's resource in
 // namespace ns, each as the field and why.
-func (pol Policy) check(r xds.Resource, ns string) []string {
+func (pol Policy) check(r resource.Resource, ns string) []string {
 	var out []string
 	c := checker{pol: pol, namespace: ns, destinations: r.Kind.TypeURL == resourcev3.ClusterType || r.Kind.TypeURL == resourcev3.EndpointType}
 	c.refuse = func(field string, err error) {

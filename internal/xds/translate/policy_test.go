@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
@@ -65,11 +65,11 @@ const upstreamTLSWithFleetCertificate = `, "transport_socket": {"name": "envoy.t
 // testPolicy refuses in it.
 func refusalsOf(t *testing.T, ns, field, raw string) []string {
 	t.Helper()
-	k, err := xds.KindNamed(field)
+	k, err := resource.KindNamed(field)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, name, err := xds.Decode(k, []byte(raw))
+	m, name, err := resource.Decode(k, []byte(raw))
 	if err != nil {
 		// Envoy's own rules refuse it as it is decoded already (an extension
 		// this operator does not serve, a cluster of the bootstrap's name...).
@@ -86,8 +86,8 @@ func refusalsOf(t *testing.T, ns, field, raw string) []string {
 		}
 		name = cachev3.GetResourceName(m)
 	}
-	r := xds.Resource{Kind: k, Name: name, Message: m, Path: "spec.resources." + field + "[0]", Source: ns + "/c"}
-	return testPolicy.refusals(ns+"/c", []xds.Resource{r})
+	r := resource.Resource{Kind: k, Name: name, Message: m, Path: "spec.resources." + field + "[0]", Source: ns + "/c"}
+	return testPolicy.refusals(ns+"/c", []resource.Resource{r})
 }
 
 // Each rule of the policy, by the resource it refuses or lets through. want
@@ -487,11 +487,11 @@ func TestAdmitRefusesExfiltrations(t *testing.T) {
 }
 
 // A resource is judged once per policy: the verdict is remembered by the
-// decoded message, which xds.Decode shares between callers.
+// decoded message, which resource.Decode shares between callers.
 func TestVerdictsAreRemembered(t *testing.T) {
-	c := verdictCache{xds.NewGenerations[verdictKey, []string](4, 4)}
-	k, _ := xds.KindNamed("routes")
-	m, _, err := xds.Decode(k, []byte(routeR))
+	c := verdictCache{resource.NewGenerations[verdictKey, []string](4, 4)}
+	k, _ := resource.KindNamed("routes")
+	m, _, err := resource.Decode(k, []byte(routeR))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,15 +3,15 @@ package translate
 import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // checked remembers the policy's verdicts on the resources judged lately,
 // 16,384 per generation: every reconcile of a fleet, and every admission of
 // one of its EnvoyConfigs, judges all of the fleet's resources again, and an
 // edit changes few of them. Decoded resources are shared and never changed
-// (xds.Decode), so a message is judged once per policy.
-var checked = verdictCache{xds.NewGenerations[verdictKey, []string](1<<14, 1<<14)}
+// (resource.Decode), so a message is judged once per policy.
+var checked = verdictCache{resource.NewGenerations[verdictKey, []string](1<<14, 1<<14)}
 
 type verdictKey struct {
 	msg     types.Resource
@@ -24,7 +24,7 @@ type verdictKey struct {
 }
 
 type verdictCache struct {
-	verdicts *xds.Generations[verdictKey, []string]
+	verdicts *resource.Generations[verdictKey, []string]
 }
 
 // get returns judge's verdict for k, calling it only when the cache does

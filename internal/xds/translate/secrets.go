@@ -13,10 +13,10 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
-var secretKind = xds.KindOf(resourcev3.SecretType)
+var secretKind = resource.KindOf(resourcev3.SecretType)
 
 // servedSecret returns the SDS secret name that the Secret s serves to a
 // fleet: a tls_certificate from its tls.crt and tls.key. s is nil when no
@@ -84,10 +84,10 @@ func describeInvalid(err error) string {
 // Message): references and name clashes depend on what is declared, not on
 // the Secrets as they are now. Otherwise a declared name whose Secret
 // serves nothing stays a placeholder, which takes its name but is not served.
-func tlsSecretResources(c Config, secrets map[string]corev1.Secret) []xds.Resource {
-	out := make([]xds.Resource, 0, len(c.Spec.TLSSecrets))
+func tlsSecretResources(c Config, secrets map[string]corev1.Secret) []resource.Resource {
+	out := make([]resource.Resource, 0, len(c.Spec.TLSSecrets))
 	for i, ts := range c.Spec.TLSSecrets {
-		r := xds.Resource{Kind: secretKind, Name: ts.Name, Path: fmt.Sprintf("spec.tlsSecrets[%d]", i), Source: c.Name}
+		r := resource.Resource{Kind: secretKind, Name: ts.Name, Path: fmt.Sprintf("spec.tlsSecrets[%d]", i), Source: c.Name}
 		if secrets != nil {
 			if s, ok := secrets[ts.SecretRef]; ok {
 				if m, err := servedSecret(ts.Name, &s); err == nil {
@@ -117,7 +117,7 @@ func secretWarnings(ts []examplev1.TLSSecret, secrets map[string]corev1.Secret) 
 
 // duplicateSecretNames refuses a tlsSecrets name that c's inline secrets
 // also define: within one EnvoyConfig a name means one thing.
-func duplicateSecretNames(c Config, inline []xds.Resource) []error {
+func duplicateSecretNames(c Config, inline []resource.Resource) []error {
 	defined := map[string]string{}
 	for _, r := range inline {
 		if r.Kind.TypeURL == resourcev3.SecretType {

@@ -16,7 +16,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 const (
@@ -236,11 +236,11 @@ func TestAdmitSecrets(t *testing.T) {
 // decodeCase decodes a test case's resource of the spec.resources list field.
 func decodeCase(t *testing.T, field, raw string) proto.Message {
 	t.Helper()
-	kind, err := xds.KindNamed(field)
+	kind, err := resource.KindNamed(field)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := xds.Decode(kind, []byte(raw))
+	m, _, err := resource.Decode(kind, []byte(raw))
 	if err != nil {
 		t.Fatalf("the case does not decode: %v", err)
 	}

@@ -33,7 +33,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // Config is one EnvoyConfig of a fleet.
@@ -277,7 +277,7 @@ func render(served []Config, servedRefused func(Config) bool, current []Config, 
 // VersionOf is the version of a revision of content served: a hash of
 // that content.
 func VersionOf(served []Config) string {
-	h := xds.NewHash()
+	h := resource.NewHash()
 	for _, c := range served {
 		b, _ := json.Marshal(c.Recorded().Spec)
 		h.Add(c.Name, b)
@@ -289,12 +289,12 @@ func VersionOf(served []Config) string {
 type parsed struct {
 	name      string
 	created   time.Time
-	resources []xds.Resource
+	resources []resource.Resource
 }
 
 // parse returns c's valid resources, and an error for each that is not.
 func parse(c Config) (parsed, []error) {
-	resources, errs := xds.Parse(c.Name, c.Spec.Resources)
+	resources, errs := resource.Parse(c.Name, c.Spec.Resources)
 	errs = append(errs, duplicateSecretNames(c, resources)...)
 	return parsed{name: c.Name, created: c.Created, resources: resources}, errs
 }
@@ -306,7 +306,7 @@ func parse(c Config) (parsed, []error) {
 func withLive(c Config, slices map[string][]discoveryv1.EndpointSlice, secrets map[string]corev1.Secret) parsed {
 	p, _ := parse(c)
 	for i, se := range c.Spec.ServiceEndpoints {
-		p.resources = append(p.resources, xds.Resource{
+		p.resources = append(p.resources, resource.Resource{
 			Kind: endpointKind, Name: se.Cluster, Message: LoadAssignment(se, slices[se.Service]),
 			Path: fmt.Sprintf("spec.serviceEndpoints[%d]", i), Source: c.Name,
 		})
@@ -336,7 +336,7 @@ func inlineSecrets(current []Config, refused func(Config) bool) []parsed {
 // tlsSecrets, whose names are all that references need, and the inline
 // secrets of current, which are served beside any revision unless the
 // policy refuses their EnvoyConfig (see inlineSecrets).
-func mergeOf(configs, current []Config, refused func(Config) bool) map[resourceKey]xds.Resource {
+func mergeOf(configs, current []Config, refused func(Config) bool) map[resourceKey]resource.Resource {
 	ps := make([]parsed, 0, len(configs)+len(current))
 	for _, c := range configs {
 		ps = append(ps, withLive(c, nil, nil))

@@ -6,15 +6,15 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // walk visits a map's entries in the order of their keys, every time: what
 // is reported from inside maps (typed_per_filter_config, say) reads the
 // same from one reconcile to the next.
 func TestWalkVisitsMapsInKeyOrder(t *testing.T) {
-	k, _ := xds.KindNamed("routes")
-	m, _, err := xds.Decode(k, []byte(`{"name": "r", "virtual_hosts": [{"name": "v", "domains": ["*"], "typed_per_filter_config": {`+
+	k, _ := resource.KindNamed("routes")
+	m, _, err := resource.Decode(k, []byte(`{"name": "r", "virtual_hosts": [{"name": "v", "domains": ["*"], "typed_per_filter_config": {`+
 		`"e": {"@type": "type.googleapis.com/google.protobuf.Empty"}, "a": {"@type": "type.googleapis.com/google.protobuf.Empty"}, `+
 		`"d": {"@type": "type.googleapis.com/google.protobuf.Empty"}, "b": {"@type": "type.googleapis.com/google.protobuf.Empty"}, `+
 		`"c": {"@type": "type.googleapis.com/google.protobuf.Empty"}}}]}`))

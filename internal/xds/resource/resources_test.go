@@ -1,4 +1,4 @@
-package xds
+package resource
 
 import (
 	"strings"
@@ -183,5 +183,27 @@ func TestVersionIsContentHash(t *testing.T) {
 	c := Version(mustParse(t, res))
 	if c == a {
 		t.Error("different content, same version")
+	}
+}
+
+// The versions of a content are those that the releases before gave it
+// (these values were computed by the build before resources were encoded):
+// during an upgrade, replicas of both releases give the same content the
+// same version, and a proxy that moves from one to the other is not sent
+// its configuration again (the server serves each type at its Version). A
+// dependency that changes how a message marshals changes them too, and so
+// pushes every resource to every proxy when it is rolled out: this test
+// says so.
+func TestVersionsAreStable(t *testing.T) {
+	byType := mustParse(t, validResources())
+	if got, want := Version(byType), "2366f2f93c04d2cb"; got != want {
+		t.Errorf("Version = %s, want %s", got, want)
+	}
+	want := map[string]string{"listeners": "87ea8c2817c4c5cf", "routes": "9fa0663fcee49621",
+		"clusters": "5cdbd1402f2d39ea", "endpoints": "e3b29723d6697767", "secrets": "3ba844d0e487570a"}
+	for _, k := range Kinds {
+		if got := Version(map[string][]types.Resource{k.TypeURL: byType[k.TypeURL]}); got != want[k.Field] {
+			t.Errorf("Version of the %s = %s, want %s", k.Field, got, want[k.Field])
+		}
 	}
 }

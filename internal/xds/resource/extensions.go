@@ -1,4 +1,4 @@
-package xds
+package resource
 
 // The extensions whose typed_config an EnvoyConfig may use. Decoding an Any
 // needs its message type registered; a type that is not imported here is

@@ -1,8 +1,15 @@
-// Package xds is the operator's built-in xDS control plane. It turns
-// EnvoyConfigs into validated Envoy v3 resources (this file and merge.go,
-// pure), and serves them to fleets over ADS, state of the world and delta
-// (server.go), tracking what each proxy accepted (tracker.go).
-package xds
+// Package resource is the vocabulary of the control plane, below every
+// stage: the kinds of Envoy v3 resources an EnvoyConfig may hold (Kinds),
+// how one is decoded from its YAML or JSON and checked as Envoy would load it
+// (Parse, Decode, the rules of envoyrules.go), the content hash that
+// versions what is served (Version, Hash), and the walk over a resource and
+// everything nested in it (Walk). It takes bytes and messages and gives
+// messages, findings and versions.
+//
+// Its invariant: everything here is pure, and links no gRPC server, no
+// Prometheus and no Kubernetes client, so that translate, publish, the
+// admission webhook and kubectl envoy use it without the ADS runtime.
+package resource
 
 import (
 	"encoding/json"
@@ -191,7 +198,7 @@ func Version(resources map[string][]types.Resource) string {
 	sort.Strings(typeURLs)
 	h := NewHash()
 	for _, t := range typeURLs {
-		marshalKind(h, t, resources[t], func(string, types.Resource, []byte, error) {})
+		MarshalKind(h, t, resources[t], func(string, types.Resource, []byte, error) {})
 	}
 	return h.Sum()
 }
@@ -211,3 +218,7 @@ func sharedAddress(l *listenerv3.Listener, path string, seen map[string]string) 
 	}
 	return nil
 }
+
+// MaxNACKDetail bounds a NACK's error_detail wherever the operator keeps it:
+// the tracker, logs, events, reports and status all get it cut to this.
+const MaxNACKDetail = 1024
