@@ -16,9 +16,9 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -31,7 +31,7 @@ type settings struct {
 	xdsBindAddress string
 	// debugBindAddress is the xDS debug endpoint's; "0" disables it.
 	debugBindAddress string
-	xdsLimits        xds.Limits
+	xdsLimits        server.Limits
 	// xdsCA is where the xDS CA lives and how it issues; nil in plaintext.
 	xdsCA *authority.Config
 	// qps and burst are the client-side rate limit (see configureClient).
@@ -97,19 +97,19 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	fs.StringVar(&s.debugBindAddress, "debug-bind-address", fmt.Sprintf("127.0.0.1:%d", debug.DefaultPort),
 		"Address of the xDS debug endpoint that kubectl envoy reads (HTTPS; the API server authenticates and authorizes its clients), served by every replica. "+
 			"On loopback by default: clients reach it through the API server's port forwarding. 0 disables it.")
-	fs.IntVar(&s.xdsLimits.MaxConnections, "xds-max-connections", xds.DefaultLimits.MaxConnections,
+	fs.IntVar(&s.xdsLimits.MaxConnections, "xds-max-connections", server.DefaultLimits.MaxConnections,
 		"Connections the xDS server holds at once, on each replica; one more is closed at once, and its client retries.")
-	fs.IntVar(&s.xdsLimits.MaxStreamsPerConnection, "xds-max-streams-per-connection", xds.DefaultLimits.MaxStreamsPerConnection,
+	fs.IntVar(&s.xdsLimits.MaxStreamsPerConnection, "xds-max-streams-per-connection", server.DefaultLimits.MaxStreamsPerConnection,
 		"Concurrent streams of one xDS connection (Envoy opens one ADS stream per connection).")
-	fs.DurationVar(&s.xdsLimits.HandshakeTimeout, "xds-handshake-timeout", xds.DefaultLimits.HandshakeTimeout,
+	fs.DurationVar(&s.xdsLimits.HandshakeTimeout, "xds-handshake-timeout", server.DefaultLimits.HandshakeTimeout,
 		"How long an xDS connection may take to set up (TLS handshake, HTTP/2's first frames); it counts against --xds-max-connections only once set up.")
-	fs.IntVar(&s.xdsLimits.MaxConnectionsPerSource, "xds-max-connections-per-source", xds.DefaultLimits.MaxConnectionsPerSource,
+	fs.IntVar(&s.xdsLimits.MaxConnectionsPerSource, "xds-max-connections-per-source", server.DefaultLimits.MaxConnectionsPerSource,
 		"xDS connections one remote IP address may hold at once, set up or not, on each replica.")
-	fs.IntVar(&s.xdsLimits.HandshakesPerSecondPerSource, "xds-max-handshakes-per-source", xds.DefaultLimits.HandshakesPerSecondPerSource,
+	fs.IntVar(&s.xdsLimits.HandshakesPerSecondPerSource, "xds-max-handshakes-per-source", server.DefaultLimits.HandshakesPerSecondPerSource,
 		"xDS connections one remote IP address may open per second (as many at once), on each replica.")
-	fs.IntVar(&s.xdsLimits.MaxRequestBytes, "xds-max-request-bytes", xds.DefaultLimits.MaxRequestBytes,
+	fs.IntVar(&s.xdsLimits.MaxRequestBytes, "xds-max-request-bytes", server.DefaultLimits.MaxRequestBytes,
 		"Largest xDS request a stream may send; a larger one ends the stream (ResourceExhausted).")
-	fs.IntVar(&s.xdsLimits.MaxNamesPerType, "xds-max-names-per-type", xds.DefaultLimits.MaxNamesPerType,
+	fs.IntVar(&s.xdsLimits.MaxNamesPerType, "xds-max-names-per-type", server.DefaultLimits.MaxNamesPerType,
 		"Resource names one xDS stream may subscribe to, per type (a delta stream's added up over its requests); more end the stream (ResourceExhausted).")
 	fs.BoolVar(&xdsPlaintext, "xds-plaintext", false,
 		"Serve xDS in plaintext, without authentication: anyone who reaches the port can read any fleet's configuration and secrets. Only for local experiments; by default xDS is served over mutual TLS only.")

@@ -16,8 +16,8 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/certificates"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -27,7 +27,7 @@ type parsed struct {
 	Controllers []string
 	BuiltinXDS  proxy.XDSServer
 	XDSBind     string
-	XDSLimits   xds.Limits
+	XDSLimits   server.Limits
 	QPS         float32
 	Burst       int
 	Manager     manager.Options
@@ -59,7 +59,7 @@ func defaults() parsed {
 			Options: pki.Options{TrustDomain: "cluster.local", CAValidity: 365 * 24 * time.Hour, CertValidity: 24 * time.Hour, Propagation: time.Hour},
 			Hosts:   []string{"kube-envoy-controller-xds.kube-envoy-controller.svc", "localhost", "127.0.0.1"},
 		},
-		XDSLimits: xds.DefaultLimits,
+		XDSLimits: server.DefaultLimits,
 		QPS:       -1, // no client-side limit
 		Manager: manager.Options{
 			MetricsAddr: ":8443", MetricsSecure: true, ProbeAddr: ":8081", PprofAddr: "0", ConcurrentReconciles: 5,

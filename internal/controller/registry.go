@@ -16,8 +16,8 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/podset"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/watcher"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -27,7 +27,7 @@ type Options struct {
 	Fleet fleet.Defaults
 	// XDS is the built-in xDS server (envoyconfig.AddServer), which the
 	// envoyconfig controller needs.
-	XDS *xds.Server
+	XDS *server.Server
 	// Namespace is the operator's namespace.
 	Namespace string
 	// Authority is the xDS CA, which issues the fleets' client

@@ -23,8 +23,8 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
@@ -33,7 +33,7 @@ import (
 // wired as the binary wires them. Writes counts its manager's write requests.
 type replica struct {
 	Manager ctrl.Manager
-	XDS     *xds.Server
+	XDS     *server.Server
 	CA      *authority.Store
 	Writes  *testenv.RequestCounter
 	stop    func()

@@ -4,7 +4,7 @@
 // revision history, and the EndpointSlices and Secrets the content uses;
 // translate them (xds/translate); on the leader, decide what is served
 // (xds/publish) and record the decision in the API server (record.go); on
-// every replica, serve the recorded revision (serve.go, xds.Server); and on
+// every replica, serve the recorded revision (serve.go, server.Server); and on
 // the leader, report on every EnvoyConfig (report.go), with the replicas'
 // reports of their proxies. Every replica thus serves exactly what is
 // recorded, after a restart or a failover too.
@@ -29,8 +29,8 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -53,7 +53,7 @@ type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
 	Status   status.Writer
-	Server   *xds.Server
+	Server   *server.Server
 	// Histories reads and writes the fleets' revision histories.
 	Histories publish.Store
 	// IsLeader reports whether this replica decides and writes.
@@ -70,7 +70,7 @@ type Reconciler struct {
 // NewReconciler returns a Reconciler for mgr that serves on server; the
 // replicas' reports are in namespace. Its content policy knows the
 // operator's namespace and allows nothing more; set Policy for more.
-func NewReconciler(mgr ctrl.Manager, server *xds.Server, namespace string) *Reconciler {
+func NewReconciler(mgr ctrl.Manager, server *server.Server, namespace string) *Reconciler {
 	elected := mgr.Elected()
 	recorder := mgr.GetEventRecorder(ControllerName)
 	return &Reconciler{

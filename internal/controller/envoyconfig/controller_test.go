@@ -36,15 +36,15 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
 var (
-	suite  testenv.Suite
-	server *xds.Server
+	suite     testenv.Suite
+	xdsServer *server.Server
 )
 
 // operatorNamespace holds the replicas' reports of their proxies.
@@ -59,11 +59,11 @@ func TestMain(m *testing.M) {
 		if ca, err = authority.Add(mgr, authority.Config{Namespace: operatorNamespace, Options: testPKI, Hosts: []string{"localhost", "127.0.0.1"}}); err != nil {
 			return err
 		}
-		server, err = AddServer(mgr, ServerOptions{BindAddress: "127.0.0.1:0", Namespace: operatorNamespace, Replica: "replica-a", Authority: ca})
+		xdsServer, err = AddServer(mgr, ServerOptions{BindAddress: "127.0.0.1:0", Namespace: operatorNamespace, Replica: "replica-a", Authority: ca})
 		if err != nil {
 			return err
 		}
-		r := NewReconciler(mgr, server, operatorNamespace)
+		r := NewReconciler(mgr, xdsServer, operatorNamespace)
 		elected := r.IsLeader
 		r.IsLeader = func() bool { return !leaderPaused.Load() && elected() }
 		suite.Reconciler = r
@@ -212,7 +212,7 @@ func xdsClient(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Timeout)
 	defer cancel()
-	addr, err := server.Addr(ctx)
+	addr, err := xdsServer.Addr(ctx)
 	if err != nil {
 		t.Fatalf("the xDS server does not listen: %v", err)
 	}
@@ -230,7 +230,7 @@ func TestPublishesToTheFleetsProxies(t *testing.T) {
 		t.Fatalf("proxy got clusters %v", names)
 	}
 	got := waitStatus(t, cfg, "one proxy to ACK", func(c *examplev1.EnvoyConfig) bool { return c.Status.Proxies.Acked == 1 })
-	if got.Status.PublishedVersion != server.Version(fleetID) || version != server.TypeVersion(fleetID, resourcev3.ClusterType) ||
+	if got.Status.PublishedVersion != xdsServer.Version(fleetID) || version != xdsServer.TypeVersion(fleetID, resourcev3.ClusterType) ||
 		got.Status.Proxies.Connected != 1 || got.Status.ContentHash == "" {
 		t.Errorf("status = %+v, proxy got version %s", got.Status, version)
 	}
@@ -255,7 +255,7 @@ func TestPublishesToTheFleetsProxies(t *testing.T) {
 	other := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns}}
 	create(t, other)
 	otherID := fleet.Of(other).String()
-	testenv.Eventually(t, "the other fleet to be published", func() (bool, error) { return server.Version(otherID) != "", nil })
+	testenv.Eventually(t, "the other fleet to be published", func() (bool, error) { return xdsServer.Version(otherID) != "", nil })
 	q := xdstest.Connect(t, dialFleet(t, xdsClient(t), otherID), otherID, "pod-2", resourcev3.ClusterType)
 	otherVersion, otherNames := clusterNames(t, q, "")
 	if len(otherNames) != 0 || otherVersion == version {
@@ -301,8 +301,8 @@ func TestInvalidChangeKeepsLastGood(t *testing.T) {
 	if condition(bad, ConditionAccepted).Reason != ReasonInvalidResources || !strings.Contains(msg, `spec.resources.clusters[0] ("backend")`) || !strings.Contains(msg, "ConnectTimeout") {
 		t.Errorf("Accepted = %+v", condition(bad, ConditionAccepted))
 	}
-	if good.Status.PublishedVersion == "" || bad.Status.PublishedVersion != good.Status.PublishedVersion || server.Version(fleetID) != good.Status.PublishedVersion {
-		t.Errorf("version moved from %s to %s on an invalid change", good.Status.PublishedVersion, server.Version(fleetID))
+	if good.Status.PublishedVersion == "" || bad.Status.PublishedVersion != good.Status.PublishedVersion || xdsServer.Version(fleetID) != good.Status.PublishedVersion {
+		t.Errorf("version moved from %s to %s on an invalid change", good.Status.PublishedVersion, xdsServer.Version(fleetID))
 	}
 }
 
@@ -328,7 +328,7 @@ func TestServiceEndpoints(t *testing.T) {
 	create(t, slice)
 	endpoints := func() []string {
 		var out []string
-		for _, r := range server.Resources(fleetID)[resourcev3.EndpointType] {
+		for _, r := range xdsServer.Resources(fleetID)[resourcev3.EndpointType] {
 			for _, loc := range r.(*endpointv3.ClusterLoadAssignment).GetEndpoints() {
 				for _, e := range loc.GetLbEndpoints() {
 					sa := e.GetEndpoint().GetAddress().GetSocketAddress()
@@ -381,7 +381,7 @@ func TestServiceEndpointsByPortNumber(t *testing.T) {
 	// localities without a positive load balancing weight.
 	byZone := func(cluster string) (eps map[string]string, unweighted []string) {
 		eps = map[string]string{}
-		for _, r := range server.Resources(fleetID)[resourcev3.EndpointType] {
+		for _, r := range xdsServer.Resources(fleetID)[resourcev3.EndpointType] {
 			cla := r.(*endpointv3.ClusterLoadAssignment)
 			if cla.GetClusterName() != cluster {
 				continue
@@ -431,7 +431,7 @@ func TestNACKCounterAndPublishToACKHistogram(t *testing.T) {
 	cfg := newConfig(ns, "metrics", cluster("backend", "1s"))
 	create(t, cfg)
 	waitStatus(t, cfg, "the configuration to be published", func(c *examplev1.EnvoyConfig) bool {
-		return c.Status.PublishedVersion != "" && c.Status.PublishedVersion == server.Version(fleetID)
+		return c.Status.PublishedVersion != "" && c.Status.PublishedVersion == xdsServer.Version(fleetID)
 	})
 
 	// Two proxies accept the version: one observation, no NACK.
@@ -522,8 +522,8 @@ func TestRollbackWhenEveryProxyRejects(t *testing.T) {
 	got := waitStatus(t, cfg, "a rollback", func(c *examplev1.EnvoyConfig) bool {
 		return condition(c, conditions.Degraded).Reason == ReasonRolledBack
 	})
-	if got.Status.PublishedVersion != accepted || server.Version(fleetID) != accepted {
-		t.Errorf("published %s, want the rolled-back-to %s", server.Version(fleetID), accepted)
+	if got.Status.PublishedVersion != accepted || xdsServer.Version(fleetID) != accepted {
+		t.Errorf("published %s, want the rolled-back-to %s", xdsServer.Version(fleetID), accepted)
 	}
 	if c := condition(got, ConditionPublished); c.Status != "False" || c.Reason != ReasonRolledBack {
 		t.Errorf("Published = %+v", c)
@@ -554,7 +554,7 @@ func TestNameClash(t *testing.T) {
 			return condition(c, conditions.Degraded).Reason == ReasonNameClash
 		})
 	}
-	cs := server.Resources(fleetID)[resourcev3.ClusterType]
+	cs := xdsServer.Resources(fleetID)[resourcev3.ClusterType]
 	if len(cs) != 1 || cs[0].(*clusterv3.Cluster).GetConnectTimeout().AsDuration() != time.Second {
 		t.Errorf("served %v, want the older config's cluster", cs)
 	}
@@ -568,7 +568,7 @@ const (
 // served returns the names of the fleet's served resources of typeURL.
 func served(fleetID, typeURL string) []string {
 	var names []string
-	for _, r := range server.Resources(fleetID)[typeURL] {
+	for _, r := range xdsServer.Resources(fleetID)[typeURL] {
 		names = append(names, cachev3.GetResourceName(r))
 	}
 	return names
@@ -640,7 +640,7 @@ func TestCascadeNeverEmptiesTheFleet(t *testing.T) {
 		}
 	}
 	testenv.Eventually(t, "the fleet to be served nothing", func() (bool, error) {
-		return len(served(fleetID, resourcev3.ListenerType))+len(served(fleetID, resourcev3.ClusterType)) == 0 && server.Version(fleetID) != "", nil
+		return len(served(fleetID, resourcev3.ListenerType))+len(served(fleetID, resourcev3.ClusterType)) == 0 && xdsServer.Version(fleetID) != "", nil
 	})
 }
 
@@ -648,7 +648,7 @@ func TestCascadeNeverEmptiesTheFleet(t *testing.T) {
 // it: an Envoy costs the control plane no write until it is configured.
 func TestFleetWithoutConfigsRecordsNothing(t *testing.T) {
 	ns, fleetID := newFleet(t)
-	testenv.Eventually(t, "the fleet to be served", func() (bool, error) { return server.Version(fleetID) != "", nil })
+	testenv.Eventually(t, "the fleet to be served", func() (bool, error) { return xdsServer.Version(fleetID) != "", nil })
 	envoy := &examplev1.Envoy{}
 	if err := suite.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "edge"}, envoy); err != nil {
 		t.Fatal(err)

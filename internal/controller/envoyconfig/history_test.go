@@ -24,8 +24,8 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
@@ -175,8 +175,8 @@ func TestForgedHistoryChangesNothing(t *testing.T) {
 
 	testenv.WaitGone(t, suite.Client, ns, legacy.Name, &corev1.ConfigMap{})
 	suite.Touch(t, ControllerName, cfg)
-	if got := served(fleetID, resourcev3.ClusterType); !slices.Equal(got, []string{"backend"}) || server.Version(fleetID) != version {
-		t.Errorf("after the forgery the fleet is served %v at version %s, want [backend] at %s", got, server.Version(fleetID), version)
+	if got := served(fleetID, resourcev3.ClusterType); !slices.Equal(got, []string{"backend"}) || xdsServer.Version(fleetID) != version {
+		t.Errorf("after the forgery the fleet is served %v at version %s, want [backend] at %s", got, xdsServer.Version(fleetID), version)
 	}
 	after := &examplev1.EnvoyConfig{}
 	if err := suite.Client.Get(ctx, client.ObjectKeyFromObject(cfg), after); err != nil {
@@ -190,7 +190,7 @@ func TestForgedHistoryChangesNothing(t *testing.T) {
 	}
 	// A proxy that connects now gets the real configuration.
 	q := xdstest.Connect(t, dialFleet(t, xdsClient(t), fleetID), fleetID, "pod-2", resourcev3.ClusterType)
-	if v, names := clusterNames(t, q, ""); v != server.TypeVersion(fleetID, resourcev3.ClusterType) || !slices.Equal(names, []string{"backend"}) {
+	if v, names := clusterNames(t, q, ""); v != xdsServer.TypeVersion(fleetID, resourcev3.ClusterType) || !slices.Equal(names, []string{"backend"}) {
 		t.Errorf("a new proxy got %v at %s", names, v)
 	}
 }
@@ -198,7 +198,7 @@ func TestForgedHistoryChangesNothing(t *testing.T) {
 // follower starts a second replica beside the suite's: its own manager, xDS
 // server (plaintext: what it serves is read from it directly) and
 // EnvoyConfig controller, never elected: it serves what the leader records.
-func follower(t *testing.T, name string) *xds.Server {
+func follower(t *testing.T, name string) *server.Server {
 	t.Helper()
 	mgr, err := manager.New(adminConfig(), manager.Options{MetricsAddr: "0", PanicOnReconcilePanic: true, SkipControllerNameValidation: true})
 	if err != nil {
@@ -287,7 +287,7 @@ func TestDeletedHistoryBringsNoRejectedVersionBack(t *testing.T) {
 		t.Errorf("the history recorded again: current %q, revisions %+v", h.Current, h.Revisions)
 	}
 	testenv.Eventually(t, "no replica to serve the fleet", func() (bool, error) {
-		return server.Version(fleetID) == "" && other.Version(fleetID) == "", nil
+		return xdsServer.Version(fleetID) == "" && other.Version(fleetID) == "", nil
 	})
 	got := waitStatus(t, cfg, "the rejection reported", func(c *examplev1.EnvoyConfig) bool {
 		return condition(c, ConditionPublished).Reason == ReasonRejected
@@ -297,7 +297,7 @@ func TestDeletedHistoryBringsNoRejectedVersionBack(t *testing.T) {
 		t.Errorf("status with the history lost: %+v", got.Status)
 	}
 	suite.Touch(t, ControllerName, cfg)
-	for what, s := range map[string]*xds.Server{"the leader": server, "the follower": other} {
+	for what, s := range map[string]*server.Server{"the leader": xdsServer, "the follower": other} {
 		if v, n := s.Version(fleetID), len(s.Resources(fleetID)[resourcev3.ClusterType]); v != "" || n != 0 {
 			t.Errorf("%s serves version %q with %d clusters, want nothing", what, v, n)
 		}
@@ -313,7 +313,7 @@ func TestDeletedHistoryBringsNoRejectedVersionBack(t *testing.T) {
 		return condition(c, ConditionPublished).Status == metav1.ConditionTrue
 	})
 	testenv.Eventually(t, "both replicas to serve it", func() (bool, error) {
-		return server.Version(fleetID) == fixed.Status.PublishedVersion && other.Version(fleetID) == fixed.Status.PublishedVersion, nil
+		return xdsServer.Version(fleetID) == fixed.Status.PublishedVersion && other.Version(fleetID) == fixed.Status.PublishedVersion, nil
 	})
 	if len(fixed.Status.RejectedVersions) != 0 {
 		t.Errorf("the changed EnvoyConfig still records rejections: %v", fixed.Status.RejectedVersions)
@@ -391,9 +391,9 @@ func TestLegacyHistoryIsAdopted(t *testing.T) {
 	legacy := forgedHistory(t, ns, publish.LegacyHistoryName("edge"), version)
 	legacy.BinaryData["history.json.gz"] = gzipJSON(t, publish.History{Current: version, Revisions: []publish.Revision{*recorded.Served()}})
 	create(t, legacy)
-	server.ClearFleet(fleetID) // as a replica of the new release that starts
+	xdsServer.ClearFleet(fleetID) // as a replica of the new release that starts
 	suite.Touch(t, ControllerName, cfg)
-	if got := server.Version(fleetID); got != version {
+	if got := xdsServer.Version(fleetID); got != version {
 		t.Errorf("the follower serves %q, want %s from the legacy history", got, version)
 	}
 
@@ -405,7 +405,7 @@ func TestLegacyHistoryIsAdopted(t *testing.T) {
 	if h.Current != version {
 		t.Errorf("recorded version %q, want %s", h.Current, version)
 	}
-	if got := served(fleetID, resourcev3.ClusterType); server.Version(fleetID) != version || !slices.Equal(got, []string{"backend"}) {
-		t.Errorf("the fleet is served %v at %s, want [backend] at %s", got, server.Version(fleetID), version)
+	if got := served(fleetID, resourcev3.ClusterType); xdsServer.Version(fleetID) != version || !slices.Equal(got, []string{"backend"}) {
+		t.Errorf("the fleet is served %v at %s, want [backend] at %s", got, xdsServer.Version(fleetID), version)
 	}
 }

@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 )
 
 // Reporter writes what this replica's proxies answered into the replica's
@@ -247,12 +247,12 @@ func (r *Reporter) deleteShards(ctx context.Context, keep map[string]bool) error
 }
 
 // ProxyReport returns a Reporter's Source: what the proxies of server answered.
-func ProxyReport(server *xds.Server) func() publish.Report {
+func ProxyReport(srv *server.Server) func() publish.Report {
 	return func() publish.Report {
 		out := publish.Report{}
-		t := server.Tracker()
+		t := srv.Tracker()
 		for _, id := range t.Fleets() {
-			version := server.Version(id)
+			version := srv.Version(id)
 			c := t.Counts(id, version)
 			out[id] = publish.FleetProxies{Version: version, Connected: c.Connected, Acked: c.Acked, Nacked: c.Nacked, LastNACK: publish.Truncate(c.LastNACK)}
 		}
@@ -381,8 +381,8 @@ type ServerOptions struct {
 	Namespace string
 	// Replica names this replica; Pod is its pod, if any.
 	Replica, Pod string
-	// Limits bound the server's connections and streams; zero means xds.DefaultLimits.
-	Limits xds.Limits
+	// Limits bound the server's connections and streams; zero means server.DefaultLimits.
+	Limits server.Limits
 	// Authority, when set, has the server speak mutual TLS only, with its
 	// certificate from the xDS CA; nil serves plaintext.
 	Authority *authority.Store
@@ -391,26 +391,26 @@ type ServerOptions struct {
 // AddServer adds to mgr this replica's xDS server and the reporter of its
 // proxies, a readiness check that passes once the server listens, and a
 // health and a readiness check that fail when it can no longer publish.
-func AddServer(mgr ctrl.Manager, o ServerOptions) (*xds.Server, error) {
+func AddServer(mgr ctrl.Manager, o ServerOptions) (*server.Server, error) {
 	reporter := NewReporter(mgr, o.Namespace, o.Replica, o.Pod)
-	server := xds.NewServer(o.BindAddress, ctrl.Log.WithName("xds"), reporter.Notify)
-	reporter.Source = ProxyReport(server)
-	if o.Limits == (xds.Limits{}) {
-		o.Limits = xds.DefaultLimits
+	srv := server.New(o.BindAddress, ctrl.Log.WithName("xds"), reporter.Notify)
+	reporter.Source = ProxyReport(srv)
+	if o.Limits == (server.Limits{}) {
+		o.Limits = server.DefaultLimits
 	}
-	if err := server.SetLimits(o.Limits); err != nil {
+	if err := srv.SetLimits(o.Limits); err != nil {
 		return nil, err
 	}
 	if o.Authority != nil {
-		server.SetTLS(o.Authority.ServerConfig, o.Authority.Options.TrustDomain)
+		srv.SetTLS(o.Authority.ServerConfig, o.Authority.Options.TrustDomain)
 	}
-	if err := mgr.Add(server); err != nil {
+	if err := mgr.Add(srv); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(reporter); err != nil {
 		return nil, err
 	}
-	if err := mgr.AddReadyzCheck("xds", server.Listening); err != nil {
+	if err := mgr.AddReadyzCheck("xds", srv.Listening); err != nil {
 		return nil, err
 	}
 	if o.Authority != nil {
@@ -423,11 +423,11 @@ func AddServer(mgr ctrl.Manager, o ServerOptions) (*xds.Server, error) {
 			return nil, err
 		}
 	}
-	if err := mgr.AddHealthzCheck("xds-publishing", server.Healthy); err != nil {
+	if err := mgr.AddHealthzCheck("xds-publishing", srv.Healthy); err != nil {
 		return nil, err
 	}
-	if err := mgr.AddReadyzCheck("xds-publishing", server.Healthy); err != nil {
+	if err := mgr.AddReadyzCheck("xds-publishing", srv.Healthy); err != nil {
 		return nil, err
 	}
-	return server, nil
+	return srv, nil
 }

@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 )
 
 // However many proxies connect while the report waits for its interval to
@@ -42,7 +42,7 @@ func TestReportWritesArePaced(t *testing.T) {
 		return release
 	}
 	// The xDS server's notify function is the reporter's.
-	srv := xds.NewServer("127.0.0.1:0", logr.Discard(), r.Notify)
+	srv := server.New("127.0.0.1:0", logr.Discard(), r.Notify)
 	r.Source = ProxyReport(srv)
 	if err := srv.SetFleet(ctx, fleet, "v1", nil); err != nil {
 		t.Fatal(err)

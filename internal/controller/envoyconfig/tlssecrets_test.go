@@ -111,7 +111,7 @@ func TestTLSSecretServedToItsFleetOnly(t *testing.T) {
 	addr := xdsClient(t)
 	a := xdstest.Connect(t, dialFleet(t, addr, fleetA), fleetA, "pod-a", resourcev3.SecretType, "server-cert")
 	v1 := waitSecret(t, a, "server-cert", secret.Data[corev1.TLSCertKey])
-	if s := server.Resources(fleetA)[resourcev3.SecretType]; len(s) != 1 ||
+	if s := xdsServer.Resources(fleetA)[resourcev3.SecretType]; len(s) != 1 ||
 		string(s[0].(*tlsv3.Secret).GetTlsCertificate().GetPrivateKey().GetInlineBytes()) != string(secret.Data[corev1.TLSPrivateKeyKey]) {
 		t.Errorf("fleet A is served secrets %v, want server-cert with the Secret's key", s)
 	}
@@ -121,7 +121,7 @@ func TestTLSSecretServedToItsFleetOnly(t *testing.T) {
 
 	// B's proxy asks for both names: it gets its own secret, never A's.
 	testenv.Eventually(t, "fleet B to serve its secret", func() (bool, error) {
-		return len(server.Resources(fleetB)[resourcev3.SecretType]) == 1, nil
+		return len(xdsServer.Resources(fleetB)[resourcev3.SecretType]) == 1, nil
 	})
 	b := xdstest.Connect(t, dialFleet(t, addr, fleetB), fleetB, "pod-b", resourcev3.SecretType, "other-cert", "server-cert")
 	if _, secrets := nextSecrets(t, b); len(secrets) != 1 || secrets["other-cert"] == nil {
@@ -152,7 +152,7 @@ func TestTLSSecretServedToItsFleetOnly(t *testing.T) {
 	if v2 == v1 {
 		t.Errorf("the renewed certificate came with the old SDS version %s", v1)
 	}
-	if now := server.Version(fleetA); now != got.Status.PublishedVersion {
+	if now := xdsServer.Version(fleetA); now != got.Status.PublishedVersion {
 		t.Errorf("the fleet's revision moved from %s to %s on a Secret change", got.Status.PublishedVersion, now)
 	}
 
@@ -242,7 +242,7 @@ func TestUnlabelledSecretIsNotServed(t *testing.T) {
 	}
 	label(objects.XDSSecretClient)
 	degraded(`Secret "web-tls" is labelled kube-envoy-controller.io/xds-secret: "client-certificate"; only "tls" is served`)
-	if s := server.Resources(fleetID)[resourcev3.SecretType]; len(s) != 0 {
+	if s := xdsServer.Resources(fleetID)[resourcev3.SecretType]; len(s) != 0 {
 		t.Fatalf("the fleet serves %v, want no secret", s)
 	}
 
@@ -262,6 +262,6 @@ func TestUnlabelledSecretIsNotServed(t *testing.T) {
 	}
 	degraded(`Secret "web-tls" does not exist`)
 	testenv.Eventually(t, "the secret to be served no more", func() (bool, error) {
-		return len(server.Resources(fleetID)[resourcev3.SecretType]) == 0, nil
+		return len(xdsServer.Resources(fleetID)[resourcev3.SecretType]) == 0, nil
 	})
 }

@@ -1,15 +1,15 @@
 package debug
 
 import (
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 )
 
 // Rows turns the tracker's proxies into rows: for each type a proxy asked
 // for, current(fleet, typeURL) is the version the replica serves, which the
 // proxy has accepted (SYNCED), not yet accepted (STALE) or rejected in its
 // last answer (NACKED).
-func Rows(proxies []xds.ProxyState, current func(fleet, typeURL string) string, replica string) []ProxyRow {
+func Rows(proxies []server.ProxyState, current func(fleet, typeURL string) string, replica string) []ProxyRow {
 	out := make([]ProxyRow, 0, len(proxies))
 	for _, p := range proxies {
 		row := ProxyRow{Node: p.Node, Fleet: p.Fleet, Replica: replica, ConnectedSince: p.Since, LastSeen: p.LastSeen, State: Synced}

@@ -7,7 +7,7 @@ import (
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 )
 
 func TestRows(t *testing.T) {
@@ -20,42 +20,42 @@ func TestRows(t *testing.T) {
 		}
 		return current[typeURL]
 	}
-	proxy := func(types map[string]xds.TypeState) []xds.ProxyState {
-		return []xds.ProxyState{{Node: "edge-1", Fleet: "ns/edge", Since: since, LastSeen: seen, Types: types}}
+	proxy := func(types map[string]server.TypeState) []server.ProxyState {
+		return []server.ProxyState{{Node: "edge-1", Fleet: "ns/edge", Since: since, LastSeen: seen, Types: types}}
 	}
 	tests := []struct {
 		name  string
-		in    []xds.ProxyState
+		in    []server.ProxyState
 		types []TypeStatus
 		state State
 		nack  string
 	}{
-		{"every type acked at the current version", proxy(map[string]xds.TypeState{
+		{"every type acked at the current version", proxy(map[string]server.TypeState{
 			resourcev3.ListenerType: {Sent: "l2", Acked: "l2"}, resourcev3.ClusterType: {Sent: "c2", Acked: "c2"},
 		}), []TypeStatus{
 			{Type: "listeners", Current: "l2", Sent: "l2", Acked: "l2", State: Synced},
 			{Type: "clusters", Current: "c2", Sent: "c2", Acked: "c2", State: Synced},
 		}, Synced, ""},
-		{"sent, not acked yet", proxy(map[string]xds.TypeState{
+		{"sent, not acked yet", proxy(map[string]server.TypeState{
 			resourcev3.ListenerType: {Sent: "l2", Acked: "l1"}, resourcev3.ClusterType: {Sent: "c2", Acked: "c2"},
 		}), []TypeStatus{
 			{Type: "listeners", Current: "l2", Sent: "l2", Acked: "l1", State: Stale},
 			{Type: "clusters", Current: "c2", Sent: "c2", Acked: "c2", State: Synced},
 		}, Stale, ""},
-		{"acked an older version, the current one not sent yet", proxy(map[string]xds.TypeState{
+		{"acked an older version, the current one not sent yet", proxy(map[string]server.TypeState{
 			resourcev3.EndpointType: {Sent: "e0", Acked: "e0"},
 		}), []TypeStatus{{Type: "endpoints", Current: "e1", Sent: "e0", Acked: "e0", State: Stale}}, Stale, ""},
-		{"asked, nothing sent", proxy(map[string]xds.TypeState{
+		{"asked, nothing sent", proxy(map[string]server.TypeState{
 			resourcev3.ListenerType: {},
 		}), []TypeStatus{{Type: "listeners", Current: "l2", State: Stale}}, Stale, ""},
-		{"a NACK is worse than STALE, and its detail is the row's", proxy(map[string]xds.TypeState{
+		{"a NACK is worse than STALE, and its detail is the row's", proxy(map[string]server.TypeState{
 			resourcev3.ListenerType: {Sent: "l2", Acked: "l1"},
-			resourcev3.ClusterType:  {Sent: "c2", Acked: "c1", NACK: &xds.NACK{Version: "c2", Detail: "bad cluster"}},
+			resourcev3.ClusterType:  {Sent: "c2", Acked: "c1", NACK: &server.NACK{Version: "c2", Detail: "bad cluster"}},
 		}), []TypeStatus{
 			{Type: "listeners", Current: "l2", Sent: "l2", Acked: "l1", State: Stale},
 			{Type: "clusters", Current: "c2", Sent: "c2", Acked: "c1", State: NACKed, NACKVersion: "c2", NACK: "bad cluster"},
 		}, NACKed, "bad cluster"},
-		{"asked for nothing yet", proxy(map[string]xds.TypeState{}), nil, Stale, ""},
+		{"asked for nothing yet", proxy(map[string]server.TypeState{}), nil, Stale, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

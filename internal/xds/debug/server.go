@@ -28,9 +28,9 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/version"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 )
 
 // The API server authenticates and authorizes the endpoint's clients; the
@@ -60,7 +60,7 @@ const writeTimeout = 30 * time.Second
 
 // Source is what the endpoint shows: the replica's xDS server.
 type Source interface {
-	Tracker() *xds.Tracker
+	Tracker() *server.Tracker
 	TypeVersion(fleet, typeURL string) string
 	Resources(fleet string) map[string][]types.Resource
 }

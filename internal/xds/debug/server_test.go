@@ -33,8 +33,8 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
@@ -80,7 +80,7 @@ func run(m *testing.M) int {
 // debugServer is a replica: an xDS server, plaintext (its transport is not
 // what is tested here), with its debug endpoint on loopback.
 type debugServer struct {
-	xds    *xds.Server
+	xds    *server.Server
 	url    string
 	caPool *tls.Config // trusts the debug endpoint's CA
 }
@@ -90,7 +90,7 @@ func startServer(t *testing.T) *debugServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	log := zap.New(zap.UseDevMode(true))
-	x := xds.NewServer("127.0.0.1:0", log, nil)
+	x := server.New("127.0.0.1:0", log, nil)
 	go func() { _ = x.Start(ctx) }()
 
 	now := time.Now()

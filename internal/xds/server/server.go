@@ -1,4 +1,17 @@
-package xds
+// Package server is the runtime stage of the control plane, the last one
+// before the debug endpoint: each replica's ADS server. It takes what
+// publish decided for a fleet (SetFleet: a version and its resources) and
+// serves it to the fleet's proxies over state-of-the-world and delta ADS on
+// one port, under mutual TLS with per-fleet identity (identity.go) and
+// bounded by Limits; it tracks what each proxy accepted (Tracker), exports
+// it as metrics and health checks, and writes it to the replica's report
+// (Reporter) for the leader to add up.
+//
+// Its invariant: a proxy is served only its own fleet's configuration, as
+// published, and nothing else; everything that links gRPC's server,
+// go-control-plane's server and Prometheus lives here, so that the stages
+// before it (resource, translate, publish) stay pure.
+package server
 
 import (
 	"context"
@@ -64,9 +77,9 @@ type fleetVersions struct {
 	content string
 }
 
-// NewServer returns a server for addr (host:port; port 0 picks one). notify
+// New returns a server for addr (host:port; port 0 picks one). notify
 // is called when a fleet's proxies connect, disconnect, ACK or NACK.
-func NewServer(addr string, log logr.Logger, notify func(fleet string)) *Server {
+func New(addr string, log logr.Logger, notify func(fleet string)) *Server {
 	return &Server{
 		addr:    addr,
 		cache:   newFleetCache(),
