@@ -25,6 +25,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 )
 
 func main() {
@@ -65,7 +66,7 @@ func run() error {
 		}
 	}
 	if controller.Enabled(s.controllers, envoyconfig.ControllerName) {
-		opts.XDS, err = envoyconfig.AddServer(mgr, envoyconfig.ServerOptions{
+		opts.XDS, err = server.Add(mgr, server.Options{
 			BindAddress: s.xdsBindAddress, Namespace: s.namespace, Replica: s.replica, Pod: os.Getenv("POD_NAME"),
 			Limits: s.xdsLimits, Authority: opts.Authority,
 		})

@@ -86,7 +86,7 @@ func TestMain(m *testing.M) {
 		if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}); err != nil {
 			return err
 		}
-		if xdsServer, err = envoyconfig.AddServer(mgr, envoyconfig.ServerOptions{BindAddress: "127.0.0.1:0", Namespace: operatorNamespace, Replica: "replica-a"}); err != nil {
+		if xdsServer, err = server.Add(mgr, server.Options{BindAddress: "127.0.0.1:0", Namespace: operatorNamespace, Replica: "replica-a"}); err != nil {
 			return err
 		}
 		if err := envoyconfig.NewReconciler(mgr, xdsServer, operatorNamespace).SetupWithManager(mgr); err != nil {

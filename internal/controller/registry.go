@@ -25,7 +25,7 @@ import (
 type Options struct {
 	// Fleet holds what every Envoy fleet gets unless its spec says otherwise.
 	Fleet fleet.Defaults
-	// XDS is the built-in xDS server (envoyconfig.AddServer), which the
+	// XDS is the built-in xDS server (server.Add), which the
 	// envoyconfig controller needs.
 	XDS *server.Server
 	// Namespace is the operator's namespace.

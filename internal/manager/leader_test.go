@@ -57,7 +57,7 @@ func startReplica(t *testing.T, leaseNS, name string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.XDS, err = envoyconfig.AddServer(r.Manager, envoyconfig.ServerOptions{BindAddress: "127.0.0.1:0", Namespace: leaseNS, Replica: name, Authority: r.CA})
+	r.XDS, err = server.Add(r.Manager, server.Options{BindAddress: "127.0.0.1:0", Namespace: leaseNS, Replica: name, Authority: r.CA})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func TestMain(m *testing.M) {
 		if ca, err = authority.Add(mgr, authority.Config{Namespace: operatorNamespace, Options: testPKI, Hosts: []string{"localhost", "127.0.0.1"}}); err != nil {
 			return err
 		}
-		xdsServer, err = AddServer(mgr, ServerOptions{BindAddress: "127.0.0.1:0", Namespace: operatorNamespace, Replica: "replica-a", Authority: ca})
+		xdsServer, err = server.Add(mgr, server.Options{BindAddress: "127.0.0.1:0", Namespace: operatorNamespace, Replica: "replica-a", Authority: ca})
 		if err != nil {
 			return err
 		}

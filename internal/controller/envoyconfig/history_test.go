@@ -204,7 +204,7 @@ func follower(t *testing.T, name string) *server.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := AddServer(mgr, ServerOptions{BindAddress: "127.0.0.1:0", Namespace: operatorNamespace, Replica: name})
+	srv, err := server.Add(mgr, server.Options{BindAddress: "127.0.0.1:0", Namespace: operatorNamespace, Replica: name})
 	if err != nil {
 		t.Fatal(err)
 	}

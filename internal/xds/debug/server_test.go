@@ -90,7 +90,7 @@ func startServer(t *testing.T) *debugServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	log := zap.New(zap.UseDevMode(true))
-	x := server.New("127.0.0.1:0", log, nil)
+	x := server.New("127.0.0.1:0", log)
 	go func() { _ = x.Start(ctx) }()
 
 	now := time.Now()

@@ -381,11 +381,11 @@ func TestLimitsCheck(t *testing.T) {
 	} {
 		l := d
 		change(&l)
-		if err := New("127.0.0.1:0", logr.Discard(), nil).SetLimits(l); err == nil {
+		if err := New("127.0.0.1:0", logr.Discard()).SetLimits(l); err == nil {
 			t.Errorf("%+v was accepted", l)
 		}
 	}
-	if err := New("127.0.0.1:0", logr.Discard(), nil).SetLimits(DefaultLimits); err != nil {
+	if err := New("127.0.0.1:0", logr.Discard()).SetLimits(DefaultLimits); err != nil {
 		t.Errorf("the default limits: %v", err)
 	}
 }
@@ -491,7 +491,7 @@ func TestOnlyPublishedFleetsAreServedAndCounted(t *testing.T) {
 func TestHealthy(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := New("127.0.0.1:0", logr.Discard(), nil)
+	s := New("127.0.0.1:0", logr.Discard())
 	s.stuckAfter = 100 * time.Millisecond
 	if err := s.Healthy(nil); err != nil {
 		t.Errorf("before Start: %v", err)

@@ -9,7 +9,7 @@ import (
 
 func TestListening(t *testing.T) {
 	req := httptest.NewRequest("GET", "/readyz", nil)
-	if err := New("127.0.0.1:0", logr.Discard(), nil).Listening(req); err == nil {
+	if err := New("127.0.0.1:0", logr.Discard()).Listening(req); err == nil {
 		t.Error("a server that was not started passed the readiness check")
 	}
 	s, _ := startServer(t)

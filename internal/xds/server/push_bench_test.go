@@ -54,7 +54,7 @@ func BenchmarkPush(b *testing.B) {
 
 // benchPush is BenchmarkPush for n proxies in mode (sotw or delta).
 func benchPush(b *testing.B, mode string, n int) {
-	s := New("127.0.0.1:0", logr.Discard(), nil)
+	s := New("127.0.0.1:0", logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()

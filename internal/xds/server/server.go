@@ -30,6 +30,7 @@ import (
 	sotwv3 "github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/go-logr/logr"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -77,13 +78,12 @@ type fleetVersions struct {
 	content string
 }
 
-// New returns a server for addr (host:port; port 0 picks one). notify
-// is called when a fleet's proxies connect, disconnect, ACK or NACK.
-func New(addr string, log logr.Logger, notify func(fleet string)) *Server {
+// New returns a server for addr (host:port; port 0 picks one).
+func New(addr string, log logr.Logger) *Server {
 	return &Server{
 		addr:    addr,
 		cache:   newFleetCache(),
-		tracker: NewTracker(notify),
+		tracker: NewTracker(),
 		log:     log,
 		ready:   make(chan struct{}),
 		fleets:  map[string]*fleetVersions{},
@@ -104,6 +104,22 @@ func (s *Server) SetTLS(config func(context.Context) (*tls.Config, error), trust
 
 // Tracker returns the server's record of its proxies.
 func (s *Server) Tracker() *Tracker { return s.tracker }
+
+// ProxyReport is what the server's proxies answered, by fleet: a Reporter's
+// Proxies.
+func (s *Server) ProxyReport() publish.Report {
+	out := publish.Report{}
+	for _, id := range s.tracker.Fleets() {
+		version := s.Version(id)
+		c := s.tracker.Counts(id, version)
+		out[id] = publish.FleetProxies{Version: version, Connected: c.Connected, Acked: c.Acked, Nacked: c.Nacked, LastNACK: publish.Truncate(c.LastNACK)}
+	}
+	return out
+}
+
+// ProxiesChanged is signalled when ProxyReport may have changed (see
+// Tracker.Changed).
+func (s *Server) ProxiesChanged() <-chan struct{} { return s.tracker.Changed() }
 
 // Addr waits until the server listens and returns its address.
 func (s *Server) Addr(ctx context.Context) (net.Addr, error) {

@@ -32,7 +32,7 @@ func startServer(t *testing.T) (*Server, string) {
 func startServerWith(t *testing.T, configure func(*Server)) (*Server, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := New("127.0.0.1:0", logr.Discard(), nil)
+	s := New("127.0.0.1:0", logr.Discard())
 	if configure != nil {
 		configure(s)
 	}

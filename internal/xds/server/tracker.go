@@ -14,8 +14,8 @@ import (
 // Tracker follows every proxy's streams: which fleet it belongs to, what
 // was sent to it, and what it accepted (ACK) or rejected (NACK), for state of
 // the world and delta streams alike. It implements go-control-plane's
-// server callbacks. notify is called, outside the lock, whenever a fleet's
-// proxies change state.
+// server callbacks. Changed is signalled, outside the lock, whenever a
+// fleet's proxies change state.
 //
 // A stream may claim any fleet. Only fleets that are published (Published,
 // until Forget) are counted, reported, notified and have metric series: a
@@ -34,8 +34,9 @@ type Tracker struct {
 	// typeVersions holds, by fleet and fleet version, each type's version in
 	// that publication (see Server.SetFleet).
 	typeVersions map[string]map[string]map[string]string
-	notify       func(fleet string)
-	now          func() time.Time
+	// changed holds a signal while a change is not yet taken (Changed).
+	changed chan struct{}
+	now     func() time.Time
 }
 
 // maxVersions bounds the publications remembered per fleet.
@@ -83,13 +84,24 @@ type proxyStream struct {
 
 type nack struct{ version, detail string }
 
-// NewTracker returns a Tracker that calls notify when a fleet's proxies change.
-func NewTracker(notify func(fleet string)) *Tracker {
-	if notify == nil {
-		notify = func(string) {}
-	}
+// NewTracker returns a Tracker that follows no stream yet.
+func NewTracker() *Tracker {
 	return &Tracker{streams: map[int64]*proxyStream{}, fleets: map[string]*fleetProxies{}, published: map[string]publication{},
-		typeVersions: map[string]map[string]map[string]string{}, notify: notify, now: time.Now}
+		typeVersions: map[string]map[string]map[string]string{}, changed: make(chan struct{}, 1), now: time.Now}
+}
+
+// Changed is signalled when a fleet's proxies connect, disconnect, ACK or
+// NACK, or the fleet is published or forgotten. Changes coalesce: one
+// signal stands for every change since the last one was taken, so that its
+// one reader (the replica's Reporter) never falls behind.
+func (t *Tracker) Changed() <-chan struct{} { return t.changed }
+
+// signal marks a change; it never blocks.
+func (t *Tracker) signal() {
+	select {
+	case t.changed <- struct{}{}:
+	default: // a signal is pending: its reader sees this change too
+	}
 }
 
 var _ serverv3.Callbacks = (*Tracker)(nil)
@@ -228,10 +240,10 @@ func (t *Tracker) rejudgeFleetLocked(fleet string) {
 // Published records that fleet's configuration is now version, with each
 // type at the version typeVersions gives it, so that ACKs can be judged and
 // the time until every proxy accepts it measured. The fleet's proxies are
-// judged anew, so notify is called.
+// judged anew, so Changed is signalled.
 func (t *Tracker) Published(fleet, version string, typeVersions map[string]string) {
 	t.recordPublication(fleet, version, typeVersions)
-	t.notify(fleet)
+	t.signal()
 }
 
 func (t *Tracker) recordPublication(fleet, version string, typeVersions map[string]string) {
@@ -265,7 +277,7 @@ func (t *Tracker) Forget(fleet string) {
 	}
 	t.mu.Unlock()
 	if known {
-		t.notify(fleet)
+		t.signal()
 	}
 }
 
@@ -330,7 +342,7 @@ func (t *Tracker) closed(id int64) {
 	}
 	t.mu.Unlock()
 	if fleet != "" {
-		t.notify(fleet)
+		t.signal()
 	}
 }
 
@@ -385,7 +397,7 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 	}
 	t.mu.Unlock()
 	if (changed || node != nil) && known {
-		t.notify(fleet)
+		t.signal()
 	}
 }
 

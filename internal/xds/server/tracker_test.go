@@ -19,7 +19,7 @@ import (
 // the last NACK, which an ACK clears.
 func TestTrackerProxies(t *testing.T) {
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	tr := NewTracker(nil)
+	tr := NewTracker()
 	tr.now = func() time.Time { return clock }
 	ctx := context.Background()
 	tr.Published("ns/edge", "v1", nil)
@@ -89,7 +89,7 @@ func TestTrackerCountsFollowEveryEvent(t *testing.T) {
 	fleets := []string{"ns/a", "ns/b"}
 	for seed := range int64(50) {
 		rnd := rand.New(rand.NewPCG(uint64(seed), 7))
-		tr := NewTracker(nil)
+		tr := NewTracker()
 		ctx := context.Background()
 		var open []int64
 		nonce := 0
@@ -158,7 +158,7 @@ func TestTrackerCountsFollowEveryEvent(t *testing.T) {
 func BenchmarkTrackerACK(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprint(n, " proxies"), func(b *testing.B) {
-			tr := NewTracker(nil)
+			tr := NewTracker()
 			ctx := context.Background()
 			tr.Published("ns/edge", "v1", map[string]string{resourcev3.EndpointType: "e1"})
 			for id := range int64(n) {

@@ -1,4 +1,4 @@
-package envoyconfig
+package server
 
 import (
 	"context"
@@ -21,7 +21,6 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 )
 
 // However many proxies connect while the report waits for its interval to
@@ -33,7 +32,9 @@ func TestReportWritesArePaced(t *testing.T) {
 	defer cancel()
 	ns := suite.Namespace(t)
 	fleet := ns + "/paced"
-	r := NewReporter(suite.Manager, operatorNamespace, "replica-paced", "")
+	// The reporter reports a server's proxies.
+	srv := New("127.0.0.1:0", logr.Discard())
+	r := NewReporter(suite.Manager, srv, operatorNamespace, "replica-paced", "")
 	r.Interval = time.Hour
 	waits := make(chan time.Duration, 1)
 	release := make(chan time.Time)
@@ -41,9 +42,6 @@ func TestReportWritesArePaced(t *testing.T) {
 		waits <- d
 		return release
 	}
-	// The xDS server's notify function is the reporter's.
-	srv := server.New("127.0.0.1:0", logr.Discard(), r.Notify)
-	r.Source = ProxyReport(srv)
 	if err := srv.SetFleet(ctx, fleet, "v1", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +86,47 @@ func TestReportWritesArePaced(t *testing.T) {
 	if w := suite.Counter.WritesTo("/namespaces/" + operatorNamespace + "/configmaps/" + name); len(w) != 1 {
 		t.Errorf("the report was written %d times after the start, want once, after the wait: %v", len(w), w)
 	}
+}
+
+// stubProxies are a Reporter's Proxies that report what report returns.
+type stubProxies struct {
+	report  func() publish.Report
+	changed chan struct{}
+}
+
+func (p stubProxies) ProxyReport() publish.Report     { return p.report() }
+func (p stubProxies) ProxiesChanged() <-chan struct{} { return p.changed }
+
+// change signals that the report may have changed, as a Server does.
+func (p stubProxies) change() {
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+// reportOf is stubProxies that always report report.
+func reportOf(report publish.Report) stubProxies {
+	return stubProxies{report: func() publish.Report { return report }, changed: make(chan struct{}, 1)}
+}
+
+// readReports reads every replica's report, as the leader does.
+func readReports(t *testing.T) []publish.Report {
+	t.Helper()
+	var list corev1.ConfigMapList
+	if err := suite.Client.List(context.Background(), &list, client.InNamespace(operatorNamespace),
+		client.MatchingLabels{publish.ComponentLabel: publish.ReportComponent}); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]publish.Report, 0, len(list.Items))
+	for i := range list.Items {
+		rep, err := publish.ReportFromConfigMap(&list.Items[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rep)
+	}
+	return out
 }
 
 // shards returns the ConfigMaps of replica's report, by name.
@@ -136,14 +175,14 @@ func TestReportOf10000Fleets(t *testing.T) {
 		current = manyFleets(10_000)
 		calls   atomic.Int64
 	)
-	r := NewReporter(suite.Manager, operatorNamespace, replica, "")
-	r.Interval = time.Hour
-	r.Source = func() publish.Report {
+	proxies := stubProxies{changed: make(chan struct{}, 1), report: func() publish.Report {
 		calls.Add(1)
 		mu.Lock()
 		defer mu.Unlock()
 		return maps.Clone(current)
-	}
+	}}
+	r := NewReporter(suite.Manager, proxies, operatorNamespace, replica, "")
+	r.Interval = time.Hour
 	waits := make(chan time.Duration, 1)
 	release := make(chan time.Time)
 	r.after = func(d time.Duration) <-chan time.Time {
@@ -155,14 +194,14 @@ func TestReportOf10000Fleets(t *testing.T) {
 	defer func() { cancel(); <-stopped }()
 
 	// The leader reads every fleet's count from the shards.
-	reconciler := suite.Reconciler.(*Reconciler)
-	counted := func(id string, want publish.FleetProxies) bool {
-		return publish.Sum(reconciler.readReports(ctx), id, want.Version) == publish.Acks{Connected: want.Connected, Acked: want.Acked, Nacked: want.Nacked, LastNACK: want.LastNACK}
+	counted := func(reports []publish.Report, id string, want publish.FleetProxies) bool {
+		return publish.Sum(reports, id, want.Version) == publish.Acks{Connected: want.Connected, Acked: want.Acked, Nacked: want.Nacked, LastNACK: want.LastNACK}
 	}
 	testenv.Eventually(t, "the leader to read every fleet's count", func() (bool, error) {
+		reports := readReports(t)
 		for id, f := range current {
-			if !counted(id, f) {
-				return false, fmt.Errorf("fleet %.20s…: %+v", id, publish.Sum(reconciler.readReports(ctx), id, f.Version))
+			if !counted(reports, id, f) {
+				return false, fmt.Errorf("fleet %.20s…: %+v", id, publish.Sum(reports, id, f.Version))
 			}
 		}
 		return true, nil
@@ -190,25 +229,25 @@ func TestReportOf10000Fleets(t *testing.T) {
 	}
 	want := current[changed]
 	mu.Unlock()
-	r.Notify(changed)
+	proxies.change()
 	select {
 	case <-waits:
 	case <-time.After(testenv.Timeout):
 		t.Fatal("the reporter never waited for its interval to pass")
 	}
 	release <- time.Now()
-	testenv.Eventually(t, "the leader to read the change", func() (bool, error) { return counted(changed, want), nil })
+	testenv.Eventually(t, "the leader to read the change", func() (bool, error) { return counted(readReports(t), changed, want), nil })
 	shard := publish.ShardName(replica, publish.ShardOf(changed, len(written)))
 	if w := suite.Counter.WritesTo("/configmaps/" + publish.ReportName(replica)); len(w) != 1 || !strings.HasSuffix(w[0], "/"+shard) {
 		t.Errorf("the change wrote %v, want one write of %s", w, shard)
 	}
 
-	// Nothing changes: nothing is written. A Source call after a Notify
+	// Nothing changes: nothing is written. A report read after a signal
 	// shows the loop is past the one before.
 	suite.Counter.Reset()
 	for range 2 {
 		n := calls.Load()
-		r.Notify("")
+		proxies.change()
 		testenv.Eventually(t, "the reporter to look again", func() (bool, error) { return calls.Load() > n, nil })
 	}
 	if w := suite.Counter.WritesTo("/configmaps/" + publish.ReportName(replica)); len(w) != 0 {
@@ -224,8 +263,7 @@ func TestReportFailureIsAnEvent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	lift := suite.RefuseCreates(t, testenv.ConfigMapProbe(operatorNamespace), "no ConfigMaps here")
-	r := NewReporter(suite.Manager, operatorNamespace, replica, "")
-	r.Source = func() publish.Report { return publish.Report{"ns/edge": {Version: "v1", Connected: 1}} }
+	r := NewReporter(suite.Manager, reportOf(publish.Report{"ns/edge": {Version: "v1", Connected: 1}}), operatorNamespace, replica, "")
 	stopped := make(chan struct{})
 	go func() { _ = r.Start(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
@@ -241,8 +279,7 @@ func TestTamperedReportIsWrittenAgain(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	report := publish.Report{"ns/edge": {Version: "v1", Connected: 1, Acked: 1}}
-	r := NewReporter(suite.Manager, operatorNamespace, replica, "")
-	r.Source = func() publish.Report { return report }
+	r := NewReporter(suite.Manager, reportOf(report), operatorNamespace, replica, "")
 	stopped := make(chan struct{})
 	go func() { _ = r.Start(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()

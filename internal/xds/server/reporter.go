@@ -1,11 +1,10 @@
-package envoyconfig
+package server
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"sync"
 	"time"
 
@@ -23,9 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 )
 
 // Reporter writes what this replica's proxies answered into the replica's
@@ -47,8 +44,8 @@ type Reporter struct {
 	// Informers, when set, tell the reporter that someone else changed one
 	// of its shards.
 	Informers cache.Informers
-	// Source reads what this replica's proxies answered (ProxyReport).
-	Source func() publish.Report
+	// proxies are what it reports: this replica's server.
+	proxies Proxies
 	// Namespace is the operator's namespace; Replica names this replica.
 	Namespace, Replica string
 	// Pod is this replica's pod, if it runs in one: the report is deleted
@@ -85,17 +82,25 @@ const DefaultReportInterval = time.Second
 // proxies on that replica as the report last said.
 const ReasonReportFailed = "ReportFailed"
 
-// NewReporter returns the Reporter of replica, running in pod (if any),
-// whose report goes to namespace. Notify is the xDS server's notify function.
-func NewReporter(mgr ctrl.Manager, namespace, replica, pod string) *Reporter {
+// Proxies is what a Reporter reports: the proxies of a replica's Server.
+type Proxies interface {
+	// ProxyReport is what the proxies answered, by fleet.
+	ProxyReport() publish.Report
+	// ProxiesChanged is signalled when the report may have changed.
+	ProxiesChanged() <-chan struct{}
+}
+
+// NewReporter returns the Reporter of proxies, those of replica, running in
+// pod (if any), whose report goes to namespace.
+func NewReporter(mgr ctrl.Manager, proxies Proxies, namespace, replica, pod string) *Reporter {
 	return &Reporter{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("xds-report"),
-		Informers: mgr.GetCache(), Namespace: namespace, Replica: replica, Pod: pod,
+		Informers: mgr.GetCache(), proxies: proxies, Namespace: namespace, Replica: replica, Pod: pod,
 		Interval: DefaultReportInterval, dirty: make(chan struct{}, 1), after: time.After,
 		written: map[string]*corev1.ConfigMap{}, pending: map[string]*corev1.ConfigMap{}, tampered: map[string]bool{}}
 }
 
-// Notify marks the report dirty; it never blocks.
-func (r *Reporter) Notify(string) {
+// notify marks the report dirty; it never blocks.
+func (r *Reporter) notify() {
 	select {
 	case r.dirty <- struct{}{}:
 	default: // already dirty: the next write carries this change too
@@ -138,7 +143,7 @@ func (r *Reporter) Start(ctx context.Context) error {
 	)
 	for {
 		if retry == nil && paced == nil {
-			if report := r.Source(); first || !maps.Equal(report, written) || r.isTampered() {
+			if report := r.proxies.ProxyReport(); first || !maps.Equal(report, written) || r.isTampered() {
 				if wait := r.Interval - time.Since(lastWrite); !first && wait > 0 {
 					paced = r.after(wait)
 				} else if err := r.write(ctx, report, owner, first); err != nil && ctx.Err() == nil {
@@ -157,6 +162,7 @@ func (r *Reporter) Start(ctx context.Context) error {
 			r.withdraw(log)
 			return nil
 		case <-r.dirty:
+		case <-r.proxies.ProxiesChanged():
 		case <-retry:
 			retry = nil
 		case <-paced:
@@ -191,7 +197,7 @@ func (r *Reporter) watchShards(ctx context.Context) error {
 				}
 				r.mu.Unlock()
 				if tampered {
-					r.Notify("")
+					r.notify()
 				}
 			}
 		},
@@ -200,7 +206,7 @@ func (r *Reporter) watchShards(ctx context.Context) error {
 				r.mu.Lock()
 				r.tampered[cm.Name] = true
 				r.mu.Unlock()
-				r.Notify("")
+				r.notify()
 			}
 		},
 	})
@@ -244,20 +250,6 @@ func (r *Reporter) deleteShards(ctx context.Context, keep map[string]bool) error
 		r.mu.Unlock()
 	}
 	return errors.Join(errs...)
-}
-
-// ProxyReport returns a Reporter's Source: what the proxies of server answered.
-func ProxyReport(srv *server.Server) func() publish.Report {
-	return func() publish.Report {
-		out := publish.Report{}
-		t := srv.Tracker()
-		for _, id := range t.Fleets() {
-			version := srv.Version(id)
-			c := t.Counts(id, version)
-			out[id] = publish.FleetProxies{Version: version, Connected: c.Connected, Acked: c.Acked, Nacked: c.Nacked, LastNACK: publish.Truncate(c.LastNACK)}
-		}
-		return out
-	}
 }
 
 // write writes the shards of report that changed since they were written,
@@ -371,63 +363,4 @@ func sameShard(a, b *corev1.ConfigMap) bool {
 	return maps.Equal(a.Data, b.Data) && len(a.BinaryData) == 0 && len(b.BinaryData) == 0 &&
 		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations) &&
 		equality.Semantic.DeepEqual(a.OwnerReferences, b.OwnerReferences)
-}
-
-// ServerOptions configure the xDS server of a replica.
-type ServerOptions struct {
-	// BindAddress is the server's host:port.
-	BindAddress string
-	// Namespace is the operator's namespace, where the replica's report goes.
-	Namespace string
-	// Replica names this replica; Pod is its pod, if any.
-	Replica, Pod string
-	// Limits bound the server's connections and streams; zero means server.DefaultLimits.
-	Limits server.Limits
-	// Authority, when set, has the server speak mutual TLS only, with its
-	// certificate from the xDS CA; nil serves plaintext.
-	Authority *authority.Store
-}
-
-// AddServer adds to mgr this replica's xDS server and the reporter of its
-// proxies, a readiness check that passes once the server listens, and a
-// health and a readiness check that fail when it can no longer publish.
-func AddServer(mgr ctrl.Manager, o ServerOptions) (*server.Server, error) {
-	reporter := NewReporter(mgr, o.Namespace, o.Replica, o.Pod)
-	srv := server.New(o.BindAddress, ctrl.Log.WithName("xds"), reporter.Notify)
-	reporter.Source = ProxyReport(srv)
-	if o.Limits == (server.Limits{}) {
-		o.Limits = server.DefaultLimits
-	}
-	if err := srv.SetLimits(o.Limits); err != nil {
-		return nil, err
-	}
-	if o.Authority != nil {
-		srv.SetTLS(o.Authority.ServerConfig, o.Authority.Options.TrustDomain)
-	}
-	if err := mgr.Add(srv); err != nil {
-		return nil, err
-	}
-	if err := mgr.Add(reporter); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddReadyzCheck("xds", srv.Listening); err != nil {
-		return nil, err
-	}
-	if o.Authority != nil {
-		// Not ready before the leader made the CA: until then no TLS
-		// handshake can succeed.
-		if err := mgr.AddReadyzCheck("xds-certificate-authority", func(req *http.Request) error {
-			_, err := o.Authority.Authority(req.Context())
-			return err
-		}); err != nil {
-			return nil, err
-		}
-	}
-	if err := mgr.AddHealthzCheck("xds-publishing", srv.Healthy); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddReadyzCheck("xds-publishing", srv.Healthy); err != nil {
-		return nil, err
-	}
-	return srv, nil
 }
