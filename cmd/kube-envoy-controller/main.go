@@ -24,7 +24,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/version"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug/endpoint"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 )
 
@@ -121,7 +121,7 @@ func addDebug(mgr ctrl.Manager, cfg *rest.Config, s *settings, opts controller.O
 		log.Info("the xDS debug endpoint is off: it serves the xDS CA's certificate, and xDS is plaintext (--xds-plaintext)")
 		return nil
 	}
-	srv, err := debug.New(debug.Options{
+	srv, err := endpoint.New(endpoint.Options{
 		BindAddress: s.debugBindAddress, Replica: s.replica, Config: cfg,
 		Certificate: opts.Authority.ServerCertificate, Source: opts.XDS, Log: ctrl.Log.WithName("xds-debug"),
 		Histories: mgr.GetClient(), Namespace: s.namespace,

@@ -45,6 +45,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
+	debugendpoint "github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug/endpoint"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
@@ -60,7 +61,7 @@ import (
 var (
 	suite       testenv.Suite
 	xdsServer   *server.Server
-	debugServer *debug.Server
+	debugServer *debugendpoint.Server
 )
 
 const operatorNamespace = "kube-envoy-controller"
@@ -123,7 +124,7 @@ func addDebugServer(mgr ctrl.Manager, c client.Client) error {
 		Data: map[string]string{authority.BundleKey: string(ca.Bundle())}}); err != nil {
 		return err
 	}
-	debugServer, err = debug.New(debug.Options{
+	debugServer, err = debugendpoint.New(debugendpoint.Options{
 		BindAddress: "127.0.0.1:0", Replica: "replica-a", Config: mgr.GetConfig(), Source: xdsServer, Log: ctrl.Log.WithName("xds-debug"),
 		Certificate: func(context.Context) (*tls.Certificate, error) { return &cert, nil },
 		Histories:   mgr.GetClient(), Namespace: operatorNamespace,

@@ -1,15 +1,13 @@
-// Package debug is each replica's debug endpoint for the xDS control plane:
-// which proxies are connected to the replica and where each stands with each
-// type (proxies), what a fleet is served (config), and the fleet's recorded
-// history, from which kubectl envoy diff decides what it would be served
-// next (history). kubectl envoy reads it. It is served over TLS, on the
-// loopback interface by default (reached through the API server's port
-// forwarding), and the API server decides who may read what: it
-// authenticates every request (TokenReview, or the cluster's client CA) and
-// authorizes it per fleet namespace (SubjectAccessReview), as an extension
-// API server or the kubelet does.
+// Package debug is what each replica's debug endpoint for the xDS control
+// plane answers, as both ends read it: which proxies are connected to the
+// replica and where each stands with each type (proxies), what a fleet is
+// served (config), and the fleet's recorded history, from which kubectl
+// envoy diff decides what it would be served next (history). Package
+// endpoint serves it; kubectl envoy reads it.
 //
-// rows.go, dump.go and history.go are pure; server.go is the shell.
+// Its invariant: everything here is pure, and what the endpoint shows of a
+// configuration or a history has its secret material redacted (Dump,
+// RedactConfig, Shown). kubectl envoy links it without the ADS runtime.
 package debug
 
 import (

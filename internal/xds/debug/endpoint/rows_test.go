@@ -1,4 +1,4 @@
-package debug
+package endpoint
 
 import (
 	"reflect"
@@ -7,6 +7,7 @@ import (
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 )
 
@@ -26,41 +27,41 @@ func TestRows(t *testing.T) {
 	tests := []struct {
 		name  string
 		in    []server.ProxyState
-		types []TypeStatus
-		state State
+		types []debug.TypeStatus
+		state debug.State
 		nack  string
 	}{
 		{"every type acked at the current version", proxy(map[string]server.TypeState{
 			resourcev3.ListenerType: {Sent: "l2", Acked: "l2"}, resourcev3.ClusterType: {Sent: "c2", Acked: "c2"},
-		}), []TypeStatus{
-			{Type: "listeners", Current: "l2", Sent: "l2", Acked: "l2", State: Synced},
-			{Type: "clusters", Current: "c2", Sent: "c2", Acked: "c2", State: Synced},
-		}, Synced, ""},
+		}), []debug.TypeStatus{
+			{Type: "listeners", Current: "l2", Sent: "l2", Acked: "l2", State: debug.Synced},
+			{Type: "clusters", Current: "c2", Sent: "c2", Acked: "c2", State: debug.Synced},
+		}, debug.Synced, ""},
 		{"sent, not acked yet", proxy(map[string]server.TypeState{
 			resourcev3.ListenerType: {Sent: "l2", Acked: "l1"}, resourcev3.ClusterType: {Sent: "c2", Acked: "c2"},
-		}), []TypeStatus{
-			{Type: "listeners", Current: "l2", Sent: "l2", Acked: "l1", State: Stale},
-			{Type: "clusters", Current: "c2", Sent: "c2", Acked: "c2", State: Synced},
-		}, Stale, ""},
+		}), []debug.TypeStatus{
+			{Type: "listeners", Current: "l2", Sent: "l2", Acked: "l1", State: debug.Stale},
+			{Type: "clusters", Current: "c2", Sent: "c2", Acked: "c2", State: debug.Synced},
+		}, debug.Stale, ""},
 		{"acked an older version, the current one not sent yet", proxy(map[string]server.TypeState{
 			resourcev3.EndpointType: {Sent: "e0", Acked: "e0"},
-		}), []TypeStatus{{Type: "endpoints", Current: "e1", Sent: "e0", Acked: "e0", State: Stale}}, Stale, ""},
+		}), []debug.TypeStatus{{Type: "endpoints", Current: "e1", Sent: "e0", Acked: "e0", State: debug.Stale}}, debug.Stale, ""},
 		{"asked, nothing sent", proxy(map[string]server.TypeState{
 			resourcev3.ListenerType: {},
-		}), []TypeStatus{{Type: "listeners", Current: "l2", State: Stale}}, Stale, ""},
+		}), []debug.TypeStatus{{Type: "listeners", Current: "l2", State: debug.Stale}}, debug.Stale, ""},
 		{"a NACK is worse than STALE, and its detail is the row's", proxy(map[string]server.TypeState{
 			resourcev3.ListenerType: {Sent: "l2", Acked: "l1"},
 			resourcev3.ClusterType:  {Sent: "c2", Acked: "c1", NACK: &server.NACK{Version: "c2", Detail: "bad cluster"}},
-		}), []TypeStatus{
-			{Type: "listeners", Current: "l2", Sent: "l2", Acked: "l1", State: Stale},
-			{Type: "clusters", Current: "c2", Sent: "c2", Acked: "c1", State: NACKed, NACKVersion: "c2", NACK: "bad cluster"},
-		}, NACKed, "bad cluster"},
-		{"asked for nothing yet", proxy(map[string]server.TypeState{}), nil, Stale, ""},
+		}), []debug.TypeStatus{
+			{Type: "listeners", Current: "l2", Sent: "l2", Acked: "l1", State: debug.Stale},
+			{Type: "clusters", Current: "c2", Sent: "c2", Acked: "c1", State: debug.NACKed, NACKVersion: "c2", NACK: "bad cluster"},
+		}, debug.NACKed, "bad cluster"},
+		{"asked for nothing yet", proxy(map[string]server.TypeState{}), nil, debug.Stale, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Rows(tt.in, versions, "replica-a")
-			want := []ProxyRow{{Node: "edge-1", Fleet: "ns/edge", Replica: "replica-a", ConnectedSince: since, LastSeen: seen,
+			want := []debug.ProxyRow{{Node: "edge-1", Fleet: "ns/edge", Replica: "replica-a", ConnectedSince: since, LastSeen: seen,
 				Types: tt.types, State: tt.state, NACK: tt.nack}}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("Rows =\n%+v\nwant\n%+v", got, want)

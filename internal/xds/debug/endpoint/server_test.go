@@ -1,4 +1,4 @@
-package debug
+package endpoint
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -30,9 +31,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -219,7 +222,7 @@ func serveFleet(t *testing.T, d *debugServer, fleet, node string) {
 
 func proxiesOf(t *testing.T, body []byte) []string {
 	t.Helper()
-	var l ProxyList
+	var l debug.ProxyList
 	if err := json.Unmarshal(body, &l); err != nil {
 		t.Fatalf("%v: %s", err, body)
 	}
@@ -254,7 +257,7 @@ func TestAuthenticationAndAuthorization(t *testing.T) {
 	allow(t, "team-b", rbacv1.Subject{Kind: "User", Name: "carol", APIGroup: "rbac.authorization.k8s.io"}, "envoys")
 
 	t.Run("anonymous and unknown clients get 401", func(t *testing.T) {
-		for _, path := range []string{VersionPath, ProxiesPath, ConfigPath + "?fleet=team-a/edge"} {
+		for _, path := range []string{debug.VersionPath, debug.ProxiesPath, debug.ConfigPath + "?fleet=team-a/edge"} {
 			if code, body := d.get(t, path, "", nil); code != http.StatusUnauthorized {
 				t.Errorf("anonymous %s: %d %s", path, code, body)
 			}
@@ -264,59 +267,59 @@ func TestAuthenticationAndAuthorization(t *testing.T) {
 		}
 	})
 	t.Run("version needs authentication only", func(t *testing.T) {
-		code, body := d.get(t, VersionPath, nobodyToken, nil)
-		var v VersionInfo
+		code, body := d.get(t, debug.VersionPath, nobodyToken, nil)
+		var v debug.VersionInfo
 		if code != http.StatusOK || json.Unmarshal(body, &v) != nil || v.Replica != "replica-a" || v.Version == "" {
 			t.Errorf("version: %d %s", code, body)
 		}
 	})
 	t.Run("every namespace: only the readable fleets' rows", func(t *testing.T) {
-		code, body := d.get(t, ProxiesPath, viewerToken, nil)
+		code, body := d.get(t, debug.ProxiesPath, viewerToken, nil)
 		if want := []string{"team-a/edge edge-a-1 replica-a SYNCED"}; code != http.StatusOK || !slices.Equal(proxiesOf(t, body), want) {
 			t.Errorf("viewer: %d %s, want %q", code, body, want)
 		}
 		// The cluster's client CA is read from its ConfigMap once the
 		// server's informer has it.
 		testenv.Eventually(t, "the client CA to be loaded", func() (bool, error) {
-			code, _ = d.get(t, ProxiesPath, "", certUser.Config())
+			code, _ = d.get(t, debug.ProxiesPath, "", certUser.Config())
 			return code != http.StatusUnauthorized, nil
 		})
-		code, body = d.get(t, ProxiesPath, "", certUser.Config())
+		code, body = d.get(t, debug.ProxiesPath, "", certUser.Config())
 		if want := []string{"team-b/edge edge-b-1 replica-a SYNCED"}; code != http.StatusOK || !slices.Equal(proxiesOf(t, body), want) {
 			t.Errorf("carol, by certificate: %d %s, want %q", code, body, want)
 		}
-		code, body = d.get(t, ProxiesPath, nobodyToken, nil)
+		code, body = d.get(t, debug.ProxiesPath, nobodyToken, nil)
 		if code != http.StatusOK || len(proxiesOf(t, body)) != 0 {
 			t.Errorf("nobody: %d %s, want no rows", code, body)
 		}
 	})
 	t.Run("a namespace", func(t *testing.T) {
-		if code, body := d.get(t, ProxiesPath+"?namespace=team-b", viewerToken, nil); code != http.StatusForbidden {
+		if code, body := d.get(t, debug.ProxiesPath+"?namespace=team-b", viewerToken, nil); code != http.StatusForbidden {
 			t.Errorf("viewer, team-b: %d %s, want 403", code, body)
 		}
-		code, body := d.get(t, ProxiesPath+"?namespace=team-a", viewerToken, nil)
+		code, body := d.get(t, debug.ProxiesPath+"?namespace=team-a", viewerToken, nil)
 		if want := []string{"team-a/edge edge-a-1 replica-a SYNCED"}; code != http.StatusOK || !slices.Equal(proxiesOf(t, body), want) {
 			t.Errorf("viewer, team-a: %d %s, want %q", code, body, want)
 		}
 	})
 	t.Run("a named fleet", func(t *testing.T) {
-		if code, body := d.get(t, ProxiesPath+"?namespace=team-b&fleet=edge", viewerToken, nil); code != http.StatusForbidden {
+		if code, body := d.get(t, debug.ProxiesPath+"?namespace=team-b&fleet=edge", viewerToken, nil); code != http.StatusForbidden {
 			t.Errorf("viewer, team-b's fleet: %d %s, want 403", code, body)
 		}
-		code, body := d.get(t, ProxiesPath+"?namespace=team-a&fleet=edge", viewerToken, nil)
+		code, body := d.get(t, debug.ProxiesPath+"?namespace=team-a&fleet=edge", viewerToken, nil)
 		if want := []string{"team-a/edge edge-a-1 replica-a SYNCED"}; code != http.StatusOK || !slices.Equal(proxiesOf(t, body), want) {
 			t.Errorf("viewer, team-a's fleet: %d %s, want %q", code, body, want)
 		}
 	})
 	t.Run("config dump", func(t *testing.T) {
-		if code, body := d.get(t, ConfigPath+"?fleet=team-a/edge", viewerToken, nil); code != http.StatusForbidden {
+		if code, body := d.get(t, debug.ConfigPath+"?fleet=team-a/edge", viewerToken, nil); code != http.StatusForbidden {
 			t.Errorf("viewer, who may not get EnvoyConfigs: %d %s, want 403", code, body)
 		}
-		if code, body := d.get(t, ConfigPath+"?fleet=team-b/edge", dumperToken, nil); code != http.StatusForbidden {
+		if code, body := d.get(t, debug.ConfigPath+"?fleet=team-b/edge", dumperToken, nil); code != http.StatusForbidden {
 			t.Errorf("dumper, team-b's fleet: %d %s, want 403", code, body)
 		}
-		code, body := d.get(t, ConfigPath+"?fleet=team-a/edge", dumperToken, nil)
-		var dump ConfigDump
+		code, body := d.get(t, debug.ConfigPath+"?fleet=team-a/edge", dumperToken, nil)
+		var dump debug.ConfigDump
 		if code != http.StatusOK || json.Unmarshal(body, &dump) != nil {
 			t.Fatalf("dumper, team-a's fleet: %d %s", code, body)
 		}
@@ -325,7 +328,7 @@ func TestAuthenticationAndAuthorization(t *testing.T) {
 			!strings.Contains(got, "PUBLIC-CHAIN") || strings.Contains(got, "PRIVATE-KEY") {
 			t.Errorf("the dump: %s", got)
 		}
-		if code, body := d.get(t, ConfigPath+"?fleet=team-a/edge&type=routers", dumperToken, nil); code != http.StatusBadRequest {
+		if code, body := d.get(t, debug.ConfigPath+"?fleet=team-a/edge&type=routers", dumperToken, nil); code != http.StatusBadRequest {
 			t.Errorf("an unknown type: %d %s, want 400", code, body)
 		}
 	})
@@ -342,6 +345,36 @@ func record(t *testing.T, id fleet.ID, h publish.History) *corev1.ConfigMap {
 		t.Fatal(err)
 	}
 	return cm
+}
+
+// keyListener terminates TLS with a private key inline, as an EnvoyConfig
+// stored before admission refused secret material inline may; it is served
+// all the same.
+const keyListener = `{"name": "https", "address": {"socket_address": {"address": "0.0.0.0", "port_value": 8443}}, "filter_chains": [{
+  "transport_socket": {"name": "tls", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+    "common_tls_context": {"tls_certificates": [{"certificate_chain": {"inline_string": "PUBLIC-CHAIN"}, "private_key": {"inline_string": "PRIVATE-KEY"}}]}}},
+  "filters": [{"name": "tcp", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy", "stat_prefix": "t", "cluster": "backend"}}]}]}`
+
+const backendCluster = `{"name": "backend", "type": "STATIC", "connect_timeout": "1s"}`
+
+// configWith is EnvoyConfig ns/name of fleet edge with these listeners and
+// clusters.
+func configWith(ns, name string, listeners, clusters []string) translate.Config {
+	raw := func(docs []string) []runtime.RawExtension {
+		var out []runtime.RawExtension
+		for _, d := range docs {
+			out = append(out, runtime.RawExtension{Raw: []byte(d)})
+		}
+		return out
+	}
+	return translate.Config{Name: ns + "/" + name, Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge",
+		Resources: examplev1.EnvoyResources{Listeners: raw(listeners), Clusters: raw(clusters)}}}
+}
+
+// recorded is the history the leader records for configs, over prev.
+func recorded(prev publish.History, configs ...translate.Config) publish.History {
+	ir := translate.Translate(translate.Input{Configs: configs})
+	return publish.Decide(prev, ir, publish.Acks{}, nil).History
 }
 
 // A fleet's recorded history is shown to whoever may get the EnvoyConfigs
@@ -368,8 +401,8 @@ func TestHistory(t *testing.T) {
 	viewerToken, viewer := serviceAccount(t, "team-c", "viewer")
 	allow(t, "team-c", viewer, "envoys")
 
-	code, body := d.get(t, HistoryPath+"?fleet=team-c/edge", dumperToken, nil)
-	var got RecordedHistory
+	code, body := d.get(t, debug.HistoryPath+"?fleet=team-c/edge", dumperToken, nil)
+	var got debug.RecordedHistory
 	if code != http.StatusOK || json.Unmarshal(body, &got) != nil {
 		t.Fatalf("dumper, team-c's fleet: %d %s", code, body)
 	}
@@ -390,16 +423,16 @@ func TestHistory(t *testing.T) {
 		{"anonymous", "", "team-c/edge", http.StatusUnauthorized},
 		{"dumper, a malformed fleet", dumperToken, "edge", http.StatusBadRequest},
 	} {
-		if code, body := d.get(t, HistoryPath+"?fleet="+tt.fleet, tt.token, nil); code != tt.want || strings.Contains(string(body), "team-d-backend") {
+		if code, body := d.get(t, debug.HistoryPath+"?fleet="+tt.fleet, tt.token, nil); code != tt.want || strings.Contains(string(body), "team-d-backend") {
 			t.Errorf("%s: %d %s, want %d", tt.who, code, body, tt.want)
 		}
 	}
 
-	code, body = d.get(t, HistoryPath+"?fleet=team-c/never-published", dumperToken, nil)
-	if got = (RecordedHistory{}); code != http.StatusOK || json.Unmarshal(body, &got) != nil || got.Recorded || len(got.History.Revisions) != 0 {
+	code, body = d.get(t, debug.HistoryPath+"?fleet=team-c/never-published", dumperToken, nil)
+	if got = (debug.RecordedHistory{}); code != http.StatusOK || json.Unmarshal(body, &got) != nil || got.Recorded || len(got.History.Revisions) != 0 {
 		t.Errorf("a fleet with no history: %d %s", code, body)
 	}
-	code, body = d.get(t, HistoryPath+"?fleet=team-c/tampered", dumperToken, nil)
+	code, body = d.get(t, debug.HistoryPath+"?fleet=team-c/tampered", dumperToken, nil)
 	if code != http.StatusInternalServerError || !strings.Contains(string(body), "the recorded history of fleet team-c/tampered is not usable: ") {
 		t.Errorf("a history that is not usable: %d %s", code, body)
 	}

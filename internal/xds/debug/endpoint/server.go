@@ -1,4 +1,16 @@
-package debug
+// Package endpoint is each replica's debug endpoint for the xDS control
+// plane, the last stage: it shows what the replica's Server tracks and
+// serves, in the terms of package debug. It is served over TLS, on the
+// loopback interface by default (reached through the API server's port
+// forwarding), and the API server decides who may read what: it
+// authenticates every request (TokenReview, or the cluster's client CA) and
+// authorizes it per fleet namespace (SubjectAccessReview), as an extension
+// API server or the kubelet does.
+//
+// Its invariant: nothing is shown to a client the API server did not
+// authenticate, nor of a namespace the client may not read. rows.go is
+// pure; server.go is the shell.
+package endpoint
 
 import (
 	"context"
@@ -28,6 +40,7 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/version"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
@@ -187,13 +200,13 @@ func (s *Server) Start(ctx context.Context) error {
 // Handler serves the endpoint's paths, each request authenticated first.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+ProxiesPath, s.proxies)
-	mux.HandleFunc("GET "+ConfigPath, s.config)
+	mux.HandleFunc("GET "+debug.ProxiesPath, s.proxies)
+	mux.HandleFunc("GET "+debug.ConfigPath, s.config)
 	if s.o.Histories != nil {
-		mux.HandleFunc("GET "+HistoryPath, s.history)
+		mux.HandleFunc("GET "+debug.HistoryPath, s.history)
 	}
-	mux.HandleFunc("GET "+VersionPath, func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, VersionInfo{Replica: s.o.Replica, Version: version.Version(), Revision: version.Revision()})
+	mux.HandleFunc("GET "+debug.VersionPath, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, debug.VersionInfo{Replica: s.o.Replica, Version: version.Version(), Revision: version.Revision()})
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		res, ok, err := s.authn.AuthenticateRequest(req)
@@ -250,7 +263,7 @@ func (s *Server) proxies(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	rows := Rows(s.o.Source.Tracker().Proxies(), s.o.Source.TypeVersion, s.o.Replica)
-	out := make([]ProxyRow, 0, len(rows))
+	out := make([]debug.ProxyRow, 0, len(rows))
 	for _, r := range rows {
 		id, err := fleet.Parse(r.Fleet)
 		if err != nil || (ns != "" && id.Namespace != ns) || (name != "" && id.Name != name) {
@@ -267,7 +280,7 @@ func (s *Server) proxies(w http.ResponseWriter, req *http.Request) {
 			out = append(out, r)
 		}
 	}
-	writeJSON(w, ProxyList{Replica: s.o.Replica, Proxies: out})
+	writeJSON(w, debug.ProxyList{Replica: s.o.Replica, Proxies: out})
 }
 
 // config dumps what a fleet is served, to a user who may get its EnvoyConfigs.
@@ -292,7 +305,7 @@ func (s *Server) config(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, fmt.Sprintf("fleet %s is not served by replica %s", fleetID, s.o.Replica), http.StatusNotFound)
 		return
 	}
-	d, err := Dump(fleetID, s.o.Replica, resources, only)
+	d, err := debug.Dump(fleetID, s.o.Replica, resources, only)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -313,7 +326,7 @@ func (s *Server) history(w http.ResponseWriter, req *http.Request) {
 	if !s.authorize(w, req, configResource, id.Namespace, "") {
 		return
 	}
-	answer := RecordedHistory{Fleet: fleetID, Replica: s.o.Replica}
+	answer := debug.RecordedHistory{Fleet: fleetID, Replica: s.o.Replica}
 	cm := &corev1.ConfigMap{}
 	switch err := s.o.Histories.Get(req.Context(), client.ObjectKey{Namespace: s.o.Namespace, Name: publish.HistoryName(id)}, cm); {
 	case apierrors.IsNotFound(err):
@@ -326,7 +339,7 @@ func (s *Server) history(w http.ResponseWriter, req *http.Request) {
 	}
 	h, err := publish.ReadHistory(cm, s.o.Namespace, id)
 	if err == nil {
-		answer.History, err = Shown(h)
+		answer.History, err = debug.Shown(h)
 	}
 	if err != nil {
 		// The operator does not use it either: the leader records it afresh.
