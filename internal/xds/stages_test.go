@@ -1,0 +1,111 @@
+package xds
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/kube-envoy-controller/kube-envoy-controller"
+
+// stages are the rooms of internal/xds in their order, each with the rooms
+// it may import: none later than itself. authority, the xDS CA, stands
+// aside: only the runtime uses it.
+var stages = []struct {
+	name string
+	may  []string
+}{
+	{"resource", nil},
+	{"translate", []string{"resource"}},
+	{"publish", []string{"resource", "translate"}},
+	{"authority", nil},
+	{"server", []string{"resource", "translate", "publish", "authority"}},
+	{"debug", []string{"resource", "translate", "publish"}},
+	{"debug/endpoint", []string{"resource", "translate", "publish", "server", "debug"}},
+}
+
+// runtimeOnly are what only the ADS runtime and the debug endpoint may link:
+// go-control-plane's server, and the packages of ours that run the server.
+var runtimeOnly = []string{
+	"github.com/envoyproxy/go-control-plane/pkg/server/",
+	module + "/internal/xds/server",
+	module + "/internal/xds/debug/endpoint",
+}
+
+// metricsImports are the imports that register or serve metrics: only the
+// runtime's packages of ours may import them.
+var metricsImports = []string{
+	"github.com/prometheus/client_golang/",
+	"sigs.k8s.io/controller-runtime/pkg/metrics",
+}
+
+// pure are the stages before the runtime, and kubectl envoy, which reads
+// what they give.
+var pure = []string{"internal/xds/resource", "internal/xds/translate", "internal/xds/publish", "internal/xds/debug", "cmd/kubectl-envoy"}
+
+// deps returns, by import path, the imports of each package that pkgs link
+// (go list -deps), tests left out.
+func deps(t *testing.T, pkgs ...string) map[string][]string {
+	t.Helper()
+	args := []string{"list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}"}
+	for _, p := range pkgs {
+		args = append(args, module+"/"+p)
+	}
+	out, err := exec.Command("go", args...).Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	m := map[string][]string{}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		m[f[0]] = f[1:]
+	}
+	return m
+}
+
+func matches(path string, prefixes []string) bool {
+	return slices.ContainsFunc(prefixes, func(p string) bool {
+		return path == strings.TrimSuffix(p, "/") || strings.HasPrefix(path, p)
+	})
+}
+
+// No stage imports a later one: the arrows between the rooms of
+// internal/xds all go one way.
+func TestStagesImportOnlyEarlierStages(t *testing.T) {
+	for _, s := range stages {
+		pkg := "internal/xds/" + s.name
+		for _, imp := range deps(t, pkg)[module+"/"+pkg] {
+			room, ok := strings.CutPrefix(imp, module+"/internal/xds/")
+			if !ok {
+				continue
+			}
+			if !slices.Contains(s.may, room) {
+				t.Errorf("%s imports %s: a stage imports only those before it (%v)", s.name, room, s.may)
+			}
+		}
+	}
+}
+
+// The pure stages and kubectl envoy link no ADS server, and no package of
+// ours among what they link registers or serves metrics.
+func TestPureStagesLinkNoRuntime(t *testing.T) {
+	for _, p := range pure {
+		for dep, imports := range deps(t, p) {
+			if matches(dep, runtimeOnly) {
+				t.Errorf("%s links %s", p, dep)
+			}
+			if !strings.HasPrefix(dep, module+"/") {
+				continue
+			}
+			for _, imp := range imports {
+				if matches(imp, metricsImports) {
+					t.Errorf("%s links %s, which imports %s", p, dep, imp)
+				}
+			}
+		}
+	}
+}
