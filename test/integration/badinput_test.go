@@ -353,7 +353,7 @@ var invalidManifests = []badInput{
   - {cluster: k, service: web, port: 70000}`},
 
 	// EnvoyConfig: what Envoy refuses when it loads the resources, which
-	// the validating webhook refuses (internal/xds/envoyrules_test.go has
+	// the validating webhook refuses (internal/xds/resource/envoyrules_test.go has
 	// Envoy's message for each).
 	{name: "envoyconfig two listeners on one address", webhook: true, field: `spec.resources.listeners[1] ("b")`, why: "0.0.0.0:8080 is also the address of listener", manifest: withResources("routes", "edge",
 		listenersOn(tcpListener("a", "0.0.0.0", 8080), tcpListener("b", "0.0.0.0", 8080))+clusterK)},
