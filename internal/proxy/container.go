@@ -25,15 +25,13 @@ const (
 // BootstrapPath is where Envoy reads its bootstrap.
 var BootstrapPath = path.Join(BootstrapDir, BootstrapKey)
 
-// FleetID is the identity that every proxy of a fleet shares: its
-// --service-cluster, which is node.cluster in xDS requests. The built-in xDS
-// server groups proxies by it.
-func FleetID(namespace, name string) string { return namespace + "/" + name }
-
 // ContainerOptions are what varies between fleets.
 type ContainerOptions struct {
-	Image     string
-	LogLevel  string
+	Image    string
+	LogLevel string
+	// FleetID is the identity that every proxy of a fleet shares (a
+	// fleet.ID's String): its --service-cluster, which is node.cluster in
+	// xDS requests. The built-in xDS server groups proxies by it.
 	FleetID   string
 	Resources corev1.ResourceRequirements
 	// ListenerPorts are the ports the proxy's listeners bind, by name.

@@ -22,7 +22,6 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 )
 
@@ -307,7 +306,7 @@ func TestEnvoySidecar(t *testing.T) {
 	if v := pod.Spec.Volumes[1]; v.ConfigMap == nil || v.ConfigMap.Name != "edge-bootstrap" {
 		t.Errorf("bootstrap volume = %+v, want ConfigMap edge-bootstrap", v)
 	}
-	if args := strings.Join(pod.Spec.InitContainers[0].Args, " "); !strings.Contains(args, "--service-cluster "+proxy.FleetID(ns, "edge")) {
+	if args := strings.Join(pod.Spec.InitContainers[0].Args, " "); !strings.Contains(args, "--service-cluster "+fleet.ID{Namespace: ns, Name: "edge"}.String()) {
 		t.Errorf("args = %s, want the fleet's identity as cluster", args)
 	}
 	if pod.Annotations[EnvoySidecarInjectedAnnotation] != "edge" {

@@ -474,7 +474,7 @@ func TestEnvoySidecarJoinsTheFleet(t *testing.T) {
 	for _, want := range []string{
 		"-c " + proxy.BootstrapPath,
 		"--service-node $(POD_NAME)",
-		"--service-cluster " + proxy.FleetID("ns", "edge"),
+		"--service-cluster " + fleet.ID{Namespace: "ns", Name: "edge"}.String(),
 		"--log-level debug",
 	} {
 		if !strings.Contains(args, want) {

@@ -237,7 +237,7 @@ func (c *fleetCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription,
 	if err := c.admit(req.GetTypeUrl(), sub, true); err != nil {
 		return nil, err
 	}
-	return c.watch(FleetID(req.GetNode()), ch, kindIndex(req.GetTypeUrl()), &sotwWatch{req: req, sub: sub, ch: ch}), nil
+	return c.watch(claimedFleet(req.GetNode()), ch, kindIndex(req.GetTypeUrl()), &sotwWatch{req: req, sub: sub, ch: ch}), nil
 }
 
 // CreateDeltaWatch implements cachev3.ConfigWatcher, for delta streams.
@@ -249,7 +249,7 @@ func (c *fleetCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Sub
 	if err := c.admit(req.GetTypeUrl(), sub, len(req.GetResourceNamesSubscribe()) > 0); err != nil {
 		return nil, err
 	}
-	return c.watch(FleetID(req.GetNode()), ch, kindIndex(req.GetTypeUrl()), &deltaWatch{req: req, sub: sub, ch: ch}), nil
+	return c.watch(claimedFleet(req.GetNode()), ch, kindIndex(req.GetTypeUrl()), &deltaWatch{req: req, sub: sub, ch: ch}), nil
 }
 
 // errNoFetch refuses REST fetches, which the server does not serve.

@@ -106,9 +106,10 @@ func (t *Tracker) signal() {
 
 var _ serverv3.Callbacks = (*Tracker)(nil)
 
-// FleetID is the fleet a proxy belongs to: its node.cluster, which the Envoy
-// controller sets with --service-cluster.
-func FleetID(node *corev3.Node) string { return node.GetCluster() }
+// claimedFleet is the fleet a proxy's node claims: its node.cluster, which
+// the Envoy controller sets with --service-cluster (a fleet.ID's String).
+// Over mutual TLS, identities holds the stream to its certificate's fleet.
+func claimedFleet(node *corev3.Node) string { return node.GetCluster() }
 
 // ProxyCounts describes a fleet's proxies with respect to one version.
 type ProxyCounts struct {
@@ -356,7 +357,7 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 		return
 	}
 	if s.node == "" && node != nil {
-		s.node, s.fleet = node.GetId(), FleetID(node)
+		s.node, s.fleet = node.GetId(), claimedFleet(node)
 		f := t.fleets[s.fleet]
 		if f == nil {
 			f = &fleetProxies{streams: map[int64]*proxyStream{}}
