@@ -32,6 +32,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -209,10 +210,10 @@ func NewCA(now time.Time, o Options) (CA, error) {
 	return CA{Cert: cert, Key: key}, nil
 }
 
-// SPIFFEID is the identity of the fleet namespace/name in trustDomain:
-// spiffe://<trust domain>/ns/<namespace>/envoy/<name>.
-func SPIFFEID(trustDomain, namespace, name string) *url.URL {
-	return &url.URL{Scheme: "spiffe", Host: trustDomain, Path: "/ns/" + namespace + "/envoy/" + name}
+// SPIFFEID is the identity of fleet id in trustDomain:
+// spiffe://<trust domain>/ns/<namespace>/envoy/<name>. FleetOf reads it back.
+func SPIFFEID(trustDomain string, id fleet.ID) *url.URL {
+	return &url.URL{Scheme: "spiffe", Host: trustDomain, Path: "/ns/" + id.Namespace + "/envoy/" + id.Name}
 }
 
 // VerifiedFleet reads the fleet that a client's verified certificate
@@ -223,37 +224,37 @@ func SPIFFEID(trustDomain, namespace, name string) *url.URL {
 // certificates that a CA shared with other uses signs (an external CA,
 // --xds-ca-rotation=false), those made for something else are refused,
 // whatever identity they claim. Its fleet is then FleetOf's.
-func VerifiedFleet(chains [][]*x509.Certificate, trustDomain string) (namespace, name string, err error) {
+func VerifiedFleet(chains [][]*x509.Certificate, trustDomain string) (fleet.ID, error) {
 	if len(chains) == 0 || len(chains[0]) == 0 {
-		return "", "", errors.New("no verified client certificate")
+		return fleet.ID{}, errors.New("no verified client certificate")
 	}
 	leaf := chains[0][0]
 	if !slices.ContainsFunc(chains, func(c []*x509.Certificate) bool { return len(c) == 2 }) {
-		return "", "", errors.New("the client certificate is not signed by the xDS CA itself: the operator issues fleets' certificates without intermediates")
+		return fleet.ID{}, errors.New("the client certificate is not signed by the xDS CA itself: the operator issues fleets' certificates without intermediates")
 	}
 	if !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
-		return "", "", errors.New("the client certificate is not for client authentication (extended key usage clientAuth)")
+		return fleet.ID{}, errors.New("the client certificate is not for client authentication (extended key usage clientAuth)")
 	}
 	return FleetOf(leaf, trustDomain)
 }
 
 // FleetOf reads the fleet a client certificate names: its single URI SAN
-// must be a fleet identity of trustDomain. The certificate must already be
+// must be a fleet identity of trustDomain (SPIFFEID). The certificate must already be
 // verified against the authority (see VerifiedFleet).
-func FleetOf(cert *x509.Certificate, trustDomain string) (namespace, name string, err error) {
+func FleetOf(cert *x509.Certificate, trustDomain string) (fleet.ID, error) {
 	if len(cert.URIs) != 1 {
-		return "", "", fmt.Errorf("the certificate has %d URI SANs, want one fleet identity", len(cert.URIs))
+		return fleet.ID{}, fmt.Errorf("the certificate has %d URI SANs, want one fleet identity", len(cert.URIs))
 	}
 	u := cert.URIs[0]
 	parts := strings.Split(strings.TrimPrefix(u.Path, "/"), "/")
 	if u.Scheme != "spiffe" || u.Host != trustDomain || len(parts) != 4 || parts[0] != "ns" || parts[2] != "envoy" ||
 		u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return "", "", fmt.Errorf("the certificate's identity %q is not a fleet of trust domain %q", u, trustDomain)
+		return fleet.ID{}, fmt.Errorf("the certificate's identity %q is not a fleet of trust domain %q", u, trustDomain)
 	}
 	if len(validation.IsDNS1123Label(parts[1])) > 0 || len(validation.IsDNS1123Subdomain(parts[3])) > 0 {
-		return "", "", fmt.Errorf("the certificate's identity %q names no valid fleet", u)
+		return fleet.ID{}, fmt.Errorf("the certificate's identity %q names no valid fleet", u)
 	}
-	return parts[1], parts[3], nil
+	return fleet.ID{Namespace: parts[1], Name: parts[3]}, nil
 }
 
 // Leaf is an issued certificate and its key, in PEM.
@@ -262,12 +263,12 @@ type Leaf struct {
 	Key  []byte
 }
 
-// IssueClient issues the client certificate of fleet namespace/name, signed
-// by the authority's signer at now.
-func IssueClient(a Authority, namespace, name string, now time.Time, o Options) (Leaf, error) {
+// IssueClient issues the client certificate of fleet id, signed by the
+// authority's signer at now. Its subject's common name is id's String.
+func IssueClient(a Authority, id fleet.ID, now time.Time, o Options) (Leaf, error) {
 	return issue(a.Signer(now, o), now, o, &x509.Certificate{
-		Subject:     pkix.Name{Organization: []string{"kube-envoy-controller"}, CommonName: namespace + "/" + name},
-		URIs:        []*url.URL{SPIFFEID(o.TrustDomain, namespace, name)},
+		Subject:     pkix.Name{Organization: []string{"kube-envoy-controller"}, CommonName: id.String()},
+		URIs:        []*url.URL{SPIFFEID(o.TrustDomain, id)},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 )
 
 var (
@@ -86,7 +88,7 @@ func TestRotation(t *testing.T) {
 		t.Errorf("NextRotation = %s", got)
 	}
 
-	oldLeaf, err := IssueClient(a, "ns", "edge", t0, opts)
+	oldLeaf, err := IssueClient(a, fleet.ID{Namespace: "ns", Name: "edge"}, t0, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +116,7 @@ func TestRotation(t *testing.T) {
 		t.Error("a fresh successor was rotated again")
 	}
 	// Both verify while both are trusted.
-	newLeaf, err := IssueClient(b, "ns", "edge", after, opts)
+	newLeaf, err := IssueClient(b, fleet.ID{Namespace: "ns", Name: "edge"}, after, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +139,7 @@ func TestRotation(t *testing.T) {
 
 func TestClientCertificateNamesItsFleet(t *testing.T) {
 	a, _ := mustRotate(t, Authority{}, t0)
-	leaf, err := IssueClient(a, "team-a", "edge.v1", t0, opts)
+	leaf, err := IssueClient(a, fleet.ID{Namespace: "team-a", Name: "edge.v1"}, t0, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,14 +150,17 @@ func TestClientCertificateNamesItsFleet(t *testing.T) {
 		t.Error("a client certificate verifies as a server's")
 	}
 	cert := parse(t, leaf.Cert)
-	ns, name, err := FleetOf(cert, "example.org")
-	if err != nil || ns != "team-a" || name != "edge.v1" {
-		t.Errorf("FleetOf = %q, %q, %v", ns, name, err)
+	id, err := FleetOf(cert, "example.org")
+	if err != nil || id != (fleet.ID{Namespace: "team-a", Name: "edge.v1"}) {
+		t.Errorf("FleetOf = %v, %v", id, err)
+	}
+	if cert.Subject.CommonName != "team-a/edge.v1" {
+		t.Errorf("CN = %q, want the fleet's identity", cert.Subject.CommonName)
 	}
 	if got := cert.URIs[0].String(); got != "spiffe://example.org/ns/team-a/envoy/edge.v1" {
 		t.Errorf("URI SAN = %s", got)
 	}
-	if _, _, err := FleetOf(cert, "other.org"); err == nil {
+	if _, err := FleetOf(cert, "other.org"); err == nil {
 		t.Error("FleetOf accepted another trust domain")
 	}
 	if !cert.NotAfter.Equal(t0.Add(opts.CertValidity).Truncate(time.Second)) {
@@ -173,12 +178,12 @@ func TestFleetOfRefusesOtherIdentities(t *testing.T) {
 		"spiffe://evil.org/ns/a/envoy/b",
 	} {
 		u := mustURL(t, uri)
-		if _, _, err := FleetOf(&x509.Certificate{URIs: u}, "example.org"); err == nil {
+		if _, err := FleetOf(&x509.Certificate{URIs: u}, "example.org"); err == nil {
 			t.Errorf("FleetOf(%s) = nil error", uri)
 		}
 	}
 	two := append(mustURL(t, "spiffe://example.org/ns/a/envoy/b"), mustURL(t, "spiffe://example.org/ns/c/envoy/d")...)
-	if _, _, err := FleetOf(&x509.Certificate{URIs: two}, "example.org"); err == nil {
+	if _, err := FleetOf(&x509.Certificate{URIs: two}, "example.org"); err == nil {
 		t.Error("FleetOf accepted two identities")
 	}
 }
@@ -207,7 +212,7 @@ func TestServerCertificate(t *testing.T) {
 func TestCertificateEndsWithItsCA(t *testing.T) {
 	a, _ := mustRotate(t, Authority{}, t0)
 	late := a.CAs[0].Cert.NotAfter.Add(-time.Hour)
-	leaf, err := IssueClient(a, "ns", "edge", late, opts)
+	leaf, err := IssueClient(a, fleet.ID{Namespace: "ns", Name: "edge"}, late, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,16 +223,16 @@ func TestCertificateEndsWithItsCA(t *testing.T) {
 
 func TestCurrent(t *testing.T) {
 	a, _ := mustRotate(t, Authority{}, t0)
-	leaf, err := IssueClient(a, "ns", "edge", t0, opts)
+	leaf, err := IssueClient(a, fleet.ID{Namespace: "ns", Name: "edge"}, t0, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	uri := SPIFFEID(opts.TrustDomain, "ns", "edge").String()
+	uri := SPIFFEID(opts.TrustDomain, fleet.ID{Namespace: "ns", Name: "edge"}).String()
 	ok, renew := Current(leaf, a, uri, t0, opts)
 	if !ok || !renew.Equal(parse(t, leaf.Cert).NotAfter.Add(-(opts.CertValidity+clockSkew)/3)) {
 		t.Errorf("a fresh certificate: Current = %v, renew at %s", ok, renew)
 	}
-	other, _ := IssueClient(a, "ns", "other", t0, opts)
+	other, _ := IssueClient(a, fleet.ID{Namespace: "ns", Name: "other"}, t0, opts)
 	rotated, _ := mustRotate(t, a, t0.Add(61*24*time.Hour))
 	mixed := Leaf{Cert: leaf.Cert, Key: other.Key}
 	for name, c := range map[string]struct {
@@ -236,7 +241,7 @@ func TestCurrent(t *testing.T) {
 		uri  string
 		now  time.Time
 	}{
-		"another fleet's":      {leaf, a, SPIFFEID(opts.TrustDomain, "ns", "other").String(), t0},
+		"another fleet's":      {leaf, a, SPIFFEID(opts.TrustDomain, fleet.ID{Namespace: "ns", Name: "other"}).String(), t0},
 		"in its last third":    {leaf, a, uri, t0.Add(17 * time.Hour)},
 		"expired":              {leaf, a, uri, t0.Add(25 * time.Hour)},
 		"key of another":       {mixed, a, uri, t0},
@@ -265,7 +270,7 @@ func TestEncodeDecode(t *testing.T) {
 		t.Fatal("decoded authority differs")
 	}
 	// The keys came back: the decoded authority can sign.
-	if _, err := IssueClient(b, "ns", "edge", t0.Add(62*24*time.Hour), opts); err != nil {
+	if _, err := IssueClient(b, fleet.ID{Namespace: "ns", Name: "edge"}, t0.Add(62*24*time.Hour), opts); err != nil {
 		t.Errorf("issuing from the decoded authority: %v", err)
 	}
 	// Keys swapped: refused.
@@ -302,7 +307,7 @@ func TestDecodeOtherKeyEncodings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := IssueClient(b, "ns", "edge", t0, opts); err != nil {
+	if _, err := IssueClient(b, fleet.ID{Namespace: "ns", Name: "edge"}, t0, opts); err != nil {
 		t.Errorf("issuing: %v", err)
 	}
 	if _, err := Decode(a.Bundle(), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})); err == nil {
@@ -335,10 +340,10 @@ func TestVerifiedFleet(t *testing.T) {
 		{"nothing verified", nil, "no verified client certificate"},
 	}
 	for _, tt := range tests {
-		ns, name, err := VerifiedFleet(tt.chains, "example.org")
+		id, err := VerifiedFleet(tt.chains, "example.org")
 		switch {
-		case tt.want == "" && (err != nil || ns != "team" || name != "edge"):
-			t.Errorf("%s: VerifiedFleet = %q, %q, %v", tt.name, ns, name, err)
+		case tt.want == "" && (err != nil || id != (fleet.ID{Namespace: "team", Name: "edge"})):
+			t.Errorf("%s: VerifiedFleet = %v, %v", tt.name, id, err)
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("%s: VerifiedFleet error %v, want %q", tt.name, err, tt.want)
 		}

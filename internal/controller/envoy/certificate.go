@@ -25,11 +25,11 @@ func ClientCertificate(e *examplev1.Envoy, a pki.Authority, existing *corev1.Sec
 	if existing != nil {
 		leaf = pki.Leaf{Cert: existing.Data[proxy.ClientCertFile], Key: existing.Data[proxy.ClientKeyFile]}
 	}
-	uri := pki.SPIFFEID(o.TrustDomain, e.Namespace, e.Name).String()
+	uri := pki.SPIFFEID(o.TrustDomain, fleet.Of(e)).String()
 	ok, renew := pki.Current(leaf, a, uri, now, o)
 	if !ok {
 		var err error
-		if leaf, err = pki.IssueClient(a, e.Namespace, e.Name, now, o); err != nil {
+		if leaf, err = pki.IssueClient(a, fleet.Of(e), now, o); err != nil {
 			return nil, time.Time{}, err
 		}
 		_, renew = pki.Current(leaf, a, uri, now, o)

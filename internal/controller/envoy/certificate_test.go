@@ -75,9 +75,9 @@ func TestFleetGetsItsClientCertificate(t *testing.T) {
 	if sec.Type != corev1.SecretTypeTLS || !metav1.IsControlledBy(sec, e) || sec.Labels[objects.XDSSecretLabel] != objects.XDSSecretClient {
 		t.Errorf("Secret type %s, owners %v, labels %v", sec.Type, sec.OwnerReferences, sec.Labels)
 	}
-	gotNS, gotName, err := pki.FleetOf(leafOf(t, sec), testPKI.TrustDomain)
-	if err != nil || gotNS != ns || gotName != "edge" {
-		t.Errorf("the certificate names %s/%s (%v), want %s/edge", gotNS, gotName, err, ns)
+	got, err := pki.FleetOf(leafOf(t, sec), testPKI.TrustDomain)
+	if err != nil || got != fleet.Of(e) {
+		t.Errorf("the certificate names %s (%v), want %s/edge", got, err, ns)
 	}
 	a, err := ca.Authority(context.Background())
 	if err != nil {
@@ -118,11 +118,11 @@ func TestClientCertificateIsRenewed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := pki.IssueClient(a, ns, "edge", time.Now().Add(-17*time.Hour), testPKI)
+	old, err := pki.IssueClient(a, fleet.ID{Namespace: ns, Name: "edge"}, time.Now().Add(-17*time.Hour), testPKI)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := pki.IssueClient(a, ns, "other", time.Now(), testPKI)
+	other, err := pki.IssueClient(a, fleet.ID{Namespace: ns, Name: "other"}, time.Now(), testPKI)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestClientCertificateIsRenewed(t *testing.T) {
 		renewed := testenv.WaitFor(t, suite.Client, ns, "edge-xds-client", &corev1.Secret{}, func(s *corev1.Secret) bool {
 			return verifies(s) && !bytes.Equal(s.Data[proxy.ClientCertFile], leaf.Cert)
 		})
-		if c := leafOf(t, renewed); time.Until(c.NotAfter) < 23*time.Hour || c.URIs[0].String() != pki.SPIFFEID(testPKI.TrustDomain, ns, "edge").String() {
+		if c := leafOf(t, renewed); time.Until(c.NotAfter) < 23*time.Hour || c.URIs[0].String() != pki.SPIFFEID(testPKI.TrustDomain, fleet.ID{Namespace: ns, Name: "edge"}).String() {
 			t.Errorf("%s: renewed certificate expires %s, names %v", name, c.NotAfter, c.URIs)
 		}
 		first = renewed

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
@@ -61,7 +62,7 @@ func TestProxylessGRPCClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := pki.IssueClient(a, ns, "edge", time.Now(), testPKI)
+	leaf, err := pki.IssueClient(a, fleet.ID{Namespace: ns, Name: "edge"}, time.Now(), testPKI)
 	if err != nil {
 		t.Fatal(err)
 	}

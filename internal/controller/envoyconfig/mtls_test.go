@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
@@ -55,7 +56,7 @@ func TestServedAcrossCARotation(t *testing.T) {
 	newCA := rotated.CAs[0]
 
 	// A proxy with a certificate of the old CA, trusting both.
-	oldLeaf, err := pki.IssueClient(old, ns, "edge", time.Now(), testPKI)
+	oldLeaf, err := pki.IssueClient(old, fleet.ID{Namespace: ns, Name: "edge"}, time.Now(), testPKI)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestServedAcrossCARotation(t *testing.T) {
 	// New connections: with the old certificate, and with one of the new CA
 	// from a proxy that trusts only the new CA (so the server's certificate
 	// must come from it now).
-	newLeaf, err := pki.IssueClient(rotated, ns, "edge", time.Now(), testPKI)
+	newLeaf, err := pki.IssueClient(rotated, fleet.ID{Namespace: ns, Name: "edge"}, time.Now(), testPKI)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 )
@@ -76,7 +77,7 @@ func TestServerCertificateRenewedAsItAges(t *testing.T) {
 
 	// A fleet's proxy: its client certificate, the CA bundle, and the
 	// server verified at the clock's time.
-	proxy, err := pki.IssueClient(a, "team", "edge", start, opts)
+	proxy, err := pki.IssueClient(a, fleet.ID{Namespace: "team", Name: "edge"}, start, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

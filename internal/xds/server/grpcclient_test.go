@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/xds"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	fleetid "github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
@@ -55,7 +56,7 @@ func TestGRPCGoClientOfABiggerFleet(t *testing.T) {
 	portA, portB, other := xdstest.HealthBackend(t, "A"), xdstest.HealthBackend(t, "B"), xdstest.HealthBackend(t, "other")
 	mustPublish(t, s, "v1", greeterFleet(portA, other))
 
-	leaf, err := pki.IssueClient(a, "ns", "edge", time.Now(), testPKI)
+	leaf, err := pki.IssueClient(a, fleetid.ID{Namespace: "ns", Name: "edge"}, time.Now(), testPKI)
 	if err != nil {
 		t.Fatal(err)
 	}

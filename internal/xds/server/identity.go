@@ -68,11 +68,11 @@ func (i *identities) fleetOf(ctx context.Context) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("no verified client certificate")
 	}
-	ns, name, err := pki.VerifiedFleet(info.State.VerifiedChains, i.trustDomain)
+	id, err := pki.VerifiedFleet(info.State.VerifiedChains, i.trustDomain)
 	if err != nil {
 		return "", err
 	}
-	return ns + "/" + name, nil
+	return id.String(), nil
 }
 
 // check admits a request's node: the first one the stream sends, which must

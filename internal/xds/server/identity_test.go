@@ -18,6 +18,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc/codes"
 
+	fleetid "github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
@@ -82,7 +83,7 @@ func TestMTLSRefusesCertificatesNotIssuedForFleets(t *testing.T) {
 	a := pki.Authority{CAs: []pki.CA{{Cert: root.cert, Key: root.key}}}
 	s, addr := startTLSServer(t, a)
 	mustPublish(t, s, "v1", clusters("a"))
-	identity := pki.SPIFFEID(testPKI.TrustDomain, "ns", "edge").String()
+	identity := pki.SPIFFEID(testPKI.TrustDomain, fleetid.ID{Namespace: "ns", Name: "edge"}).String()
 	bundle := a.Bundle()
 
 	refused := refusals(t, refusedIdentity)

@@ -11,6 +11,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc/codes"
 
+	fleetid "github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
@@ -60,7 +61,7 @@ func startTLSServerWith(t *testing.T, a pki.Authority, configure func(*Server)) 
 // dialAs connects with the client certificate of fleet namespace/name from a.
 func dialAs(t *testing.T, addr string, a pki.Authority, namespace, name string) discoveryv3.AggregatedDiscoveryServiceClient {
 	t.Helper()
-	leaf, err := pki.IssueClient(a, namespace, name, time.Now(), testPKI)
+	leaf, err := pki.IssueClient(a, fleetid.ID{Namespace: namespace, Name: name}, time.Now(), testPKI)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestMTLSRefusesUnverifiedClients(t *testing.T) {
 	s, addr := startTLSServer(t, a)
 	mustPublish(t, s, "v1", clusters("a"))
 	stranger := newAuthority(t)
-	foreign, err := pki.IssueClient(stranger, "ns", "edge", time.Now(), testPKI)
+	foreign, err := pki.IssueClient(stranger, fleetid.ID{Namespace: "ns", Name: "edge"}, time.Now(), testPKI)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 )
 
@@ -32,7 +33,7 @@ func DialFleet(t testing.TB, addr string, ca Authority, namespace, name string, 
 			t.Fatalf("no xDS CA: %v", err)
 		}
 	}
-	leaf, err := pki.IssueClient(a, namespace, name, time.Now(), o)
+	leaf, err := pki.IssueClient(a, fleet.ID{Namespace: namespace, Name: name}, time.Now(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
