@@ -6,9 +6,9 @@
 // everything nested in it (Walk). It takes bytes and messages and gives
 // messages, findings and versions.
 //
-// Its invariant: everything here is pure, and links no gRPC server, no
-// Prometheus and no Kubernetes client, so that translate, publish, the
-// admission webhook and kubectl envoy use it without the ADS runtime.
+// Its invariant: everything here is pure, and links no ADS server and
+// registers no metric (tested in package xds), so that translate, publish,
+// the admission webhook and kubectl envoy use it without the ADS runtime.
 package resource
 
 import (

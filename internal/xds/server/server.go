@@ -8,9 +8,10 @@
 // (Reporter) for the leader to add up.
 //
 // Its invariant: a proxy is served only its own fleet's configuration, as
-// published, and nothing else; everything that links gRPC's server,
-// go-control-plane's server and Prometheus lives here, so that the stages
-// before it (resource, translate, publish) stay pure.
+// published, and nothing else. What serves gRPC, links go-control-plane's
+// server or registers metrics lives here (or in the debug endpoint after
+// it), so that the stages before it (resource, translate, publish) stay
+// pure; package xds tests that they do.
 package server
 
 import (
