@@ -1,9 +1,14 @@
-// Package conditions is the one place where the operator's condition types,
-// condition reasons and event reasons are named, and where conditions are set
-// and read. Every controller reports through it, so that the same situation
-// reads the same on every kind: a name taken by a foreign object is always
-// Degraded with reason ErrResourceExists, a refused write always names the
-// API server's reason.
+// Package conditions is where conditions are set and read. Every controller
+// reports through it, so that the same situation reads the same on every
+// kind: a name taken by a foreign object is always Degraded with reason
+// ErrResourceExists, a refused write always names the API server's reason.
+//
+// Clients find each kind's condition types, condition reasons and event
+// reasons in its API package (api/<group>/<version>/conditions.go), and the
+// controllers name them from there. The types and reasons below are those
+// that several kinds share, as the helpers here (and internal/objects, and
+// internal/status) set them; every kind's API package exports them under its
+// own name, which the tests check (internal/testing/vocabulary).
 //
 // Everything here is pure.
 package conditions
@@ -55,7 +60,7 @@ const (
 )
 
 // Event reasons shared by several kinds. Each kind's own are named in its
-// controller's package.
+// API package.
 const (
 	// EventCreated, EventUpdated and EventDeleted report the children a
 	// reconcile wrote: one event per verb and reconcile. An owner's first

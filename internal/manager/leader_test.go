@@ -193,7 +193,7 @@ func TestReplicasServeTheRecordedRevision(t *testing.T) {
 		}
 	}
 	testenv.WaitSettled(t, suite.Client, cfg, func(c *examplev1.EnvoyConfig) bool {
-		return c.Status.PublishedVersion == version && conditions.Reason(c.Status.Conditions, conditions.Degraded) == envoyconfig.ReasonRolledBack
+		return c.Status.PublishedVersion == version && conditions.Reason(c.Status.Conditions, examplev1.EnvoyConfigConditionDegraded) == examplev1.EnvoyConfigReasonRolledBack
 	})
 	testenv.Eventually(t, "both replicas to serve the accepted version again", func() (bool, error) {
 		return leader.XDS.Version(fleetID) == version && follower.XDS.Version(fleetID) == version, nil
@@ -215,7 +215,7 @@ func TestReplicasServeTheRecordedRevision(t *testing.T) {
 	waitLeader(t, follower)
 	testenv.WaitSettled(t, suite.Client, cfg, func(c *examplev1.EnvoyConfig) bool {
 		return c.Status.PublishedVersion == version && c.Status.Proxies.Connected == 1 &&
-			conditions.Reason(c.Status.Conditions, conditions.Degraded) == envoyconfig.ReasonRolledBack
+			conditions.Reason(c.Status.Conditions, examplev1.EnvoyConfigConditionDegraded) == examplev1.EnvoyConfigReasonRolledBack
 	})
 	if w := follower.statusWrites(); !slices.Contains(w, "PUT /apis/example.com/v1/namespaces/"+ns+"/envoyconfigs/web/status") {
 		t.Errorf("the new leader's writes %v hold no status update", w)

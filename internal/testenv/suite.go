@@ -102,6 +102,20 @@ func (s *Suite) run(m *testing.M, cfg *rest.Config, hooks *envtest.WebhookInstal
 	done := make(chan error, 1)
 	go func() { done <- s.Manager.Start(ctx) }()
 	code := m.Run()
+	if code == 0 {
+		// Every condition and event reason the controllers set in these
+		// tests is one that the API packages export for clients.
+		wrong, err := s.Unexported(ctx)
+		for _, w := range wrong {
+			fmt.Fprintln(os.Stderr, "not exported by the API package:", w)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "reading what the controllers set:", err)
+		}
+		if err != nil || len(wrong) > 0 {
+			code = 1
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	envoyctrl "github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
@@ -95,7 +94,7 @@ func envoyFleets(t *testing.T, n int, ns string) fleetRun {
 			})
 		},
 		&examplev1.EnvoyList{}, func(e *examplev1.Envoy) bool {
-			return meta.IsStatusConditionTrue(e.Status.Conditions, conditions.Available) && e.Status.AvailableReplicas == 1
+			return meta.IsStatusConditionTrue(e.Status.Conditions, examplev1.EnvoyConditionAvailable) && e.Status.AvailableReplicas == 1
 		})
 	run.writes = operatorWritesIn(t, ns)
 	t.Logf("%s: Deployments available %.1fs, Envoys Available %.1fs, %d writes (%s)",

@@ -314,7 +314,7 @@ func rejectAVersion(ctx context.Context, t *testing.T, c client.Client, p *rejec
 		}
 	}
 	wait("the proxy of "+rejectingEnvoy+" to accept its configuration", func() bool {
-		return ec.Status.Proxies.Acked == 1 && conditions.IsTrue(ec.Status.Conditions, "Published")
+		return ec.Status.Proxies.Acked == 1 && conditions.IsTrue(ec.Status.Conditions, examplev1.EnvoyConfigConditionPublished)
 	})
 	clusters := append(ec.Spec.Resources.Clusters, runtime.RawExtension{Raw: []byte(`{"name":"` + rejectedCluster + `","type":"EDS","connect_timeout":"1s",` +
 		`"eds_cluster_config":{"eds_config":{"ads":{},"resource_api_version":"V3"}}}`)})
@@ -326,7 +326,7 @@ func rejectAVersion(ctx context.Context, t *testing.T, c client.Client, p *rejec
 		t.Fatal(err)
 	}
 	wait("the fleet "+rejectingEnvoy+" to roll back", func() bool {
-		return conditions.Reason(ec.Status.Conditions, conditions.Degraded) == "RolledBack" && len(ec.Status.RejectedVersions) > 0
+		return conditions.Reason(ec.Status.Conditions, examplev1.EnvoyConfigConditionDegraded) == examplev1.EnvoyConfigReasonRolledBack && len(ec.Status.RejectedVersions) > 0
 	})
 	p.markRolledBack()
 }

@@ -28,7 +28,6 @@ import (
 	samplev1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/samplecontroller/v1alpha1"
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/foobar"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
@@ -255,11 +254,11 @@ func objectNotReady(obj client.Object) string {
 	}
 	if ec, ok := obj.(*examplev1.EnvoyConfig); ok && ec.Name == rejectingConfig {
 		// Every proxy rejected its content: it stays so, and says so.
-		p := meta.FindStatusCondition(conds, "Published")
-		if p == nil || p.Status != metav1.ConditionFalse || (p.Reason != "RolledBack" && p.Reason != "Rejected") || len(ec.Status.RejectedVersions) == 0 {
+		p := meta.FindStatusCondition(conds, examplev1.EnvoyConfigConditionPublished)
+		if p == nil || p.Status != metav1.ConditionFalse || (p.Reason != examplev1.EnvoyConfigReasonRolledBack && p.Reason != examplev1.EnvoyConfigReasonRejected) || len(ec.Status.RejectedVersions) == 0 {
 			return fmt.Sprintf("not reported rejected: Published %+v, rejectedVersions %v", p, ec.Status.RejectedVersions)
 		}
-		if !conditions.IsTrue(conds, "Accepted") {
+		if !conditions.IsTrue(conds, examplev1.EnvoyConfigConditionAccepted) {
 			return "Accepted not True"
 		}
 		return ""
@@ -291,25 +290,25 @@ func objectNotReady(obj client.Object) string {
 		if s := o.Status; s.Replicas != want || s.ReadyReplicas != want || s.AvailableReplicas != want {
 			return fmt.Sprintf("%d proxies, %d ready, %d available, of %d", s.Replicas, s.ReadyReplicas, s.AvailableReplicas, want)
 		}
-		return need(conditions.Available) + rolledOut()
+		return need(examplev1.EnvoyConditionAvailable) + rolledOut()
 	case *examplev1.EnvoyConfig:
-		return need("Accepted") + need("Published")
+		return need(examplev1.EnvoyConfigConditionAccepted) + need(examplev1.EnvoyConfigConditionPublished)
 	case *samplev1alpha1.Foo:
-		return need(conditions.Available) + rolledOut()
+		return need(samplev1alpha1.FooConditionAvailable) + rolledOut()
 	case *watchv1alpha1.Watcher:
-		return need(conditions.Ready)
+		return need(watchv1alpha1.WatcherConditionReady)
 	case *demov1alpha1.PodSet:
 		if o.Status.ReadyReplicas != o.Spec.Replicas || o.Status.Replicas != o.Spec.Replicas {
 			return fmt.Sprintf("%d pods, %d ready, of %d", o.Status.Replicas, o.Status.ReadyReplicas, o.Spec.Replicas)
 		}
-		return need(conditions.Available)
+		return need(demov1alpha1.PodSetConditionAvailable)
 	case *k8sv1.FooBar:
 		// The run ended: as it should, or lost to the chaos (a Job deleted
 		// before its outcome was recorded), which is never run again.
-		if o.Status.Phase != k8sv1.PhaseSucceeded && conditions.Reason(conds, foobar.ConditionComplete) != foobar.ReasonJobLost {
+		if o.Status.Phase != k8sv1.PhaseSucceeded && conditions.Reason(conds, k8sv1.FooBarConditionComplete) != k8sv1.FooBarReasonJobLost {
 			return "phase " + string(o.Status.Phase)
 		}
-		return need(foobar.ConditionComplete)
+		return need(k8sv1.FooBarConditionComplete)
 	}
 	return "unknown kind"
 }

@@ -55,7 +55,3 @@ func ClientCertificate(e *examplev1.Envoy, a pki.Authority, existing *corev1.Sec
 func sameCertificate(a, b *corev1.Secret) bool {
 	return a != nil && b != nil && bytes.Equal(a.Data[proxy.ClientCertFile], b.Data[proxy.ClientCertFile])
 }
-
-// ReasonNoCertificateAuthority: the fleet's client certificate cannot be
-// issued, because the xDS CA is not there yet or cannot be used.
-const ReasonNoCertificateAuthority = "NoCertificateAuthority"

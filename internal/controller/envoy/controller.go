@@ -168,7 +168,7 @@ func (r *Reconciler) ensureCertificate(ctx context.Context, kids *objects.Childr
 	a, err := r.Authority.Authority(ctx)
 	if err != nil {
 		// The leader makes the CA at start: its Secret's event brings us back.
-		return time.Now().Add(5 * time.Second), &conditions.Problem{Reason: ReasonNoCertificateAuthority,
+		return time.Now().Add(5 * time.Second), &conditions.Problem{Reason: examplev1.EnvoyReasonNoCertificateAuthority,
 			Message: fmt.Sprintf("the fleet's client certificate cannot be issued yet: %v", err)}
 	}
 	var existing *corev1.Secret
@@ -182,7 +182,7 @@ func (r *Reconciler) ensureCertificate(ctx context.Context, kids *objects.Childr
 	}
 	want, renew, err := ClientCertificate(e, a, existing, now, r.Authority.Options)
 	if err != nil {
-		return time.Now().Add(5 * time.Second), &conditions.Problem{Reason: ReasonNoCertificateAuthority, Message: err.Error()}
+		return time.Now().Add(5 * time.Second), &conditions.Problem{Reason: examplev1.EnvoyReasonNoCertificateAuthority, Message: err.Error()}
 	}
 	if got := objects.Ensure(kids, objects.Secrets, want); got != nil && existing != nil && !sameCertificate(existing, want) {
 		ctrl.LoggerFrom(ctx).Info("renewed the fleet's xDS client certificate", "secret", want.Name)

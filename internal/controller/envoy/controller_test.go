@@ -118,7 +118,7 @@ func TestSeedSampleCreatesFleet(t *testing.T) {
 
 	suite.PlayDeploymentController(t, d)
 	testenv.WaitFor(t, suite.Client, ns, e.Name, &examplev1.Envoy{}, func(e *examplev1.Envoy) bool {
-		return e.Status.AvailableReplicas == 3 && e.Status.ReadyReplicas == 3 && e.Status.Replicas == 3 && conditions.IsTrue(e.Status.Conditions, conditions.Available)
+		return e.Status.AvailableReplicas == 3 && e.Status.ReadyReplicas == 3 && e.Status.Replicas == 3 && conditions.IsTrue(e.Status.Conditions, examplev1.EnvoyConditionAvailable)
 	})
 
 	// The first children are told of by the status; a child made again by an event.
@@ -259,7 +259,7 @@ func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
 	e := applySample(t, ns)
 	suite.WaitEvent(t, ns, e.Name, `Warning ErrResourceExists Service "webserver-beta" already exists and is not managed by Envoy "edge-envoy"`)
 	got := settled(t, e)
-	if c := testenv.Condition(got, conditions.Degraded); c.Status != metav1.ConditionTrue || c.Reason != conditions.ResourceExists {
+	if c := testenv.Condition(got, examplev1.EnvoyConditionDegraded); c.Status != metav1.ConditionTrue || c.Reason != examplev1.EnvoyReasonErrResourceExists {
 		t.Errorf("Degraded = %+v", c)
 	}
 	after := &corev1.Service{}
@@ -341,7 +341,7 @@ func TestRefusedServiceIsDegraded(t *testing.T) {
 		Resource: "services",
 		Change:   func(e *examplev1.Envoy) { e.Spec.Replicas = ptr.To[int32](2) },
 		Recovered: func(e *examplev1.Envoy) bool {
-			return testenv.Condition(e, conditions.Progressing).Reason == conditions.RollingOut
+			return testenv.Condition(e, examplev1.EnvoyConditionProgressing).Reason == examplev1.EnvoyReasonRollingOut
 		},
 	})
 }
@@ -426,7 +426,7 @@ func TestAutoscalerNeverFought(t *testing.T) {
 		d := testenv.WaitFor(t, suite.Client, ns, "scaled", &appsv1.Deployment{}, func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == n })
 		suite.PlayDeploymentController(t, d)
 		got := testenv.WaitSettled(t, suite.Client, e.DeepCopy(), func(e *examplev1.Envoy) bool {
-			return e.Status.Replicas == n && e.Status.AvailableReplicas == n && conditions.IsTrue(e.Status.Conditions, conditions.Available)
+			return e.Status.Replicas == n && e.Status.AvailableReplicas == n && conditions.IsTrue(e.Status.Conditions, examplev1.EnvoyConditionAvailable)
 		})
 		if *got.Spec.Replicas != n {
 			t.Fatalf("spec.replicas = %d, the autoscaler's %d was written over", *got.Spec.Replicas, n)

@@ -238,5 +238,5 @@ func Status(e *examplev1.Envoy, obs Observed) examplev1.EnvoyStatus {
 
 // invalidSpec is the Problem of a spec that cannot be rendered.
 func invalidSpec(err error) *conditions.Problem {
-	return &conditions.Problem{Reason: conditions.InvalidSpec, Message: fmt.Sprintf("the spec cannot be rendered: %v", err)}
+	return &conditions.Problem{Reason: examplev1.EnvoyReasonInvalidSpec, Message: fmt.Sprintf("the spec cannot be rendered: %v", err)}
 }

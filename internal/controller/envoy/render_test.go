@@ -32,6 +32,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/vocabulary"
 )
 
 var builtin = fleet.Defaults{XDS: proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: "builtin.svc", Port: 18000, MutualTLS: true}}
@@ -166,11 +167,11 @@ func TestStatus(t *testing.T) {
 		available, prog, deg metav1.ConditionStatus
 		degReason            string
 	}{
-		{"rolled out", Observed{Deployment: dep(1, 3, 3, 3, 3)}, "True", "False", "False", conditions.AsExpected},
-		{"rolling", Observed{Deployment: dep(1, 3, 1, 1, 1)}, "False", "True", "False", conditions.AsExpected},
-		{"no deployment yet", Observed{}, "False", "True", "False", conditions.AsExpected},
-		{"clash", Observed{Deployment: dep(1, 3, 3, 3, 3), Problem: &conditions.Problem{Reason: conditions.ResourceExists, Message: "taken"}}, "True", "False", "True", conditions.ResourceExists},
-		{"invalid", Observed{Problem: invalidSpec(errors.New("bad"))}, "False", "False", "True", conditions.InvalidSpec},
+		{"rolled out", Observed{Deployment: dep(1, 3, 3, 3, 3)}, "True", "False", "False", examplev1.EnvoyReasonAsExpected},
+		{"rolling", Observed{Deployment: dep(1, 3, 1, 1, 1)}, "False", "True", "False", examplev1.EnvoyReasonAsExpected},
+		{"no deployment yet", Observed{}, "False", "True", "False", examplev1.EnvoyReasonAsExpected},
+		{"clash", Observed{Deployment: dep(1, 3, 3, 3, 3), Problem: &conditions.Problem{Reason: examplev1.EnvoyReasonErrResourceExists, Message: "taken"}}, "True", "False", "True", examplev1.EnvoyReasonErrResourceExists},
+		{"invalid", Observed{Problem: invalidSpec(errors.New("bad"))}, "False", "False", "True", examplev1.EnvoyReasonInvalidSpec},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,6 +179,7 @@ func TestStatus(t *testing.T) {
 			e.Generation = 4
 			tt.obs.Desired = Children{BootstrapHash: "h", XDS: fleet.XDSServer(e, builtin)}
 			st := Status(e, tt.obs)
+			vocabulary.Check(t, e, st.Conditions)
 			if st.ObservedGeneration != 4 {
 				t.Errorf("observedGeneration = %d, want 4", st.ObservedGeneration)
 			}
@@ -186,12 +188,12 @@ func TestStatus(t *testing.T) {
 					t.Errorf("condition %s observedGeneration = %d, want 4", c.Type, c.ObservedGeneration)
 				}
 			}
-			for typ, want := range map[string]metav1.ConditionStatus{conditions.Available: tt.available, conditions.Progressing: tt.prog, conditions.Degraded: tt.deg} {
+			for typ, want := range map[string]metav1.ConditionStatus{examplev1.EnvoyConditionAvailable: tt.available, examplev1.EnvoyConditionProgressing: tt.prog, examplev1.EnvoyConditionDegraded: tt.deg} {
 				if c := meta.FindStatusCondition(st.Conditions, typ); c == nil || c.Status != want {
 					t.Errorf("%s = %+v, want %s", typ, c, want)
 				}
 			}
-			if c := meta.FindStatusCondition(st.Conditions, conditions.Degraded); c.Reason != tt.degReason {
+			if c := meta.FindStatusCondition(st.Conditions, examplev1.EnvoyConditionDegraded); c.Reason != tt.degReason {
 				t.Errorf("Degraded reason = %s, want %s", c.Reason, tt.degReason)
 			}
 			if st.Selector != "app.kubernetes.io/instance=edge-envoy,app.kubernetes.io/name=envoy" || st.XDSServer != "xds-service.default:19000" || st.BootstrapHash != "h" {

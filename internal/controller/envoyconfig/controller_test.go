@@ -32,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
@@ -234,7 +233,7 @@ func TestPublishesToTheFleetsProxies(t *testing.T) {
 		got.Status.Proxies.Connected != 1 || got.Status.ContentHash == "" {
 		t.Errorf("status = %+v, proxy got version %s", got.Status, version)
 	}
-	for typ, want := range map[string]metav1.ConditionStatus{ConditionAccepted: "True", ConditionPublished: "True", conditions.Degraded: "False"} {
+	for typ, want := range map[string]metav1.ConditionStatus{examplev1.EnvoyConfigConditionAccepted: "True", examplev1.EnvoyConfigConditionPublished: "True", examplev1.EnvoyConfigConditionDegraded: "False"} {
 		if c := condition(got, typ); c.Status != want {
 			t.Errorf("%s = %+v", typ, c)
 		}
@@ -289,17 +288,21 @@ func TestInvalidChangeKeepsLastGood(t *testing.T) {
 	ns, fleetID := newFleet(t)
 	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
 	create(t, cfg)
-	good := waitStatus(t, cfg, "accepted", func(c *examplev1.EnvoyConfig) bool { return condition(c, ConditionAccepted).Status == "True" })
+	good := waitStatus(t, cfg, "accepted", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionAccepted).Status == "True"
+	})
 
 	patch := client.MergeFrom(cfg.DeepCopy())
 	cfg.Spec.Resources.Clusters = []runtime.RawExtension{cluster("backend", "-5s")}
 	if err := suite.Client.Patch(ctx, cfg, patch); err != nil {
 		t.Fatal(err)
 	}
-	bad := waitStatus(t, cfg, "rejected", func(c *examplev1.EnvoyConfig) bool { return condition(c, ConditionAccepted).Status == "False" })
-	msg := condition(bad, ConditionAccepted).Message
-	if condition(bad, ConditionAccepted).Reason != ReasonInvalidResources || !strings.Contains(msg, `spec.resources.clusters[0] ("backend")`) || !strings.Contains(msg, "ConnectTimeout") {
-		t.Errorf("Accepted = %+v", condition(bad, ConditionAccepted))
+	bad := waitStatus(t, cfg, "rejected", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionAccepted).Status == "False"
+	})
+	msg := condition(bad, examplev1.EnvoyConfigConditionAccepted).Message
+	if condition(bad, examplev1.EnvoyConfigConditionAccepted).Reason != examplev1.EnvoyConfigReasonInvalidResources || !strings.Contains(msg, `spec.resources.clusters[0] ("backend")`) || !strings.Contains(msg, "ConnectTimeout") {
+		t.Errorf("Accepted = %+v", condition(bad, examplev1.EnvoyConfigConditionAccepted))
 	}
 	if good.Status.PublishedVersion == "" || bad.Status.PublishedVersion != good.Status.PublishedVersion || xdsServer.Version(fleetID) != good.Status.PublishedVersion {
 		t.Errorf("version moved from %s to %s on an invalid change", good.Status.PublishedVersion, xdsServer.Version(fleetID))
@@ -520,16 +523,16 @@ func TestRollbackWhenEveryProxyRejects(t *testing.T) {
 	create(t, cfg)
 	proxies, v1, accepted, _ := rejectNewVersion(t, cfg, fleetID)
 	got := waitStatus(t, cfg, "a rollback", func(c *examplev1.EnvoyConfig) bool {
-		return condition(c, conditions.Degraded).Reason == ReasonRolledBack
+		return condition(c, examplev1.EnvoyConfigConditionDegraded).Reason == examplev1.EnvoyConfigReasonRolledBack
 	})
 	if got.Status.PublishedVersion != accepted || xdsServer.Version(fleetID) != accepted {
 		t.Errorf("published %s, want the rolled-back-to %s", xdsServer.Version(fleetID), accepted)
 	}
-	if c := condition(got, ConditionPublished); c.Status != "False" || c.Reason != ReasonRolledBack {
+	if c := condition(got, examplev1.EnvoyConfigConditionPublished); c.Status != "False" || c.Reason != examplev1.EnvoyConfigReasonRolledBack {
 		t.Errorf("Published = %+v", c)
 	}
-	if !strings.Contains(condition(got, conditions.Degraded).Message, "cluster extra: unsupported here") {
-		t.Errorf("Degraded = %+v", condition(got, conditions.Degraded))
+	if !strings.Contains(condition(got, examplev1.EnvoyConfigConditionDegraded).Message, "cluster extra: unsupported here") {
+		t.Errorf("Degraded = %+v", condition(got, examplev1.EnvoyConfigConditionDegraded))
 	}
 	// The proxies are sent the version they accepted again.
 	for _, p := range proxies {
@@ -545,13 +548,15 @@ func TestNameClash(t *testing.T) {
 	ns, fleetID := newFleet(t)
 	older := newConfig(ns, "older", cluster("shared", "1s"))
 	create(t, older)
-	waitStatus(t, older, "accepted", func(c *examplev1.EnvoyConfig) bool { return condition(c, ConditionAccepted).Status == "True" })
+	waitStatus(t, older, "accepted", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionAccepted).Status == "True"
+	})
 	time.Sleep(1100 * time.Millisecond) // creation timestamps have one-second precision
 	newer := newConfig(ns, "newer", cluster("shared", "7s"))
 	create(t, newer)
 	for _, c := range []*examplev1.EnvoyConfig{older, newer} {
 		waitStatus(t, c, "a clash", func(c *examplev1.EnvoyConfig) bool {
-			return condition(c, conditions.Degraded).Reason == ReasonNameClash
+			return condition(c, examplev1.EnvoyConfigConditionDegraded).Reason == examplev1.EnvoyConfigReasonNameClash
 		})
 	}
 	cs := xdsServer.Resources(fleetID)[resourcev3.ClusterType]
@@ -592,7 +597,9 @@ func TestCascadeNeverEmptiesTheFleet(t *testing.T) {
 		create(t, o)
 	}
 	for _, o := range []*examplev1.EnvoyConfig{c, r, l} {
-		waitStatus(t, o, "published", func(c *examplev1.EnvoyConfig) bool { return condition(c, ConditionPublished).Status == "True" })
+		waitStatus(t, o, "published", func(c *examplev1.EnvoyConfig) bool {
+			return condition(c, examplev1.EnvoyConfigConditionPublished).Status == "True"
+		})
 	}
 	wantServed := func(when string) {
 		t.Helper()
@@ -611,12 +618,14 @@ func TestCascadeNeverEmptiesTheFleet(t *testing.T) {
 	if err := suite.Client.Patch(ctx, c, patch); err != nil {
 		t.Fatal(err)
 	}
-	got := waitStatus(t, c, "C's change to be held", func(c *examplev1.EnvoyConfig) bool { return condition(c, ConditionAccepted).Reason == ReasonHeld })
-	if msg := condition(got, ConditionAccepted).Message; !strings.Contains(msg, "EnvoyConfig "+ns+`/r: spec.resources.routes[0] ("r"): cluster "k" does not exist`) {
+	got := waitStatus(t, c, "C's change to be held", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionAccepted).Reason == examplev1.EnvoyConfigReasonHeld
+	})
+	if msg := condition(got, examplev1.EnvoyConfigConditionAccepted).Message; !strings.Contains(msg, "EnvoyConfig "+ns+`/r: spec.resources.routes[0] ("r"): cluster "k" does not exist`) {
 		t.Errorf("C's Accepted message does not name what it breaks: %q", msg)
 	}
 	waitStatus(t, r, "R to be told", func(c *examplev1.EnvoyConfig) bool {
-		return condition(c, conditions.Degraded).Reason == ReasonReferencesMissing
+		return condition(c, examplev1.EnvoyConfigConditionDegraded).Reason == examplev1.EnvoyConfigReasonReferencesMissing
 	})
 	wantServed("after C dropped k")
 
@@ -626,9 +635,9 @@ func TestCascadeNeverEmptiesTheFleet(t *testing.T) {
 	}
 	testenv.WaitGone(t, suite.Client, ns, c.Name, &examplev1.EnvoyConfig{})
 	got = waitStatus(t, r, "R to be told", func(c *examplev1.EnvoyConfig) bool {
-		return condition(c, conditions.Degraded).Reason == ReasonReferencesMissing
+		return condition(c, examplev1.EnvoyConfigConditionDegraded).Reason == examplev1.EnvoyConfigReasonReferencesMissing
 	})
-	if msg := condition(got, conditions.Degraded).Message; !strings.Contains(msg, `cluster "k" does not exist`) || !strings.Contains(msg, "keeps serving version") {
+	if msg := condition(got, examplev1.EnvoyConfigConditionDegraded).Message; !strings.Contains(msg, `cluster "k" does not exist`) || !strings.Contains(msg, "keeps serving version") {
 		t.Errorf("R's Degraded message: %q", msg)
 	}
 	wantServed("after C was deleted")
@@ -675,7 +684,7 @@ func TestRefusedHistoryIsDegraded(t *testing.T) {
 			c.Spec.Resources.Clusters = []runtime.RawExtension{cluster("a", "2s")}
 		},
 		Recovered: func(c *examplev1.EnvoyConfig) bool {
-			return condition(c, ConditionPublished).Status == metav1.ConditionTrue
+			return condition(c, examplev1.EnvoyConfigConditionPublished).Status == metav1.ConditionTrue
 		},
 	})
 }

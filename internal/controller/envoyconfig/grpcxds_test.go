@@ -99,7 +99,7 @@ func TestProxylessGRPCClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := waitStatus(t, cfg, "the change to be refused", func(c *examplev1.EnvoyConfig) bool {
-		return condition(c, ConditionAccepted).Reason == ReasonReferencesMissing
+		return condition(c, examplev1.EnvoyConfigConditionAccepted).Reason == examplev1.EnvoyConfigReasonReferencesMissing
 	})
 	if good.Status.PublishedVersion == "" || bad.Status.PublishedVersion != good.Status.PublishedVersion {
 		t.Errorf("an invalid change was published: %s -> %s", good.Status.PublishedVersion, bad.Status.PublishedVersion)

@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
@@ -48,8 +47,8 @@ func TestHugeNACKLeavesStatusWritable(t *testing.T) {
 	if n := len(got.Status.Proxies.LastNACK); n > resource.MaxNACKDetail || !strings.HasPrefix(got.Status.Proxies.LastNACK, "cluster extra: xxx") {
 		t.Errorf("status.proxies.lastNACK has %d bytes (%.30q), want at most %d", n, got.Status.Proxies.LastNACK, resource.MaxNACKDetail)
 	}
-	degraded := condition(got, conditions.Degraded)
-	if degraded.Reason != ReasonNacked || len(degraded.Message) > 2*resource.MaxNACKDetail {
+	degraded := condition(got, examplev1.EnvoyConfigConditionDegraded)
+	if degraded.Reason != examplev1.EnvoyConfigReasonNacked || len(degraded.Message) > 2*resource.MaxNACKDetail {
 		t.Errorf("Degraded = %s with a message of %d bytes", degraded.Reason, len(degraded.Message))
 	}
 
@@ -65,6 +64,6 @@ func TestHugeNACKLeavesStatusWritable(t *testing.T) {
 		}
 	}
 	waitStatus(t, cfg, "the change back to be reported", func(c *examplev1.EnvoyConfig) bool {
-		return c.Status.Proxies.Acked == 2 && condition(c, conditions.Degraded).Status == "False"
+		return c.Status.Proxies.Acked == 2 && condition(c, examplev1.EnvoyConfigConditionDegraded).Status == "False"
 	})
 }

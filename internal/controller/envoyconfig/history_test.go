@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
@@ -182,7 +181,7 @@ func TestForgedHistoryChangesNothing(t *testing.T) {
 	if err := suite.Client.Get(ctx, client.ObjectKeyFromObject(cfg), after); err != nil {
 		t.Fatal(err)
 	}
-	if after.Status.PublishedVersion != version || condition(after, ConditionPublished).Status != metav1.ConditionTrue {
+	if after.Status.PublishedVersion != version || condition(after, examplev1.EnvoyConfigConditionPublished).Status != metav1.ConditionTrue {
 		t.Errorf("after the forgery the status is %+v", after.Status)
 	}
 	if err := suite.Client.Get(ctx, client.ObjectKeyFromObject(copied), &corev1.ConfigMap{}); err != nil {
@@ -264,7 +263,7 @@ func TestDeletedHistoryBringsNoRejectedVersionBack(t *testing.T) {
 	create(t, cfg)
 	proxies, _, accepted, rejected := rejectNewVersion(t, cfg, fleetID)
 	rolledBack := waitStatus(t, cfg, "a rollback, recorded in status", func(c *examplev1.EnvoyConfig) bool {
-		return condition(c, conditions.Degraded).Reason == ReasonRolledBack && len(c.Status.RejectedVersions) == 1
+		return condition(c, examplev1.EnvoyConfigConditionDegraded).Reason == examplev1.EnvoyConfigReasonRolledBack && len(c.Status.RejectedVersions) == 1
 	})
 	rejectedVersion := rolledBack.Status.RejectedVersions[0]
 	if rolledBack.Status.PublishedVersion != accepted || rejectedVersion == accepted {
@@ -290,10 +289,10 @@ func TestDeletedHistoryBringsNoRejectedVersionBack(t *testing.T) {
 		return xdsServer.Version(fleetID) == "" && other.Version(fleetID) == "", nil
 	})
 	got := waitStatus(t, cfg, "the rejection reported", func(c *examplev1.EnvoyConfig) bool {
-		return condition(c, ConditionPublished).Reason == ReasonRejected
+		return condition(c, examplev1.EnvoyConfigConditionPublished).Reason == examplev1.EnvoyConfigReasonRejected
 	})
-	if c := condition(got, ConditionPublished); !strings.Contains(c.Message, "nothing is served until the content changes") ||
-		!slices.Equal(got.Status.RejectedVersions, []string{rejectedVersion}) || condition(got, conditions.Degraded).Status != metav1.ConditionTrue {
+	if c := condition(got, examplev1.EnvoyConfigConditionPublished); !strings.Contains(c.Message, "nothing is served until the content changes") ||
+		!slices.Equal(got.Status.RejectedVersions, []string{rejectedVersion}) || condition(got, examplev1.EnvoyConfigConditionDegraded).Status != metav1.ConditionTrue {
 		t.Errorf("status with the history lost: %+v", got.Status)
 	}
 	suite.Touch(t, ControllerName, cfg)
@@ -310,7 +309,7 @@ func TestDeletedHistoryBringsNoRejectedVersionBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	fixed := waitStatus(t, cfg, "the new content published", func(c *examplev1.EnvoyConfig) bool {
-		return condition(c, ConditionPublished).Status == metav1.ConditionTrue
+		return condition(c, examplev1.EnvoyConfigConditionPublished).Status == metav1.ConditionTrue
 	})
 	testenv.Eventually(t, "both replicas to serve it", func() (bool, error) {
 		return xdsServer.Version(fleetID) == fixed.Status.PublishedVersion && other.Version(fleetID) == fixed.Status.PublishedVersion, nil
@@ -339,7 +338,7 @@ func TestGoneFleetsHistoryIsDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(t, cfg, "the Envoy reported missing", func(c *examplev1.EnvoyConfig) bool {
-		return condition(c, conditions.Degraded).Reason == ReasonEnvoyNotFound
+		return condition(c, examplev1.EnvoyConfigConditionDegraded).Reason == examplev1.EnvoyConfigReasonEnvoyNotFound
 	})
 	readHistory(t, id, "the history kept", func(publish.History) bool { return true })
 
@@ -380,7 +379,7 @@ func TestLegacyHistoryIsAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(t, cfg, "the invalid change refused", func(c *examplev1.EnvoyConfig) bool {
-		return condition(c, ConditionAccepted).Reason == ReasonInvalidResources && c.Status.PublishedVersion == version
+		return condition(c, examplev1.EnvoyConfigConditionAccepted).Reason == examplev1.EnvoyConfigReasonInvalidResources && c.Status.PublishedVersion == version
 	})
 	recorded := readHistory(t, id, "the history", func(h publish.History) bool { return h.Current == version })
 

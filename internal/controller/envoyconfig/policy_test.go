@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
@@ -37,18 +36,18 @@ func TestRefusedContentIsNeverServed(t *testing.T) {
 	for _, x := range exfiltrations {
 		got := waitStatus(t, &examplev1.EnvoyConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: x.Name}}, x.Name+" refused",
 			func(c *examplev1.EnvoyConfig) bool {
-				return condition(c, ConditionAccepted).Reason == ReasonPolicyViolation
+				return condition(c, examplev1.EnvoyConfigConditionAccepted).Reason == examplev1.EnvoyConfigReasonPolicyViolation
 			})
-		accepted, published, degraded := condition(got, ConditionAccepted), condition(got, ConditionPublished), condition(got, conditions.Degraded)
+		accepted, published, degraded := condition(got, examplev1.EnvoyConfigConditionAccepted), condition(got, examplev1.EnvoyConfigConditionPublished), condition(got, examplev1.EnvoyConfigConditionDegraded)
 		for _, field := range x.Refused {
 			if !strings.Contains(accepted.Message, field+" ") {
 				t.Errorf("%s: Accepted's message %q does not name %s", x.Name, accepted.Message, field)
 			}
 		}
-		if accepted.Status != "False" || published.Status != "False" || degraded.Status != "True" || degraded.Reason != ReasonPolicyViolation {
+		if accepted.Status != "False" || published.Status != "False" || degraded.Status != "True" || degraded.Reason != examplev1.EnvoyConfigReasonPolicyViolation {
 			t.Errorf("%s: Accepted %s, Published %s, Degraded %s %s", x.Name, accepted.Status, published.Status, degraded.Status, degraded.Reason)
 		}
-		suite.WaitEvent(t, ns, x.Name, "Warning "+ReasonPolicyViolation+" ")
+		suite.WaitEvent(t, ns, x.Name, "Warning "+examplev1.EnvoyConfigReasonPolicyViolation+" ")
 	}
 
 	// What the server holds for the fleet, and what a proxy gets.
@@ -87,7 +86,7 @@ func TestRefusedContentIsNeverServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(t, fixed, "the fixed EnvoyConfig to be served", func(c *examplev1.EnvoyConfig) bool {
-		return condition(c, ConditionAccepted).Status == "True" && condition(c, ConditionPublished).Status == "True"
+		return condition(c, examplev1.EnvoyConfigConditionAccepted).Status == "True" && condition(c, examplev1.EnvoyConfigConditionPublished).Status == "True"
 	})
 	if _, names := clusterNames(t, clusters, ""); !sameNames(names, "backend", "metadata") {
 		t.Errorf("after the fix, the proxy got clusters %v", names)

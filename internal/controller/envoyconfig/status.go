@@ -12,51 +12,6 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
-// Condition types and reasons of an EnvoyConfig (Degraded is conditions.Degraded).
-const (
-	ConditionAccepted  = "Accepted"
-	ConditionPublished = publish.ConditionPublished
-
-	ReasonValid             = "Valid"
-	ReasonInvalidResources  = "InvalidResources"
-	ReasonReferencesMissing = "ReferencesMissing"
-	// ReasonHeld: the change would leave references of the fleet leading
-	// nowhere, so the fleet keeps its published revision.
-	ReasonHeld         = "Held"
-	ReasonPublished    = "Published"
-	ReasonNotPublished = "NotPublished"
-	ReasonRolledBack   = publish.ReasonRolledBack
-	// ReasonRejected: every proxy rejected the served version, and none
-	// accepted an earlier one to go back to.
-	ReasonRejected      = publish.ReasonRejected
-	ReasonNacked        = "Nacked"
-	ReasonNameClash     = "NameClash"
-	ReasonEnvoyNotFound = "EnvoyNotFound"
-	// ReasonNoEndpointPort: a serviceEndpoints port that the Service's
-	// EndpointSlices do not have, so the cluster gets no endpoints.
-	ReasonNoEndpointPort = "NoEndpointPort"
-	// ReasonPublishFailed: the fleet's revision could not be recorded (the
-	// Published condition's reason; Degraded gives the API server's).
-	ReasonPublishFailed = "PublishFailed"
-	// ReasonSecretUnavailable: a Secret that spec.tlsSecrets names is
-	// missing, not labelled for the control plane, not of type
-	// kubernetes.io/tls or without a PEM certificate and key, so its SDS
-	// secret is not served. Like endpoints, Secrets are live: the
-	// configuration is published all the same, and the proxies wait for the
-	// secret (or keep the one they had).
-	ReasonSecretUnavailable = "SecretUnavailable"
-	// ReasonPolicyViolation: the EnvoyConfig holds content that the content
-	// policy refuses (translate.Policy): a file or environment variable of
-	// the proxy, configuration from another server, or a destination beyond
-	// what its author may reach. Admission refuses it; one that got past
-	// admission is not served, none of it.
-	ReasonPolicyViolation = "PolicyViolation"
-	// ReasonInlinePrivateKey: the EnvoyConfig holds secret material inline,
-	// which admission now refuses. It is served all the same, so that an
-	// upgrade takes no certificate away; it should move to spec.tlsSecrets.
-	ReasonInlinePrivateKey = "InlinePrivateKey"
-)
-
 // State is what the controller found about one EnvoyConfig and its fleet.
 type State struct {
 	// Config is what translation found about the EnvoyConfig.
@@ -106,64 +61,64 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 
 	switch {
 	case len(cs.Refused) > 0:
-		set(ConditionAccepted, metav1.ConditionFalse, ReasonPolicyViolation, "the content policy refuses: "+strings.Join(cs.Refused, "; ")+"; "+kept)
+		set(examplev1.EnvoyConfigConditionAccepted, metav1.ConditionFalse, examplev1.EnvoyConfigReasonPolicyViolation, "the content policy refuses: "+strings.Join(cs.Refused, "; ")+"; "+kept)
 	case len(cs.Invalid) > 0:
-		set(ConditionAccepted, metav1.ConditionFalse, ReasonInvalidResources, strings.Join(cs.Invalid, "; "))
+		set(examplev1.EnvoyConfigConditionAccepted, metav1.ConditionFalse, examplev1.EnvoyConfigReasonInvalidResources, strings.Join(cs.Invalid, "; "))
 	case len(cs.Dangling) > 0 && cs.Choice != translate.ChoiceCurrent:
-		set(ConditionAccepted, metav1.ConditionFalse, ReasonReferencesMissing, strings.Join(cs.Dangling, "; ")+"; "+kept)
+		set(examplev1.EnvoyConfigConditionAccepted, metav1.ConditionFalse, examplev1.EnvoyConfigReasonReferencesMissing, strings.Join(cs.Dangling, "; ")+"; "+kept)
 	case len(s.Held) > 0 && cs.Choice != translate.ChoiceCurrent:
-		set(ConditionAccepted, metav1.ConditionFalse, ReasonHeld, "this change is not served: it would leave references in the fleet leading nowhere: "+
+		set(examplev1.EnvoyConfigConditionAccepted, metav1.ConditionFalse, examplev1.EnvoyConfigReasonHeld, "this change is not served: it would leave references in the fleet leading nowhere: "+
 			strings.Join(s.Held, "; ")+"; "+kept)
 	default:
-		set(ConditionAccepted, metav1.ConditionTrue, ReasonValid, "every resource is valid and its references exist")
+		set(examplev1.EnvoyConfigConditionAccepted, metav1.ConditionTrue, examplev1.EnvoyConfigReasonValid, "every resource is valid and its references exist")
 	}
 
 	switch {
 	case s.RolledBack:
-		set(ConditionPublished, metav1.ConditionFalse, ReasonRolledBack,
+		set(examplev1.EnvoyConfigConditionPublished, metav1.ConditionFalse, examplev1.EnvoyConfigReasonRolledBack,
 			fmt.Sprintf("every proxy rejected the newest version; version %s, which they accepted, is served again", s.PublishedVersion))
 	case s.Rejected != "" && s.PublishedVersion == "":
-		set(ConditionPublished, metav1.ConditionFalse, ReasonRejected, "every proxy rejected the newest version ("+s.Rejected+
+		set(examplev1.EnvoyConfigConditionPublished, metav1.ConditionFalse, examplev1.EnvoyConfigReasonRejected, "every proxy rejected the newest version ("+s.Rejected+
 			"), and no version they accepted is known: nothing is served until the content changes")
 	case s.Rejected != "":
-		set(ConditionPublished, metav1.ConditionFalse, ReasonRejected, "every proxy rejected the newest version: "+s.Rejected)
+		set(examplev1.EnvoyConfigConditionPublished, metav1.ConditionFalse, examplev1.EnvoyConfigReasonRejected, "every proxy rejected the newest version: "+s.Rejected)
 	case s.PublishError != nil:
-		set(ConditionPublished, metav1.ConditionFalse, ReasonPublishFailed, s.PublishError.Message)
+		set(examplev1.EnvoyConfigConditionPublished, metav1.ConditionFalse, examplev1.EnvoyConfigReasonPublishFailed, s.PublishError.Message)
 	case cs.Choice != translate.ChoiceCurrent:
-		set(ConditionPublished, metav1.ConditionFalse, ReasonNotPublished, "this version is not served: "+kept)
+		set(examplev1.EnvoyConfigConditionPublished, metav1.ConditionFalse, examplev1.EnvoyConfigReasonNotPublished, "this version is not served: "+kept)
 	default:
-		set(ConditionPublished, metav1.ConditionTrue, ReasonPublished, fmt.Sprintf("served to the fleet as version %s", s.PublishedVersion))
+		set(examplev1.EnvoyConfigConditionPublished, metav1.ConditionTrue, examplev1.EnvoyConfigReasonPublished, fmt.Sprintf("served to the fleet as version %s", s.PublishedVersion))
 	}
 
 	switch {
 	case len(cs.Refused) > 0:
-		set(conditions.Degraded, metav1.ConditionTrue, ReasonPolicyViolation, "the content policy refuses: "+strings.Join(cs.Refused, "; ")+"; "+kept)
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonPolicyViolation, "the content policy refuses: "+strings.Join(cs.Refused, "; ")+"; "+kept)
 	case s.RolledBack:
-		set(conditions.Degraded, metav1.ConditionTrue, ReasonRolledBack, "every connected proxy rejected the newest version: "+s.Rejected)
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonRolledBack, "every connected proxy rejected the newest version: "+s.Rejected)
 	case s.Rejected != "" || s.ServedRejected != "":
-		set(conditions.Degraded, metav1.ConditionTrue, ReasonRejected, "every connected proxy rejected the served version, and none accepted an earlier one: "+
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonRejected, "every connected proxy rejected the served version, and none accepted an earlier one: "+
 			s.Rejected+s.ServedRejected)
 	case s.PublishError != nil:
-		set(conditions.Degraded, metav1.ConditionTrue, s.PublishError.Reason, s.PublishError.Message)
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, s.PublishError.Reason, s.PublishError.Message)
 	case s.Proxies.Nacked > 0:
-		set(conditions.Degraded, metav1.ConditionTrue, ReasonNacked,
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonNacked,
 			fmt.Sprintf("%d of %d proxies rejected version %s: %s", s.Proxies.Nacked, s.Proxies.Connected, s.PublishedVersion, s.Proxies.LastNACK))
 	case len(cs.Dangling) > 0 && cs.Choice == translate.ChoiceCurrent:
-		set(conditions.Degraded, metav1.ConditionTrue, ReasonReferencesMissing, strings.Join(cs.Dangling, "; ")+
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonReferencesMissing, strings.Join(cs.Dangling, "; ")+
 			fmt.Sprintf("; the fleet keeps serving version %s, in which they exist, until this is fixed", s.PublishedVersion))
 	case len(cs.Clashes) > 0:
-		set(conditions.Degraded, metav1.ConditionTrue, ReasonNameClash, strings.Join(cs.Clashes, "; "))
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonNameClash, strings.Join(cs.Clashes, "; "))
 	case len(cs.Secrets) > 0:
-		set(conditions.Degraded, metav1.ConditionTrue, ReasonSecretUnavailable, strings.Join(cs.Secrets, "; "))
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonSecretUnavailable, strings.Join(cs.Secrets, "; "))
 	case len(cs.Endpoints) > 0:
-		set(conditions.Degraded, metav1.ConditionTrue, ReasonNoEndpointPort, strings.Join(cs.Endpoints, "; "))
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonNoEndpointPort, strings.Join(cs.Endpoints, "; "))
 	case len(cs.InlineKeys) > 0:
-		set(conditions.Degraded, metav1.ConditionTrue, ReasonInlinePrivateKey, strings.Join(cs.InlineKeys, "; "))
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonInlinePrivateKey, strings.Join(cs.InlineKeys, "; "))
 	case s.EnvoyMissing:
-		set(conditions.Degraded, metav1.ConditionTrue, ReasonEnvoyNotFound,
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonEnvoyNotFound,
 			fmt.Sprintf("Envoy %q does not exist in this namespace; the configuration is served to proxies of that fleet identity", c.Spec.EnvoyRef))
 	default:
-		set(conditions.Degraded, metav1.ConditionFalse, conditions.AsExpected, "")
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionFalse, examplev1.EnvoyConfigReasonAsExpected, "")
 	}
 	return st
 }

@@ -1,13 +1,19 @@
 package envoyconfig
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/vocabulary"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 // statusOf returns an EnvoyConfig of generation 2 whose status was written
@@ -22,7 +28,7 @@ func statusOf(unchanged bool, published string, rejected []string, reason string
 	}
 	c.Status.PublishedVersion, c.Status.RejectedVersions = published, rejected
 	if reason != "" {
-		c.Status.Conditions = []metav1.Condition{{Type: ConditionPublished, Status: metav1.ConditionFalse, Reason: reason, ObservedGeneration: 2}}
+		c.Status.Conditions = []metav1.Condition{{Type: examplev1.EnvoyConfigConditionPublished, Status: metav1.ConditionFalse, Reason: reason, ObservedGeneration: 2}}
 	}
 	return c
 }
@@ -52,17 +58,67 @@ func TestStatusRecordsRejectedVersions(t *testing.T) {
 		want     []string
 	}{
 		{"a rejection", statusOf(true, "v0", nil, ""), "v9", []string{"v9"}},
-		{"kept", statusOf(true, "v0", []string{"v8"}, ReasonRolledBack), "", []string{"v8"}},
-		{"added, newest first", statusOf(true, "v0", []string{"v8"}, ReasonRolledBack), "v9", []string{"v9", "v8"}},
-		{"once", statusOf(true, "v0", []string{"v9"}, ReasonRolledBack), "v9", []string{"v9"}},
-		{"forgotten when the content changes", statusOf(false, "v0", []string{"v8"}, ReasonRolledBack), "", nil},
-		{"bounded", statusOf(true, "v0", many, ReasonRolledBack), "v9", append([]string{"v9"}, many[:publish.MaxRevisions-1]...)},
+		{"kept", statusOf(true, "v0", []string{"v8"}, examplev1.EnvoyConfigReasonRolledBack), "", []string{"v8"}},
+		{"added, newest first", statusOf(true, "v0", []string{"v8"}, examplev1.EnvoyConfigReasonRolledBack), "v9", []string{"v9", "v8"}},
+		{"once", statusOf(true, "v0", []string{"v9"}, examplev1.EnvoyConfigReasonRolledBack), "v9", []string{"v9"}},
+		{"forgotten when the content changes", statusOf(false, "v0", []string{"v8"}, examplev1.EnvoyConfigReasonRolledBack), "", nil},
+		{"bounded", statusOf(true, "v0", many, examplev1.EnvoyConfigReasonRolledBack), "v9", append([]string{"v9"}, many[:publish.MaxRevisions-1]...)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Status(tt.config, State{PublishedVersion: "v0", Rejected: "bad", RejectedVersion: tt.rejected}).RejectedVersions
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("rejectedVersions = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// Every condition Status sets, in every outcome, has a type and a reason that
+// the API package exports for EnvoyConfig, where clients find them.
+func TestStatusReasonsExported(t *testing.T) {
+	current := translate.ConfigStatus{Choice: translate.ChoiceCurrent}
+	with := func(f func(*translate.ConfigStatus)) translate.ConfigStatus {
+		cs := current
+		f(&cs)
+		return cs
+	}
+	refused := conditions.FromError
+	tests := []struct {
+		name        string
+		state       State
+		typ, reason string
+	}{
+		{"served", State{Config: current, PublishedVersion: "v1"}, examplev1.EnvoyConfigConditionPublished, examplev1.EnvoyConfigReasonPublished},
+		{"not served", State{}, examplev1.EnvoyConfigConditionPublished, examplev1.EnvoyConfigReasonNotPublished},
+		{"refused by the policy", State{Config: with(func(cs *translate.ConfigStatus) { cs.Refused = []string{"x"} })}, examplev1.EnvoyConfigConditionAccepted, examplev1.EnvoyConfigReasonPolicyViolation},
+		{"invalid", State{Config: translate.ConfigStatus{Invalid: []string{"x"}}}, examplev1.EnvoyConfigConditionAccepted, examplev1.EnvoyConfigReasonInvalidResources},
+		{"dangling, not served", State{Config: translate.ConfigStatus{Dangling: []string{"x"}}}, examplev1.EnvoyConfigConditionAccepted, examplev1.EnvoyConfigReasonReferencesMissing},
+		{"dangling, served", State{Config: with(func(cs *translate.ConfigStatus) { cs.Dangling = []string{"x"} })}, examplev1.EnvoyConfigConditionDegraded, examplev1.EnvoyConfigReasonReferencesMissing},
+		{"held", State{Held: []string{"x"}}, examplev1.EnvoyConfigConditionAccepted, examplev1.EnvoyConfigReasonHeld},
+		{"rolled back", State{Config: current, Rejected: "bad", RolledBack: true}, examplev1.EnvoyConfigConditionDegraded, examplev1.EnvoyConfigReasonRolledBack},
+		{"rejected", State{Config: current, Rejected: "bad", PublishedVersion: "v1"}, examplev1.EnvoyConfigConditionPublished, examplev1.EnvoyConfigReasonRejected},
+		{"rejected, nothing accepted", State{Config: current, Rejected: "bad"}, examplev1.EnvoyConfigConditionDegraded, examplev1.EnvoyConfigReasonRejected},
+		{"served version rejected", State{Config: current, ServedRejected: "bad"}, examplev1.EnvoyConfigConditionDegraded, examplev1.EnvoyConfigReasonRejected},
+		{"not recorded", State{Config: current, PublishError: refused(errors.New("broken"))}, examplev1.EnvoyConfigConditionPublished, examplev1.EnvoyConfigReasonPublishFailed},
+		{"recording refused", State{Config: current, PublishError: refused(apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "h", errors.New("no")))}, examplev1.EnvoyConfigConditionDegraded, string(metav1.StatusReasonForbidden)},
+		{"recording failed", State{Config: current, PublishError: refused(errors.New("broken"))}, examplev1.EnvoyConfigConditionDegraded, examplev1.EnvoyConfigReasonReconcileError},
+		{"recording's name taken", State{Config: current, PublishError: &conditions.Problem{Reason: examplev1.EnvoyConfigReasonErrResourceExists, Message: "taken"}}, examplev1.EnvoyConfigConditionDegraded, examplev1.EnvoyConfigReasonErrResourceExists},
+		{"nacked", State{Config: current, Proxies: publish.Acks{Connected: 2, Nacked: 1}}, examplev1.EnvoyConfigConditionDegraded, examplev1.EnvoyConfigReasonNacked},
+		{"name clash", State{Config: with(func(cs *translate.ConfigStatus) { cs.Clashes = []string{"x"} })}, examplev1.EnvoyConfigConditionDegraded, examplev1.EnvoyConfigReasonNameClash},
+		{"secret unavailable", State{Config: with(func(cs *translate.ConfigStatus) { cs.Secrets = []string{"x"} })}, examplev1.EnvoyConfigConditionDegraded, examplev1.EnvoyConfigReasonSecretUnavailable},
+		{"no endpoint port", State{Config: with(func(cs *translate.ConfigStatus) { cs.Endpoints = []string{"x"} })}, examplev1.EnvoyConfigConditionDegraded, examplev1.EnvoyConfigReasonNoEndpointPort},
+		{"inline private key", State{Config: with(func(cs *translate.ConfigStatus) { cs.InlineKeys = []string{"x"} })}, examplev1.EnvoyConfigConditionDegraded, examplev1.EnvoyConfigReasonInlinePrivateKey},
+		{"no Envoy", State{Config: current, EnvoyMissing: true}, examplev1.EnvoyConfigConditionDegraded, examplev1.EnvoyConfigReasonEnvoyNotFound},
+		{"as expected", State{Config: current}, examplev1.EnvoyConfigConditionDegraded, examplev1.EnvoyConfigReasonAsExpected},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newConfig("ns", "c", cluster("a", "1s"))
+			st := Status(c, tt.state)
+			vocabulary.Check(t, c, st.Conditions)
+			if got := conditions.Reason(st.Conditions, tt.typ); got != tt.reason {
+				t.Errorf("%s reason = %q, want %q", tt.typ, got, tt.reason)
 			}
 		})
 	}

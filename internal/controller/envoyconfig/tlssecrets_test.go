@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
@@ -116,7 +115,7 @@ func TestTLSSecretServedToItsFleetOnly(t *testing.T) {
 		t.Errorf("fleet A is served secrets %v, want server-cert with the Secret's key", s)
 	}
 	got := waitStatus(t, cfg, "published and not degraded", func(c *examplev1.EnvoyConfig) bool {
-		return condition(c, ConditionPublished).Status == "True" && condition(c, conditions.Degraded).Status == "False"
+		return condition(c, examplev1.EnvoyConfigConditionPublished).Status == "True" && condition(c, examplev1.EnvoyConfigConditionDegraded).Status == "False"
 	})
 
 	// B's proxy asks for both names: it gets its own secret, never A's.
@@ -129,9 +128,9 @@ func TestTLSSecretServedToItsFleetOnly(t *testing.T) {
 	}
 	// C's proxy gets nothing, and C's EnvoyConfig says why.
 	gotC := waitStatus(t, cfgC, "C to be told", func(c *examplev1.EnvoyConfig) bool {
-		return condition(c, conditions.Degraded).Reason == ReasonSecretUnavailable
+		return condition(c, examplev1.EnvoyConfigConditionDegraded).Reason == examplev1.EnvoyConfigReasonSecretUnavailable
 	})
-	if msg := condition(gotC, conditions.Degraded).Message; !strings.Contains(msg, `Secret "web-tls" does not exist, or is not labelled`) {
+	if msg := condition(gotC, examplev1.EnvoyConfigConditionDegraded).Message; !strings.Contains(msg, `Secret "web-tls" does not exist, or is not labelled`) {
 		t.Errorf("C's Degraded message: %q", msg)
 	}
 	fleetC := nsC + "/edge"
@@ -215,13 +214,13 @@ func TestUnlabelledSecretIsNotServed(t *testing.T) {
 	degraded := func(want string) {
 		t.Helper()
 		got := waitStatus(t, cfg, "Degraded to say "+want, func(c *examplev1.EnvoyConfig) bool {
-			d := condition(c, conditions.Degraded)
-			return d.Reason == ReasonSecretUnavailable && strings.Contains(d.Message, want)
+			d := condition(c, examplev1.EnvoyConfigConditionDegraded)
+			return d.Reason == examplev1.EnvoyConfigReasonSecretUnavailable && strings.Contains(d.Message, want)
 		})
-		if c := condition(got, ConditionPublished); c.Status != "True" {
+		if c := condition(got, examplev1.EnvoyConfigConditionPublished); c.Status != "True" {
 			t.Errorf("Published = %+v: a Secret is live content, the configuration is published all the same", c)
 		}
-		if msg := condition(got, conditions.Degraded).Message; !strings.Contains(msg, `Secret "opaque" is of type "Opaque", not kubernetes.io/tls`) {
+		if msg := condition(got, examplev1.EnvoyConfigConditionDegraded).Message; !strings.Contains(msg, `Secret "opaque" is of type "Opaque", not kubernetes.io/tls`) {
 			t.Errorf("Degraded does not say why the Opaque Secret is not served: %q", msg)
 		}
 	}
@@ -250,9 +249,9 @@ func TestUnlabelledSecretIsNotServed(t *testing.T) {
 	label(objects.XDSSecretTLS)
 	waitSecret(t, p, "server-cert", unlabelled.Data[corev1.TLSCertKey])
 	got := waitStatus(t, cfg, "only the Opaque Secret to be left", func(c *examplev1.EnvoyConfig) bool {
-		return !strings.Contains(condition(c, conditions.Degraded).Message, "web-tls")
+		return !strings.Contains(condition(c, examplev1.EnvoyConfigConditionDegraded).Message, "web-tls")
 	})
-	if d := condition(got, conditions.Degraded); d.Reason != ReasonSecretUnavailable || !strings.Contains(d.Message, `"opaque"`) {
+	if d := condition(got, examplev1.EnvoyConfigConditionDegraded); d.Reason != examplev1.EnvoyConfigReasonSecretUnavailable || !strings.Contains(d.Message, `"opaque"`) {
 		t.Errorf("Degraded = %+v", d)
 	}
 

@@ -66,10 +66,10 @@ func TestCreatesDeployment(t *testing.T) {
 		t.Errorf("spec = replicas %d image %s", *d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Image)
 	}
 	got := waitSettled(t, foo, nil)
-	if c := testenv.Condition(got, conditions.Available); c.Status != metav1.ConditionFalse {
+	if c := testenv.Condition(got, samplev1alpha1.FooConditionAvailable); c.Status != metav1.ConditionFalse {
 		t.Errorf("Available = %+v before any pod is available", c)
 	}
-	if c := testenv.Condition(got, conditions.Progressing); c.Status != metav1.ConditionTrue || c.Reason != conditions.RollingOut {
+	if c := testenv.Condition(got, samplev1alpha1.FooConditionProgressing); c.Status != metav1.ConditionTrue || c.Reason != samplev1alpha1.FooReasonRollingOut {
 		t.Errorf("Progressing = %+v while the Deployment rolls out", c)
 	}
 	// Every write names the operator as its field manager.
@@ -80,7 +80,7 @@ func TestCreatesDeployment(t *testing.T) {
 	// Envtest runs no Deployment controller: play its part, and the Foo follows.
 	suite.PlayDeploymentController(t, d)
 	got = waitSettled(t, foo, func(f *samplev1alpha1.Foo) bool { return f.Status.AvailableReplicas == 1 })
-	for typ, want := range map[string]metav1.ConditionStatus{conditions.Available: "True", conditions.Progressing: "False", conditions.Degraded: "False"} {
+	for typ, want := range map[string]metav1.ConditionStatus{samplev1alpha1.FooConditionAvailable: "True", samplev1alpha1.FooConditionProgressing: "False", samplev1alpha1.FooConditionDegraded: "False"} {
 		if c := testenv.Condition(got, typ); c.Status != want {
 			t.Errorf("%s = %+v, want %s", typ, c, want)
 		}
@@ -202,10 +202,10 @@ func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
 	}
 	suite.WaitEvent(t, ns, "clashing", `Warning ErrResourceExists Deployment "taken" already exists and is not managed by Foo "clashing"`)
 	got := waitSettled(t, foo, nil)
-	if c := testenv.Condition(got, conditions.Degraded); c.Status != metav1.ConditionTrue || c.Reason != conditions.ResourceExists {
+	if c := testenv.Condition(got, samplev1alpha1.FooConditionDegraded); c.Status != metav1.ConditionTrue || c.Reason != samplev1alpha1.FooReasonErrResourceExists {
 		t.Errorf("Degraded = %+v", c)
 	}
-	if c := testenv.Condition(got, conditions.Progressing); c.Status != metav1.ConditionFalse || c.Reason != conditions.ResourceExists {
+	if c := testenv.Condition(got, samplev1alpha1.FooConditionProgressing); c.Status != metav1.ConditionFalse || c.Reason != samplev1alpha1.FooReasonErrResourceExists {
 		t.Errorf("Progressing = %+v, want False: nothing can progress while the name is taken", c)
 	}
 	after := testenv.WaitFor(t, suite.Client, ns, "taken", &appsv1.Deployment{}, nil)
@@ -294,8 +294,8 @@ func TestNamespaceBeingDeleted(t *testing.T) {
 		t.Errorf("%v reconcile errors for a create its terminating namespace refused", n)
 	}
 	got := testenv.WaitFor(t, suite.Client, ns, foo.Name, &samplev1alpha1.Foo{}, nil)
-	if conditions.IsTrue(got.Status.Conditions, conditions.Degraded) {
-		t.Errorf("Degraded = %+v", testenv.Condition(got, conditions.Degraded))
+	if conditions.IsTrue(got.Status.Conditions, samplev1alpha1.FooConditionDegraded) {
+		t.Errorf("Degraded = %+v", testenv.Condition(got, samplev1alpha1.FooConditionDegraded))
 	}
 }
 
@@ -333,7 +333,7 @@ func TestRefusedDeploymentIsDegraded(t *testing.T) {
 		Resource:   "deployments",
 		Change:     func(f *samplev1alpha1.Foo) { f.Spec.Replicas = ptr.To[int32](2) },
 		Recovered: func(f *samplev1alpha1.Foo) bool {
-			return testenv.Condition(f, conditions.Progressing).Reason == conditions.RollingOut // the Deployment exists
+			return testenv.Condition(f, samplev1alpha1.FooConditionProgressing).Reason == samplev1alpha1.FooReasonRollingOut // the Deployment exists
 		},
 	})
 }

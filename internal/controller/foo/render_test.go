@@ -13,6 +13,7 @@ import (
 
 	samplev1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/samplecontroller/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/vocabulary"
 )
 
 func sampleFoo() *samplev1alpha1.Foo {
@@ -62,7 +63,7 @@ func TestStatus(t *testing.T) {
 				UpdatedReplicas: updated, AvailableReplicas: available},
 		}
 	}
-	clash := &conditions.Problem{Reason: conditions.ResourceExists, Message: "taken"}
+	clash := &conditions.Problem{Reason: samplev1alpha1.FooReasonErrResourceExists, Message: "taken"}
 	refused := conditions.FromError(apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "example-foo", errors.New("exceeded quota")))
 	tests := []struct {
 		name                             string
@@ -72,18 +73,19 @@ func TestStatus(t *testing.T) {
 		wantAvailable, wantProg, wantDeg metav1.ConditionStatus
 		wantReason                       string
 	}{
-		{"clash", 1, Observed{Problem: clash}, 0, "False", "False", "True", conditions.DeploymentMissing},
-		{"create refused", 1, Observed{Problem: refused}, 0, "False", "False", "True", conditions.DeploymentMissing},
-		{"no deployment yet", 1, Observed{}, 0, "False", "True", "False", conditions.DeploymentMissing},
-		{"rolling out", 3, Observed{Deployment: dep(1, 1, 3, 3, 1)}, 1, "False", "True", "False", conditions.MinimumReplicasUnavailable},
-		{"not yet observed", 1, Observed{Deployment: dep(2, 1, 1, 1, 1)}, 1, "True", "True", "False", conditions.MinimumReplicasAvailable},
-		{"rolled out", 3, Observed{Deployment: dep(1, 1, 3, 3, 3)}, 3, "True", "False", "False", conditions.MinimumReplicasAvailable},
+		{"clash", 1, Observed{Problem: clash}, 0, "False", "False", "True", samplev1alpha1.FooReasonDeploymentMissing},
+		{"create refused", 1, Observed{Problem: refused}, 0, "False", "False", "True", samplev1alpha1.FooReasonDeploymentMissing},
+		{"no deployment yet", 1, Observed{}, 0, "False", "True", "False", samplev1alpha1.FooReasonDeploymentMissing},
+		{"rolling out", 3, Observed{Deployment: dep(1, 1, 3, 3, 1)}, 1, "False", "True", "False", samplev1alpha1.FooReasonMinimumReplicasUnavailable},
+		{"not yet observed", 1, Observed{Deployment: dep(2, 1, 1, 1, 1)}, 1, "True", "True", "False", samplev1alpha1.FooReasonMinimumReplicasAvailable},
+		{"rolled out", 3, Observed{Deployment: dep(1, 1, 3, 3, 3)}, 3, "True", "False", "False", samplev1alpha1.FooReasonMinimumReplicasAvailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			foo := sampleFoo()
 			foo.Spec.Replicas = ptr.To(tt.replicas)
 			st := Status(foo, tt.obs)
+			vocabulary.Check(t, foo, st.Conditions)
 			if st.AvailableReplicas != tt.available {
 				t.Errorf("availableReplicas = %d, want %d", st.AvailableReplicas, tt.available)
 			}
@@ -94,18 +96,18 @@ func TestStatus(t *testing.T) {
 				t.Errorf("selector = %q", st.Selector)
 			}
 			for typ, want := range map[string]metav1.ConditionStatus{
-				conditions.Available: tt.wantAvailable, conditions.Progressing: tt.wantProg, conditions.Degraded: tt.wantDeg,
+				samplev1alpha1.FooConditionAvailable: tt.wantAvailable, samplev1alpha1.FooConditionProgressing: tt.wantProg, samplev1alpha1.FooConditionDegraded: tt.wantDeg,
 			} {
 				c := meta.FindStatusCondition(st.Conditions, typ)
 				if c == nil || c.Status != want {
 					t.Errorf("condition %s = %+v, want status %s", typ, c, want)
 				}
 			}
-			if c := meta.FindStatusCondition(st.Conditions, conditions.Available); c.Reason != tt.wantReason {
+			if c := meta.FindStatusCondition(st.Conditions, samplev1alpha1.FooConditionAvailable); c.Reason != tt.wantReason {
 				t.Errorf("Available reason = %q, want %q", c.Reason, tt.wantReason)
 			}
 			if p := tt.obs.Problem; p != nil {
-				c := meta.FindStatusCondition(st.Conditions, conditions.Degraded)
+				c := meta.FindStatusCondition(st.Conditions, samplev1alpha1.FooConditionDegraded)
 				if c.Reason != p.Reason || c.Message != p.Message {
 					t.Errorf("Degraded = %+v, want the problem %+v", c, p)
 				}

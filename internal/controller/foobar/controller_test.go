@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 )
 
@@ -114,7 +113,7 @@ func TestRunsTheCommandAsAJob(t *testing.T) {
 	}
 	jobEnded(t, j, true)
 	got = waitPhase(t, fb, k8sv1.PhaseSucceeded)
-	if got.Status.CompletionTime == nil || !meta.IsStatusConditionTrue(got.Status.Conditions, ConditionComplete) {
+	if got.Status.CompletionTime == nil || !meta.IsStatusConditionTrue(got.Status.Conditions, k8sv1.FooBarConditionComplete) {
 		t.Errorf("succeeded: completionTime %v conditions %+v", got.Status.CompletionTime, got.Status.Conditions)
 	}
 	suite.WaitEvent(t, ns, "foobar-sample", `Normal Succeeded Job "foobar-sample-1" succeeded`)
@@ -144,7 +143,7 @@ func TestFailedRun(t *testing.T) {
 	jobRunning(t, j)
 	jobEnded(t, j, false)
 	got := waitPhase(t, fb, k8sv1.PhaseFailed)
-	c := meta.FindStatusCondition(got.Status.Conditions, ConditionComplete)
+	c := meta.FindStatusCondition(got.Status.Conditions, k8sv1.FooBarConditionComplete)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Failed" || !strings.Contains(c.Message, "backoff limit") {
 		t.Errorf("Complete = %+v", c)
 	}
@@ -207,7 +206,7 @@ func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
 	}
 	suite.WaitEvent(t, ns, "clash", `Warning ErrResourceExists Job "clash-1" already exists and is not managed by FooBar "clash"`)
 	got := waitPhase(t, fb, k8sv1.PhasePending)
-	if c := testenv.Condition(got, conditions.Degraded); c.Status != metav1.ConditionTrue || c.Reason != conditions.ResourceExists {
+	if c := testenv.Condition(got, k8sv1.FooBarConditionDegraded); c.Status != metav1.ConditionTrue || c.Reason != k8sv1.FooBarReasonErrResourceExists {
 		t.Errorf("Degraded = %+v", c)
 	}
 	after := waitJob(t, ns, "clash-1")
@@ -283,8 +282,8 @@ func TestLostJobIsNotRunAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := waitLost(t, fb, j)
-	c := meta.FindStatusCondition(got.Status.Conditions, ConditionComplete)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonJobLost ||
+	c := meta.FindStatusCondition(got.Status.Conditions, k8sv1.FooBarConditionComplete)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != k8sv1.FooBarReasonJobLost ||
 		!strings.Contains(c.Message, `Job "lost-1" disappeared before its outcome was known`) {
 		t.Errorf("Complete = %+v", c)
 	}

@@ -30,16 +30,6 @@ const Container = "foobar"
 // FooBarLabel is set on a FooBar's Jobs and their pods, to the FooBar's name.
 const FooBarLabel = "k8s.io/foobar"
 
-// ConditionComplete is True once the run ended; its reason is the phase.
-const ConditionComplete = "Complete"
-
-// The events of a run.
-const (
-	EventStarted   = "Started"
-	EventSucceeded = "Succeeded"
-	EventFailed    = "Failed"
-)
-
 // JobName is the name of the Job that runs the command of fb's current generation.
 func JobName(fb *k8sv1.FooBar) string {
 	return fmt.Sprintf("%s-%d", fb.Name, fb.Generation)
@@ -108,7 +98,7 @@ func Desired(fb *k8sv1.FooBar) *batchv1.Job {
 // change); their creation starts a run.
 var jobs = func() objects.Child[*batchv1.Job] {
 	c := objects.Jobs
-	c.CreatedReason = EventStarted
+	c.CreatedReason = k8sv1.FooBarEventStarted
 	return c
 }()
 
@@ -154,10 +144,6 @@ func IsFinished(phase k8sv1.FooBarPhase) bool {
 func Finished(fb *k8sv1.FooBar) bool {
 	return fb.Status.ObservedGeneration == fb.Generation && fb.Status.JobName == JobName(fb) && IsFinished(fb.Status.Phase)
 }
-
-// ReasonJobLost is the reason of the Complete condition of a run whose Job
-// disappeared before its outcome was known.
-const ReasonJobLost = "JobLost"
 
 // Observed is what the controller found, for computing status.
 type Observed struct {
@@ -229,18 +215,18 @@ func Status(fb *k8sv1.FooBar, obs Observed) k8sv1.FooBarStatus {
 		// again could run it twice. The run ends here, as failed; a new
 		// generation runs it again.
 		st.Phase = k8sv1.PhaseFailed
-		conditions.Set(&st.Conditions, fb.Generation, ConditionComplete, metav1.ConditionTrue, ReasonJobLost,
+		conditions.Set(&st.Conditions, fb.Generation, k8sv1.FooBarConditionComplete, metav1.ConditionTrue, k8sv1.FooBarReasonJobLost,
 			fmt.Sprintf("Job %q disappeared before its outcome was known; the command of generation %d is not run again", JobName(fb), fb.Generation))
 		return st
 	}
 	if p := obs.Problem; p != nil && obs.Job == nil {
 		st.Phase = k8sv1.PhasePending
-		conditions.Set(&st.Conditions, fb.Generation, ConditionComplete, metav1.ConditionFalse, string(k8sv1.PhasePending), p.Message)
+		conditions.Set(&st.Conditions, fb.Generation, k8sv1.FooBarConditionComplete, metav1.ConditionFalse, string(k8sv1.PhasePending), p.Message)
 		return st
 	}
 	var msg string
 	st.Phase, st.StartTime, st.CompletionTime, msg = JobPhase(obs.Job)
-	conditions.SetBool(&st.Conditions, fb.Generation, ConditionComplete, IsFinished(st.Phase), string(st.Phase), msg)
+	conditions.SetBool(&st.Conditions, fb.Generation, k8sv1.FooBarConditionComplete, IsFinished(st.Phase), string(st.Phase), msg)
 	return st
 }
 
@@ -252,12 +238,12 @@ func Transitions(before, after status.Object) []status.Event {
 		return nil
 	}
 	if now.Phase == k8sv1.PhaseSucceeded {
-		return []status.Event{{Type: corev1.EventTypeNormal, Reason: EventSucceeded, Action: "Run",
+		return []status.Event{{Type: corev1.EventTypeNormal, Reason: k8sv1.FooBarEventSucceeded, Action: "Run",
 			Note: fmt.Sprintf("Job %q succeeded", now.JobName)}}
 	}
 	note := fmt.Sprintf("Job %q failed", now.JobName)
-	if c := meta.FindStatusCondition(now.Conditions, ConditionComplete); c != nil {
+	if c := meta.FindStatusCondition(now.Conditions, k8sv1.FooBarConditionComplete); c != nil {
 		note = c.Message
 	}
-	return []status.Event{{Type: corev1.EventTypeWarning, Reason: EventFailed, Action: "Run", Note: note}}
+	return []status.Event{{Type: corev1.EventTypeWarning, Reason: k8sv1.FooBarEventFailed, Action: "Run", Note: note}}
 }

@@ -12,6 +12,7 @@ import (
 
 	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/vocabulary"
 )
 
 func sampleFooBar() *k8sv1.FooBar {
@@ -89,13 +90,14 @@ func TestStatus(t *testing.T) {
 		{"running", Observed{Job: job(1, "")}, k8sv1.PhaseRunning, "False", "False", true, false},
 		{"succeeded", Observed{Job: job(0, batchv1.JobComplete)}, k8sv1.PhaseSucceeded, "True", "False", true, true},
 		{"failed", Observed{Job: job(0, batchv1.JobFailed)}, k8sv1.PhaseFailed, "True", "False", true, true},
-		{"name taken", Observed{Problem: &conditions.Problem{Reason: conditions.ResourceExists, Message: "taken"}}, k8sv1.PhasePending, "False", "True", false, false},
+		{"name taken", Observed{Problem: &conditions.Problem{Reason: k8sv1.FooBarReasonErrResourceExists, Message: "taken"}}, k8sv1.PhasePending, "False", "True", false, false},
 		{"create refused", Observed{Problem: &conditions.Problem{Reason: "Forbidden", Message: "quota"}}, k8sv1.PhasePending, "False", "True", false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fb := sampleFooBar()
 			st := Status(fb, tt.obs)
+			vocabulary.Check(t, fb, st.Conditions)
 			if st.Phase != tt.phase || st.JobName != "foobar-sample-1" || st.ObservedGeneration != 1 {
 				t.Errorf("phase %s job %s generation %d", st.Phase, st.JobName, st.ObservedGeneration)
 			}
@@ -105,10 +107,10 @@ func TestStatus(t *testing.T) {
 			if tt.wantEnded && !st.CompletionTime.Equal(&end) {
 				t.Errorf("completionTime = %v, want %v", st.CompletionTime, end)
 			}
-			if c := meta.FindStatusCondition(st.Conditions, ConditionComplete); c == nil || c.Status != tt.complete || c.Reason != string(tt.phase) {
+			if c := meta.FindStatusCondition(st.Conditions, k8sv1.FooBarConditionComplete); c == nil || c.Status != tt.complete || c.Reason != string(tt.phase) {
 				t.Errorf("Complete = %+v", c)
 			}
-			if c := meta.FindStatusCondition(st.Conditions, conditions.Degraded); c == nil || c.Status != tt.degraded {
+			if c := meta.FindStatusCondition(st.Conditions, k8sv1.FooBarConditionDegraded); c == nil || c.Status != tt.degraded {
 				t.Errorf("Degraded = %+v", c)
 			}
 		})
@@ -179,22 +181,23 @@ func TestStartedAndLostStatus(t *testing.T) {
 	}
 
 	st = Status(fb, Observed{Started: true, Lost: true})
+	vocabulary.Check(t, fb, st.Conditions)
 	if st.StartedJob != "foobar-sample-1" || st.Phase != k8sv1.PhaseFailed || st.CompletionTime != nil {
 		t.Errorf("lost: %+v", st)
 	}
-	c := meta.FindStatusCondition(st.Conditions, ConditionComplete)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonJobLost ||
+	c := meta.FindStatusCondition(st.Conditions, k8sv1.FooBarConditionComplete)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != k8sv1.FooBarReasonJobLost ||
 		!strings.Contains(c.Message, `Job "foobar-sample-1" disappeared before its outcome was known`) {
 		t.Errorf("Complete = %+v", c)
 	}
-	if meta.IsStatusConditionTrue(st.Conditions, conditions.Degraded) {
+	if meta.IsStatusConditionTrue(st.Conditions, k8sv1.FooBarConditionDegraded) {
 		t.Errorf("a lost run is Degraded: %+v", st.Conditions)
 	}
 	fb.Status = st
 	if !Finished(fb) || Desired(fb) != nil {
 		t.Error("a lost run is not over: its Job would be created again")
 	}
-	if st := Status(fb, Observed{}); st.Phase != k8sv1.PhaseFailed || meta.FindStatusCondition(st.Conditions, ConditionComplete).Reason != ReasonJobLost {
+	if st := Status(fb, Observed{}); st.Phase != k8sv1.PhaseFailed || meta.FindStatusCondition(st.Conditions, k8sv1.FooBarConditionComplete).Reason != k8sv1.FooBarReasonJobLost {
 		t.Errorf("a lost run does not keep its status: %+v", st)
 	}
 }
@@ -203,7 +206,7 @@ func TestTransitions(t *testing.T) {
 	fb := func(phase k8sv1.FooBarPhase, job string) *k8sv1.FooBar {
 		f := sampleFooBar()
 		f.Status = k8sv1.FooBarStatus{Phase: phase, JobName: job}
-		conditions.SetBool(&f.Status.Conditions, 1, ConditionComplete, IsFinished(phase), string(phase), "Job \""+job+"\" failed: backoff")
+		conditions.SetBool(&f.Status.Conditions, 1, k8sv1.FooBarConditionComplete, IsFinished(phase), string(phase), "Job \""+job+"\" failed: backoff")
 		return f
 	}
 	tests := []struct {

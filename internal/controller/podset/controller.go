@@ -199,7 +199,7 @@ func (r *Reconciler) manage(ctx context.Context, ps *demov1alpha1.PodSet, key st
 	for _, p := range finished {
 		uid := p.UID
 		if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-			return r.failed(ps, ReasonFailedDelete, fmt.Errorf("deleting finished pod %s: %w", p.Name, err))
+			return r.failed(ps, demov1alpha1.PodSetReasonFailedDelete, fmt.Errorf("deleting finished pod %s: %w", p.Name, err))
 		}
 	}
 
@@ -219,13 +219,13 @@ func (r *Reconciler) manage(ctx context.Context, ps *demov1alpha1.PodSet, key st
 		}
 		if created > 0 {
 			log.V(1).Info("created pods", "count", created, "replicas", ps.Spec.Replicas)
-			r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, EventSuccessfulCreate, "Create", "Created %d pods", created)
+			r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, demov1alpha1.PodSetEventSuccessfulCreate, "Create", "Created %d pods", created)
 		}
 		if err != nil {
 			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 				return nil, nil // the PodSet goes with its namespace
 			}
-			return r.failed(ps, ReasonFailedCreate, withoutGeneratedName(fmt.Errorf("creating pods: %w", err), Pod(ps).GenerateName))
+			return r.failed(ps, demov1alpha1.PodSetReasonFailedCreate, withoutGeneratedName(fmt.Errorf("creating pods: %w", err), Pod(ps).GenerateName))
 		}
 	case diff > 0:
 		victims := PodsToDelete(active, min(diff, BurstReplicas))
@@ -262,10 +262,10 @@ func (r *Reconciler) manage(ctx context.Context, ps *demov1alpha1.PodSet, key st
 		wg.Wait()
 		if n := deleted.Load(); n > 0 {
 			log.V(1).Info("deleted pods", "count", n, "replicas", ps.Spec.Replicas)
-			r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, EventSuccessfulDelete, "Delete", "Deleted %d pods", n)
+			r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, demov1alpha1.PodSetEventSuccessfulDelete, "Delete", "Deleted %d pods", n)
 		}
 		if firstErr != nil {
-			return r.failed(ps, ReasonFailedDelete, firstErr)
+			return r.failed(ps, demov1alpha1.PodSetReasonFailedDelete, firstErr)
 		}
 	}
 	return nil, nil

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
 )
@@ -132,14 +131,14 @@ func TestCreatesPodsAndReportsReadiness(t *testing.T) {
 	}
 	waitStatus(t, ps, "replicas 3, none ready", func(s demov1alpha1.PodSetStatus) bool {
 		return s.Replicas == 3 && s.ReadyReplicas == 0 && s.Selector == "demo.k8s.io/podset=two-podset" &&
-			meta.IsStatusConditionFalse(s.Conditions, conditions.Available)
+			meta.IsStatusConditionFalse(s.Conditions, demov1alpha1.PodSetConditionAvailable)
 	})
 	suite.WaitEvent(t, ns, "two-podset", "Normal SuccessfulCreate")
 	for i := range pods {
 		makeReady(t, &pods[i])
 	}
 	waitStatus(t, ps, "availableReplicas 3", func(s demov1alpha1.PodSetStatus) bool {
-		return s.AvailableReplicas == 3 && s.ReadyReplicas == 3 && meta.IsStatusConditionTrue(s.Conditions, conditions.Available)
+		return s.AvailableReplicas == 3 && s.ReadyReplicas == 3 && meta.IsStatusConditionTrue(s.Conditions, demov1alpha1.PodSetConditionAvailable)
 	})
 }
 
@@ -396,9 +395,9 @@ func TestQuotaIsReportedAndRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := waitStatus(t, ps, "ReplicaFailure", func(s demov1alpha1.PodSetStatus) bool {
-		return meta.IsStatusConditionTrue(s.Conditions, ConditionReplicaFailure)
+		return meta.IsStatusConditionTrue(s.Conditions, demov1alpha1.PodSetConditionReplicaFailure)
 	})
-	if c := meta.FindStatusCondition(got.Status.Conditions, ConditionReplicaFailure); c.Reason != ReasonFailedCreate || !strings.Contains(c.Message, "exceeded quota") {
+	if c := meta.FindStatusCondition(got.Status.Conditions, demov1alpha1.PodSetConditionReplicaFailure); c.Reason != demov1alpha1.PodSetReasonFailedCreate || !strings.Contains(c.Message, "exceeded quota") {
 		t.Errorf("ReplicaFailure = %+v", c)
 	}
 	suite.WaitEvent(t, ns, "quota", "Warning FailedCreate")
@@ -419,7 +418,7 @@ func TestQuotaIsReportedAndRecovered(t *testing.T) {
 	}
 	waitPods(t, ns, 10)
 	waitStatus(t, ps, "ReplicaFailure cleared", func(s demov1alpha1.PodSetStatus) bool {
-		return s.Replicas == 10 && meta.FindStatusCondition(s.Conditions, ConditionReplicaFailure) == nil
+		return s.Replicas == 10 && meta.FindStatusCondition(s.Conditions, demov1alpha1.PodSetConditionReplicaFailure) == nil
 	})
 }
 
@@ -484,7 +483,7 @@ func TestRefusedPodsAreDegraded(t *testing.T) {
 		Resource:   "pods",
 		Change:     func(ps *demov1alpha1.PodSet) { ps.Spec.Replicas = 3 },
 		Recovered: func(ps *demov1alpha1.PodSet) bool {
-			return ps.Status.Replicas == 3 && meta.FindStatusCondition(ps.Status.Conditions, ConditionReplicaFailure) == nil
+			return ps.Status.Replicas == 3 && meta.FindStatusCondition(ps.Status.Conditions, demov1alpha1.PodSetConditionReplicaFailure) == nil
 		},
 	})
 }

@@ -156,8 +156,8 @@ func TestQuotaStopsTheScaleUpEarly(t *testing.T) {
 	if err := base.Get(ctx, req.NamespacedName, got); err != nil {
 		t.Fatal(err)
 	}
-	c := meta.FindStatusCondition(got.Status.Conditions, ConditionReplicaFailure)
-	if c == nil || c.Status != "True" || c.Reason != ReasonFailedCreate || !strings.Contains(c.Message, "exceeded quota") {
+	c := meta.FindStatusCondition(got.Status.Conditions, demov1alpha1.PodSetConditionReplicaFailure)
+	if c == nil || c.Status != "True" || c.Reason != demov1alpha1.PodSetReasonFailedCreate || !strings.Contains(c.Message, "exceeded quota") {
 		t.Errorf("ReplicaFailure = %+v", c)
 	}
 	var evs []string

@@ -38,21 +38,6 @@ var DefaultCommand = []string{"sleep", "3600"}
 // PodSet owns is decided by their controller ownerReference alone.
 const PodSetLabel = "demo.k8s.io/podset"
 
-// ConditionReplicaFailure is True while pods cannot be created or deleted,
-// as on a ReplicaSet. Its reasons are also the events' of the failures.
-const (
-	ConditionReplicaFailure = "ReplicaFailure"
-
-	ReasonFailedCreate = "FailedCreate"
-	ReasonFailedDelete = "FailedDelete"
-)
-
-// The events of successful creates and deletes, as the ReplicaSet controller names them.
-const (
-	EventSuccessfulCreate = "SuccessfulCreate"
-	EventSuccessfulDelete = "SuccessfulDelete"
-)
-
 // PodLabels are the labels a PodSet sets on its pods, over the template's.
 func PodLabels(ps *demov1alpha1.PodSet) map[string]string {
 	return map[string]string{PodSetLabel: ps.Name}
@@ -184,7 +169,7 @@ func WithoutGeneratedName(msg, name, prefix string) string {
 
 // Failure is a create or delete that failed in this reconcile.
 type Failure struct {
-	Reason  string // ReasonFailedCreate or ReasonFailedDelete
+	Reason  string // demov1alpha1.PodSetReasonFailedCreate or demov1alpha1.PodSetReasonFailedDelete
 	Message string
 	// APIReason is the API server's reason for refusing the write
 	// (conditions.FromError): Forbidden for a quota or an admission, say.
@@ -223,18 +208,18 @@ func Status(ps *demov1alpha1.PodSet, obs Observed) demov1alpha1.PodSetStatus {
 	want := ps.Spec.Replicas
 	msg := fmt.Sprintf("%d of %d pods ready", st.AvailableReplicas, want)
 	if st.AvailableReplicas >= want {
-		conditions.Set(&st.Conditions, ps.Generation, conditions.Available, metav1.ConditionTrue, conditions.MinimumReplicasAvailable, msg)
+		conditions.Set(&st.Conditions, ps.Generation, demov1alpha1.PodSetConditionAvailable, metav1.ConditionTrue, demov1alpha1.PodSetReasonMinimumReplicasAvailable, msg)
 	} else {
-		conditions.Set(&st.Conditions, ps.Generation, conditions.Available, metav1.ConditionFalse, conditions.MinimumReplicasUnavailable, msg)
+		conditions.Set(&st.Conditions, ps.Generation, demov1alpha1.PodSetConditionAvailable, metav1.ConditionFalse, demov1alpha1.PodSetReasonMinimumReplicasUnavailable, msg)
 	}
 	// ReplicaFailure as a ReplicaSet reports it; Degraded, with the API
 	// server's reason, as every kind of the operator does.
 	if obs.Managed {
 		if f := obs.Failure; f != nil {
-			conditions.Set(&st.Conditions, ps.Generation, ConditionReplicaFailure, metav1.ConditionTrue, f.Reason, f.Message)
+			conditions.Set(&st.Conditions, ps.Generation, demov1alpha1.PodSetConditionReplicaFailure, metav1.ConditionTrue, f.Reason, f.Message)
 			conditions.SetDegraded(&st.Conditions, ps.Generation, &conditions.Problem{Reason: f.APIReason, Message: f.Message})
 		} else {
-			meta.RemoveStatusCondition(&st.Conditions, ConditionReplicaFailure)
+			meta.RemoveStatusCondition(&st.Conditions, demov1alpha1.PodSetConditionReplicaFailure)
 			conditions.SetDegraded(&st.Conditions, ps.Generation, nil)
 		}
 	}

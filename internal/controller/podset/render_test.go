@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/vocabulary"
 )
 
 func samplePodSet() *demov1alpha1.PodSet {
@@ -148,12 +148,12 @@ func TestStatus(t *testing.T) {
 		{"short of ready pods", 3, Observed{Active: active, Managed: true}, nil, "False", "", "False AsExpected", 2, 3},
 		{"enough ready pods", 2, Observed{Active: active, Managed: true}, nil, "True", "", "False AsExpected", 2, 3},
 		{"no pods, none wanted", 0, Observed{Managed: true}, nil, "True", "", "False AsExpected", 0, 0},
-		{"create failed", 5, Observed{Active: active, Managed: true, Failure: &Failure{ReasonFailedCreate, "quota", "Forbidden"}}, nil, "False", "True", "True Forbidden", 2, 3},
+		{"create failed", 5, Observed{Active: active, Managed: true, Failure: &Failure{demov1alpha1.PodSetReasonFailedCreate, "quota", "Forbidden"}}, nil, "False", "True", "True Forbidden", 2, 3},
 		{"failure cleared once managed", 3, Observed{Active: active, Managed: true},
-			[]metav1.Condition{{Type: ConditionReplicaFailure, Status: "True", Reason: ReasonFailedCreate}, {Type: conditions.Degraded, Status: "True", Reason: "Forbidden"}},
+			[]metav1.Condition{{Type: demov1alpha1.PodSetConditionReplicaFailure, Status: "True", Reason: demov1alpha1.PodSetReasonFailedCreate}, {Type: demov1alpha1.PodSetConditionDegraded, Status: "True", Reason: "Forbidden"}},
 			"False", "", "False AsExpected", 2, 3},
 		{"failure kept while waiting for expectations", 3, Observed{Active: active},
-			[]metav1.Condition{{Type: ConditionReplicaFailure, Status: "True", Reason: ReasonFailedCreate}, {Type: conditions.Degraded, Status: "True", Reason: "Forbidden"}},
+			[]metav1.Condition{{Type: demov1alpha1.PodSetConditionReplicaFailure, Status: "True", Reason: demov1alpha1.PodSetReasonFailedCreate}, {Type: demov1alpha1.PodSetConditionDegraded, Status: "True", Reason: "Forbidden"}},
 			"False", "True", "True Forbidden", 2, 3},
 		{"nothing known before expectations are met", 3, Observed{Active: active}, nil, "False", "", "", 2, 3},
 	}
@@ -163,16 +163,17 @@ func TestStatus(t *testing.T) {
 			ps.Spec.Replicas = tt.replicas
 			ps.Status.Conditions = tt.prior
 			st := Status(ps, tt.obs)
+			vocabulary.Check(t, ps, st.Conditions)
 			if st.Replicas != tt.wantN || st.ReadyReplicas != tt.wantReady || st.AvailableReplicas != tt.wantReady {
 				t.Errorf("replicas %d ready %d available %d, want %d %d %d", st.Replicas, st.ReadyReplicas, st.AvailableReplicas, tt.wantN, tt.wantReady, tt.wantReady)
 			}
 			if st.ObservedGeneration != 2 || st.Selector != "demo.k8s.io/podset=two-podset" {
 				t.Errorf("observedGeneration %d selector %q", st.ObservedGeneration, st.Selector)
 			}
-			if c := meta.FindStatusCondition(st.Conditions, conditions.Available); c == nil || c.Status != tt.wantAvailable {
+			if c := meta.FindStatusCondition(st.Conditions, demov1alpha1.PodSetConditionAvailable); c == nil || c.Status != tt.wantAvailable {
 				t.Errorf("Available = %+v, want %s", c, tt.wantAvailable)
 			}
-			c := meta.FindStatusCondition(st.Conditions, ConditionReplicaFailure)
+			c := meta.FindStatusCondition(st.Conditions, demov1alpha1.PodSetConditionReplicaFailure)
 			switch {
 			case tt.wantFailure == "" && c != nil:
 				t.Errorf("ReplicaFailure = %+v, want none", c)
@@ -180,7 +181,7 @@ func TestStatus(t *testing.T) {
 				t.Errorf("ReplicaFailure = %+v, want %s", c, tt.wantFailure)
 			}
 			degraded := ""
-			if d := meta.FindStatusCondition(st.Conditions, conditions.Degraded); d != nil {
+			if d := meta.FindStatusCondition(st.Conditions, demov1alpha1.PodSetConditionDegraded); d != nil {
 				degraded = string(d.Status) + " " + d.Reason
 			}
 			if degraded != tt.wantDegraded {
@@ -197,7 +198,7 @@ func TestStatus(t *testing.T) {
 	earlier := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	ps.Status.Conditions[0].LastTransitionTime = earlier
 	first.Conditions[0].LastTransitionTime = earlier
-	if again := Status(ps, Observed{Active: active, Managed: true}); !meta.IsStatusConditionFalse(again.Conditions, conditions.Available) ||
+	if again := Status(ps, Observed{Active: active, Managed: true}); !meta.IsStatusConditionFalse(again.Conditions, demov1alpha1.PodSetConditionAvailable) ||
 		!again.Conditions[0].LastTransitionTime.Equal(&first.Conditions[0].LastTransitionTime) {
 		t.Errorf("conditions changed without a change: %+v -> %+v", first.Conditions, again.Conditions)
 	}

@@ -34,7 +34,7 @@ func newWatcher(ns, name string) *watchv1alpha1.Watcher {
 }
 
 func readyWatcher(w *watchv1alpha1.Watcher) bool {
-	return testenv.Observed(w) && conditions.IsTrue(w.Status.Conditions, conditions.Ready)
+	return testenv.Observed(w) && conditions.IsTrue(w.Status.Conditions, watchv1alpha1.WatcherConditionReady)
 }
 
 func TestConfigMapFollowsTheWatcher(t *testing.T) {
@@ -95,10 +95,10 @@ func TestForeignConfigMapIsNotTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := testenv.WaitFor(t, suite.Client, ns, "taken", &watchv1alpha1.Watcher{}, func(w *watchv1alpha1.Watcher) bool {
-		return conditions.IsTrue(w.Status.Conditions, conditions.Degraded)
+		return conditions.IsTrue(w.Status.Conditions, watchv1alpha1.WatcherConditionDegraded)
 	})
-	if c := testenv.Condition(got, conditions.Degraded); c.Reason != conditions.ResourceExists ||
-		!strings.Contains(c.Message, `"taken-config"`) || got.Status.ConfigMapName != "" || conditions.IsTrue(got.Status.Conditions, conditions.Ready) {
+	if c := testenv.Condition(got, watchv1alpha1.WatcherConditionDegraded); c.Reason != watchv1alpha1.WatcherReasonErrResourceExists ||
+		!strings.Contains(c.Message, `"taken-config"`) || got.Status.ConfigMapName != "" || conditions.IsTrue(got.Status.Conditions, watchv1alpha1.WatcherConditionReady) {
 		t.Errorf("status %+v", got.Status)
 	}
 	suite.WaitEvent(t, ns, "taken", `Warning ErrResourceExists ConfigMap "taken-config" already exists and is not managed by Watcher "taken"`)
@@ -166,7 +166,7 @@ func TestRefusedConfigMapIsDegraded(t *testing.T) {
 		Resource:   "configmaps",
 		Change:     func(w *watchv1alpha1.Watcher) { w.Spec.ConfigData["LEVEL"] = "info" },
 		Recovered: func(w *watchv1alpha1.Watcher) bool {
-			return conditions.IsTrue(w.Status.Conditions, conditions.Ready) && w.Status.ConfigMapName == "refused-config"
+			return conditions.IsTrue(w.Status.Conditions, watchv1alpha1.WatcherConditionReady) && w.Status.ConfigMapName == "refused-config"
 		},
 	})
 }

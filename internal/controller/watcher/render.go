@@ -25,9 +25,6 @@ const (
 	InstanceLabel = "app.kubernetes.io/instance"
 )
 
-// ReasonConfigMapReady is the reason of a Ready Watcher.
-const ReasonConfigMapReady = "ConfigMapReady"
-
 // ConfigMap returns the ConfigMap that w wants, with its controller
 // ownerReference set.
 func ConfigMap(w *watchv1alpha1.Watcher) *corev1.ConfigMap {
@@ -64,11 +61,11 @@ func Status(w *watchv1alpha1.Watcher, obs Observed) watchv1alpha1.WatcherStatus 
 	}
 	conditions.SetDegraded(&st.Conditions, w.Generation, obs.Problem)
 	if p := obs.Problem; p != nil {
-		conditions.Set(&st.Conditions, w.Generation, conditions.Ready, metav1.ConditionFalse, p.Reason, p.Message)
+		conditions.Set(&st.Conditions, w.Generation, watchv1alpha1.WatcherConditionReady, metav1.ConditionFalse, p.Reason, p.Message)
 		return st
 	}
 	st.ConfigMapName = w.ConfigMapName()
-	conditions.Set(&st.Conditions, w.Generation, conditions.Ready, metav1.ConditionTrue, ReasonConfigMapReady,
+	conditions.Set(&st.Conditions, w.Generation, watchv1alpha1.WatcherConditionReady, metav1.ConditionTrue, watchv1alpha1.WatcherReasonConfigMapReady,
 		fmt.Sprintf("ConfigMap %q holds the Watcher's configuration", st.ConfigMapName))
 	return st
 }

@@ -9,6 +9,7 @@ import (
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/vocabulary"
 )
 
 func sample() *watchv1alpha1.Watcher {
@@ -46,23 +47,24 @@ func TestConfigMap(t *testing.T) {
 func TestStatus(t *testing.T) {
 	w := sample()
 	st := Status(w, Observed{})
-	ready := meta.FindStatusCondition(st.Conditions, conditions.Ready)
-	degraded := meta.FindStatusCondition(st.Conditions, conditions.Degraded)
+	ready := meta.FindStatusCondition(st.Conditions, watchv1alpha1.WatcherConditionReady)
+	degraded := meta.FindStatusCondition(st.Conditions, watchv1alpha1.WatcherConditionDegraded)
 	if st.ConfigMapName != "logs-config" || st.ObservedGeneration != 4 ||
 		ready == nil || ready.Status != metav1.ConditionTrue || degraded == nil || degraded.Status != metav1.ConditionFalse {
 		t.Errorf("status %+v", st)
 	}
 
 	w.Status = st
-	clash := Status(w, Observed{Problem: &conditions.Problem{Reason: conditions.ResourceExists, Message: "taken"}})
-	degraded = meta.FindStatusCondition(clash.Conditions, conditions.Degraded)
-	ready = meta.FindStatusCondition(clash.Conditions, conditions.Ready)
-	if clash.ConfigMapName != "" || degraded.Status != metav1.ConditionTrue || degraded.Reason != conditions.ResourceExists ||
-		ready.Status != metav1.ConditionFalse || ready.Reason != conditions.ResourceExists {
+	clash := Status(w, Observed{Problem: &conditions.Problem{Reason: watchv1alpha1.WatcherReasonErrResourceExists, Message: "taken"}})
+	vocabulary.Check(t, w, append(st.Conditions, clash.Conditions...))
+	degraded = meta.FindStatusCondition(clash.Conditions, watchv1alpha1.WatcherConditionDegraded)
+	ready = meta.FindStatusCondition(clash.Conditions, watchv1alpha1.WatcherConditionReady)
+	if clash.ConfigMapName != "" || degraded.Status != metav1.ConditionTrue || degraded.Reason != watchv1alpha1.WatcherReasonErrResourceExists ||
+		ready.Status != metav1.ConditionFalse || ready.Reason != watchv1alpha1.WatcherReasonErrResourceExists {
 		t.Errorf("clash status %+v", clash)
 	}
 	w.Status = clash
-	if again := Status(w, Observed{}); again.ConfigMapName != "logs-config" || !conditions.IsTrue(again.Conditions, conditions.Ready) {
+	if again := Status(w, Observed{}); again.ConfigMapName != "logs-config" || !conditions.IsTrue(again.Conditions, watchv1alpha1.WatcherConditionReady) {
 		t.Errorf("once the clash is gone: %+v", again)
 	}
 }

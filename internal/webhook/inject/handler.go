@@ -240,8 +240,8 @@ func (i *Injector) sidecars(ctx context.Context, ns string, pod *corev1.Pod) (Si
 // taken by an object it does not control: its sidecar would take its
 // environment from someone else's data.
 func clashing(w *watchv1alpha1.Watcher) bool {
-	return conditions.IsTrue(w.Status.Conditions, conditions.Degraded) &&
-		conditions.Reason(w.Status.Conditions, conditions.Degraded) == conditions.ResourceExists
+	return conditions.IsTrue(w.Status.Conditions, watchv1alpha1.WatcherConditionDegraded) &&
+		conditions.Reason(w.Status.Conditions, watchv1alpha1.WatcherConditionDegraded) == watchv1alpha1.WatcherReasonErrResourceExists
 }
 
 func quoteAll(names []string) string {

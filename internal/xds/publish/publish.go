@@ -14,6 +14,7 @@ import (
 	"cmp"
 	"fmt"
 
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -95,17 +96,13 @@ const (
 	RollBack Action = "RollBack"
 )
 
-// Event is an event a decision asks to record, on every EnvoyConfig of the fleet.
+// Event is an event a decision asks to record, on the fleet's Envoy (on its
+// first EnvoyConfig without one). Its reason is examplev1.EnvoyEventRolledBack
+// or examplev1.EnvoyEventRejected.
 type Event struct {
 	Warning         bool
 	Reason, Message string
 }
-
-// Event reasons.
-const (
-	ReasonRolledBack = "RolledBack"
-	ReasonRejected   = "Rejected"
-)
 
 // Decision is what Decide decided.
 type Decision struct {
@@ -165,12 +162,12 @@ func Decide(prev History, ir translate.IR, acks Acks, rejected Rejections) Decis
 				d.Action = RollBack
 				d.Message = fmt.Sprintf("every proxy rejected version %s (%s); version %s, which they accepted, is served again",
 					cur.Version, cur.Rejected, target.Version)
-				d.Events = append(d.Events, Event{Warning: true, Reason: ReasonRolledBack, Message: d.Message})
+				d.Events = append(d.Events, Event{Warning: true, Reason: examplev1.EnvoyEventRolledBack, Message: d.Message})
 				cur.Configs = nil
 				h.Current = target.Version
 				h.moveToFront(target.Version)
 			} else {
-				d.Events = append(d.Events, Event{Warning: true, Reason: ReasonRejected, Message: fmt.Sprintf(
+				d.Events = append(d.Events, Event{Warning: true, Reason: examplev1.EnvoyEventRejected, Message: fmt.Sprintf(
 					"every proxy rejected version %s (%s), and none accepted an earlier one: it stays served", cur.Version, cur.Rejected)})
 			}
 		}

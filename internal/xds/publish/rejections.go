@@ -16,11 +16,6 @@ import (
 // versions every proxy rejected. The controller writes them; the leader and
 // kubectl envoy diff read them back with RejectionsOf.
 
-// ConditionPublished is an EnvoyConfig's condition that says whether its
-// content is served; its reasons ReasonRolledBack and ReasonRejected say
-// that every proxy rejected the fleet's newest version.
-const ConditionPublished = "Published"
-
 // ContentHash is a short hash of an EnvoyConfig's spec (status.contentHash).
 func ContentHash(c *examplev1.EnvoyConfig) string {
 	b, _ := json.Marshal(c.Spec)
@@ -46,9 +41,9 @@ func RejectionsOf(configs []*examplev1.EnvoyConfig, offered string) Rejections {
 				out[v] = true
 			}
 		}
-		p := meta.FindStatusCondition(c.Status.Conditions, ConditionPublished)
+		p := meta.FindStatusCondition(c.Status.Conditions, examplev1.EnvoyConfigConditionPublished)
 		legacy = legacy && unchanged && len(c.Status.RejectedVersions) == 0 && p != nil &&
-			p.ObservedGeneration == c.Generation && (p.Reason == ReasonRolledBack || p.Reason == ReasonRejected)
+			p.ObservedGeneration == c.Generation && (p.Reason == examplev1.EnvoyConfigReasonRolledBack || p.Reason == examplev1.EnvoyConfigReasonRejected)
 	}
 	if legacy {
 		out[offered] = true

@@ -27,7 +27,7 @@ func statusOf(unchanged bool, published string, rejected []string, reason string
 	}
 	c.Status.PublishedVersion, c.Status.RejectedVersions = published, rejected
 	if reason != "" {
-		c.Status.Conditions = []metav1.Condition{{Type: ConditionPublished, Status: metav1.ConditionFalse, Reason: reason, ObservedGeneration: 2}}
+		c.Status.Conditions = []metav1.Condition{{Type: examplev1.EnvoyConfigConditionPublished, Status: metav1.ConditionFalse, Reason: reason, ObservedGeneration: 2}}
 	}
 	return c
 }
@@ -39,11 +39,11 @@ func TestRejectionsOf(t *testing.T) {
 		want    []string
 	}{
 		{"none", []*examplev1.EnvoyConfig{statusOf(true, "v1", nil, "")}, nil},
-		{"recorded, content unchanged", []*examplev1.EnvoyConfig{statusOf(true, "v1", []string{"v2", "v0"}, ReasonRolledBack), statusOf(true, "v1", nil, "")}, []string{"v0", "v2"}},
-		{"recorded before a change", []*examplev1.EnvoyConfig{statusOf(false, "v1", []string{"v2"}, ReasonRolledBack)}, nil},
-		{"the previous release's rollback: the offered version", []*examplev1.EnvoyConfig{statusOf(true, "v1", nil, ReasonRolledBack), statusOf(true, "v1", nil, ReasonRejected)}, []string{"offered"}},
-		{"the previous release's rollback, one EnvoyConfig changed since", []*examplev1.EnvoyConfig{statusOf(true, "v1", nil, ReasonRolledBack), statusOf(false, "v1", nil, ReasonRolledBack)}, nil},
-		{"the previous release's rollback, one EnvoyConfig new", []*examplev1.EnvoyConfig{statusOf(true, "v1", nil, ReasonRolledBack), statusOf(true, "", nil, "")}, nil},
+		{"recorded, content unchanged", []*examplev1.EnvoyConfig{statusOf(true, "v1", []string{"v2", "v0"}, examplev1.EnvoyConfigReasonRolledBack), statusOf(true, "v1", nil, "")}, []string{"v0", "v2"}},
+		{"recorded before a change", []*examplev1.EnvoyConfig{statusOf(false, "v1", []string{"v2"}, examplev1.EnvoyConfigReasonRolledBack)}, nil},
+		{"the previous release's rollback: the offered version", []*examplev1.EnvoyConfig{statusOf(true, "v1", nil, examplev1.EnvoyConfigReasonRolledBack), statusOf(true, "v1", nil, examplev1.EnvoyConfigReasonRejected)}, []string{"offered"}},
+		{"the previous release's rollback, one EnvoyConfig changed since", []*examplev1.EnvoyConfig{statusOf(true, "v1", nil, examplev1.EnvoyConfigReasonRolledBack), statusOf(false, "v1", nil, examplev1.EnvoyConfigReasonRolledBack)}, nil},
+		{"the previous release's rollback, one EnvoyConfig new", []*examplev1.EnvoyConfig{statusOf(true, "v1", nil, examplev1.EnvoyConfigReasonRolledBack), statusOf(true, "", nil, "")}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
