@@ -104,7 +104,7 @@ codegen: ## Generate only the typed clients in pkg/generated (k8s.io/code-genera
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: $(BIN)/controller-gen ## Fail when generated files are stale, code is not gofmt'ed or go vet complains.
+verify: $(BIN)/controller-gen ## Fail when generated files are stale, code is not gofmt'ed, go vet complains or the binaries link test support.
 	hack/verify-generated.sh
 	$(BIN)/kubectl kustomize config/default >/dev/null
 	@unformatted=$$(gofmt -l api cmd internal pkg test hack); \
@@ -112,6 +112,8 @@ verify: $(BIN)/controller-gen ## Fail when generated files are stale, code is no
 	@negated=$$(grep -rlE '^//go:build .*!($(subst $(comma),|,$(TEST_TAGS)))' --include='*.go' . || true); \
 	if [ -n "$$negated" ]; then echo "Built only without a test tag, which go vet -tags $(TEST_TAGS) would miss:"; echo "$$negated"; exit 1; fi
 	go vet -tags $(TEST_TAGS) $(GO_PACKAGES)
+	@linked=$$(go list -deps ./cmd/... | grep '/internal/testing/' || true); \
+	if [ -n "$$linked" ]; then echo "The binaries link test support:"; echo "$$linked"; exit 1; fi
 	cd hack/image && go vet ./...
 
 ##@ Release

@@ -7,7 +7,7 @@
 #
 # Every package runs with the race detector but those that run no concurrent
 # code of ours: the API's schema and admission as clients see them
-# (test/integration, internal/crdschema: the API server's own validation) and
+# (test/integration, internal/testing/crdschema: the API server's own validation) and
 # the fuzz targets' seed corpora of pure functions (test/fuzz). Under -race
 # they cost minutes of CPU on 2 cores for nothing the detector could find.
 #
@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 module=$(go list -m)
-plain=("$module/test/integration" "$module/internal/crdschema" "$module/test/fuzz")
+plain=("$module/test/integration" "$module/internal/testing/crdschema" "$module/test/fuzz")
 mapfile -t raced < <(go list ./... | grep -vxF -f <(printf '%s\n' "${plain[@]}"))
 
 # Without job control, a background job is not a process group leader, so

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 )
 
 // Interval is how often the waits ask again. Each ask of a kubectl wait

@@ -8,7 +8,7 @@ import (
 
 	samplev1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/samplecontroller/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/foo"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objcheck"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/objcheck"
 )
 
 func FuzzFooDeployment(f *testing.F) {

@@ -7,7 +7,7 @@ import (
 
 	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/foobar"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objcheck"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/objcheck"
 )
 
 func FuzzFooBarJob(f *testing.F) {

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/crdschema"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/crdschema"
 )
 
 var schemas sync.Map // kind -> *crdschema.Schema

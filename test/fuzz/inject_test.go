@@ -13,7 +13,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objcheck"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/objcheck"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/inject"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/podset"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objcheck"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/objcheck"
 )
 
 func FuzzPodSetPod(f *testing.F) {

@@ -7,7 +7,7 @@ import (
 
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/watcher"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objcheck"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/objcheck"
 )
 
 // watcherSeeds are Watcher specs, valid and not, for the Watcher's and the

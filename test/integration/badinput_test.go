@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/crdschema"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/crdschema"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -880,7 +880,7 @@ func TestValidEdgeCasesAreAdmitted(t *testing.T) {
 	}
 }
 
-// The fuzz tests keep the specs that internal/crdschema admits, in process:
+// The fuzz tests keep the specs that internal/testing/crdschema admits, in process:
 // it must refuse and admit what this API server does. What the validating
 // webhook refuses, its own code (translate.Admit) refuses in process, and
 // the schema admits.

@@ -21,7 +21,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	samplev1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/samplecontroller/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	examplev1ac "github.com/kube-envoy-controller/kube-envoy-controller/pkg/generated/applyconfiguration/example/v1"
 	samplev1alpha1ac "github.com/kube-envoy-controller/kube-envoy-controller/pkg/generated/applyconfiguration/samplecontroller/v1alpha1"
 	watchv1alpha1ac "github.com/kube-envoy-controller/kube-envoy-controller/pkg/generated/applyconfiguration/watch/v1alpha1"
