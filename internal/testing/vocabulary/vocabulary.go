@@ -17,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,8 +58,10 @@ func Of(obj any) (Vocabulary, error) {
 	if !ok || !strings.HasPrefix(rel, "api/") {
 		return Vocabulary{}, fmt.Errorf("%s is not a kind of the operator's API", typ)
 	}
-	_, self, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(self), "..", "..", "..")
+	root, err := moduleRoot()
+	if err != nil {
+		return Vocabulary{}, err
+	}
 	consts, err := constants(filepath.Join(root, filepath.FromSlash(rel)))
 	if err != nil {
 		return Vocabulary{}, err
@@ -171,5 +172,27 @@ func Check(t testing.TB, obj any, conds []metav1.Condition) {
 	}
 	for _, w := range v.Conditions(conds) {
 		t.Error(w)
+	}
+}
+
+// moduleRoot is the directory of the operator's module. A test runs in its
+// package's directory, below it. (The source file's own path cannot say:
+// builds with -trimpath, as make test's, name it by its import path.)
+func moduleRoot() (string, error) {
+	start, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := start; ; dir = filepath.Dir(dir) {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(line); len(f) == 2 && f[0] == "module" && f[1] == module {
+					return dir, nil
+				}
+			}
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("no go.mod of module %s in %s or above", module, start)
+		}
 	}
 }
