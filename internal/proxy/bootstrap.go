@@ -42,8 +42,9 @@ const (
 
 // Names inside the bootstrap.
 const (
-	adminClusterName  = "envoy_admin"
-	readyListenerName = "envoy_ready_stats"
+	adminClusterName = "envoy_admin"
+	// ReadyListenerName is the static listener on ReadyPort.
+	ReadyListenerName = "envoy_ready_stats"
 )
 
 // BootstrapKey is the ConfigMap key of the bootstrap, and the file name Envoy reads.
@@ -257,11 +258,11 @@ func readyListener() *listenerv3.Listener {
 		ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: adminClusterName},
 	}}
 	hcm := &hcmv3.HttpConnectionManager{
-		StatPrefix: readyListenerName,
+		StatPrefix: ReadyListenerName,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
-			Name: readyListenerName,
+			Name: ReadyListenerName,
 			VirtualHosts: []*routev3.VirtualHost{{
-				Name:    readyListenerName,
+				Name:    ReadyListenerName,
 				Domains: []string{"*"},
 				Routes: []*routev3.Route{
 					{
@@ -281,7 +282,7 @@ func readyListener() *listenerv3.Listener {
 		}},
 	}
 	return &listenerv3.Listener{
-		Name:                          readyListenerName,
+		Name:                          ReadyListenerName,
 		Address:                       socketAddress("0.0.0.0", ReadyPort),
 		PerConnectionBufferLimitBytes: wrapperspb.UInt32(BufferLimitBytes),
 		// A proxy at its connection limit is still probed and scraped.

@@ -83,9 +83,15 @@ var ErrRefused = errors.New("envoy refused the configuration")
 // with Envoy's message when it refuses it, and another error when Envoy
 // could not run. args are added to Envoy's command line.
 func Validate(envoy, dir, name string, args ...string) error {
-	cmd := exec.Command(envoy, append([]string{"--mode", "validate", "-c", filepath.Join(dir, name),
+	return ValidateArgs(envoy, dir, append([]string{"-c", filepath.Join(dir, name),
 		"--service-node", "validate", "--service-cluster", "validate", "--log-level", "critical",
-		"--disable-hot-restart", "--log-format", "%v"}, args...)...)
+		"--disable-hot-restart"}, args...)...)
+}
+
+// ValidateArgs runs Envoy with args in `--mode validate`, in dir, and
+// answers as Validate does.
+func ValidateArgs(envoy, dir string, args ...string) error {
+	cmd := exec.Command(envoy, append([]string{"--mode", "validate", "--log-format", "%v"}, args...)...)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err == nil {
