@@ -38,12 +38,27 @@ const (
 // FieldOwner is the field manager name of the operator's writes.
 const FieldOwner = "kube-envoy-controller"
 
-// Contains reports whether every field set in desired has the same value in
-// actual. Fields that desired leaves at their zero value (nil, "", 0, false, an
-// empty map or list) are not compared, so values the API server defaults and
-// fields other actors add do not count as differences; a field we set that
-// someone changed does. Lists must have the same length and match element by
-// element, so an added or removed container is a difference.
+// Contains reports whether actual holds every field that desired sets, with
+// desired's value. Both sides are compared in the JSON form the API server
+// receives and stores, so a field desired sets is one its JSON keeps: a
+// pointer that is not nil, a struct, or a value the encoding does not omit.
+// Zero values count like any other: replicas 0, a false
+// automountServiceAccountToken, an empty string in a field without
+// omitempty all have to be found in actual. What desired leaves out is not
+// compared, so values the API server defaults and fields other actors add
+// are no difference: nil pointers, nil maps and lists, and the Go zero value
+// of a field marked omitempty, which the encoding drops and the API server
+// cannot tell from unset (a renderer that means to enforce such a zero sets
+// a pointer field, or leaves the field to others).
+//
+// Maps are compared key by key: keys that others added (labels,
+// annotations) are not differences. A map desired holds, even an empty one
+// (a struct such as emptyDir: {}), must be in actual. Lists must have the
+// same length and match item by item, each item compared as a partial
+// object in turn: the defaults the API server adds inside items (a
+// container's terminationMessagePath, a port's protocol) are not
+// differences, an added, removed or reordered item is. An empty list and an
+// absent one are alike, as they are once stored.
 //
 // desired and actual are typed API objects or parts of them (a PodSpec, a map).
 func Contains(actual, desired any) (bool, error) {
@@ -66,8 +81,17 @@ func toUnstructured(v any) (any, error) {
 		return nil, nil
 	}
 	rv := reflect.ValueOf(v)
-	if rv.Kind() == reflect.Pointer && rv.IsNil() {
-		return nil, nil
+	switch rv.Kind() {
+	case reflect.Pointer:
+		if rv.IsNil() {
+			return nil, nil
+		}
+	case reflect.Map, reflect.Slice:
+		// A map or a list compared on its own (labels) sets nothing when
+		// empty, as an omitempty field of one would.
+		if rv.Len() == 0 {
+			return nil, nil
+		}
 	}
 	// The converter handles structs; wrap everything else in one.
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
@@ -80,12 +104,14 @@ func toUnstructured(v any) (any, error) {
 }
 
 func containsValue(actual, desired any) bool {
-	if isZero(desired) {
-		return true
-	}
 	switch d := desired.(type) {
+	case nil:
+		return true // not set: left to others
 	case map[string]any:
-		a, _ := actual.(map[string]any)
+		a, ok := actual.(map[string]any)
+		if !ok {
+			return false
+		}
 		for k, dv := range d {
 			if !containsValue(a[k], dv) {
 				return false
@@ -106,26 +132,6 @@ func containsValue(actual, desired any) bool {
 	default:
 		return reflect.DeepEqual(normalizeNumber(actual), normalizeNumber(desired))
 	}
-}
-
-func isZero(v any) bool {
-	switch t := v.(type) {
-	case nil:
-		return true
-	case string:
-		return t == ""
-	case bool:
-		return !t
-	case int64:
-		return t == 0
-	case float64:
-		return t == 0
-	case map[string]any:
-		return len(t) == 0
-	case []any:
-		return len(t) == 0
-	}
-	return false
 }
 
 // normalizeNumber makes 3 and 3.0 equal: the converter gives integers as

@@ -34,10 +34,23 @@ func desiredDeployment() *appsv1.Deployment {
 	}
 }
 
-// defaulted is what the API server returns for desiredDeployment: the same
+// desiredZeros is desiredDeployment with the zero values a renderer sets:
+// no replicas, no service account token, no privilege escalation, and an
+// emptyDir volume.
+func desiredZeros() *appsv1.Deployment {
+	d := desiredDeployment()
+	d.Spec.Replicas = ptr.To[int32](0)
+	spec := &d.Spec.Template.Spec
+	spec.AutomountServiceAccountToken = ptr.To(false)
+	spec.Containers[0].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false)}
+	spec.Volumes = []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	return d
+}
+
+// defaulted is what the API server returns for desiredZeros: the same
 // fields plus defaults and metadata that others add.
 func defaulted() *appsv1.Deployment {
-	d := desiredDeployment()
+	d := desiredZeros()
 	d.ResourceVersion = "42"
 	d.Labels["added-by-someone"] = "x"
 	d.Spec.RevisionHistoryLimit = ptr.To[int32](10)
@@ -79,12 +92,31 @@ func TestContains(t *testing.T) {
 			d.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Port = intstr.FromInt32(9090)
 		}, false},
 		{"probe removed", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].ReadinessProbe = nil }, false},
+		// Zero values we set are enforced like any other.
+		{"our zero replicas scaled up by hand", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](3) }, false},
+		{"our false token automount turned on", func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.AutomountServiceAccountToken = ptr.To(true)
+		}, false},
+		{"our false token automount removed", func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.AutomountServiceAccountToken = nil
+		}, false},
+		{"our false privilege escalation turned on", func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr.To(true)
+		}, false},
+		{"our emptyDir swapped for a hostPath", func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Volumes[0].VolumeSource = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}
+		}, false},
+		// What we leave unset is others'.
+		{"paused by hand (we leave paused unset)", func(d *appsv1.Deployment) { d.Spec.Paused = true }, true},
+		{"a size limit others set on our emptyDir", func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Volumes[0].EmptyDir.SizeLimit = ptr.To(resource.MustParse("1Gi"))
+		}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			actual := defaulted()
 			tt.mutate(actual)
-			got, err := Contains(actual, desiredDeployment())
+			got, err := Contains(actual, desiredZeros())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,9 +137,21 @@ func TestContainsParts(t *testing.T) {
 		{"nil actual", nil, map[string]string{"a": "b"}, false},
 		{"map subset", map[string]string{"a": "b", "c": "d"}, map[string]string{"a": "b"}, true},
 		{"map value differs", map[string]string{"a": "x"}, map[string]string{"a": "b"}, false},
-		{"zero bool matches absent", corev1.Container{}, corev1.Container{Stdin: false}, true},
+		{"empty map desired sets nothing", map[string]string(nil), map[string]string{}, true},
+		// The Go zero value of an omitempty field is not in the JSON the
+		// API server receives: it cannot be told from unset.
+		{"zero of an omitempty bool is unset", corev1.Container{Stdin: true}, corev1.Container{Stdin: false}, true},
 		{"true bool does not match absent", corev1.Container{}, corev1.Container{Stdin: true}, false},
 		{"nil pointer desired", &appsv1.Deployment{}, (*appsv1.Deployment)(nil), true},
+		{"zero pointer desired, absent", corev1.PodSpec{}, corev1.PodSpec{AutomountServiceAccountToken: ptr.To(false)}, false},
+		{"zero pointer desired, same", corev1.PodSpec{AutomountServiceAccountToken: ptr.To(false)}, corev1.PodSpec{AutomountServiceAccountToken: ptr.To(false)}, true},
+		{"zero int pointer desired, other value", appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}, appsv1.DeploymentSpec{Replicas: ptr.To[int32](0)}, false},
+		{"empty string of a field without omitempty", corev1.KeyToPath{Key: "k", Path: "p"}, corev1.KeyToPath{Key: "k"}, false},
+		{"zero int of a field without omitempty", corev1.ContainerPort{ContainerPort: 80}, corev1.ContainerPort{}, false},
+		{"empty list desired, absent", corev1.Capabilities{}, corev1.Capabilities{Drop: []corev1.Capability{}}, true},
+		{"list items compared as partial objects", []corev1.ContainerPort{{ContainerPort: 80, Protocol: corev1.ProtocolTCP}},
+			[]corev1.ContainerPort{{ContainerPort: 80}}, true},
+		{"list reordered", []corev1.EnvVar{{Name: "b"}, {Name: "a"}}, []corev1.EnvVar{{Name: "a"}, {Name: "b"}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
