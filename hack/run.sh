@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # `make run`: the local cluster, the CRDs, the samples and the operator in the
-# foreground, and stand-in proxies (hack/standin) for the gateway sample's
-# fleet, so that xDS is seen at work. Ctrl-C stops the stand-ins and the
-# operator and removes the webhook configurations, which would otherwise send
-# every EnvoyConfig write and every pod create in namespaces with injection to
-# an operator that no longer answers; the cluster stays up for kubectl (`make
-# cluster-down` removes it). The next `make run` installs them again.
+# foreground, and the gateway sample's proxies as real Envoy processes on this
+# host (hack/hostfleet), one for each of the fleet's pods, so that xDS and
+# traffic are seen at work. KWOK's pods run nothing: with root, the pods'
+# addresses are routed into a network namespace where they answer as the
+# pods would (hack/podnet.sh), so the Envoys reach the Service web through
+# its EndpointSlices. Without Envoy (make envoy), Go stand-ins (hack/standin)
+# take the proxies' place, and say so.
+#
+# Ctrl-C stops the proxies and the operator, removes the pods' network and
+# the webhook configurations, which would otherwise send every EnvoyConfig
+# write and every pod create in namespaces with injection to an operator that
+# no longer answers; the cluster stays up for kubectl (`make cluster-down`
+# removes it). The next `make run` installs them again.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -39,6 +46,7 @@ bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" --zap-devel=false \
   --webhook-cert-write-files --webhook-cert-dir "$ROOT/tmp/$NAME/webhook-certs" &
 op_pid=$!
 standin_pid=""
+podnet=""
 # Ctrl-C reaches the operator too (one process group): let it stop gracefully,
 # since a second signal makes it exit at once. Otherwise stop it here.
 interrupted=""
@@ -46,6 +54,9 @@ stop_foreground_operator() {
   if [[ -n $standin_pid ]]; then
     kill "$standin_pid" 2>/dev/null || true
     wait "$standin_pid" 2>/dev/null || true
+  fi
+  if [[ -n $podnet ]]; then
+    hack/podnet.sh down || true
   fi
   if [[ -n $interrupted ]]; then
     for _ in $(seq 20); do kill -0 "$op_pid" 2>/dev/null || break; sleep 0.5; done
@@ -56,7 +67,7 @@ stop_foreground_operator() {
   bin/kubectl delete --ignore-not-found mutatingwebhookconfiguration kube-envoy-controller-injector >/dev/null || true
   bin/kubectl delete --ignore-not-found validatingwebhookconfiguration kube-envoy-controller-validator >/dev/null || true
   echo
-  echo "Operator and stand-in proxies stopped; the webhook configurations are removed, so EnvoyConfigs are"
+  echo "Operator and proxies stopped, the pods' network removed; the webhook configurations are removed, so EnvoyConfigs are"
   echo "not validated and pods are not injected until the next make run."
   echo "The cluster $NAME is still up; make cluster-down removes it."
 }
@@ -87,14 +98,31 @@ bin/kubectl wait --for=jsonpath='{.status.availableReplicas}'=3 --timeout 120s e
 bin/kubectl wait --for=jsonpath='{.status.availableReplicas}'=2 --timeout 120s envoy/web-gateway >/dev/null || true
 bin/kubectl wait --for=condition=Accepted --timeout 60s envoyconfig --all >/dev/null || true
 
-# KWOK's pods run no Envoy: stand-in proxies do their part for the gateway
-# sample's fleet, one per pod, real ADS clients over the fleet's mutual TLS
-# that accept what the operator serves (hack/standin).
-go build -o "$ROOT/tmp/$NAME/standin" ./hack/standin
-"$ROOT/tmp/$NAME/standin" --namespace default --fleet web-gateway --xds-address "127.0.0.1:$XDS_PORT" \
-  >"$ROOT/tmp/$NAME/standin.log" 2>&1 &
-standin_pid=$!
-bin/kubectl wait --for=jsonpath='{.status.proxies.acked}'=2 --timeout 60s envoyconfig/web-routing >/dev/null || true
+# KWOK's pods run no Envoy: the gateway's proxies run here, real Envoys from
+# the bootstrap in the fleet's ConfigMap (hack/hostfleet), or Go stand-ins,
+# real ADS clients, where there is no Envoy (hack/standin).
+ENVOY=${ENVOY:-$ROOT/bin/envoy}
+proxies_log=$ROOT/tmp/$NAME/proxies.log
+if [[ -x $ENVOY ]]; then
+  if hack/podnet.sh check; then
+    hack/podnet.sh up && podnet=1
+  else
+    echo "Not root: the pods' network is not made (hack/podnet.sh), so the backends behind the gateway answer nothing."
+  fi
+  go build -o "$ROOT/tmp/$NAME/hostfleet" ./hack/hostfleet
+  "$ROOT/tmp/$NAME/hostfleet" --namespace default --selector app.kubernetes.io/instance=web-gateway \
+    --xds-address "127.0.0.1:$XDS_PORT" --envoy "$ENVOY" --dir "$ROOT/tmp/$NAME/proxies" >"$proxies_log" 2>&1 &
+  standin_pid=$!
+  proxies="real Envoys ($("$ENVOY" --version | sed -n 's/.*version: [0-9a-f]*\/\([0-9.]*\)\/.*/\1/p'))"
+else
+  echo "No Envoy at $ENVOY (make envoy): the gateway's proxies are Go stand-ins, which serve no traffic."
+  go build -o "$ROOT/tmp/$NAME/standin" ./hack/standin
+  "$ROOT/tmp/$NAME/standin" --namespace default --fleet web-gateway --xds-address "127.0.0.1:$XDS_PORT" \
+    >"$proxies_log" 2>&1 &
+  standin_pid=$!
+  proxies="Go stand-ins"
+fi
+bin/kubectl wait --for=jsonpath='{.status.proxies.acked}'=2 --timeout 60s envoyconfig/web-routing envoyconfig/web-canary envoyconfig/web-tls >/dev/null || true
 cat <<MSG
 
 ================================================================================
@@ -107,15 +135,24 @@ kube-envoy-controller is running against the local cluster "$NAME".
   bin/kubectl get configmap envoy-cfg-1 -o yaml   # the fleet's Envoy v3 bootstrap
   bin/kubectl scale envoy/edge-envoy --replicas=5
 
+  The gateway web-gateway's two proxies are $proxies on this host, one per
+  pod, named as its pods (log: tmp/$NAME/proxies.log; each Envoy's admin
+  address: tmp/$NAME/proxies/POD.admin). They listen on the host's ports, as
+  a Service would take the requests:
+  curl -s http://127.0.0.1:8080/           # the routing sample: a pod of web answers with its name
+  for i in \$(seq 100); do curl -s -o /dev/null -w '%header{x-track}\\n' http://127.0.0.1:8081/; done | sort | uniq -c
+                                           # the canary: about 90 stable, 10 canary
+  curl -s --cacert tmp/$NAME/web-tls/tls.crt --resolve web.example.com:8443:127.0.0.1 https://web.example.com:8443/
+                                           # TLS terminated with the Secret web-tls
+
   What every proxy runs, with the kubectl plugin (bin/kubectl-envoy; kubectl
   finds it on PATH). The operator runs on this host, so it is reached at its
-  address rather than through its pods. KWOK's pods run no Envoy: the
-  gateway's two proxies are stand-ins, real xDS clients named as its pods
-  (log: tmp/$NAME/standin.log), listed SYNCED; on a real cluster every
-  proxy is:
+  address rather than through its pods:
   export PATH=$ROOT/bin:\$PATH
   kubectl envoy proxy-status -A --operator-address 127.0.0.1:$DEBUG_PORT
   kubectl envoy config-dump web-gateway --type routes --operator-address 127.0.0.1:$DEBUG_PORT
+  curl -s "\$(cat tmp/$NAME/proxies/*.admin | head -1)/config_dump?resource=dynamic_route_configs"
+                                           # what Envoy itself says it runs
   kubectl envoy validate -f config/samples/
 
   The EnvoyConfig samples, served by the operator's xDS server:
@@ -128,7 +165,7 @@ kube-envoy-controller is running against the local cluster "$NAME".
   webhook https://localhost:$WEBHOOK_PORT (set METRICS_PORT, HEALTH_PORT,
   XDS_PORT, DEBUG_PORT or WEBHOOK_PORT to choose them).
 
-Ctrl-C stops the operator and the stand-ins, and removes the webhook configurations. make cluster-down removes the cluster.
+Ctrl-C stops the operator and the proxies, and removes the pods' network and the webhook configurations. make cluster-down removes the cluster.
 ================================================================================
 
 MSG

@@ -125,6 +125,10 @@ type Host struct {
 	// AdminPort and ReadyPort replace the pod's admin and ready ports, which
 	// the proxies of one host cannot share.
 	AdminPort, ReadyPort uint32
+	// Delta has Envoy subscribe with the incremental protocol
+	// (DELTA_GRPC) where the bootstrap says state of the world (GRPC): the
+	// operator serves both, and a test proves each.
+	Delta bool
 }
 
 // Adapt returns p as it runs on h, changed only where a host differs from a
@@ -179,6 +183,9 @@ func Adapt(p Proxy, h Host) (Proxy, error) {
 			if filepath.Base(path) == proxy.BootstrapKey {
 				if err := hostPorts(tree, host, uint32(xdsPort), h.AdminPort, h.ReadyPort); err != nil {
 					return Proxy{}, fmt.Errorf("%s: %w", path, err)
+				}
+				if ads, _ := dig(tree, "dynamic_resources", "ads_config").(map[string]any); h.Delta && ads != nil {
+					ads["api_type"] = "DELTA_GRPC"
 				}
 			}
 			if data, err = encode(tree); err != nil {

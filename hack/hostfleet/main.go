@@ -1,0 +1,122 @@
+// Command hostfleet runs a namespace's proxies and backends on this host,
+// for the playground (make run). KWOK's pods run nothing, so:
+//
+//   - every Running pod with an Envoy container (a fleet's proxy, or an
+//     injected sidecar) runs as a real Envoy process here, named as its pod,
+//     presenting its fleet's client certificate and started from the
+//     bootstrap the operator rendered into the fleet's ConfigMap
+//     (internal/testing/realenvoy);
+//   - with the pods' network up (hack/podnet.sh), every pod's address
+//     answers HTTP on --backend-ports as that pod would
+//     (internal/testing/podnet), so the Envoys reach the pods behind a
+//     Service through its EndpointSlices.
+//
+//	go run ./hack/hostfleet --namespace default --xds-address 127.0.0.1:18000 --envoy bin/envoy --dir tmp/proxies
+//
+// Each Envoy's admin interface is on a free port of 127.0.0.1, written to
+// DIR/POD.admin. It runs until interrupted, then stops every Envoy.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/podnet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
+)
+
+func main() {
+	var (
+		namespace = flag.String("namespace", "default", "the pods' namespace")
+		selector  = flag.String("selector", "", "a label selector of the pods whose Envoys run here; empty, every pod with an Envoy container")
+		addr      = flag.String("xds-address", "", "host:port of the operator's xDS server")
+		envoy     = flag.String("envoy", "", "the Envoy binary")
+		dir       = flag.String("dir", "", "where each proxy's files and log go")
+		ports     = flag.String("backend-ports", "8080", "comma-separated ports on which the pods' addresses answer, with the pods' network up; empty, none")
+	)
+	flag.Parse()
+	if *addr == "" || *envoy == "" || *dir == "" {
+		fmt.Fprintln(os.Stderr, "usage: hostfleet --xds-address HOST:PORT --envoy PATH --dir DIR [--namespace NS] [--selector SEL] [--backend-ports 8080]")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *namespace, *selector, *addr, *envoy, *dir, *ports); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "hostfleet:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, namespace, selector, addr, envoy, dir, ports string) error {
+	cfg, err := config.GetConfig()
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if ports != "" {
+		if !podnet.Available(podnet.Namespace) {
+			fmt.Println("the pods' network is not up (hack/podnet.sh up, as root): the pods' addresses answer nothing")
+		} else {
+			var list []int
+			for _, p := range strings.Split(ports, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(p))
+				if err != nil {
+					return fmt.Errorf("--backend-ports: %w", err)
+				}
+				list = append(list, n)
+			}
+			if err := podnet.Serve(ctx, podnet.Namespace, &podnet.Pods{Client: cs, Namespace: namespace}, list...); err != nil {
+				return err
+			}
+			fmt.Printf("the pods of %s answer on their addresses, ports %s\n", namespace, ports)
+		}
+	}
+	k := &realenvoy.Kubelet{Client: cs, Namespace: namespace, Selector: selector, Envoy: envoy, XDS: addr, Dir: dir}
+	known := map[string]string{}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	defer k.StopAll()
+	for {
+		if err := k.Sync(ctx); err != nil && ctx.Err() == nil {
+			fmt.Println("hostfleet:", err)
+		}
+		procs := k.Processes()
+		for name, p := range procs {
+			if known[name] != p.Admin {
+				known[name] = p.Admin
+				_ = os.WriteFile(filepath.Join(dir, name+".admin"), []byte(p.Admin+"\n"), 0o600)
+				fmt.Printf("Envoy for pod %s (pid %d): admin %s, log %s\n", name, p.Pid(), p.Admin, filepath.Join(dir, name+".log"))
+			}
+		}
+		for name := range known {
+			if _, ok := procs[name]; !ok {
+				delete(known, name)
+				_ = os.Remove(filepath.Join(dir, name+".admin"))
+				fmt.Printf("Envoy for pod %s stopped\n", name)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}

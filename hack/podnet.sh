@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The pods' network on this host: KWOK's pods run nothing, and take their
+# addresses from their node's podCIDR (10.0.N.0/24 on kwokctl's nodes). So
+# that a fleet's Envoys, running here as processes, reach the pods behind a
+# Service through its EndpointSlices, this routes 10.0.0.0/16 into a network
+# namespace of its own, a test host where every address of the range is
+# local, and where test backends (internal/testing/podnet) answer as the pod
+# whose address they were reached at. Nothing of the range leaves the host.
+#
+#   hack/podnet.sh up      make the namespace kec-pods and the route, or reuse them
+#   hack/podnet.sh down    remove them
+#   hack/podnet.sh check   exit 0 when it can be made here (root, iproute2)
+#
+# It needs root (ip netns, ip route). The host side of the link is
+# 169.254.99.1, the namespace's 169.254.99.2.
+set -euo pipefail
+NS=${PODNET_NS:-kec-pods}
+CIDR=${PODNET_CIDR:-10.0.0.0/16}
+HOST_IF=kecpods0
+NS_IF=kecpods1
+
+can() { [[ $(id -u) == 0 ]] && command -v ip >/dev/null; }
+
+case ${1:?usage: hack/podnet.sh up|down|check} in
+check)
+  can
+  ;;
+up)
+  can || { echo "podnet: the pods' network needs root and iproute2" >&2; exit 1; }
+  if ip netns list | grep -qw "$NS" && ip route show "$CIDR" | grep -q "$HOST_IF"; then
+    exit 0
+  fi
+  "$0" down
+  ip netns add "$NS"
+  ip link add "$HOST_IF" type veth peer name "$NS_IF" netns "$NS"
+  ip addr add 169.254.99.1/30 dev "$HOST_IF"
+  ip link set "$HOST_IF" up
+  ip -n "$NS" link set lo up
+  ip -n "$NS" addr add 169.254.99.2/30 dev "$NS_IF"
+  ip -n "$NS" link set "$NS_IF" up
+  # Every address of the range is the test host's own.
+  ip -n "$NS" route add local "$CIDR" dev lo
+  ip -n "$NS" route add default via 169.254.99.1
+  ip route add "$CIDR" via 169.254.99.2 src 169.254.99.1
+  echo "podnet: $CIDR is routed to the network namespace $NS" >&2
+  ;;
+down)
+  ip route del "$CIDR" via 169.254.99.2 2>/dev/null || true
+  ip link del "$HOST_IF" 2>/dev/null || true
+  ip netns del "$NS" 2>/dev/null || true
+  ;;
+esac

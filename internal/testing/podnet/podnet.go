@@ -1,0 +1,149 @@
+// Package podnet answers for a cluster's pods on this host. KWOK's pods run
+// nothing; hack/podnet.sh routes their addresses into a network namespace
+// where every address of the pods' range is local. Listen opens a listener
+// in that namespace, and Backend answers there as the pod whose address a
+// connection reached, as a pod running agnhost's netexec would: so a fleet's
+// Envoys, running here as processes, send real requests to the pods behind a
+// Service through its EndpointSlices.
+//
+// It needs root, as hack/podnet.sh does.
+package podnet
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Namespace is the network namespace hack/podnet.sh makes.
+const Namespace = "kec-pods"
+
+// Available reports whether the pods' network is up on this host.
+func Available(ns string) bool {
+	_, err := os.Stat(filepath.Join("/run/netns", ns))
+	return err == nil
+}
+
+// Listen opens a TCP listener on addr in the network namespace ns. The
+// calling goroutine's thread enters ns only for the socket's creation.
+func Listen(ns, addr string) (net.Listener, error) {
+	target, err := os.Open(filepath.Join("/run/netns", ns))
+	if err != nil {
+		return nil, fmt.Errorf("network namespace %s: %w", ns, err)
+	}
+	defer func() { _ = target.Close() }()
+	runtime.LockOSThread()
+	own, err := os.Open(fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid()))
+	if err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	defer func() { _ = own.Close() }()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("entering network namespace %s: %w", ns, err)
+	}
+	l, lerr := net.Listen("tcp", addr)
+	if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err != nil {
+		// The thread stays in ns: keep it locked, and it ends with the goroutine.
+		if l != nil {
+			_ = l.Close()
+		}
+		return nil, fmt.Errorf("leaving network namespace %s: %w", ns, err)
+	}
+	runtime.UnlockOSThread()
+	return l, lerr
+}
+
+// Pods finds the pod that has an address, among a namespace's Running pods,
+// from a list at most a second old.
+type Pods struct {
+	Client    kubernetes.Interface
+	Namespace string
+
+	mu     sync.Mutex
+	listed time.Time
+	byIP   map[string]*corev1.Pod
+}
+
+// ByIP returns the Running pod whose address ip is, or nil.
+func (p *Pods) ByIP(ctx context.Context, ip string) (*corev1.Pod, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Since(p.listed) > time.Second {
+		list, err := p.Client.CoreV1().Pods(p.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		p.byIP = map[string]*corev1.Pod{}
+		for i := range list.Items {
+			pod := &list.Items[i]
+			if pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
+				for _, a := range pod.Status.PodIPs {
+					p.byIP[a.IP] = pod
+				}
+			}
+		}
+		p.listed = time.Now()
+	}
+	return p.byIP[ip], nil
+}
+
+// Backend answers HTTP as the pod whose address the request reached: with
+// the pod's name, as agnhost netexec's /hostname does, on every path, and
+// with the headers X-Pod (its name) and X-Track (its label track, as the
+// samples use it). A request to an address no Running pod has is refused
+// with 503: the pod is gone.
+func Backend(pods *Pods) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+		host, _, _ := net.SplitHostPort(fmt.Sprint(local))
+		pod, err := pods.ByIP(r.Context(), host)
+		switch {
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		case pod == nil:
+			http.Error(w, "no pod at "+host, http.StatusServiceUnavailable)
+		default:
+			w.Header().Set("X-Pod", pod.Name)
+			w.Header().Set("X-Track", pod.Labels["track"])
+			_, _ = fmt.Fprintln(w, pod.Name)
+		}
+	})
+}
+
+// Serve answers as Backend on each of ports, on every pod address, until
+// ctx ends.
+func Serve(ctx context.Context, ns string, pods *Pods, ports ...int) error {
+	var servers []*http.Server
+	for _, port := range ports {
+		l, err := Listen(ns, fmt.Sprintf("0.0.0.0:%d", port))
+		if err != nil {
+			for _, s := range servers {
+				_ = s.Close()
+			}
+			return err
+		}
+		s := &http.Server{Handler: Backend(pods), ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, s)
+		go func() { _ = s.Serve(l) }()
+	}
+	go func() {
+		<-ctx.Done()
+		for _, s := range servers {
+			_ = s.Close()
+		}
+	}()
+	return nil
+}

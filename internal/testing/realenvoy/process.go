@@ -1,0 +1,166 @@
+package realenvoy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Process is one Envoy running on this host as a proxy of a fleet.
+type Process struct {
+	// Pod is the pod it stands for: its node id.
+	Pod string
+	// Admin is the base URL of its admin interface (http://127.0.0.1:port).
+	Admin string
+	// Ready is the address of its ready listener.
+	Ready string
+	cmd   *exec.Cmd
+	done  chan struct{}
+	err   error
+}
+
+// FreePorts returns n TCP ports free on 127.0.0.1 at the time of the call.
+func FreePorts(n int) ([]uint32, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	var ports []uint32
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, uint32(l.Addr().(*net.TCPAddr).Port))
+	}
+	return ports, nil
+}
+
+// Run adapts p to this host under root, with the xDS server at xds, free
+// admin and ready ports and, with delta, the incremental protocol, writes its files and starts Envoy from bin
+// with its container's arguments, Envoy's output going to log. Envoy is
+// killed if the calling process dies; Stop stops it.
+func Run(bin string, p Proxy, root, xds string, delta bool, log io.Writer) (*Process, error) {
+	ports, err := FreePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	a, err := Adapt(p, Host{Root: root, XDS: xds, AdminPort: ports[0], ReadyPort: ports[1], Delta: delta})
+	if err != nil {
+		return nil, err
+	}
+	if err := Write(a); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, a.Args...)
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	proc := &Process{Pod: p.Pod, cmd: cmd, done: make(chan struct{}),
+		Admin: fmt.Sprintf("http://127.0.0.1:%d", ports[0]), Ready: fmt.Sprintf("127.0.0.1:%d", ports[1])}
+	go func() {
+		proc.err = cmd.Wait()
+		close(proc.done)
+	}()
+	return proc, nil
+}
+
+// Exited reports whether Envoy has exited, and how.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// Done is closed once Envoy has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Pid is Envoy's process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Stop sends Envoy SIGTERM, as the kubelet does, and SIGKILL if it has not
+// exited within grace.
+func (p *Process) Stop(grace time.Duration) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+var adminClient = &http.Client{Timeout: 5 * time.Second}
+
+// Get returns the body of the admin interface's path.
+func (p *Process) Get(ctx context.Context, path string) (string, error) {
+	return p.admin(ctx, http.MethodGet, path)
+}
+
+// Post sends a POST to the admin interface's path and returns the body.
+func (p *Process) Post(ctx context.Context, path string) (string, error) {
+	return p.admin(ctx, http.MethodPost, path)
+}
+
+func (p *Process) admin(ctx context.Context, method, path string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, method, p.Admin+path, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := adminClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return string(b), fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return string(b), nil
+}
+
+// Stat returns the value of one of Envoy's counters or gauges, or an error
+// when Envoy has no such stat.
+func (p *Process) Stat(ctx context.Context, name string) (int64, error) {
+	body, err := p.Get(ctx, "/stats?filter=^"+strings.ReplaceAll(name, ".", `\.`)+"$")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(body, "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if ok && k == name {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%w: %s", ErrNoStat, name)
+}
+
+// ErrNoStat is Stat's error for a stat Envoy does not have.
+var ErrNoStat = errors.New("envoy has no such stat")
+
+// IsReady reports whether Envoy's /ready says LIVE: it has its first
+// configuration from the xDS server.
+func (p *Process) IsReady(ctx context.Context) bool {
+	body, err := p.Get(ctx, "/ready")
+	return err == nil && strings.TrimSpace(body) == "LIVE"
+}
