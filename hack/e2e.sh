@@ -24,6 +24,7 @@ DIR=$ROOT/tmp/$NAME
 op_pid=""
 bg_pid=""
 op_pidfile=$DIR/chaos-operator.pid
+podnet_up=""
 tests=${E2E_TESTS:-1}
 chaos=${E2E_CHAOS:-1}
 
@@ -34,6 +35,14 @@ rm -f "$DIR/operator.log" "$DIR/chaos-operator.log" # so that a failure before t
 # PortForward: KWOK forwards a pod's port where a test says (kubectl envoy's port forwarding).
 hack/cluster.sh up "$NAME" --kube-apiserver-port 0 --kube-audit-policy "$ROOT/test/chaos/audit-policy.yaml" --enable-crds=PortForward
 export KUBECONFIG=$DIR/kubeconfig
+
+# The pods' network, for the tests with real Envoys (test/e2e/realenvoy_test.go):
+# the pods' addresses answer from a network namespace. It needs root; without
+# it those tests fail under CI and are skipped elsewhere, saying so.
+if [[ $tests != 0 ]] && hack/podnet.sh check; then
+  hack/podnet.sh up
+  podnet_up=1
+fi
 
 bin/kubectl apply --server-side -f config/crd/bases >/dev/null
 # A CRD that has no status yet makes kubectl wait fail at once: ask again.

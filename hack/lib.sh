@@ -96,6 +96,9 @@ cleanup() {
   if [[ -n ${NAME:-} ]]; then
     hack/cluster.sh down "$NAME" || true
   fi
+  if [[ -n ${podnet_up:-} ]]; then
+    hack/podnet.sh down || true
+  fi
   exit "$rc"
 }
 

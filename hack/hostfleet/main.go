@@ -45,6 +45,7 @@ func main() {
 		envoy     = flag.String("envoy", "", "the Envoy binary")
 		dir       = flag.String("dir", "", "where each proxy's files and log go")
 		ports     = flag.String("backend-ports", "8080", "comma-separated ports on which the pods' addresses answer, with the pods' network up; empty, none")
+		delta     = flag.Bool("delta", false, "the Envoys subscribe with the incremental xDS protocol (DELTA_GRPC) instead of the bootstrap's state of the world")
 	)
 	flag.Parse()
 	if *addr == "" || *envoy == "" || *dir == "" {
@@ -53,13 +54,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *namespace, *selector, *addr, *envoy, *dir, *ports); err != nil && !errors.Is(err, context.Canceled) {
+	if err := run(ctx, *namespace, *selector, *addr, *envoy, *dir, *ports, *delta); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "hostfleet:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, namespace, selector, addr, envoy, dir, ports string) error {
+func run(ctx context.Context, namespace, selector, addr, envoy, dir, ports string, delta bool) error {
 	cfg, err := config.GetConfig()
 	if err != nil {
 		return err
@@ -89,7 +90,7 @@ func run(ctx context.Context, namespace, selector, addr, envoy, dir, ports strin
 			fmt.Printf("the pods of %s answer on their addresses, ports %s\n", namespace, ports)
 		}
 	}
-	k := &realenvoy.Kubelet{Client: cs, Namespace: namespace, Selector: selector, Envoy: envoy, XDS: addr, Dir: dir}
+	k := &realenvoy.Kubelet{Client: cs, Namespace: namespace, Selector: selector, Envoy: envoy, XDS: addr, Dir: dir, Delta: delta}
 	known := map[string]string{}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()

@@ -7,15 +7,18 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/podnet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/test/framework"
 )
 
@@ -23,6 +26,8 @@ var (
 	k8s client.Client
 	// kubectl is the cluster's admin, as a user types it.
 	kubectl framework.Kubectl
+	// clientset is the cluster's admin, for what runs pods' parts on this host.
+	clientset kubernetes.Interface
 )
 
 func TestMain(m *testing.M) {
@@ -40,7 +45,22 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	if clientset, err = kubernetes.NewForConfig(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// The pods of every namespace answer on port 8080 of their addresses,
+	// for the tests with real Envoys (realenvoy_test.go).
+	ctx, stop := context.WithCancel(context.Background())
+	if podnet.Available(podnet.Namespace) {
+		if err := podnet.Serve(ctx, podnet.Namespace, &podnet.Pods{Client: clientset}, 8080); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	stop()
+	os.Exit(code)
 }
 
 // sample returns the path of a file in config/samples.
