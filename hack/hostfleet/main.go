@@ -6,12 +6,13 @@
 //     presenting its fleet's client certificate and started from the
 //     bootstrap the operator rendered into the fleet's ConfigMap
 //     (internal/testing/realenvoy);
+//
 //   - with the pods' network up (hack/podnet.sh), every pod's address
 //     answers HTTP on --backend-ports as that pod would
 //     (internal/testing/podnet), so the Envoys reach the pods behind a
 //     Service through its EndpointSlices.
 //
-//	go run ./hack/hostfleet --namespace default --xds-address 127.0.0.1:18000 --envoy bin/envoy --dir tmp/proxies
+//     go run ./hack/hostfleet --namespace default --xds-address 127.0.0.1:18000 --envoy bin/envoy --dir tmp/proxies
 //
 // Each Envoy's admin interface is on a free port of 127.0.0.1, written to
 // DIR/POD.admin. It runs until interrupted, then stops every Envoy.
