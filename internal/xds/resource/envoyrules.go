@@ -2,7 +2,9 @@ package resource
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
@@ -14,6 +16,7 @@ import (
 	compressorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/compressor/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -21,6 +24,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	fleetdefaults "github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
@@ -33,7 +37,9 @@ import (
 // configuration. Each rule here is one that Envoy v1.40 (the image the
 // bootstrap is validated against) applies in its listener manager, cluster
 // manager, route table, HTTP connection manager or protobuf utilities; the
-// table of cases in envoyrules_test.go gives Envoy's own message beside each.
+// table of cases in envoyrules_test.go gives Envoy's own message beside each,
+// and a test loads every case into a real Envoy, which must refuse what the
+// rules refuse, saying so, and load what they admit.
 //
 // The rules see one resource at a time. Those that need the fleet, such as
 // two listeners on one address, are checked where the fleet is known:
@@ -67,6 +73,7 @@ func checkLoad(m types.Resource) error {
 	var f findings
 	checkDurations(&f, m)
 	checkRegexes(&f, m)
+	checkStaticSecrets(&f, m)
 	switch m := m.(type) {
 	case *listenerv3.Listener:
 		checkListener(&f, m)
@@ -233,20 +240,20 @@ func checkTerminal(f *findings, chain string, filters []chainFilter) {
 var (
 	staticListeners = map[string]bool{}
 	staticClusters  = map[string]bool{}
-	// adminAddress is where the admin interface listens.
-	adminAddress netip.AddrPort
-	// staticAddresses are the static listeners' addresses.
-	staticAddresses = map[netip.AddrPort]string{}
+	// adminAddress is where the admin interface listens. It binds its
+	// socket without SO_REUSEPORT.
+	adminAddress ListenerAddress
+	// staticAddresses are the static listeners' addresses, by listener.
+	staticAddresses = map[string][]ListenerAddress{}
 )
 
 func init() {
 	b := proxy.Bootstrap(proxy.XDSServer{ClusterName: fleetdefaults.XDSClusterName, Host: "xds.invalid", Port: 1}, proxy.Overload{})
-	adminAddress, _ = socketAddrPort(b.GetAdmin().GetAddress().GetSocketAddress())
+	admin := ListenerAddresses(&listenerv3.Listener{Address: b.GetAdmin().GetAddress(), EnableReusePort: wrapperspb.Bool(false)})
+	adminAddress = admin[0]
 	for _, l := range b.GetStaticResources().GetListeners() {
 		staticListeners[l.GetName()] = true
-		if ap, ok := socketAddrPort(l.GetAddress().GetSocketAddress()); ok {
-			staticAddresses[ap] = l.GetName()
-		}
+		staticAddresses[l.GetName()] = ListenerAddresses(l)
 	}
 	for _, c := range b.GetStaticResources().GetClusters() {
 		staticClusters[c.GetName()] = true
@@ -263,10 +270,13 @@ func socketAddrPort(sa *corev3.SocketAddress) (netip.AddrPort, bool) {
 	return netip.AddrPortFrom(ip, uint16(sa.GetPortValue())), true
 }
 
-// parseIP parses an IP address as Envoy does (inet_pton: no zone).
+// parseIP parses an IP address as Envoy does: in dotted decimal or IPv6
+// notation, with a zone (%eth0, %2) only on a link-local IPv6 address.
+// Envoy looks the zone's interface up on the proxy's host, which admission
+// cannot see: a zone naming no interface there is Envoy's to refuse.
 func parseIP(s string) (netip.Addr, bool) {
 	ip, err := netip.ParseAddr(s)
-	if err != nil || ip.Zone() != "" {
+	if err != nil || ip.Zone() != "" && !ip.IsLinkLocalUnicast() {
 		return netip.Addr{}, false
 	}
 	return ip, true
@@ -295,8 +305,18 @@ func checkIPAddress(f *findings, path string, a *corev3.Address) {
 }
 
 // ListenerAddress is one address a listener listens on, for finding two
-// listeners of a fleet on the same address, which Envoy refuses ("error
+// listeners of a fleet whose addresses Envoy cannot both listen on.
+//
+// Envoy refuses a listener whose address another listener has ("error
 // adding listener: 'x' has duplicate address 'y' as existing listener").
+// Two listeners whose addresses differ but overlap on one port (a wildcard
+// and an address it covers: 0.0.0.0 and 10.0.0.1, :: and ::1, and an IPv4
+// address and the same address IPv4-mapped with ipv4_compat) Envoy loads,
+// and binds both with SO_REUSEPORT; but when either sets
+// enable_reuse_port false, the second fails to listen ("final pre-worker
+// listener init for listener 'x' failed: cannot listen() errno=98") and
+// Envoy drops it, having accepted it. An IPv6 wildcard without ipv4_compat
+// is IPv6-only, and overlaps no IPv4 address.
 type ListenerAddress struct {
 	// Key is the same for two addresses Envoy takes for one: the socket
 	// type and the address.
@@ -305,6 +325,59 @@ type ListenerAddress struct {
 	Path string
 	// Addr is the address as Envoy writes it.
 	Addr string
+
+	protocol  corev3.SocketAddress_Protocol
+	addr      netip.AddrPort
+	compat    bool // ipv4_compat: an IPv6 socket that takes IPv4 too
+	reusePort bool
+}
+
+// Conflict says why Envoy cannot have listeners on both a and b, or returns
+// "" when it can.
+func (a ListenerAddress) Conflict(b ListenerAddress) string {
+	switch {
+	case a.Key == b.Key:
+		return "Envoy refuses two listeners on one address"
+	case a.protocol != b.protocol || a.addr.Port() != b.addr.Port() || a.reusePort && b.reusePort || !a.overlaps(b):
+		return ""
+	}
+	return "the two overlap, and with enable_reuse_port false on either, Envoy drops the second to listen (cannot listen() errno=98)"
+}
+
+// overlaps says whether a socket bound to a's address and one bound to b's
+// take some address in common, whatever their ports.
+func (a ListenerAddress) overlaps(b ListenerAddress) bool {
+	a4, aAll4 := a.v4()
+	b4, bAll4 := b.v4()
+	a6, aAll6 := a.v6()
+	b6, bAll6 := b.v6()
+	return (a4.IsValid() || aAll4) && (b4.IsValid() || bAll4) && (aAll4 || bAll4 || a4 == b4) ||
+		(a6.IsValid() || aAll6) && (b6.IsValid() || bAll6) && (aAll6 || bAll6 || a6 == b6)
+}
+
+// v4 returns the IPv4 address a socket bound to a takes, or whether it
+// takes them all.
+func (a ListenerAddress) v4() (netip.Addr, bool) {
+	ip := a.addr.Addr()
+	switch {
+	case ip.Is4():
+		return ip, ip.IsUnspecified()
+	case ip.Is4In6() && a.compat:
+		return ip.Unmap(), false
+	case ip == netip.IPv6Unspecified() && a.compat:
+		return netip.Addr{}, true
+	}
+	return netip.Addr{}, false
+}
+
+// v6 returns the IPv6 address a socket bound to a takes, or whether it
+// takes them all.
+func (a ListenerAddress) v6() (netip.Addr, bool) {
+	ip := a.addr.Addr()
+	if !ip.Is6() || ip.Is4In6() {
+		return netip.Addr{}, false
+	}
+	return ip, ip.IsUnspecified()
 }
 
 // ListenerAddresses returns the addresses of l that no other listener of the
@@ -315,6 +388,7 @@ func ListenerAddresses(l *listenerv3.Listener) []ListenerAddress {
 		return nil
 	}
 	binds := l.GetBindToPort() == nil || l.GetBindToPort().GetValue()
+	reusePort := l.GetEnableReusePort() == nil || l.GetEnableReusePort().GetValue()
 	var out []ListenerAddress
 	add := func(path string, a *corev3.Address) {
 		sa := a.GetSocketAddress()
@@ -325,6 +399,9 @@ func ListenerAddresses(l *listenerv3.Listener) []ListenerAddress {
 		out = append(out, ListenerAddress{
 			Key:  sa.GetProtocol().String() + " " + ap.String(),
 			Path: path, Addr: ap.String(),
+			protocol: sa.GetProtocol(), addr: ap, compat: sa.GetIpv4Compat(),
+			// A listener that binds no socket takes no address from another.
+			reusePort: reusePort || !binds,
 		})
 	}
 	add("address", l.GetAddress())
@@ -402,18 +479,32 @@ func checkListenerAddress(f *findings, l *listenerv3.Listener, path string, a *c
 	if sa.GetIpv4Compat() && !(ip.Is6() && (ip.IsUnspecified() || ip.Is4In6())) {
 		f.add(child(sp, "ipv4_compat"), "only the IPv6 address :: or an IPv4-mapped IPv6 address can set ipv4_compat")
 	}
-	if l.GetBindToPort() != nil && !l.GetBindToPort().GetValue() || sa.GetProtocol() != corev3.SocketAddress_TCP {
-		return // binds no TCP socket
+	binds := l.GetBindToPort() == nil || l.GetBindToPort().GetValue()
+	if !binds {
+		return
 	}
-	ap := netip.AddrPortFrom(ip, uint16(sa.GetPortValue()))
-	if name, taken := staticAddresses[ap]; taken {
-		f.add(sp, "%s is the address of the bootstrap's listener %q", ap, name)
+	// Envoy's listening sockets are IPv6-only unless ipv4_compat: one
+	// cannot bind an IPv4-mapped address ("cannot bind
+	// '[::ffff:10.0.0.1]:80': Invalid argument").
+	if ip.Is4In6() && !sa.GetIpv4Compat() {
+		f.add(child(sp, "ipv4_compat"), "an IPv4-mapped IPv6 address binds only with ipv4_compat true")
 	}
-	// Envoy's admin interface binds its socket without SO_REUSEPORT, so no
-	// listener can bind an address that overlaps it.
-	if ap.Port() == adminAddress.Port() && (ip == adminAddress.Addr() || ip == netip.IPv4Unspecified() ||
-		ip == netip.IPv6Unspecified() && sa.GetIpv4Compat()) {
-		f.add(sp, "%s overlaps %s, where the bootstrap's admin interface listens", ap, adminAddress)
+	if sa.GetProtocol() != corev3.SocketAddress_TCP {
+		return
+	}
+	for _, la := range ListenerAddresses(&listenerv3.Listener{Address: a, EnableReusePort: l.GetEnableReusePort()}) {
+		for _, name := range slices.Sorted(maps.Keys(staticAddresses)) {
+			for _, s := range staticAddresses[name] {
+				if why := la.Conflict(s); why != "" {
+					f.add(sp, "%s and %s, the address of the bootstrap's listener %q: %s", la.Addr, s.Addr, name, why)
+				}
+			}
+		}
+		// The admin interface listens without SO_REUSEPORT: no listener
+		// can listen on an address that overlaps it.
+		if la.Conflict(adminAddress) != "" {
+			f.add(sp, "%s overlaps %s, where the bootstrap's admin interface listens", la.Addr, adminAddress.Addr)
+		}
 	}
 }
 
@@ -441,8 +532,42 @@ func checkFilterChain(f *findings, path string, fc *listenerv3.FilterChain) {
 		checkTerminal(f, "network", chain)
 	}
 	if ts := fc.GetTransportSocket(); ts != nil {
-		placed(f, child(path, "transport_socket.typed_config"), ts.GetTypedConfig(), downstreamTLS, false)
+		tp := child(path, "transport_socket.typed_config")
+		if _, ok := placed(f, tp, ts.GetTypedConfig(), downstreamTLS, false); ok {
+			tls := &tlsv3.DownstreamTlsContext{}
+			if ts.GetTypedConfig().UnmarshalTo(tls) == nil {
+				checkServerCertificates(f, tp+"(DownstreamTlsContext).common_tls_context", tls.GetCommonTlsContext())
+			}
+		}
 	}
+}
+
+// checkServerCertificates: a server's TLS context has a certificate, from
+// SDS or inline, and every inline one has its chain.
+func checkServerCertificates(f *findings, path string, c *tlsv3.CommonTlsContext) {
+	if len(c.GetTlsCertificates()) == 0 && len(c.GetTlsCertificateSdsSecretConfigs()) == 0 {
+		f.add(path, "a server's TLS context needs a certificate: tls_certificate_sds_secret_configs or tls_certificates")
+	}
+	for i, cert := range c.GetTlsCertificates() {
+		if cert.GetCertificateChain() == nil {
+			f.add(index(path, "tls_certificates", i)+".certificate_chain", "a server's certificate needs its certificate_chain")
+		}
+	}
+}
+
+// checkStaticSecrets: an SDS secret without sds_config is one of the
+// bootstrap's static secrets, and the fleet's bootstrap has none.
+func checkStaticSecrets(f *findings, m proto.Message) {
+	Walk(m, "", func(m proto.Message, path string) bool {
+		s, ok := m.(*tlsv3.SdsSecretConfig)
+		if !ok {
+			return true
+		}
+		if s.GetSdsConfig() == nil {
+			f.add(child(path, "sds_config"), "without sds_config, secret %q is one of the bootstrap's static secrets, and the fleet's bootstrap has none: give sds_config {ads: {}}", s.GetName())
+		}
+		return false
+	})
 }
 
 func unpackHCM(a *anypb.Any) *hcmv3.HttpConnectionManager {
@@ -625,6 +750,25 @@ func checkRetryPolicy(f *findings, path string, p *routev3.RetryPolicy) {
 	}
 }
 
+// checkHealthCheckNames: of a cluster's several health checks, each has a
+// name of its own.
+func checkHealthCheckNames(f *findings, c *clusterv3.Cluster) {
+	if len(c.GetHealthChecks()) < 2 {
+		return
+	}
+	names := map[string]int{}
+	for i, hc := range c.GetHealthChecks() {
+		hp := index("", "health_checks", i) + ".name"
+		if first, dup := names[hc.GetName()]; dup && hc.GetName() != "" {
+			f.add(hp, "%q is also the name of health_checks[%d]: the health checks of a cluster need names of their own", hc.GetName(), first)
+		}
+		if hc.GetName() == "" {
+			f.add(hp, "a cluster with several health checks needs a name for each")
+		}
+		names[hc.GetName()] = i
+	}
+}
+
 // lbCapable are the cluster types that bring their own load balancer.
 func providesLB(c *clusterv3.Cluster) bool {
 	return c.GetType() == clusterv3.Cluster_ORIGINAL_DST && c.GetClusterType() == nil
@@ -666,9 +810,7 @@ func checkCluster(f *findings, c *clusterv3.Cluster) {
 		}
 	}
 
-	if len(c.GetHealthChecks()) > 1 {
-		f.add("health_checks", "Envoy supports one health check per cluster, not %d", len(c.GetHealthChecks()))
-	}
+	checkHealthCheckNames(f, c)
 	if ts := c.GetTransportSocket(); ts != nil {
 		placed(f, "transport_socket.typed_config", ts.GetTypedConfig(), upstreamTLS, false)
 	}

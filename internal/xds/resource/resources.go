@@ -151,7 +151,7 @@ func Parse(source string, res examplev1.EnvoyResources) ([]Resource, []error) {
 		seen = map[string]string{}
 		// addresses holds the listeners' addresses: Envoy refuses two
 		// listeners on one address.
-		addresses = map[string]string{}
+		addresses []listenerAddress
 	)
 	for _, k := range Kinds {
 		for i, raw := range lists[k.Field] {
@@ -170,7 +170,7 @@ func Parse(source string, res examplev1.EnvoyResources) ([]Resource, []error) {
 				continue
 			}
 			if l, ok := msg.(*listenerv3.Listener); ok {
-				if err := sharedAddress(l, path, addresses); err != nil {
+				if err := sharedAddress(l, path, &addresses); err != nil {
 					errs = append(errs, fmt.Errorf("%s (%q): %w", path, name, err))
 					continue
 				}
@@ -203,18 +203,30 @@ func Version(resources map[string][]types.Resource) string {
 	return h.Sum()
 }
 
+// listenerAddress is an address of a listener seen before.
+type listenerAddress struct {
+	ListenerAddress
+	listener string // its name and path, for messages
+}
+
 // sharedAddress returns an error naming the first address of l that
-// another listener of seen (addresses by key, to the listener's path and
-// name) already has, and adds l's addresses to seen.
-func sharedAddress(l *listenerv3.Listener, path string, seen map[string]string) error {
+// conflicts with one of another listener of seen (see
+// ListenerAddress.Conflict), and adds l's addresses to seen.
+func sharedAddress(l *listenerv3.Listener, path string, seen *[]listenerAddress) error {
 	addrs := ListenerAddresses(l)
 	for _, a := range addrs {
-		if other, taken := seen[a.Key]; taken {
-			return fmt.Errorf("%s: %s is also the address of listener %s: Envoy refuses two listeners on one address", a.Path, a.Addr, other)
+		for _, other := range *seen {
+			switch why := a.Conflict(other.ListenerAddress); {
+			case why == "":
+			case a.Key == other.Key:
+				return fmt.Errorf("%s: %s is also the address of listener %s: %s", a.Path, a.Addr, other.listener, why)
+			default:
+				return fmt.Errorf("%s: %s and %s, the address of listener %s: %s", a.Path, a.Addr, other.Addr, other.listener, why)
+			}
 		}
 	}
 	for _, a := range addrs {
-		seen[a.Key] = fmt.Sprintf("%q (%s)", l.GetName(), path)
+		*seen = append(*seen, listenerAddress{a, fmt.Sprintf("%q (%s)", l.GetName(), path)})
 	}
 	return nil
 }

@@ -19,53 +19,56 @@ import (
 type addressUse struct {
 	config string // namespace/name of the EnvoyConfig
 	path   string // its listener, as messages name it
-	field  string // the address's field in the listener
-	addr   string
+	resource.ListenerAddress
 }
 
-// sharedAddress is an address two EnvoyConfigs both serve.
+// sharedAddress is a pair of addresses of two EnvoyConfigs that Envoy
+// cannot both listen on (resource.ListenerAddress.Conflict): one address,
+// or two that overlap where either listener gives up SO_REUSEPORT.
 type sharedAddress struct{ a, b addressUse }
 
-// sharedAddresses returns the addresses that listeners of two different
-// configs share, among the listeners the fleet would be served (of two
-// listeners of one name, the older config's), each pair once, in a stable
-// order.
+// sharedAddresses returns the pairs of addresses of listeners of two
+// different configs that conflict, among the listeners the fleet would be
+// served (of two listeners of one name, the older config's), each pair
+// once, in a stable order.
 func sharedAddresses(configs []Config) []sharedAddress {
-	byKey := map[string][]addressUse{}
-	var keys []string
+	var uses []addressUse
 	for _, r := range sortedResources(mergeOf(configs, nil, nil)) {
 		l, ok := r.Message.(*listenerv3.Listener)
 		if !ok {
 			continue
 		}
 		for _, a := range resource.ListenerAddresses(l) {
-			if _, ok := byKey[a.Key]; !ok {
-				keys = append(keys, a.Key)
-			}
-			byKey[a.Key] = append(byKey[a.Key], addressUse{
-				config: r.Source, path: fmt.Sprintf("%s (%q)", r.Path, r.Name), field: a.Path, addr: a.Addr,
-			})
+			uses = append(uses, addressUse{config: r.Source, path: fmt.Sprintf("%s (%q)", r.Path, r.Name), ListenerAddress: a})
 		}
 	}
-	sort.Strings(keys)
-	var out []sharedAddress
-	for _, k := range keys {
-		uses := byKey[k]
-		for i := range uses {
-			for j := i + 1; j < len(uses); j++ {
-				if uses[i].config != uses[j].config {
-					out = append(out, sharedAddress{uses[i], uses[j]})
-				}
+	// The pairs of one address first, by address, then those that overlap.
+	sort.SliceStable(uses, func(i, j int) bool { return uses[i].Key < uses[j].Key })
+	var same, overlapping []sharedAddress
+	for i := range uses {
+		for j := i + 1; j < len(uses); j++ {
+			a, b := uses[i], uses[j]
+			switch {
+			case a.config == b.config || a.Conflict(b.ListenerAddress) == "":
+			case a.Key == b.Key:
+				same = append(same, sharedAddress{a, b})
+			default:
+				overlapping = append(overlapping, sharedAddress{a, b})
 			}
 		}
 	}
-	return out
+	return append(same, overlapping...)
 }
 
 // message says, for the EnvoyConfig of use, that other has its address.
 func (s sharedAddress) message(use, other addressUse) string {
-	return fmt.Sprintf("%s: %s: %s is also the address of listener %s of EnvoyConfig %s: Envoy refuses two listeners on one address",
-		use.path, use.field, use.addr, other.path, other.config)
+	why := use.Conflict(other.ListenerAddress)
+	if use.Key == other.Key {
+		return fmt.Sprintf("%s: %s: %s is also the address of listener %s of EnvoyConfig %s: %s",
+			use.path, use.Path, use.Addr, other.path, other.config, why)
+	}
+	return fmt.Sprintf("%s: %s: %s and %s, the address of listener %s of EnvoyConfig %s: %s",
+		use.path, use.Path, use.Addr, other.Addr, other.path, other.config, why)
 }
 
 // resolveSharedAddresses makes the content the fleet is served, choice,

@@ -1,0 +1,200 @@
+package realenvoy
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
+)
+
+// Resources are xDS resources for one Envoy to load, each in JSON with
+// Envoy's field names, by the list of an EnvoyConfig's spec.resources they
+// would be in.
+//
+// `envoy --mode validate` builds only static resources: a resource served
+// over xDS is never loaded there. So Bootstrap puts them in the fleet's
+// bootstrap (proxy.Bootstrap: its admin interface, its own listener and
+// clusters, ADS) as static resources, each built as Envoy builds it when
+// it comes over xDS:
+//   - listeners and clusters as they are;
+//   - a route configuration inline in the connection manager of a listener
+//     of its own, which binds no port, with validate_clusters false unless
+//     it says otherwise, as RDS loads it;
+//   - a cluster load assignment as the endpoints of a STATIC cluster of its
+//     own, whose addresses Envoy resolves as EDS does;
+//   - secrets as they are.
+//
+// A reference to a route configuration, a cluster's endpoints or a secret
+// over ADS is accepted as it is: validate mode subscribes to nothing.
+// Names of the resources Bootstrap adds start with "realenvoy/".
+type Resources struct {
+	Listeners, Routes, Clusters, Endpoints, Secrets []json.RawMessage
+}
+
+// Add adds raw, a resource in YAML or JSON, to the list field (listeners,
+// routes, clusters, endpoints or secrets).
+func (r *Resources) Add(field string, raw []byte) error {
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	list := map[string]*[]json.RawMessage{"listeners": &r.Listeners, "routes": &r.Routes,
+		"clusters": &r.Clusters, "endpoints": &r.Endpoints, "secrets": &r.Secrets}[field]
+	if list == nil {
+		return fmt.Errorf("no list of resources is named %q", field)
+	}
+	*list = append(*list, js)
+	return nil
+}
+
+// AddMessage adds m, a listener, route configuration, cluster, cluster load
+// assignment or secret.
+func (r *Resources) AddMessage(m proto.Message) error {
+	field := ""
+	switch m.(type) {
+	case *listenerv3.Listener:
+		field = "listeners"
+	case *routev3.RouteConfiguration:
+		field = "routes"
+	case *clusterv3.Cluster:
+		field = "clusters"
+	case *endpointv3.ClusterLoadAssignment:
+		field = "endpoints"
+	case *tlsv3.Secret:
+		field = "secrets"
+	default:
+		return fmt.Errorf("%s is not a resource an EnvoyConfig holds", proto.MessageName(m))
+	}
+	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return r.Add(field, js)
+}
+
+// routerFilter is the HTTP router, the last filter of a connection manager.
+var routerFilter = map[string]any{"name": "envoy.filters.http.router",
+	"typed_config": map[string]any{"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}
+
+// Bootstrap returns the fleet's bootstrap holding r, in JSON (which Envoy
+// reads as YAML).
+func (r Resources) Bootstrap() ([]byte, error) {
+	b := proxy.Bootstrap(proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: "xds.invalid", Port: 1}, proxy.Overload{})
+	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	var boot map[string]any
+	if err := json.Unmarshal(js, &boot); err != nil {
+		return nil, err
+	}
+	static, _ := boot["static_resources"].(map[string]any)
+	add := func(list string, v any) {
+		l, _ := static[list].([]any)
+		static[list] = append(l, v)
+	}
+	decode := func(raw json.RawMessage) (map[string]any, error) {
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("%s: %w", raw, err)
+		}
+		return m, nil
+	}
+	for _, raw := range r.Listeners {
+		add("listeners", raw)
+	}
+	for _, raw := range r.Clusters {
+		add("clusters", raw)
+	}
+	for _, raw := range r.Secrets {
+		add("secrets", raw)
+	}
+	for i, raw := range r.Routes {
+		rc, err := decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		if _, set := rc["validate_clusters"]; !set {
+			rc["validate_clusters"] = false
+		}
+		add("listeners", map[string]any{
+			"name":         fmt.Sprintf("realenvoy/routes/%d", i),
+			"address":      map[string]any{"pipe": map[string]any{"path": fmt.Sprintf("@realenvoy-routes-%d", i)}},
+			"bind_to_port": false,
+			"filter_chains": []any{map[string]any{"filters": []any{map[string]any{
+				"name": "envoy.filters.network.http_connection_manager",
+				"typed_config": map[string]any{
+					"@type":        "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+					"stat_prefix":  "realenvoy",
+					"route_config": rc,
+					"http_filters": []any{routerFilter},
+				},
+			}}}},
+		})
+	}
+	for i, raw := range r.Endpoints {
+		cla, err := decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		add("clusters", map[string]any{
+			"name":            fmt.Sprintf("realenvoy/endpoints/%d", i),
+			"type":            "STATIC",
+			"load_assignment": cla,
+		})
+	}
+	return json.Marshal(boot)
+}
+
+// Load has Envoy validate r's Bootstrap (Validate), written to dir in
+// protobuf's binary form, in which Envoy reads an xDS response: each Any
+// (a typed_config) is parsed on its own, within protobuf's limit on
+// nesting, as it is when it comes over xDS. The types of r's typed_configs
+// must be linked into the test.
+func Load(envoy, dir string, r Resources) error {
+	js, err := r.Bootstrap()
+	if err != nil {
+		return err
+	}
+	b := &bootstrapv3.Bootstrap{}
+	if err := protojson.Unmarshal(js, b); err != nil {
+		return fmt.Errorf("the bootstrap holding the resources: %w", err)
+	}
+	pb, err := proto.MarshalOptions{Deterministic: true}.Marshal(b)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "envoy.pb"), pb, 0o600); err != nil {
+		return err
+	}
+	return Validate(envoy, dir, "envoy.pb")
+}
+
+// debugMarker is what Envoy's protobuf library puts, at random, into the
+// text of a message it prints, so that nobody matches it.
+var debugMarker = regexp.MustCompile(`goo\.gle/debug[a-z]*`)
+
+// Said returns what Envoy said in err, Validate's error, with the markers
+// its protobuf library puts into printed messages removed and every run of
+// white space made one space: the words to compare with a recorded message.
+func Said(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(debugMarker.ReplaceAllString(err.Error(), " ")), " ")
+}

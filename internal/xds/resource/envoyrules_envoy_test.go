@@ -1,0 +1,117 @@
+package resource
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
+)
+
+// envoys bounds how many Envoys the tests here run at once.
+var envoys = make(chan struct{}, 2)
+
+// load has a real Envoy load yaml, one resource of kind, in the fleet's
+// bootstrap (realenvoy.Resources), and returns its refusal or nil.
+func load(t *testing.T, envoy, kind, yaml string) error {
+	t.Helper()
+	var r realenvoy.Resources
+	if err := r.Add(kind, []byte(yaml)); err != nil {
+		t.Fatal(err)
+	}
+	envoys <- struct{}{}
+	defer func() { <-envoys }()
+	err := realenvoy.Load(envoy, t.TempDir(), r)
+	if err != nil && !errors.Is(err, realenvoy.ErrRefused) {
+		t.Fatal(err)
+	}
+	return err
+}
+
+// Every case of the table that Envoy refuses, a real Envoy refuses, saying
+// what the table records.
+func TestEnvoyRefusesWhatTheRulesRefuse(t *testing.T) {
+	envoy := realenvoy.Require(t)
+	for _, tc := range envoyRuleCases {
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.HasPrefix(tc.envoy, "(no error") {
+				t.Skipf("Envoy refuses nothing here: %s", tc.envoy)
+			}
+			t.Parallel()
+			err := load(t, envoy, tc.kind, tc.yaml)
+			if err == nil {
+				t.Fatalf("Envoy loads it; the table says it refuses it with %q", tc.envoy)
+			}
+			if said := realenvoy.Said(err); !strings.Contains(said, tc.envoy) {
+				t.Errorf("Envoy says %q, the table %q", said, tc.envoy)
+			}
+		})
+	}
+}
+
+// What only proxyless gRPC clients take, a real Envoy refuses.
+func TestEnvoyRefusesWhatOnlyProxylessClientsTake(t *testing.T) {
+	envoy := realenvoy.Require(t)
+	for _, tc := range proxylessCases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := load(t, envoy, tc.kind, tc.yaml)
+			if said := realenvoy.Said(err); err == nil || !strings.Contains(said, tc.envoy) {
+				t.Errorf("Envoy says %q, the table %q", said, tc.envoy)
+			}
+		})
+	}
+}
+
+// Every valid edge case of the table, a real Envoy loads.
+func TestEnvoyLoadsWhatTheRulesAdmit(t *testing.T) {
+	envoy := realenvoy.Require(t)
+	for _, tc := range envoyValidCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if err := load(t, envoy, tc.kind, tc.yaml); err != nil {
+				t.Errorf("Envoy refuses it: %s", realenvoy.Said(err))
+			}
+		})
+	}
+}
+
+// Envoy listens on the listeners of the table it can listen on, and drops,
+// or exits on, the others, saying what the table records.
+func TestEnvoyListensWhereTheRulesAdmit(t *testing.T) {
+	envoy := realenvoy.Require(t)
+	for _, tc := range envoyListenCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			envoys <- struct{}{}
+			defer func() { <-envoys }()
+			port, err := realenvoy.UnusedPort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			admin := 0
+			if tc.admin {
+				admin = port
+			}
+			var ls []string
+			for _, l := range tc.listenersOn(strconv.Itoa(port)) {
+				ls = append(ls, string(l.Raw))
+			}
+			boot := fmt.Sprintf("admin: {address: {socket_address: {address: 127.0.0.1, port_value: %d}}}\nstatic_resources: {listeners: [%s]}\n", admin, strings.Join(ls, ", "))
+			names, logged, err := realenvoy.ListeningOn(envoy, t.TempDir(), []byte(boot))
+			if err != nil && !errors.Is(err, realenvoy.ErrRefused) {
+				t.Fatal(err)
+			}
+			said := strings.ReplaceAll(tc.envoy, "PORT", strconv.Itoa(port))
+			switch {
+			case tc.field == "" && (err != nil || len(names) != len(ls)):
+				t.Errorf("Envoy listens on %q of %d listeners (%v): %s", names, len(ls), err, logged)
+			case tc.field != "" && err == nil && len(names) == len(ls):
+				t.Errorf("Envoy listens on all of %q; the table says it cannot (%s)", names, said)
+			case tc.field != "" && !strings.Contains(logged, said):
+				t.Errorf("Envoy says %q, the table %q", logged, said)
+			}
+		})
+	}
+}
