@@ -2,6 +2,7 @@ package envoy
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
@@ -178,6 +180,33 @@ func TestScaleSubresource(t *testing.T) {
 	settled(t, e)
 	scaleTo(t, e, 5)
 	testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &appsv1.Deployment{}, func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 5 })
+}
+
+// Zero proxies is a number like any other: kubectl scale envoy
+// --replicas=0, and spec.replicas: 0, reach the Deployment, and a fleet of
+// none settles.
+func TestScaleToZero(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	e := applySample(t, ns)
+	settled(t, e)
+	zero := func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 0 }
+
+	scaleTo(t, e, 0)
+	testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &appsv1.Deployment{}, zero)
+	// A fleet that can have no two proxies has no budget.
+	testenv.WaitGone(t, suite.Client, ns, "webserver-beta", &policyv1.PodDisruptionBudget{})
+
+	for _, n := range []int32{2, 0} {
+		patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n)
+		if err := suite.Client.Patch(ctx, e, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &appsv1.Deployment{}, func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == n })
+	}
+	got := testenv.WaitSettled(t, suite.Client, e.DeepCopy(), func(e *examplev1.Envoy) bool { return *e.Spec.Replicas == 0 })
+	suite.ExpectNoWrites(t, ControllerName, got, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)})
+	testenv.WaitFor(t, suite.Client, ns, "webserver-beta", &appsv1.Deployment{}, zero)
 }
 
 // scaleTo sets e's replicas through its scale subresource, as kubectl scale
