@@ -626,6 +626,63 @@ var conformance = []struct {
 			c.expectDelta(d, resourcev3.ListenerType, []string{"l1", "l2"}, nil)
 		},
 	},
+	{
+		// One push points a route at a new cluster. The proxy asks for the
+		// new cluster's endpoints only once it has the cluster: the route
+		// waits until it was sent them, or the proxy would send requests to
+		// a cluster still warming, and fail them.
+		name: "a route that names a new cluster waits for the cluster's endpoints",
+		sotw: func(c *conf) {
+			c.publish(warmFleet("c1"))
+			a := c.sotw("p")
+			for _, s := range []struct{ typ, name string }{{resourcev3.ClusterType, "c1"}, {resourcev3.EndpointType, "c1"},
+				{resourcev3.ListenerType, "l1"}, {resourcev3.RouteType, "r1"}} {
+				if s.typ == resourcev3.ClusterType || s.typ == resourcev3.ListenerType {
+					must(c.t, a.Subscribe(s.typ))
+				} else {
+					must(c.t, a.Subscribe(s.typ, s.name))
+				}
+				c.expect(a, s.typ, s.name)
+			}
+			c.publish(warmFleet("c2", "c1"))
+			c.expect(a, resourcev3.ClusterType, "c1", "c2")
+			// The endpoints' version changed: the stream is sent what it asks for at it.
+			c.expect(a, resourcev3.EndpointType, "c1")
+			must(c.t, a.Subscribe(resourcev3.EndpointType, "c1", "c2"))
+			c.expect(a, resourcev3.EndpointType, "c1", "c2")
+			c.expect(a, resourcev3.RouteType, "r1")
+		},
+		delta: func(c *conf) {
+			c.publish(warmFleet("c1"))
+			d := c.delta("p")
+			for _, s := range []struct{ typ, name string }{{resourcev3.ClusterType, "c1"}, {resourcev3.EndpointType, "c1"},
+				{resourcev3.ListenerType, "l1"}, {resourcev3.RouteType, "r1"}} {
+				if s.typ == resourcev3.ClusterType || s.typ == resourcev3.ListenerType {
+					must(c.t, d.Subscribe(s.typ))
+				} else {
+					must(c.t, d.Subscribe(s.typ, s.name))
+				}
+				c.expectDelta(d, s.typ, []string{s.name}, nil)
+			}
+			c.publish(warmFleet("c2", "c1"))
+			c.expectDelta(d, resourcev3.ClusterType, []string{"c2"}, nil)
+			// The endpoints' version changed, c1's did not: the stream is told the version.
+			c.expectDelta(d, resourcev3.EndpointType, nil, nil)
+			must(c.t, d.Subscribe(resourcev3.EndpointType, "c2"))
+			c.expectDelta(d, resourcev3.EndpointType, []string{"c2"}, nil)
+			c.expectDelta(d, resourcev3.RouteType, []string{"r1"}, nil)
+		},
+	},
+}
+
+// warmFleet is a listener l1 whose route r1 names the cluster target, and
+// the clusters target and also with their endpoints.
+func warmFleet(target string, also ...string) map[string][]types.Resource {
+	rs := []types.Resource{listener("l1", "r1", 0), route("r1", target, 0)}
+	for _, name := range append([]string{target}, also...) {
+		rs = append(rs, cluster(name, 0), endpoints(name, 0))
+	}
+	return fleetOf(rs...)
 }
 
 // pushOrderForTest is the order the protocol's make-before-break asks for:

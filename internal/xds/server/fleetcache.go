@@ -1,12 +1,15 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"iter"
 	"maps"
+	"slices"
 	"sync"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -41,7 +44,11 @@ import (
 //     before it that it subscribes to. So a proxy is sent a push's clusters,
 //     then endpoints, listeners, routes and secrets, also when it has not
 //     answered the previous push of a type yet: the types after it wait
-//     for its answer.
+//     for its answer. Listeners, routes and secrets also wait until the
+//     stream was sent the endpoints of every EDS cluster it was sent
+//     (warm): a proxy asks for a new cluster's endpoints only once it has
+//     the cluster, and a route to a cluster still warming fails its
+//     requests, so the endpoints' version alone does not tell.
 //   - A watch of a fleet that is not published waits, with its stream, and
 //     is answered when the fleet is: a proxy may start before its fleet is
 //     published (a new fleet, or a replica that has just started). A fleet
@@ -89,6 +96,11 @@ type streamType struct {
 	subscribed bool
 	// at is the version of the type the stream was last sent, or has.
 	at string
+	// sent is what the cache last sent the stream of the type: the
+	// response's returned resources (a state-of-the-world response's names
+	// at the type's version, or wildcardSent; a delta stream's names at
+	// their own versions). nil until the cache answers the stream.
+	sent map[string]string
 	// open is the stream's unanswered watch of the type, if any.
 	open watch
 }
@@ -98,6 +110,11 @@ type streamType struct {
 type snapshot struct {
 	version string
 	types   [numKinds]*typeSnapshot
+	// endpointsOf maps each EDS cluster whose endpoints the publication
+	// holds to the name of those endpoints (its EDS service name, or its
+	// own): what a proxy sent the cluster asks for and must have before
+	// a route may name it (streamState.warm).
+	endpointsOf map[string]string
 }
 
 // newSnapshot encodes a publication of resources (by type URL) as version.
@@ -110,8 +127,28 @@ func newSnapshot(version string, resources map[string][]types.Resource) (*snapsh
 		}
 		p.types[i] = t
 	}
+	endpoints := p.types[kindIndex(resourcev3.EndpointType)]
+	for _, r := range resources[resourcev3.ClusterType] {
+		c, ok := r.(*clusterv3.Cluster)
+		if !ok || c.GetType() != clusterv3.Cluster_EDS {
+			continue
+		}
+		name := cmp.Or(c.GetEdsClusterConfig().GetServiceName(), c.GetName())
+		if _, held := endpoints.byName[name]; held {
+			if p.endpointsOf == nil {
+				p.endpointsOf = map[string]string{}
+			}
+			p.endpointsOf[c.GetName()] = name
+		}
+	}
 	return p, nil
 }
+
+// Indexes in Kinds of the types whose order warm checks.
+var (
+	clusterKind  = kindIndex(resourcev3.ClusterType)
+	endpointKind = kindIndex(resourcev3.EndpointType)
+)
 
 // pushOrder is the order in which a stream is sent the types, as the
 // protocol's make-before-break asks: a cluster before its endpoints, both
@@ -144,9 +181,10 @@ func kindIndex(typeURL string) int {
 // watch is a stream's open watch of one type.
 type watch interface {
 	// answer sends what the watch gets from t, for a stream last sent the
-	// version at of the type, if anything. It reports whether it did, and
-	// the version the stream has or was sent now.
-	answer(t *typeSnapshot, at string) (string, bool)
+	// version at of the type, if anything. It reports whether it did, the
+	// version the stream has or was sent now and, when it sent, the
+	// response's returned resources.
+	answer(t *typeSnapshot, at string) (string, map[string]string, bool)
 }
 
 type sotwWatch struct {
@@ -155,22 +193,22 @@ type sotwWatch struct {
 	ch  chan cachev3.Response
 }
 
-func (w *sotwWatch) answer(t *typeSnapshot, at string) (string, bool) {
+func (w *sotwWatch) answer(t *typeSnapshot, at string) (string, map[string]string, bool) {
 	if v := w.req.GetVersionInfo(); v == t.version {
 		at = v // the stream has it, from this stream or an earlier one
 	}
 	resp := answerSotw(t, w.req, w.sub)
 	if resp == nil {
-		return at, false
+		return at, nil, false
 	}
 	select {
 	case w.ch <- resp:
-		return resp.version, true
+		return resp.version, resp.returned, true
 	default:
 		// Never: the channel has room for this watch's response (see
 		// fleetCache). Were it full, the watch would wait for the next
 		// publication rather than hold the lock.
-		return at, false
+		return at, nil, false
 	}
 }
 
@@ -180,19 +218,19 @@ type deltaWatch struct {
 	ch  chan cachev3.DeltaResponse
 }
 
-func (w *deltaWatch) answer(t *typeSnapshot, at string) (string, bool) {
+func (w *deltaWatch) answer(t *typeSnapshot, at string) (string, map[string]string, bool) {
 	if v, ok := w.sub.ReturnedResources()[typeVersionKey]; ok && v == t.version {
 		at = v // the stream was sent it
 	}
 	resp := answerDelta(t, w.req, w.sub)
 	if resp == nil {
-		return at, false
+		return at, nil, false
 	}
 	select {
 	case w.ch <- resp:
-		return resp.version, true
+		return resp.version, resp.returned, true
 	default:
-		return at, false // never, as for sotwWatch
+		return at, nil, false // never, as for sotwWatch
 	}
 }
 
@@ -323,17 +361,54 @@ func (f *fleetEntry) serve(st *streamState) {
 			continue
 		}
 		var answered bool
-		if ty.at, answered = ty.open.answer(p.types[kind], ty.at); answered {
-			ty.open = nil
+		var sent map[string]string
+		if ty.at, sent, answered = ty.open.answer(p.types[kind], ty.at); answered {
+			ty.open, ty.sent = nil, sent
 		}
 	}
 }
 
 // caughtUp reports whether the stream was sent p's version of each type
-// before the i-th of pushOrder that it subscribes to.
+// before the i-th of pushOrder that it subscribes to and, for a type after
+// the endpoints, whether it is warm.
 func (st *streamState) caughtUp(p *snapshot, i int) bool {
 	for _, kind := range pushIndex[:i] {
 		if ty := st.types[kind]; ty.subscribed && ty.at != p.types[kind].version {
+			return false
+		}
+	}
+	if i > endpointsPushed {
+		return st.warm(p)
+	}
+	return true
+}
+
+// endpointsPushed is the rank of the endpoints in pushOrder.
+var endpointsPushed = slices.Index(pushOrder[:], resourcev3.EndpointType)
+
+// warm reports whether the stream was sent p's endpoints of every EDS
+// cluster the cache sent it: until then, a proxy has a cluster it cannot
+// send requests to, and a route or listener that names it fails them. A
+// stream that subscribes to no endpoints (or no clusters), or that the
+// cache has not sent clusters, has nothing to wait for.
+func (st *streamState) warm(p *snapshot) bool {
+	clusters, endpoints := &st.types[clusterKind], &st.types[endpointKind]
+	if !clusters.subscribed || !endpoints.subscribed || clusters.sent == nil || len(p.endpointsOf) == 0 {
+		return true
+	}
+	_, allClusters := clusters.sent[wildcardSent]
+	_, allEndpoints := endpoints.sent[wildcardSent]
+	t := p.types[endpointKind]
+	for cluster, name := range p.endpointsOf {
+		if v, ok := clusters.sent[cluster]; !allClusters && (!ok || v == toldAbsent) {
+			continue // not sent to this stream
+		}
+		if allEndpoints && endpoints.sent[wildcardSent] == t.version {
+			continue
+		}
+		// A state-of-the-world stream was sent the name at the type's
+		// version, a delta stream at the resource's own.
+		if v := endpoints.sent[name]; v != t.version && v != t.byName[name].version {
 			return false
 		}
 	}
