@@ -24,7 +24,9 @@ import (
 // pods, on this host: for each Running pod that Selector picks and that has
 // an Envoy container (a fleet's proxy or an injected sidecar), it runs one
 // Envoy (Run) from the pod's spec, ConfigMap and Secret, and when the pod is
-// being deleted it runs the container's preStop hook, then stops Envoy.
+// being deleted, or is gone (KWOK removes a deleted pod at once), it runs
+// the container's preStop hook against that Envoy, then stops it, as a
+// kubelet does before SIGTERM.
 type Kubelet struct {
 	Client    kubernetes.Interface
 	Namespace string
@@ -39,6 +41,8 @@ type Kubelet struct {
 
 	mu    sync.Mutex
 	procs map[string]*Process
+	// pods are the pods the Envoys run for, as they were started.
+	pods map[string]*corev1.Pod
 	// stopping are the pods whose preStop hook runs or has run.
 	stopping map[string]bool
 	wg       sync.WaitGroup
@@ -69,7 +73,7 @@ func (k *Kubelet) Sync(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.procs == nil {
-		k.procs, k.stopping = map[string]*Process{}, map[string]bool{}
+		k.procs, k.stopping, k.pods = map[string]*Process{}, map[string]bool{}, map[string]*corev1.Pod{}
 	}
 	live := map[string]bool{}
 	var errs []string
@@ -101,12 +105,14 @@ func (k *Kubelet) Sync(ctx context.Context) error {
 	}
 	for name, p := range k.procs {
 		if !live[name] {
+			pod := k.pods[name]
 			delete(k.procs, name)
+			delete(k.pods, name)
 			if !k.stopping[name] {
 				k.wg.Add(1)
 				go func() {
 					defer k.wg.Done()
-					p.Stop(5 * time.Second)
+					k.terminate(pod, p)
 				}()
 			}
 			delete(k.stopping, name)
@@ -167,7 +173,7 @@ func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod) error {
 		<-proc.Done()
 		_ = log.Close()
 	}()
-	k.procs[pod.Name] = proc
+	k.procs[pod.Name], k.pods[pod.Name] = proc, pod.DeepCopy()
 	return nil
 }
 
@@ -220,6 +226,7 @@ func (k *Kubelet) StopAll() {
 	for name, p := range k.procs {
 		p.Stop(5 * time.Second)
 		delete(k.procs, name)
+		delete(k.pods, name)
 	}
 	k.mu.Unlock()
 	k.wg.Wait()
