@@ -13,6 +13,7 @@ package envoyconfig
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -65,6 +66,9 @@ type Reconciler struct {
 
 	mu      sync.Mutex
 	reports map[string]parsedReport // by ConfigMap name
+	// queue is the controller's queue, once its sources have started: a
+	// resync queues the fleets it finds on it (watches.go).
+	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
 }
 
 // NewReconciler returns a Reconciler for mgr that serves on server; the
@@ -133,6 +137,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Revision histories, and the replicas' reports of their proxies.
 		Watches(&corev1.ConfigMap{}, controlPlaneConfigMaps{r}).
 		WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			r.queue.Store(&q)
 			go r.enqueueOnElection(ctx, mgr.Elected(), q)
 			return nil
 		})).
@@ -150,8 +155,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile tells one fleet's story in phases. Every replica reads the
 // fleet's world and serves what is recorded; the leader alone decides,
-// records and reports. A fleet that is gone is forgotten.
+// records and reports. A fleet that is gone is forgotten. A request that
+// names no fleet is a resync, which queues the fleets it stands for
+// (watches.go).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if isResync(req) {
+		return ctrl.Result{}, r.resync(ctx, req.Namespace)
+	}
 	w, err := r.read(ctx, fleet.ID{Namespace: req.Namespace, Name: req.Name})
 	if err != nil {
 		return ctrl.Result{}, err

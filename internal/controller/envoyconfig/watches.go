@@ -2,6 +2,8 @@ package envoyconfig
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -20,41 +22,82 @@ import (
 // What brings a fleet back to Reconcile: its requests name fleets, so every
 // watched object maps to the fleets it concerns.
 
+// A failed read must not lose a fleet's turn. The maps from a Secret or an
+// EndpointSlice to its fleets read the cache, and a handler cannot return
+// an error; the fleets of an election are listed once. When such a List
+// fails, the handler queues a resync (resyncRequest) instead of the fleets
+// it could not find: the reconcile of the resync lists them again and
+// queues each, and a failure there is returned, so the workqueue retries it
+// with its rate-limited backoff. A retry inside the handler would instead
+// hold up every later event of the informer it runs on, and a goroutine per
+// failure would pile up while the API server or the cache misbehaves; a
+// queued resync is one per namespace however many events fail (the queue
+// folds equal requests), is retried at the queue's pace, and shows in the
+// controller's metrics. What it costs is one more reconcile of each of the
+// namespace's fleets, which writes nothing when a fleet is settled.
+
+// resyncRequest stands for every fleet of namespace ns, or of every
+// namespace when ns is "": it names no fleet, since no Envoy, and no
+// spec.envoyRef, has an empty name.
+func resyncRequest(ns string) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns}}
+}
+
+// isResync reports whether req is a resyncRequest.
+func isResync(req reconcile.Request) bool { return req.Name == "" }
+
+// resync queues every fleet of namespace ns (every namespace when ns is "")
+// that has EnvoyConfigs, and, for every namespace, every fleet that has a
+// history. A failed List is returned, for the queue to retry the resync.
+func (r *Reconciler) resync(ctx context.Context, ns string) error {
+	q := r.queue.Load()
+	if q == nil {
+		return errors.New("resyncing fleets: the controller's queue is not started")
+	}
+	var list examplev1.EnvoyConfigList
+	if err := r.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("listing EnvoyConfigs to resync their fleets: %w", err)
+	}
+	var ids []fleet.ID
+	if ns == "" {
+		var err error
+		if ids, err = r.Histories.Fleets(ctx); err != nil {
+			return fmt.Errorf("listing the fleets' histories to resync them: %w", err)
+		}
+	}
+	for _, req := range fleetsOf(list.Items) {
+		(*q).Add(req)
+	}
+	for _, id := range ids {
+		(*q).Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
+	}
+	return nil
+}
+
 // enqueueOnElection queues, once this replica is elected, every fleet that
-// has EnvoyConfigs, and every fleet that has a history. Until then another
-// replica wrote their status, with the counts of its own proxies, and
-// nothing else would make this one write it before the next change of a
-// fleet; and a fleet deleted while no leader ran leaves a history that only
-// the leader deletes (an owner reference cannot cross namespaces).
+// has EnvoyConfigs, and every fleet that has a history, as a resync of
+// every namespace: its reconcile lists them, and is retried until it can.
+// Until then another replica wrote their status, with the counts of its own
+// proxies, and nothing else would make this one write it before the next
+// change of a fleet; and a fleet deleted while no leader ran leaves a
+// history that only the leader deletes (an owner reference cannot cross
+// namespaces).
 func (r *Reconciler) enqueueOnElection(ctx context.Context, elected <-chan struct{}, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	select {
 	case <-elected:
+		q.Add(resyncRequest(""))
 	case <-ctx.Done():
-		return
-	}
-	log := logf.FromContext(ctx)
-	var list examplev1.EnvoyConfigList
-	if err := r.Client.List(ctx, &list); err != nil {
-		log.Error(err, "listing EnvoyConfigs after the election")
-	}
-	for i := range list.Items {
-		q.Add(fleetRequest(&list.Items[i]))
-	}
-	ids, err := r.Histories.Fleets(ctx)
-	if err != nil {
-		log.Error(err, "listing the fleets' histories after the election")
-	}
-	for _, id := range ids {
-		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
 	}
 }
 
 // fleetsOfSecret maps a Secret labelled for the control plane to the fleets
-// whose EnvoyConfigs name it in spec.tlsSecrets.
+// whose EnvoyConfigs name it in spec.tlsSecrets; to a resync of its
+// namespace when they cannot be listed.
 func (r *Reconciler) fleetsOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
 	var list examplev1.EnvoyConfigList
 	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{secretIndex: o.GetName()}); err != nil {
-		return nil
+		logf.FromContext(ctx).Error(err, "listing the EnvoyConfigs of a Secret; resyncing the namespace's fleets", "secret", client.ObjectKeyFromObject(o))
+		return []reconcile.Request{resyncRequest(o.GetNamespace())}
 	}
 	return fleetsOf(list.Items)
 }
@@ -72,7 +115,8 @@ func fleetsOf(configs []examplev1.EnvoyConfig) []reconcile.Request {
 	return out
 }
 
-// fleetsOfSlice maps an EndpointSlice to the fleets whose EnvoyConfigs use its Service.
+// fleetsOfSlice maps an EndpointSlice to the fleets whose EnvoyConfigs use
+// its Service; to a resync of its namespace when they cannot be listed.
 func (r *Reconciler) fleetsOfSlice(ctx context.Context, o client.Object) []reconcile.Request {
 	svc := o.GetLabels()[discoveryv1.LabelServiceName]
 	if svc == "" {
@@ -80,7 +124,8 @@ func (r *Reconciler) fleetsOfSlice(ctx context.Context, o client.Object) []recon
 	}
 	var list examplev1.EnvoyConfigList
 	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{serviceIndex: svc}); err != nil {
-		return nil
+		logf.FromContext(ctx).Error(err, "listing the EnvoyConfigs of an EndpointSlice; resyncing the namespace's fleets", "endpointSlice", client.ObjectKeyFromObject(o))
+		return []reconcile.Request{resyncRequest(o.GetNamespace())}
 	}
 	return fleetsOf(list.Items)
 }
