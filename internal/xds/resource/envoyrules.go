@@ -14,6 +14,8 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	compressorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/compressor/v3"
+	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -74,6 +76,8 @@ func checkLoad(m types.Resource) error {
 	checkDurations(&f, m)
 	checkRegexes(&f, m)
 	checkStaticSecrets(&f, m)
+	checkMatcherRegexes(&f, m)
+	checkNesting(&f, m)
 	switch m := m.(type) {
 	case *listenerv3.Listener:
 		checkListener(&f, m)
@@ -150,6 +154,8 @@ const (
 	accessLogger    = "access logger"
 	compressionLib  = "compression library"
 	protocolOptions = "cluster protocol options"
+	tracer          = "tracer"
+	clusterFilter   = "cluster filter"
 )
 
 // extensions holds every extension that extensions.go imports, by the full
@@ -176,6 +182,14 @@ var extensions = map[protoreflect.FullName]extension{
 	"envoy.extensions.access_loggers.stream.v3.StderrAccessLog":                         {accessLogger, "envoy.access_loggers.stderr", false},
 	"envoy.extensions.compression.gzip.compressor.v3.Gzip":                              {compressionLib, "envoy.compression.gzip.compressor", false},
 	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions":                            {protocolOptions, "envoy.extensions.upstreams.http.v3.HttpProtocolOptions", false},
+	// The tracers whose configurations the connection manager's protos link.
+	"envoy.config.trace.v3.DatadogConfig":       {tracer, "envoy.tracers.datadog", false},
+	"envoy.config.trace.v3.OpenTelemetryConfig": {tracer, "envoy.tracers.opentelemetry", false},
+	"envoy.config.trace.v3.SkyWalkingConfig":    {tracer, "envoy.tracers.skywalking", false},
+	"envoy.config.trace.v3.XRayConfig":          {tracer, "envoy.tracers.xray", false},
+	"envoy.config.trace.v3.ZipkinConfig":        {tracer, "envoy.tracers.zipkin", false},
+	// Envoy's one cluster filter that any linked type configures.
+	"google.protobuf.Empty": {clusterFilter, "envoy.filters.upstream_network.reverse_tunnel_lifecycle", false},
 }
 
 // placed checks that a, the typed_config at path, is an extension of kind:
@@ -443,10 +457,14 @@ func checkListener(f *findings, l *listenerv3.Listener) {
 		f.add("filter_chains", "a listener needs a filter chain (filter_chains or default_filter_chain)")
 	}
 	for i, fl := range l.GetListenerFilters() {
-		if fl.GetConfigDiscovery() == nil {
+		if cd := fl.GetConfigDiscovery(); cd != nil {
+			checkDiscovery(f, index("", "listener_filters", i)+".config_discovery", cd, listenerFilter)
+		} else {
 			placed(f, index("", "listener_filters", i)+".typed_config", fl.GetTypedConfig(), listenerFilter, false)
 		}
 	}
+	checkFilterChains(f, l)
+	checkMatcher(f, "filter_chain_matcher", l.GetFilterChainMatcher(), filterChainMatch)
 	for i, fc := range l.GetFilterChains() {
 		checkFilterChain(f, index("", "filter_chains", i), fc)
 	}
@@ -512,7 +530,8 @@ func checkFilterChain(f *findings, path string, fc *listenerv3.FilterChain) {
 	var chain []chainFilter
 	for i, fl := range fc.GetFilters() {
 		fp := index(path, "filters", i)
-		if fl.GetConfigDiscovery() != nil {
+		if cd := fl.GetConfigDiscovery(); cd != nil {
+			checkDiscovery(f, child(fp, "config_discovery"), cd, networkFilter)
 			continue
 		}
 		ext, ok := placed(f, child(fp, "typed_config"), fl.GetTypedConfig(), networkFilter, false)
@@ -586,6 +605,9 @@ func checkAccessLogs(f *findings, path string, logs []*accesslogv3.AccessLog) {
 
 func checkHCM(f *findings, path string, hcm *hcmv3.HttpConnectionManager) {
 	checkHTTPFilters(f, path, "http_filters", "HTTP", hcm.GetHttpFilters())
+	if p := hcm.GetTracing().GetProvider(); p != nil {
+		placed(f, child(path, "tracing.provider.typed_config"), p.GetTypedConfig(), tracer, false)
+	}
 	upgrades := upgradeTypes{}
 	for i, u := range hcm.GetUpgradeConfigs() {
 		up := index(path, "upgrade_configs", i)
@@ -598,6 +620,53 @@ func checkHCM(f *findings, path string, hcm *hcmv3.HttpConnectionManager) {
 		checkRouteConfig(f, child(path, "route_config"), rc)
 	}
 	checkAccessLogs(f, path, hcm.GetAccessLog())
+}
+
+// noUpstreamCodec is why a list of upstream HTTP filters cannot be served:
+// its last filter must be the upstream codec, which is not linked.
+const noUpstreamCodec = "upstream HTTP filters must end with envoy.filters.http.upstream_codec (UpstreamCodec), an extension this operator does not serve"
+
+// checkHTTPFilterConfig applies the rules of the HTTP filters whose
+// configuration holds more to check: the router's upstream filters, the
+// RBAC filter's matchers and the compressor's library.
+func checkHTTPFilterConfig(f *findings, path string, a *anypb.Any) {
+	switch typ := a.MessageName(); typ {
+	case "envoy.extensions.filters.http.router.v3.Router":
+		r := &routerv3.Router{}
+		if a.UnmarshalTo(r) == nil && len(r.GetUpstreamHttpFilters()) > 0 {
+			f.add(path+"(Router).upstream_http_filters", "%s", noUpstreamCodec)
+		}
+	case "envoy.extensions.filters.http.rbac.v3.RBAC":
+		r := &rbacv3.RBAC{}
+		if a.UnmarshalTo(r) == nil {
+			checkMatcher(f, path+"(RBAC).matcher", r.GetMatcher(), rbacMatch)
+			checkMatcher(f, path+"(RBAC).shadow_matcher", r.GetShadowMatcher(), rbacMatch)
+		}
+	case "envoy.extensions.filters.http.compressor.v3.Compressor":
+		c := &compressorv3.Compressor{}
+		if a.UnmarshalTo(c) == nil && c.GetCompressorLibrary() != nil {
+			placed(f, path+"(Compressor).compressor_library.typed_config", c.GetCompressorLibrary().GetTypedConfig(), compressionLib, false)
+		}
+	}
+}
+
+// checkDiscovery: a filter whose configuration comes by extension config
+// discovery names the types it takes, each a filter of its kind, and its
+// default configuration is one of them.
+func checkDiscovery(f *findings, path string, cd *corev3.ExtensionConfigSource, kind string) {
+	takes := map[string]bool{}
+	for i, u := range cd.GetTypeUrls() {
+		typ := u[strings.LastIndex(u, "/")+1:]
+		takes[typ] = true
+		if ext, ok := extensions[protoreflect.FullName(typ)]; !ok || ext.kind != kind {
+			f.add(index(path, "type_urls", i), "%s is not %s this operator serves", typ, article(kind))
+		}
+	}
+	if d := cd.GetDefaultConfig(); d != nil {
+		if _, ok := placed(f, child(path, "default_config"), d, kind, false); ok && !takes[string(d.MessageName())] {
+			f.add(child(path, "default_config"), "%s is not one of type_urls", d.MessageName())
+		}
+	}
 }
 
 // upgradeTypes are the upgrade types of a list of upgrade configs, by index:
@@ -622,7 +691,8 @@ func checkHTTPFilters(f *findings, path, field, chainType string, filters []*hcm
 	complete := true
 	for i, fl := range filters {
 		fp := index(path, field, i)
-		if fl.GetConfigDiscovery() != nil {
+		if cd := fl.GetConfigDiscovery(); cd != nil {
+			checkDiscovery(f, child(fp, "config_discovery"), cd, httpFilter)
 			complete = false
 			continue
 		}
@@ -632,10 +702,7 @@ func checkHTTPFilters(f *findings, path, field, chainType string, filters []*hcm
 			continue
 		}
 		chain = append(chain, chainFilter{fp, fl.GetName(), ext})
-		c := &compressorv3.Compressor{}
-		if fl.GetTypedConfig().MessageIs(c) && fl.GetTypedConfig().UnmarshalTo(c) == nil && c.GetCompressorLibrary() != nil {
-			placed(f, child(fp, "typed_config(Compressor).compressor_library.typed_config"), c.GetCompressorLibrary().GetTypedConfig(), compressionLib, false)
-		}
+		checkHTTPFilterConfig(f, child(fp, "typed_config"), fl.GetTypedConfig())
 	}
 	if complete && len(chain) > 0 {
 		checkTerminal(f, chainType, chain)
@@ -683,6 +750,7 @@ func checkRouteConfig(f *findings, path string, rc *routev3.RouteConfiguration) 
 		if vh.GetMatcher() != nil && len(vh.GetRoutes()) > 0 {
 			f.add(vp, "a virtual host cannot have both matcher and routes")
 		}
+		checkMatcher(f, child(vp, "matcher"), vh.GetMatcher(), routeMatch)
 		for j, vc := range vh.GetVirtualClusters() {
 			if len(vc.GetHeaders()) == 0 {
 				f.add(index(vp, "virtual_clusters", j), "a virtual cluster needs headers")
@@ -817,6 +885,9 @@ func checkCluster(f *findings, c *clusterv3.Cluster) {
 	for i, m := range c.GetTransportSocketMatches() {
 		placed(f, index("", "transport_socket_matches", i)+".transport_socket.typed_config", m.GetTransportSocket().GetTypedConfig(), upstreamTLS, false)
 	}
+	for i, fl := range c.GetFilters() {
+		placed(f, index("", "filters", i)+".typed_config", fl.GetTypedConfig(), clusterFilter, false)
+	}
 	for name, a := range c.GetTypedExtensionProtocolOptions() {
 		op := "typed_extension_protocol_options[" + name + "]"
 		ext, ok := placed(f, op, a, protocolOptions, false)
@@ -829,6 +900,9 @@ func checkCluster(f *findings, c *clusterv3.Cluster) {
 		}
 		if c.GetMaxRequestsPerConnection() != nil && po.GetCommonHttpProtocolOptions().GetMaxRequestsPerConnection() != nil {
 			f.add("max_requests_per_connection", "give max_requests_per_connection in the cluster or in its HttpProtocolOptions, not in both")
+		}
+		if len(po.GetHttpFilters()) > 0 {
+			f.add(op+"(HttpProtocolOptions).http_filters", "%s", noUpstreamCodec)
 		}
 		if po.GetAutoConfig() != nil && c.GetTransportSocket() == nil {
 			f.add(op+"(HttpProtocolOptions).auto_config", "choosing the HTTP version by ALPN needs a TLS transport_socket")

@@ -40,6 +40,43 @@ func staticCluster(typ, address string) string {
 	return `{name: c, type: ` + typ + `, load_assignment: {cluster_name: c, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: ` + address + `, port_value: 80}}}}]}]}}`
 }
 
+// vhMatcher is a route configuration whose one virtual host has matcher.
+func vhMatcher(matcher string) string {
+	return `{name: r, virtual_hosts: [{name: v, domains: ["*"], matcher: ` + matcher + `}]}`
+}
+
+// typed is a TypedExtensionConfig named name of type typ (a full name)
+// with the fields extra.
+func typed(name, typ, extra string) string {
+	return `{name: ` + name + `, typed_config: {"@type": type.googleapis.com/` + typ + extra + `}}`
+}
+
+// rbacNested is an RBAC HTTP filter whose one permission is n not_rules deep.
+func rbacNested(n int) string {
+	perm := `{any: true}`
+	for range n {
+		perm = `{not_rule: ` + perm + `}`
+	}
+	return `{name: rbac, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC, rules: {policies: {p: {permissions: [` + perm + `], principals: [{any: true}]}}}}}`
+}
+
+// chains is a listener on port 80 with the given filter chains' matches
+// and the fields extra.
+func chains(extra string, matches ...string) string {
+	var fcs []string
+	for _, m := range matches {
+		fcs = append(fcs, `{`+m+`filters: [`+tcpProxy+`]}`)
+	}
+	return `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 80}}, filter_chains: [` + strings.Join(fcs, ", ") + `]` + extra + `}`
+}
+
+const (
+	headerInput = `{name: i, typed_config: {"@type": type.googleapis.com/envoy.type.matcher.v3.HttpRequestHeaderMatchInput, header_name: x}}`
+	routeAction = `{name: a, typed_config: {"@type": type.googleapis.com/envoy.config.route.v3.Route, match: {prefix: /}, direct_response: {status: 200}}}`
+	chainNamedA = `, filter_chain_matcher: {on_no_match: {action: {name: x, typed_config: {"@type": type.googleapis.com/google.protobuf.StringValue, value: a}}}}`
+	corsType    = `type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors`
+)
+
 // envoyRuleCase is one resource Envoy refuses when it loads it.
 type envoyRuleCase struct {
 	name, kind, yaml string
@@ -213,6 +250,66 @@ var envoyRuleCases = []envoyRuleCase{
 		"endpoints[0].lb_endpoints[0].endpoint.address", "Address must be set"},
 	{"EDS health check address on a host name", "endpoints", `{cluster_name: c, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 10.0.0.1, port_value: 80}}, health_check_config: {address: {socket_address: {address: foo.bar.com, port_value: 4321}}}}}]}]}`,
 		"health_check_config.address.socket_address.address", "malformed IP address: foo.bar.com"},
+
+	// Extensions of another kind where Envoy expects a tracer, a cluster
+	// filter, an upstream HTTP filter, a matcher's input, custom matcher or
+	// action, or a filter of discovery's kind.
+	{"connection manager as a tracer", "listeners", hcmListener("80", router, rds+`, tracing: {provider: {name: z, typed_config: {`+hcmType+`, stat_prefix: x}}}`),
+		"tracing.provider.typed_config", "Didn't find a registered implementation for 'z' with type URL: 'envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager'"},
+	{"HTTP filter as a cluster filter", "clusters", `{name: c, type: EDS, ` + edsConfig + `, filters: [` + typed("f", "envoy.extensions.filters.http.router.v3.Router", "") + `]}`,
+		"filters[0].typed_config", "Didn't find a registered implementation for 'f' with type URL: 'envoy.extensions.filters.http.router.v3.Router'"},
+	{"upstream HTTP filters of a cluster", "clusters", `{name: c, type: EDS, ` + edsConfig + `, typed_extension_protocol_options: {envoy.extensions.upstreams.http.v3.HttpProtocolOptions: {"@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions, explicit_http_config: {http_protocol_options: {}}, http_filters: [` + typed("rbac", "envoy.extensions.filters.http.rbac.v3.RBAC", "") + `]}}}`,
+		"(HttpProtocolOptions).http_filters", "The codec filter is the only valid terminal upstream HTTP filter, use 'envoy.extensions.filters.http.upstream_codec.v3.UpstreamCodec'"},
+	{"upstream HTTP filters of the router", "listeners", hcmListener("80", `{name: envoy.filters.http.router, typed_config: {`+routerType+`, upstream_http_filters: [`+typed("rbac", "envoy.extensions.filters.http.rbac.v3.RBAC", "")+`]}}`, rds),
+		"(Router).upstream_http_filters", "When upstream_http_filters are specified, they must explicitly end with an UpstreamCodec filter."},
+	{"HTTP filter as a matcher's input", "routes", vhMatcher(`{matcher_tree: {input: ` + typed("i", "envoy.extensions.filters.http.router.v3.Router", "") + `, exact_match_map: {map: {yy: {action: ` + routeAction + `}}}}}`),
+		"matcher.matcher_tree.input.typed_config", "Didn't find a registered implementation for 'i' with type URL: 'envoy.extensions.filters.http.router.v3.Router'"},
+	{"route table matching on a response header", "routes", vhMatcher(`{matcher_list: {matchers: [{predicate: {single_predicate: {input: ` + typed("i", "envoy.type.matcher.v3.HttpResponseHeaderMatchInput", ", header_name: x") + `, value_match: {exact: yy}}}, on_match: {action: ` + routeAction + `}}]}}`),
+		"single_predicate.input.typed_config", "Route table can only match on request headers, saw type.googleapis.com/envoy.type.matcher.v3.HttpResponseHeaderMatchInput"},
+	{"HTTP filter as a matcher's action", "routes", vhMatcher(`{on_no_match: {matcher: {on_no_match: {action: ` + typed("a", "envoy.extensions.filters.http.router.v3.Router", "") + `}}}}`),
+		"matcher.on_no_match.matcher.on_no_match.action.typed_config", "Didn't find a registered implementation for 'a' with type URL: 'envoy.extensions.filters.http.router.v3.Router'"},
+	{"HTTP filter as a custom matcher", "routes", vhMatcher(`{matcher_tree: {input: ` + headerInput + `, custom_match: ` + typed("c", "envoy.extensions.filters.http.router.v3.Router", "") + `}}`),
+		"matcher.matcher_tree.custom_match.typed_config", "Didn't find a registered implementation for 'c' with type URL: 'envoy.extensions.filters.http.router.v3.Router'"},
+	{"filter chain matcher on an HTTP input", "listeners", chains(`, filter_chain_matcher: {matcher_tree: {input: `+headerInput+`, exact_match_map: {map: {yy: {action: `+typed("x", "google.protobuf.StringValue", ", value: a")+`}}}}}`, `name: a, `),
+		"filter_chain_matcher.matcher_tree.input.typed_config", "cannot create a filter chain matcher: Didn't find a registered implementation for 'i' with type URL: 'envoy.type.matcher.v3.HttpRequestHeaderMatchInput'"},
+	{"RBAC filter matching on a response header", "listeners", hcmListener("80", `{name: rbac, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC, matcher: {matcher_tree: {input: `+typed("i", "envoy.type.matcher.v3.HttpResponseHeaderMatchInput", ", header_name: x")+`, exact_match_map: {map: {yy: {action: `+typed("a", "envoy.config.rbac.v3.Action", ", name: x")+`}}}}}}}, `+router, rds),
+		"(RBAC).matcher.matcher_tree.input.typed_config", "RBAC HTTP filter cannot match on 'type.googleapis.com/envoy.type.matcher.v3.HttpResponseHeaderMatchInput'"},
+	{"discovered HTTP filter defaulting to a network filter", "listeners", hcmListener("80", `{name: cors, config_discovery: {config_source: {ads: {}}, default_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy, stat_prefix: t, cluster: c}, type_urls: [`+corsType+`]}}, `+router, rds),
+		"config_discovery.default_config", "Error: cannot find filter factory cors for default filter configuration with type URL type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy."},
+	{"discovered HTTP filter defaulting to a type it does not take", "listeners", hcmListener("80", `{name: cors, config_discovery: {config_source: {ads: {}}, default_config: {"@type": `+corsType+`}, type_urls: [type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault]}}, `+router, rds),
+		"config_discovery.default_config", "Error: filter config has type URL envoy.extensions.filters.http.cors.v3.Cors but expect envoy.extensions.filters.http.fault.v3.HTTPFault."},
+	{"discovered HTTP filter taking a network filter", "listeners", hcmListener("80", `{name: cors, config_discovery: {config_source: {ads: {}}, type_urls: [type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy]}}, `+router, rds),
+		"config_discovery.type_urls[0]", "Error: no factory found for a required type URL envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy."},
+
+	// Regular expressions of the generic matcher API: RE2, without a limit
+	// on the program's size.
+	{"generic matcher regex RE2 cannot parse", "routes", vhMatcher(`{matcher_list: {matchers: [{predicate: {single_predicate: {input: ` + headerInput + `, value_match: {safe_regex: {google_re2: {}, regex: "(+"}}}}, on_match: {action: ` + routeAction + `}}]}}`),
+		"value_match.safe_regex.regex", "no argument for repetition operator: +"},
+	{"generic matcher regex with a lookahead", "routes", vhMatcher(`{matcher_list: {matchers: [{predicate: {single_predicate: {input: ` + headerInput + `, value_match: {safe_regex: {google_re2: {}, regex: "a(?=b)"}}}}, on_match: {action: ` + routeAction + `}}]}}`),
+		"value_match.safe_regex.regex", "invalid perl operator: (?="},
+
+	// Nesting: protobuf's parser takes 100 levels below the top of each
+	// resource and each typed_config.
+	{"RBAC permission nested too deep", "listeners", hcmListener("80", rbacNested(97)+`, `+router, rds),
+		"http_filters[0].typed_config(RBAC)", "Unable to unpack as envoy.extensions.filters.http.rbac.v3.RBAC"},
+
+	// Filter chains: FilterChainManagerImpl.
+	{"two filter chains without a match", "listeners", chains("", "", ""),
+		"filter_chains[1].filter_chain_match", "filter chain '' has the same matching rules defined as ''. duplicate matcher is: {}"},
+	{"two filter chains of one match", "listeners", chains("", "filter_chain_match: {server_names: [a.com]}, ", "filter_chain_match: {server_names: [a.com]}, "),
+		"filter_chains[1].filter_chain_match", `filter chain '' has the same matching rules defined as ''. duplicate matcher is: {"server_names":["a.com"]}`},
+	{"filter chains sharing a server name", "listeners", chains("", "filter_chain_match: {server_names: [a.com, b.com]}, ", "filter_chain_match: {server_names: [B.com]}, "),
+		"filter_chains[1].filter_chain_match", "multiple filter chains with overlapping matching rules are defined"},
+	{"filter chains of one wildcard server name", "listeners", chains("", "filter_chain_match: {server_names: ['*.a.com']}, ", "filter_chain_match: {server_names: ['.a.com']}, "),
+		"filter_chains[1].filter_chain_match", "multiple filter chains with overlapping matching rules are defined"},
+	{"filter chains of one network", "listeners", chains("", "filter_chain_match: {prefix_ranges: [{address_prefix: 10.0.0.0, prefix_len: 8}]}, ", "filter_chain_match: {prefix_ranges: [{address_prefix: 10.1.2.3, prefix_len: 8}]}, "),
+		"filter_chains[1].filter_chain_match", "multiple filter chains with overlapping matching rules are defined"},
+	{"filter chains sharing a source port", "listeners", chains("", "filter_chain_match: {source_ports: [1, 2]}, ", "filter_chain_match: {source_ports: [2]}, "),
+		"filter_chains[1].filter_chain_match", "multiple filter chains with overlapping matching rules are defined"},
+	{"filter chain matcher with an unnamed chain", "listeners", chains(chainNamedA, "name: a, ", ""),
+		"filter_chains[1].name", `"name" field is required when using a listener matcher`},
+	{"filter chain matcher with two chains of one name", "listeners", chains(chainNamedA, "name: a, ", "name: a, "),
+		"filter_chains[1].name", `"name" field is duplicated with value 'a'`},
 }
 
 // envoyValidCases are edge cases Envoy loads: they must be admitted.
@@ -248,6 +345,19 @@ var envoyValidCases = []struct{ name, kind, yaml string }{
 	{"subset config without selectors and CLUSTER_PROVIDED", "clusters", `{name: c, type: ORIGINAL_DST, lb_policy: CLUSTER_PROVIDED, lb_subset_config: {}}`},
 	{"ALPN with TLS", "clusters", `{name: c, type: EDS, ` + edsConfig + `, transport_socket: {name: envoy.transport_sockets.tls, typed_config: {"@type": ` + upTLSType + `}}, typed_extension_protocol_options: {envoy.extensions.upstreams.http.v3.HttpProtocolOptions: {"@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions, auto_config: {}}}}`},
 	{"EDS endpoint on an IPv6 address", "endpoints", `{cluster_name: c, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: "fd00::1", port_value: 80}}}}]}]}`},
+	{"Zipkin tracer", "listeners", hcmListener("80", router, rds+`, tracing: {provider: {name: z, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.ZipkinConfig, collector_cluster: xds_cluster, collector_endpoint: /api, collector_endpoint_version: HTTP_JSON}}}`)},
+	{"cluster filter", "clusters", `{name: c, type: EDS, ` + edsConfig + `, filters: [` + typed("f", "google.protobuf.Empty", "") + `]}`},
+	{"matcher on a request header to a route", "routes", vhMatcher(`{matcher_tree: {input: ` + headerInput + `, exact_match_map: {map: {yy: {action: ` + routeAction + `}}}}}`)},
+	{"matcher to a list of routes", "routes", vhMatcher(`{on_no_match: {action: {name: a, typed_config: {"@type": type.googleapis.com/envoy.config.route.v3.RouteList, routes: [{match: {prefix: /}, direct_response: {status: 200}}]}}}}`)},
+	{"matcher tree with an IP custom matcher", "routes", vhMatcher(`{matcher_tree: {input: ` + headerInput + `, custom_match: ` + typed("c", "xds.type.matcher.v3.IPMatcher", "") + `}}`)},
+	{"generic matcher regex over the program size of the route API", "routes", vhMatcher(`{matcher_list: {matchers: [{predicate: {single_predicate: {input: ` + headerInput + `, value_match: {safe_regex: {google_re2: {}, regex: "^/api/v[0-9]+/users/[a-z0-9-]{1,64}$"}}}}, on_match: {action: ` + routeAction + `}}]}}`)},
+	{"RBAC matcher on a request header", "listeners", hcmListener("80", `{name: rbac, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC, matcher: {matcher_tree: {input: `+headerInput+`, exact_match_map: {map: {yy: {action: `+typed("a", "envoy.config.rbac.v3.Action", ", name: x")+`}}}}}}}, `+router, rds)},
+	{"discovered HTTP filter defaulting to a type it takes", "listeners", hcmListener("80", `{name: cors, config_discovery: {config_source: {ads: {}}, default_config: {"@type": `+corsType+`}, type_urls: [`+corsType+`]}}, `+router, rds)},
+	{"RBAC permission nested as deep as Envoy takes", "listeners", hcmListener("80", rbacNested(96)+`, `+router, rds)},
+	{"filter chains of one transport protocol in two cases", "listeners", chains("", "filter_chain_match: {transport_protocol: tls}, ", "filter_chain_match: {transport_protocol: TLS}, ")},
+	{"filter chains on any port and on one", "listeners", chains("", "filter_chain_match: {transport_protocol: tls}, ", "filter_chain_match: {transport_protocol: tls, destination_port: 80}, ")},
+	{"filter chains of one name without a matcher", "listeners", chains("", "name: a, filter_chain_match: {server_names: [a.com]}, ", "name: a, ")},
+	{"filter chain matcher with named chains of one match", "listeners", chains(chainNamedA, "name: a, filter_chain_match: {server_names: [a.com]}, ", "name: b, filter_chain_match: {server_names: [a.com]}, ")},
 }
 
 // proxylessCases are resources admission admits that only proxyless gRPC
