@@ -3,6 +3,7 @@ package translate
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -40,6 +41,10 @@ func TestAdmit(t *testing.T) {
 	onOtherAddress := config("x", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{listenerOn("x", "10.0.0.1", 8080)}})
 	onOtherPort := config("x", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{listenerOn("x", "0.0.0.0", 8081)}})
 	alsoOnL := config("y", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{listenerOn("y", "0.0.0.0", 8080)}})
+	// Beside L's wildcard: a specific address of its port, without
+	// SO_REUSEPORT, which Envoy cannot listen on too.
+	noReuse := raw(strings.Replace(string(listenerOn("x", "10.0.0.1", 8080).Raw), `"filter_chains"`, `"enable_reuse_port": false, "filter_chains"`, 1))
+	overlapsL := config("x", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{noReuse}})
 	tests := []struct {
 		name   string
 		before []Config
@@ -52,6 +57,8 @@ func TestAdmit(t *testing.T) {
 		{"update a listener onto another config's listener's address", []Config{L, R, C, onOtherPort}, "ns/x", &onL,
 			[]string{`spec.resources.listeners[0] ("x"): address: 0.0.0.0:8080 is also the address of listener spec.resources.listeners[0] ("http") of EnvoyConfig ns/l: Envoy refuses two listeners on one address`}},
 		{"a listener on the same port of another address", []Config{L, R, C}, "ns/x", &onOtherAddress, nil},
+		{"a listener without SO_REUSEPORT on an address another config's wildcard covers", []Config{L, R, C}, "ns/x", &overlapsL,
+			[]string{`spec.resources.listeners[0] ("x"): address: 10.0.0.1:8080 and 0.0.0.0:8080, the address of listener spec.resources.listeners[0] ("http") of EnvoyConfig ns/l: the two overlap, and with enable_reuse_port false on either, Envoy drops the second to listen (cannot listen() errno=98)`}},
 		{"an address already shared is not the change's fault", []Config{L, R, C, alsoOnL}, "ns/x", &onOtherPort, nil},
 		{"create a consistent config", []Config{L, R}, "ns/c", &C, nil},
 		{"create a route to a missing cluster", []Config{L}, "ns/r", &R,
