@@ -6,6 +6,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/certificates"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/inject"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/podtemplate"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/validate"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
@@ -28,7 +29,8 @@ type Options struct {
 	Policy translate.Policy
 }
 
-// Setup registers the injector and the EnvoyConfig validator on mgr's webhook server. With certificate
+// Setup registers the injector, the EnvoyConfig validator and the Watcher
+// and PodSet validators on mgr's webhook server. With certificate
 // rotation the server starts only once its certificate is in place and the
 // CA is in the webhook configuration; until then the readiness check fails.
 func Setup(mgr ctrl.Manager, o Options) error {
@@ -40,9 +42,12 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	validator := validate.NewWebhook(mgr, o.Policy)
+	watchers, podSets := podtemplate.NewWatcherWebhook(mgr), podtemplate.NewPodSetWebhook(mgr)
 	register := func() {
 		mgr.GetWebhookServer().Register(inject.Path, hook)
 		mgr.GetWebhookServer().Register(validate.Path, validator)
+		mgr.GetWebhookServer().Register(podtemplate.WatcherPath, watchers)
+		mgr.GetWebhookServer().Register(podtemplate.PodSetPath, podSets)
 	}
 	if o.Certs == nil {
 		register()

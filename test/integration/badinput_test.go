@@ -15,9 +15,12 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/crdschema"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/podtemplate"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -106,8 +109,9 @@ type badInput struct {
 	field string
 	// why is a part of the message that says what is wrong with it.
 	why string
-	// webhook: the EnvoyConfig validating webhook refuses it (Envoy's rules
-	// for the resources it serves), not the CRD's schema.
+	// webhook: a validating webhook refuses it, not the CRD's schema: the
+	// EnvoyConfig validator (Envoy's rules for the resources it serves), or
+	// the Watcher and PodSet validator (what the API server refuses in pods).
 	webhook bool
 }
 
@@ -631,6 +635,90 @@ var invalidManifests = []badInput{
 	// Watcher: native sidecars.
 	{name: "watcher container with a restartPolicy", field: "spec.container.restartPolicy", why: "spec.nativeSidecar", manifest: watcherHead + watcherContainer + `    restartPolicy: Always`},
 	{name: "watcher nativeSidecar not a boolean", field: "spec.nativeSidecar", why: "boolean", manifest: watcherHead + watcherContainer + `  nativeSidecar: "yes"`},
+
+	// Pod content that the API server refuses in every pod, refused by the
+	// Watcher and PodSet validating webhook (package podtemplate).
+	// Label and annotation keys and values.
+	{name: "podset template label key name part over 63 characters", webhook: true, field: "spec.template.metadata.labels", why: "name part must be no more than 63", manifest: podSetTemplate(`
+    metadata:
+      labels: {example.com/` + long("n", 64) + `: x}`, "")},
+	{name: "podset template label key prefix not a DNS subdomain", webhook: true, field: "spec.template.metadata.labels", why: "prefix part a lowercase RFC 1123 subdomain", manifest: podSetTemplate(`
+    metadata:
+      labels: {example..com/app: x}`, "")},
+	{name: "podset template label value starting with a dash", webhook: true, field: "spec.template.metadata.labels", why: "a valid label must be an empty string or consist of", manifest: podSetTemplate(`
+    metadata:
+      labels: {app: "-web"}`, "")},
+	{name: "podset template annotation key name part over 63 characters", webhook: true, field: "spec.template.metadata.annotations", why: "name part must be no more than 63", manifest: podSetTemplate(`
+    metadata:
+      annotations: {example.com/` + long("n", 64) + `: x}`, "")},
+	{name: "podset template annotation key prefix over 253 characters", webhook: true, field: "spec.template.metadata.annotations", why: "prefix part must be no more than 253", manifest: podSetTemplate(`
+    metadata:
+      annotations: {` + long("p", 254) + `/note: x}`, "")},
+	{name: "watcher selector matchLabels key name part over 63 characters", webhook: true, field: "spec.selector.matchLabels", why: "name part must be no more than 63", manifest: watcherHead + watcherContainer + `  selector:
+    matchLabels: {example.com/` + long("n", 64) + `: web}`},
+	{name: "watcher selector expression key prefix not a DNS subdomain", webhook: true, field: "spec.selector.matchExpressions[0].key", why: "prefix part a lowercase RFC 1123 subdomain", manifest: watcherHead + watcherContainer + `  selector:
+    matchExpressions:
+    - {key: -example.com/app, operator: Exists}`},
+	// Container port names and protocols.
+	{name: "podset template port name with an underscore", webhook: true, field: "spec.template.spec.containers[0].ports[0].name", why: "must contain only alpha-numeric characters", manifest: podSetTemplate("", `
+        ports: [{name: http_port, containerPort: 8080}]`)},
+	{name: "podset template port name over 15 characters", webhook: true, field: "spec.template.spec.containers[0].ports[0].name", why: "no more than 15 characters", manifest: podSetTemplate("", `
+        ports: [{name: ` + long("h", 16) + `, containerPort: 8080}]`)},
+	{name: "podset template port name without a letter", webhook: true, field: "spec.template.spec.containers[0].ports[0].name", why: "at least one letter", manifest: podSetTemplate("", `
+        ports: [{name: "8080", containerPort: 8080}]`)},
+	{name: "podset template port name twice in a container", webhook: true, field: "spec.template.spec.containers[0].ports[1].name", why: "Duplicate value", manifest: podSetTemplate("", `
+        ports: [{name: http, containerPort: 8080}, {name: http, containerPort: 8081}]`)},
+	{name: "podset template port protocol HTTP", webhook: true, field: "spec.template.spec.containers[0].ports[0].protocol", why: `supported values: "SCTP", "TCP", "UDP"`, manifest: podSetTemplate("", `
+        ports: [{containerPort: 8080, protocol: HTTP}]`)},
+	{name: "podset template containerPort over 65535", webhook: true, field: "spec.template.spec.containers[0].ports[0].containerPort", why: "between 1 and 65535", manifest: podSetTemplate("", `
+        ports: [{containerPort: 70000}]`)},
+	{name: "watcher container port name with two hyphens in a row", webhook: true, field: "spec.container.ports[0].name", why: "consecutive hyphens", manifest: watcherHead + watcherContainer + `    ports: [{name: a--b, containerPort: 8080}]`},
+	{name: "watcher container port protocol in lower case", webhook: true, field: "spec.container.ports[0].protocol", why: `supported values: "SCTP", "TCP", "UDP"`, manifest: watcherHead + watcherContainer + `    ports: [{containerPort: 8080, protocol: tcp}]`},
+	// Extended resources in whole units, hugepages in whole pages.
+	{name: "podset template half an extended resource", webhook: true, field: "spec.template.spec.containers[0].resources.limits[example.com/gpu]", why: "must be a whole number", manifest: podSetTemplate("", `
+        resources: {limits: {example.com/gpu: 500m}}`)},
+	{name: "watcher container half an extended resource", webhook: true, field: "spec.container.resources.requests[example.com/gpu]", why: "must be a whole number", manifest: watcherHead + watcherContainer + `    resources: {requests: {example.com/gpu: 1500m}, limits: {example.com/gpu: 1500m}}`},
+	{name: "podset template hugepages not a whole number of pages", webhook: true, field: "spec.template.spec.containers[0].resources.limits[hugepages-2Mi]", why: "whole number of pages of 2Mi", manifest: podSetTemplate("", `
+        resources: {limits: {hugepages-2Mi: 3Mi, memory: 1Gi}}`)},
+	{name: "watcher container hugepages not a whole number of pages", webhook: true, field: "spec.container.resources.limits[hugepages-1Gi]", why: "whole number of pages of 1Gi", manifest: watcherHead + watcherContainer + `    resources: {limits: {hugepages-1Gi: 1536Mi, memory: 2Gi}}`},
+	{name: "podset template extended resource requested without a limit", webhook: true, field: "spec.template.spec.containers[0].resources.limits[example.com/gpu]", why: "never overcommitted", manifest: podSetTemplate("", `
+        resources: {requests: {example.com/gpu: 1}}`)},
+	{name: "watcher container extended resource request under its limit", webhook: true, field: "spec.container.resources.requests[example.com/gpu]", why: "must equal the limit 2", manifest: watcherHead + watcherContainer + `    resources: {requests: {example.com/gpu: 1}, limits: {example.com/gpu: 2}}`},
+	{name: "podset template hugepages without cpu or memory", webhook: true, field: "spec.template.spec.containers[0].resources", why: "hugepages need a cpu or memory", manifest: podSetTemplate("", `
+        resources: {limits: {hugepages-2Mi: 2Mi}}`)},
+	{name: "podset template resource name no container has", webhook: true, field: "spec.template.spec.containers[0].resources.limits[gpu]", why: "must be cpu, memory, ephemeral-storage, hugepages-<page size>", manifest: podSetTemplate("", `
+        resources: {limits: {gpu: 1}}`)},
+	{name: "podset template negative memory", webhook: true, field: "spec.template.spec.containers[0].resources.limits[memory]", why: "must not be negative", manifest: podSetTemplate("", `
+        resources: {limits: {memory: -1Gi}}`)},
+	// Watcher volumes and what its container mounts.
+	{name: "watcher configMap volume item outside the volume", webhook: true, field: "spec.volume.configMap.items[0].path", why: "must not contain '..'", manifest: watcherHead + watcherContainer + `  volume: {name: logs, configMap: {name: logs, items: [{key: a, path: ../a}]}}`},
+	{name: "watcher secret volume item at an absolute path", webhook: true, field: "spec.volume.secret.items[0].path", why: "must be a relative path", manifest: watcherHead + watcherContainer + `  volume: {name: logs, secret: {secretName: logs, items: [{key: a, path: /etc/a}]}}`},
+	{name: "watcher configMap volume item starting with ..", webhook: true, field: "spec.volume.configMap.items[0].path", why: "must not start with '..'", manifest: watcherHead + watcherContainer + `  volume: {name: logs, configMap: {name: logs, items: [{key: a, path: ..data}]}}`},
+	{name: "watcher volume defaultMode over 0777", webhook: true, field: "spec.volume.configMap.defaultMode", why: "file mode from 0 to 0777", manifest: watcherHead + watcherContainer + `  volume: {name: logs, configMap: {name: logs, defaultMode: 1000}}`},
+	{name: "watcher hostPath volume of an unknown type", webhook: true, field: "spec.volume.hostPath.type", why: "supported values", manifest: watcherHead + watcherContainer + `  volume: {name: logs, hostPath: {path: /var/log, type: Folder}}`},
+	{name: "watcher emptyDir volume of a negative size", webhook: true, field: "spec.volume.emptyDir.sizeLimit", why: "must not be negative", manifest: watcherHead + watcherContainer + `  volume: {name: logs, emptyDir: {sizeLimit: -1Gi}}`},
+	{name: "watcher container mount with an empty path", webhook: true, field: "spec.container.volumeMounts[0].mountPath", why: "Required value", manifest: watcherHead + watcherContainer + `    volumeMounts: [{name: logs, mountPath: ""}]
+  volume: {name: logs, emptyDir: {}}`},
+	{name: "watcher container mount subPath outside the volume", webhook: true, field: "spec.container.volumeMounts[0].subPath", why: "must not contain '..'", manifest: watcherHead + watcherContainer + `    volumeMounts: [{name: logs, mountPath: /logs, subPath: a/../../b}]
+  volume: {name: logs, emptyDir: {}}`},
+	{name: "podset template mount of a volume it does not have", webhook: true, field: "spec.template.spec.containers[0].volumeMounts[0].name", why: "Not found", manifest: podSetTemplate("", `
+        volumeMounts: [{name: data, mountPath: /data}]`)},
+	{name: "podset template volume with two sources", webhook: true, field: "spec.template.spec.volumes[0]", why: "exactly one volume source", manifest: podSetHead + `spec:
+  template:
+    spec:
+      containers: [{name: web, image: nginx}]
+      volumes: [{name: data, emptyDir: {}, configMap: {name: data}}]`},
+}
+
+// podSetTemplate is a PodSet whose template has meta as its metadata and
+// one container, with container as the rest of its fields.
+func podSetTemplate(meta, container string) string {
+	return podSetHead + `spec:
+  template:` + meta + `
+    spec:
+      containers:
+      - name: web
+        image: nginx` + container
 }
 
 // validManifests are edge cases that must be admitted.
@@ -790,6 +878,57 @@ var validManifests = []struct{ name, manifest string }{
   - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, minDomains: 3, nodeAffinityPolicy: Ignore, nodeTaintsPolicy: Honor}
   - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}`},
 	{"watcher as a native sidecar", head("Watcher", "native") + watcherContainer + `  nativeSidecar: true`},
+	{"podset template label and annotation keys at their longest", head("PodSet", "long-keys") + `spec:
+  template:
+    metadata:
+      labels: {` + strings.Repeat("a.", 126) + `a/` + long("n", 63) + `: ` + long("v", 63) + `, empty: ""}
+      annotations: {` + strings.Repeat("b.", 126) + `b/` + long("n", 63) + `: "any text at all"}
+    spec:
+      containers: [{name: web, image: nginx}]`},
+	{"podset template ports of every protocol, one name in two containers", head("PodSet", "ports") + `spec:
+  template:
+    spec:
+      containers:
+      - name: web
+        image: nginx
+        ports: [{name: abcdefghijklmno, containerPort: 1, protocol: TCP}, {name: dns-1, containerPort: 65535, protocol: UDP}, {containerPort: 9, protocol: SCTP}]
+      - name: sidecar
+        image: busybox
+        ports: [{name: abcdefghijklmno, containerPort: 8080, hostPort: 8080}]`},
+	{"podset template whole extended resources and hugepages", head("PodSet", "devices") + `spec:
+  template:
+    spec:
+      containers:
+      - name: web
+        image: nginx
+        resources:
+          requests: {example.com/gpu: 2, hugepages-2Mi: 4Mi, cpu: 100m}
+          limits: {example.com/gpu: 2, hugepages-2Mi: 4Mi, cpu: 100m}
+      - name: only-limits
+        image: nginx
+        resources: {limits: {example.com/gpu: 1, hugepages-1Gi: 2Gi, memory: 3Gi}}`},
+	{"podset template volumes and mounts", head("PodSet", "volumes") + `spec:
+  template:
+    spec:
+      containers:
+      - name: web
+        image: nginx
+        volumeMounts: [{name: data, mountPath: /data, subPath: a/b}, {name: conf, mountPath: /etc/conf}]
+      volumes:
+      - {name: data, emptyDir: {sizeLimit: 1Gi}}
+      - {name: conf, configMap: {name: conf, defaultMode: 0644, items: [{key: a, path: dir/a, mode: 0400}]}}`},
+	{"watcher whole extended resources and hugepages", head("Watcher", "devices") + watcherContainer + `    resources:
+      requests: {example.com/gpu: 1, hugepages-2Mi: 2Mi, memory: 64Mi}
+      limits: {example.com/gpu: 1, hugepages-2Mi: 2Mi, memory: 64Mi}`},
+	{"watcher ports of every protocol", head("Watcher", "ports") + watcherContainer + `    ports: [{name: http, containerPort: 8080}, {name: dns, containerPort: 53, protocol: UDP}, {name: s, containerPort: 9, protocol: SCTP}]`},
+	{"watcher volume items, modes and a mount below it", head("Watcher", "items") + watcherContainer + `    volumeMounts: [{name: logs, mountPath: /logs, subPath: app}]
+  volume: {name: logs, secret: {secretName: logs, defaultMode: 0400, items: [{key: a, path: a/b.conf, mode: 0777}]}}`},
+	{"watcher mount of a volume the pod brings", head("Watcher", "pod-volume") + watcherContainer + `    volumeMounts: [{name: data, mountPath: /data}]`},
+	{"watcher hostPath volume of a known type", head("Watcher", "host-path") + watcherContainer + `  volume: {name: logs, hostPath: {path: /var/log, type: DirectoryOrCreate}}`},
+	{"watcher selector keys at their longest", head("Watcher", "long-selector") + watcherContainer + `  selector:
+    matchLabels: {` + strings.Repeat("a.", 126) + `a/` + long("n", 63) + `: web}
+    matchExpressions:
+    - {key: ` + strings.Repeat("b.", 126) + `b/` + long("n", 63) + `, operator: Exists}`},
 }
 
 // decode parses a manifest into an object for the dynamic client.
@@ -881,9 +1020,9 @@ func TestValidEdgeCasesAreAdmitted(t *testing.T) {
 }
 
 // The fuzz tests keep the specs that internal/testing/crdschema admits, in process:
-// it must refuse and admit what this API server does. What the validating
-// webhook refuses, its own code (translate.Admit) refuses in process, and
-// the schema admits.
+// it must refuse and admit what this API server does. What a validating
+// webhook refuses, its own code (translate.Admit, podtemplate.Watcher and
+// podtemplate.PodSet) refuses in process, and the schema admits.
 func TestInProcessSchemaAgrees(t *testing.T) {
 	schema := func(t *testing.T, manifest string) field.ErrorList {
 		t.Helper()
@@ -894,20 +1033,40 @@ func TestInProcessSchemaAgrees(t *testing.T) {
 		}
 		return s.Admit(u.Object)
 	}
-	// webhook is what the validating webhook says of an EnvoyConfig created
-	// alone in its fleet.
+	// webhook is what the validating webhooks say of an EnvoyConfig created
+	// alone in its fleet, and of a Watcher or a PodSet.
 	webhook := func(t *testing.T, manifest string) []string {
 		t.Helper()
 		u, _ := decode(t, manifest)
-		if u.GetKind() != "EnvoyConfig" {
+		var obj any
+		switch u.GetKind() {
+		case "EnvoyConfig":
+			obj = &examplev1.EnvoyConfig{}
+		case "Watcher":
+			obj = &watchv1alpha1.Watcher{}
+		case "PodSet":
+			obj = &demov1alpha1.PodSet{}
+		default:
 			return nil
 		}
-		cfg := &examplev1.EnvoyConfig{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cfg); err != nil {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 			t.Fatal(err)
 		}
-		c := translate.FromObject(cfg)
-		return translate.Admit(translate.Policy{Namespace: "kube-envoy-controller"}, nil, c.Name, &c)
+		var errs field.ErrorList
+		switch o := obj.(type) {
+		case *examplev1.EnvoyConfig:
+			c := translate.FromObject(o)
+			return translate.Admit(translate.Policy{Namespace: "kube-envoy-controller"}, nil, c.Name, &c)
+		case *watchv1alpha1.Watcher:
+			errs = podtemplate.Watcher(o)
+		case *demov1alpha1.PodSet:
+			errs = podtemplate.PodSet(o)
+		}
+		var problems []string
+		for _, e := range errs {
+			problems = append(problems, e.Error())
+		}
+		return problems
 	}
 	for _, tc := range invalidManifests {
 		if tc.why == "unknown field" {
@@ -921,7 +1080,7 @@ func TestInProcessSchemaAgrees(t *testing.T) {
 				}
 				problems := webhook(t, tc.manifest)
 				if len(problems) == 0 {
-					t.Fatalf("admitted by translate.Admit; the webhook refuses it, naming %s", tc.field)
+					t.Fatalf("admitted by the webhook's own code (translate.Admit, podtemplate); the webhook refuses it, naming %s", tc.field)
 				}
 				if msg := strings.Join(problems, "; "); !strings.Contains(msg, tc.field) || !strings.Contains(msg, tc.why) {
 					t.Errorf("the problems do not name %s and say %q:\n%s", tc.field, tc.why, msg)
@@ -942,7 +1101,7 @@ func TestInProcessSchemaAgrees(t *testing.T) {
 				t.Fatalf("refused in process; the API server admits it: %v", errs.ToAggregate())
 			}
 			if problems := webhook(t, tc.manifest); len(problems) > 0 {
-				t.Fatalf("refused by translate.Admit; the webhook admits it: %v", problems)
+				t.Fatalf("refused by the webhook's own code (translate.Admit, podtemplate); the webhook admits it: %v", problems)
 			}
 		})
 	}
