@@ -641,7 +641,7 @@ var invalidManifests = []badInput{
 	// Label and annotation keys and values.
 	{name: "podset template label key name part over 63 characters", webhook: true, field: "spec.template.metadata.labels", why: "name part must be no more than 63", manifest: podSetTemplate(`
     metadata:
-      labels: {example.com/` + long("n", 64) + `: x}`, "")},
+      labels: {example.com/`+long("n", 64)+`: x}`, "")},
 	{name: "podset template label key prefix not a DNS subdomain", webhook: true, field: "spec.template.metadata.labels", why: "prefix part a lowercase RFC 1123 subdomain", manifest: podSetTemplate(`
     metadata:
       labels: {example..com/app: x}`, "")},
@@ -650,10 +650,10 @@ var invalidManifests = []badInput{
       labels: {app: "-web"}`, "")},
 	{name: "podset template annotation key name part over 63 characters", webhook: true, field: "spec.template.metadata.annotations", why: "name part must be no more than 63", manifest: podSetTemplate(`
     metadata:
-      annotations: {example.com/` + long("n", 64) + `: x}`, "")},
+      annotations: {example.com/`+long("n", 64)+`: x}`, "")},
 	{name: "podset template annotation key prefix over 253 characters", webhook: true, field: "spec.template.metadata.annotations", why: "prefix part must be no more than 253", manifest: podSetTemplate(`
     metadata:
-      annotations: {` + long("p", 254) + `/note: x}`, "")},
+      annotations: {`+long("p", 254)+`/note: x}`, "")},
 	{name: "watcher selector matchLabels key name part over 63 characters", webhook: true, field: "spec.selector.matchLabels", why: "name part must be no more than 63", manifest: watcherHead + watcherContainer + `  selector:
     matchLabels: {example.com/` + long("n", 64) + `: web}`},
 	{name: "watcher selector expression key prefix not a DNS subdomain", webhook: true, field: "spec.selector.matchExpressions[0].key", why: "prefix part a lowercase RFC 1123 subdomain", manifest: watcherHead + watcherContainer + `  selector:
@@ -663,7 +663,7 @@ var invalidManifests = []badInput{
 	{name: "podset template port name with an underscore", webhook: true, field: "spec.template.spec.containers[0].ports[0].name", why: "must contain only alpha-numeric characters", manifest: podSetTemplate("", `
         ports: [{name: http_port, containerPort: 8080}]`)},
 	{name: "podset template port name over 15 characters", webhook: true, field: "spec.template.spec.containers[0].ports[0].name", why: "no more than 15 characters", manifest: podSetTemplate("", `
-        ports: [{name: ` + long("h", 16) + `, containerPort: 8080}]`)},
+        ports: [{name: `+long("h", 16)+`, containerPort: 8080}]`)},
 	{name: "podset template port name without a letter", webhook: true, field: "spec.template.spec.containers[0].ports[0].name", why: "at least one letter", manifest: podSetTemplate("", `
         ports: [{name: "8080", containerPort: 8080}]`)},
 	{name: "podset template port name twice in a container", webhook: true, field: "spec.template.spec.containers[0].ports[1].name", why: "Duplicate value", manifest: podSetTemplate("", `
