@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
@@ -406,5 +408,76 @@ func TestLegacyHistoryIsAdopted(t *testing.T) {
 	}
 	if got := served(fleetID, resourcev3.ClusterType); xdsServer.Version(fleetID) != version || !slices.Equal(got, []string{"backend"}) {
 		t.Errorf("the fleet is served %v at %s, want [backend] at %s", got, xdsServer.Version(fleetID), version)
+	}
+}
+
+// A history in the operator's namespace with the fleet's own metadata (its
+// name, labels and annotations, as only the operator and the cluster's
+// admins may write them there) but content that is not what it says, is
+// read through the controller and refused: a replica that only serves
+// what is recorded keeps serving what it serves, and the leader records
+// the history afresh. The forgeries: a served version that is not the hash
+// of its content, and content, hashed right, of another namespace's
+// EnvoyConfig.
+func TestForgedHistoryContentIsRefused(t *testing.T) {
+	ctx := context.Background()
+	ns, fleetID := newFleet(t)
+	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
+	create(t, cfg)
+	p := xdstest.Connect(t, dialFleet(t, xdsClient(t), fleetID), fleetID, "pod-1", resourcev3.ClusterType)
+	firstClusters(t, p)
+	version := waitStatus(t, cfg, "one proxy to ACK", func(c *examplev1.EnvoyConfig) bool {
+		return c.Status.Proxies.Acked == 1 && c.Status.PublishedVersion != ""
+	}).Status.PublishedVersion
+	id := fleet.ID{Namespace: ns, Name: "edge"}
+	readHistory(t, id, "the history to record the published version", func(h publish.History) bool { return h.Current == version })
+
+	// The suite's replica serves what is recorded, and decides nothing.
+	resume := pauseLeader(t)
+	attacker := func(name string) []translate.Config {
+		return []translate.Config{{Name: name, Created: time.Unix(0, 0).UTC(),
+			Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: examplev1.EnvoyResources{Clusters: []runtime.RawExtension{cluster("attacker", "1s")}}}}}
+	}
+	elsewhere := attacker("other/clusters")
+	for _, forged := range []struct {
+		what string
+		h    publish.History
+	}{
+		{"a served version that is not its content's", publish.History{Current: "forged",
+			Revisions: []publish.Revision{{Version: "forged", Acked: true, Configs: attacker(ns + "/clusters")}}}},
+		{"another namespace's content", publish.History{Current: translate.VersionOf(elsewhere),
+			Revisions: []publish.Revision{{Version: translate.VersionOf(elsewhere), Acked: true, Configs: elsewhere}}}},
+	} {
+		want, err := publish.HistoryConfigMap(operatorNamespace, id, forged.h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm := &corev1.ConfigMap{}
+		if err := suite.Client.Get(ctx, client.ObjectKeyFromObject(want), cm); err != nil {
+			t.Fatal(err)
+		}
+		cm.Labels, cm.Annotations, cm.BinaryData, cm.Data = want.Labels, want.Annotations, want.BinaryData, nil
+		if err := suite.Client.Update(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		if !publish.IsHistoryOf(cm, operatorNamespace, id) {
+			t.Fatalf("%s: the forgery's metadata is not the fleet's history's", forged.what)
+		}
+		testenv.Eventually(t, "the manager's cache to hold the forgery", func() (bool, error) {
+			cached := &corev1.ConfigMap{}
+			err := suite.Manager.GetClient().Get(ctx, client.ObjectKeyFromObject(cm), cached)
+			return err == nil && cached.ResourceVersion == cm.ResourceVersion, err
+		})
+		suite.Touch(t, ControllerName, cfg)
+		if got := served(fleetID, resourcev3.ClusterType); !slices.Equal(got, []string{"backend"}) || xdsServer.Version(fleetID) != version {
+			t.Errorf("%s: the fleet is served %v at version %s, want [backend] at %s", forged.what, got, xdsServer.Version(fleetID), version)
+		}
+	}
+
+	resume()
+	suite.Touch(t, ControllerName, cfg)
+	readHistory(t, id, "the leader to record the history afresh", func(h publish.History) bool { return h.Current == version })
+	if got := served(fleetID, resourcev3.ClusterType); !slices.Equal(got, []string{"backend"}) || xdsServer.Version(fleetID) != version {
+		t.Errorf("once the leader recorded the history again, the fleet is served %v at version %s, want [backend] at %s", got, xdsServer.Version(fleetID), version)
 	}
 }
