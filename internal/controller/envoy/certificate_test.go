@@ -6,14 +6,17 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
@@ -221,5 +224,74 @@ func TestExternalXDSFleetGetsNoCertificate(t *testing.T) {
 	err := suite.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: fleet.ClientSecretName(e)}, sec)
 	if err == nil {
 		t.Errorf("a fleet of another xDS server got Secret %s", sec.Name)
+	}
+}
+
+// builtinSettled makes a fleet of the built-in server, with its client
+// certificate, rolled out and settled, and returns it with its Secret.
+func builtinSettled(t *testing.T) (*examplev1.Envoy, *corev1.Secret) {
+	t.Helper()
+	ns := suite.Namespace(t)
+	e := newBuiltinEnvoy(t, ns, "edge")
+	sec := testenv.WaitFor(t, suite.Client, ns, "edge-xds-client", &corev1.Secret{}, verifies)
+	suite.PlayDeploymentController(t, testenv.WaitFor(t, suite.Client, ns, "edge", &appsv1.Deployment{}, nil))
+	return settled(t, e), sec
+}
+
+// A client certificate Secret that cannot be read is not one that is
+// missing: the reconcile fails, to be retried with backoff, Degraded with
+// the API server's reason, and the fleet keeps its certificate, so its
+// identity.
+func TestUnreadableCertificateIsNotReissued(t *testing.T) {
+	ctx := context.Background()
+	e, before := builtinSettled(t)
+	var failed atomic.Bool
+	r := *suite.Reconciler.(*Reconciler)
+	r.Client = testenv.Faulty(r.Client, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Secret); ok && key.Name == before.Name && failed.CompareAndSwap(false, true) {
+				return apierrors.NewServerTimeout(corev1.Resource("secrets"), "get", 1)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)})
+	if !apierrors.IsServerTimeout(err) {
+		t.Fatalf("the reconcile returned %v, want the failed read", err)
+	}
+	after := &corev1.Secret{}
+	if err := suite.Client.Get(ctx, client.ObjectKeyFromObject(before), after); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(after.Data[proxy.ClientCertFile], before.Data[proxy.ClientCertFile]) || after.ResourceVersion != before.ResourceVersion {
+		t.Error("a failed read of the Secret replaced the fleet's certificate")
+	}
+	// The status went Degraded with the reason (the running controller may
+	// have set it back since): its Warning event tells.
+	suite.WaitEvent(t, e.Namespace, e.Name, "Warning "+string(metav1.StatusReasonServerTimeout)+" reading the fleet's client certificate Secret")
+}
+
+// The certificate's renewal is judged by the reconciler's clock, and so is
+// when to look again.
+func TestCertificateRenewalUsesTheClock(t *testing.T) {
+	ctx := context.Background()
+	e, sec := builtinSettled(t)
+	clock := time.Now().Add(time.Hour).Truncate(time.Second)
+	r := *suite.Reconciler.(*Reconciler)
+	r.Now = func() time.Time { return clock }
+	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(e)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ca.Authority(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, renew, err := ClientCertificate(e, a, sec, clock, testPKI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := renew.Sub(clock); res.RequeueAfter != want {
+		t.Errorf("RequeueAfter = %s, want %s: the renewal at %s as the clock tells", res.RequeueAfter, want, renew)
 	}
 }

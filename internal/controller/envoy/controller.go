@@ -3,6 +3,7 @@ package envoy
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -132,8 +134,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// The certificate and the ConfigMap first, so that new pods find them.
 	var renew time.Time
 	problem := (*conditions.Problem)(nil)
+	var certErr error
 	if r.mutualTLS(e) {
-		renew, problem = r.ensureCertificate(ctx, kids, e)
+		renew, problem, certErr = r.ensureCertificate(ctx, kids, e)
 	}
 	objects.Ensure(kids, objects.ConfigMaps, want.ConfigMap)
 	dep := objects.Ensure(kids, objects.Deployments, want.Deployment)
@@ -156,36 +159,52 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	res, err := status.Finish(ctx, r.Status, e, kids, func(out *examplev1.Envoy) {
 		out.Status = Status(e, Observed{Desired: want, Deployment: dep, Problem: cmp.Or(kids.Problem(), problem)})
 	})
-	if err == nil && !renew.IsZero() && (res.RequeueAfter == 0 || time.Until(renew) < res.RequeueAfter) {
-		res.RequeueAfter = max(time.Until(renew), time.Second)
+	if certErr != nil {
+		// Retried with backoff; the status says why.
+		return ctrl.Result{}, errors.Join(certErr, err)
+	}
+	if until := renew.Sub(r.now()); err == nil && !renew.IsZero() && (res.RequeueAfter == 0 || until < res.RequeueAfter) {
+		res.RequeueAfter = max(until, time.Second)
 	}
 	return res, err
 }
 
+// now is the reconciler's clock.
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
 // ensureCertificate keeps the fleet's client certificate Secret current, and
-// returns when to look again, or why it cannot yet.
-func (r *Reconciler) ensureCertificate(ctx context.Context, kids *objects.Children, e *examplev1.Envoy) (time.Time, *conditions.Problem) {
+// returns when to look again, or why it cannot yet. Only a Secret that is
+// not there gets a new certificate: when the Secret cannot be read, the
+// error is returned and nothing is written, for a failed read must not
+// rotate the fleet's identity.
+func (r *Reconciler) ensureCertificate(ctx context.Context, kids *objects.Children, e *examplev1.Envoy) (time.Time, *conditions.Problem, error) {
+	now := r.now()
 	a, err := r.Authority.Authority(ctx)
 	if err != nil {
 		// The leader makes the CA at start: its Secret's event brings us back.
-		return time.Now().Add(5 * time.Second), &conditions.Problem{Reason: examplev1.EnvoyReasonNoCertificateAuthority,
-			Message: fmt.Sprintf("the fleet's client certificate cannot be issued yet: %v", err)}
+		return now.Add(5 * time.Second), &conditions.Problem{Reason: examplev1.EnvoyReasonNoCertificateAuthority,
+			Message: fmt.Sprintf("the fleet's client certificate cannot be issued yet: %v", err)}, nil
 	}
 	var existing *corev1.Secret
 	found := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: fleet.ClientSecretName(e)}, found); err == nil {
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: fleet.ClientSecretName(e)}, found); {
+	case err == nil:
 		existing = found
-	}
-	now := time.Now()
-	if r.Now != nil {
-		now = r.Now()
+	case !apierrors.IsNotFound(err):
+		err = fmt.Errorf("reading the fleet's client certificate Secret %q: %w", fleet.ClientSecretName(e), err)
+		return time.Time{}, conditions.FromError(err), err
 	}
 	want, renew, err := ClientCertificate(e, a, existing, now, r.Authority.Options)
 	if err != nil {
-		return time.Now().Add(5 * time.Second), &conditions.Problem{Reason: examplev1.EnvoyReasonNoCertificateAuthority, Message: err.Error()}
+		return now.Add(5 * time.Second), &conditions.Problem{Reason: examplev1.EnvoyReasonNoCertificateAuthority, Message: err.Error()}, nil
 	}
 	if got := objects.Ensure(kids, objects.Secrets, want); got != nil && existing != nil && !sameCertificate(existing, want) {
 		ctrl.LoggerFrom(ctx).Info("renewed the fleet's xDS client certificate", "secret", want.Name)
 	}
-	return renew, nil
+	return renew, nil, nil
 }
