@@ -1,9 +1,9 @@
 // Package integration tests the APIs as a program or a kubectl user sees them,
 // against a real API server (envtest) with the project's CRDs and the
-// EnvoyConfig validating webhook, served as the operator serves it, but no
-// controller: the generated typed clients (pkg/generated), the CRDs' kubectl
-// conventions (short names, the kec category, printer columns), and what
-// admission refuses.
+// validating webhooks (EnvoyConfig, Watcher, PodSet), served as the operator
+// serves them, but no controller: the generated typed clients
+// (pkg/generated), the CRDs' kubectl conventions (short names, the kec
+// category, printer columns), and what admission refuses.
 package integration
 
 import (
