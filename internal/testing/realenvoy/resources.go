@@ -40,7 +40,9 @@ import (
 //   - secrets as they are.
 //
 // A reference to a route configuration, a cluster's endpoints or a secret
-// over ADS is accepted as it is: validate mode subscribes to nothing.
+// over ADS is accepted as it is: validate mode subscribes to nothing. But a
+// cluster's secrets over ADS are taken over gRPC from the xDS cluster
+// instead (see sdsOverGRPC).
 // Names of the resources Bootstrap adds start with "realenvoy/".
 type Resources struct {
 	Listeners, Routes, Clusters, Endpoints, Secrets []json.RawMessage
@@ -119,7 +121,11 @@ func (r Resources) Bootstrap() ([]byte, error) {
 		add("listeners", raw)
 	}
 	for _, raw := range r.Clusters {
-		add("clusters", raw)
+		c, err := decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		add("clusters", sdsOverGRPC(c))
 	}
 	for _, raw := range r.Secrets {
 		add("secrets", raw)
@@ -159,6 +165,31 @@ func (r Resources) Bootstrap() ([]byte, error) {
 		})
 	}
 	return json.Marshal(boot)
+}
+
+// sdsOverGRPC returns v, a cluster or a part of it, with every SDS config
+// source that is ADS made a gRPC one to the xDS cluster. Envoy builds a
+// static cluster before its ADS stream, and crashes (SIGSEGV, in validate
+// mode too) on one whose TLS takes a secret over ADS; over CDS, the stream
+// is there. Validate mode contacts neither.
+func sdsOverGRPC(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, c := range v {
+			if sds, ok := c.(map[string]any); ok && k == "sds_config" && sds["ads"] != nil {
+				delete(sds, "ads")
+				sds["api_config_source"] = map[string]any{"api_type": "GRPC", "transport_api_version": "V3",
+					"grpc_services": []any{map[string]any{"envoy_grpc": map[string]any{"cluster_name": fleet.XDSClusterName}}}}
+				continue
+			}
+			v[k] = sdsOverGRPC(c)
+		}
+	case []any:
+		for i, c := range v {
+			v[i] = sdsOverGRPC(c)
+		}
+	}
+	return v
 }
 
 // Load has Envoy validate r's Bootstrap (Validate), written to dir in

@@ -87,6 +87,10 @@ func checkLoad(m types.Resource) error {
 		checkCluster(&f, m)
 	case *endpointv3.ClusterLoadAssignment:
 		checkEndpointAddresses(&f, "", m, true)
+	case *tlsv3.Secret:
+		if m.GetType() == nil {
+			f.add("", "a secret needs its content: tls_certificate, validation_context, session_ticket_keys or generic_secret")
+		}
 	}
 	if len(f) == 0 {
 		return nil
@@ -616,6 +620,9 @@ func checkHCM(f *findings, path string, hcm *hcmv3.HttpConnectionManager) {
 			checkHTTPFilters(f, up, "filters", "HTTP upgrade", u.GetFilters())
 		}
 	}
+	if rds := hcm.GetRds(); rds != nil && rds.GetConfigSource() == nil && !strings.HasPrefix(rds.GetRouteConfigName(), "xdstp:") {
+		f.add(child(path, "rds.config_source"), "RDS needs a config_source (ads: {})")
+	}
 	if rc := hcm.GetRouteConfig(); rc != nil {
 		checkRouteConfig(f, child(path, "route_config"), rc)
 	}
@@ -776,6 +783,11 @@ func checkRoute(f *findings, path string, r *routev3.Route, maxBody uint32) {
 		return
 	}
 	ap := child(path, "route")
+	for i, wc := range a.GetWeightedClusters().GetClusters() {
+		if wc.GetWeight() == nil {
+			f.add(index(ap, "weighted_clusters.clusters", i)+".weight", "every weighted cluster needs a weight")
+		}
+	}
 	rewrites := 0
 	for _, set := range []bool{a.GetPrefixRewrite() != "", a.GetRegexRewrite() != nil, a.GetPathRewritePolicy() != nil} {
 		if set {
@@ -854,6 +866,8 @@ func checkCluster(f *findings, c *clusterv3.Cluster) {
 	switch {
 	case typ == clusterv3.Cluster_EDS && c.GetEdsClusterConfig() == nil:
 		f.add("eds_cluster_config", "an EDS cluster needs eds_cluster_config")
+	case typ == clusterv3.Cluster_EDS && c.GetEdsClusterConfig().GetEdsConfig() == nil:
+		f.add("eds_cluster_config.eds_config", "an EDS cluster needs the config source of its endpoints (ads: {})")
 	case typ != clusterv3.Cluster_EDS && c.GetEdsClusterConfig() != nil:
 		f.add("eds_cluster_config", "only an EDS cluster takes eds_cluster_config, not a %s one", typ)
 	}
@@ -977,7 +991,9 @@ func checkEndpointAddresses(f *findings, path string, la *endpointv3.ClusterLoad
 		for j, e := range le.GetLbEndpoints() {
 			ep := fmt.Sprintf("%s[%d].lb_endpoints[%d].endpoint", child(path, "endpoints"), i, j)
 			if e.GetEndpoint() == nil {
-				continue // a named endpoint (endpoint_name), Envoy's to judge
+				// Envoy resolves no endpoint_name: it needs the address.
+				f.add(ep, "an lb_endpoint needs its endpoint and address")
+				continue
 			}
 			if ip {
 				checkIPAddress(f, child(ep, "address"), e.GetEndpoint().GetAddress())

@@ -310,6 +310,23 @@ var envoyRuleCases = []envoyRuleCase{
 		"filter_chains[1].name", `"name" field is required when using a listener matcher`},
 	{"filter chain matcher with two chains of one name", "listeners", chains(chainNamedA, "name: a, ", "name: a, "),
 		"filter_chains[1].name", `"name" field is duplicated with value 'a'`},
+
+	// Found by TestAdmittedLoadsInEnvoy (translate): admitted, and refused
+	// by Envoy.
+	{"filter chain listing a server name twice", "listeners", chains("", "filter_chain_match: {server_names: [a.com, A.com]}, "),
+		"filter_chains[0].filter_chain_match", "multiple filter chains with overlapping matching rules are defined"},
+	{"EDS cluster without the config source of its endpoints", "clusters", `{name: c, type: EDS, eds_cluster_config: {}}`,
+		"eds_cluster_config.eds_config", "Missing config source specifier in envoy::config::core::v3::ConfigSource"},
+	{"RDS without a config source", "listeners", hcmListener("80", router, `rds: {route_config_name: r}`),
+		"rds.config_source", "An RDS config must have either a 'config_source' or an xDS-TP based 'route_config_name'"},
+	{"weighted cluster without a weight", "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {prefix: /}, route: {weighted_clusters: {clusters: [{name: a}, {name: b, weight: 1}]}}}]}]}`,
+		"route.weighted_clusters.clusters[0].weight", "Field 'weight' is missing in"},
+	{"lb_endpoint without its endpoint", "endpoints", `{cluster_name: c, endpoints: [{lb_endpoints: [{}]}]}`,
+		"endpoints[0].lb_endpoints[0].endpoint", "Address must be set"},
+	{"lb_endpoint by name", "endpoints", `{cluster_name: c, endpoints: [{lb_endpoints: [{endpoint_name: x}]}]}`,
+		"endpoints[0].lb_endpoints[0].endpoint", "Address must be set"},
+	{"secret without content", "secrets", `{name: s}`,
+		`("s")`, "Secret type not implemented"},
 }
 
 // envoyValidCases are edge cases Envoy loads: they must be admitted.

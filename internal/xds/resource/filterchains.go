@@ -58,15 +58,17 @@ func checkFilterChains(f *findings, l *listenerv3.Listener) {
 			continue
 		}
 		for _, k := range matchKeys(fc.GetFilterChainMatch()) {
-			if first, dup := filed[k]; dup {
+			first, dup := filed[k]
+			switch {
+			case dup && first == i:
+				f.add(mp, "lists one value twice, which Envoy takes for two filter chains of one match (%s)", strings.ReplaceAll(k, "\x00", ", "))
+			case dup:
 				f.add(mp, "overlaps that of filter_chains[%d]: a connection could match both (%s)", first, strings.ReplaceAll(k, "\x00", ", "))
-				break
-			}
-		}
-		for _, k := range matchKeys(fc.GetFilterChainMatch()) {
-			if _, dup := filed[k]; !dup {
+			default:
 				filed[k] = i
+				continue
 			}
+			break
 		}
 	}
 }
