@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Unit and envtest integration tests: `go test -count=1 ./...`, in a process
-# group of its own. A test binary that dies (a panic in a reconcile ends the
+# Unit and envtest integration tests: `go test -count=1 -shuffle=on ./...`,
+# in a process group of its own. A test binary that dies (a panic in a reconcile ends the
 # suite, on purpose) leaves the etcd and kube-apiserver that envtest started
 # behind; they are stopped with the group when this script exits, on failure
 # or interruption too. Arguments are passed to go test.
@@ -12,6 +12,10 @@
 # they cost minutes of CPU on 2 cores for nothing the detector could find.
 #
 # -vet=off: make verify vets every package, with every build tag, once.
+#
+# -shuffle=on: each package's tests run in a random order, so that a test
+# that passes only when another has run before it cannot pass unnoticed.
+# go test prints the seed ("-test.shuffle N"); -shuffle=N repeats the order.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -24,7 +28,7 @@ mapfile -t raced < <(go list ./... | grep -vxF -f <(printf '%s\n' "${plain[@]}")
 # -p 4: most packages are envtest suites that spend their time waiting on
 # their API server; twice as many as there are cores keeps both busy.
 RACED="${raced[*]}" PLAIN="${plain[*]}" setsid -w bash -c \
-  'rc=0; CGO_ENABLED=1 go test -vet=off -count=1 -race -p 4 $RACED "$@" || rc=1; go test -vet=off -count=1 -p 4 $PLAIN "$@" || rc=1; exit $rc' unit "$@" &
+  'rc=0; CGO_ENABLED=1 go test -vet=off -count=1 -shuffle=on -race -p 4 $RACED "$@" || rc=1; go test -vet=off -count=1 -shuffle=on -p 4 $PLAIN "$@" || rc=1; exit $rc' unit "$@" &
 group=$!
 trap 'kill -KILL -- -"$group" 2>/dev/null || true' EXIT
 trap 'exit 130' INT
