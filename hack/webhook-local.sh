@@ -2,7 +2,7 @@
 # Installs the sidecar-injection webhook for an operator that runs on the host
 # (make run, hack/e2e.sh): the operator's namespace, which holds the Secret with
 # the webhook's generated certificate, and config/webhook/manifests.yaml (the
-# injector and the EnvoyConfig validator) with url clientConfigs,
+# injector, and the validators of EnvoyConfigs, Watchers and PodSets) with url clientConfigs,
 # https://localhost:PORT/<path>, instead of the Service. The operator puts its CA into the caBundle once it runs with
 #   --webhook-bind-address 127.0.0.1:PORT --webhook-cert-dns-name localhost
 #   --webhook-cert-write-files --webhook-cert-dir DIR
