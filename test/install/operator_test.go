@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -142,8 +143,23 @@ func testFailover(t *testing.T, scraper string) {
 	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "podset/steady", "{.status.availableReplicas}", "3")
 	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "foo/before", `{.status.conditions[?(@.type=="Available")].status}`, "True")
 
+	// A fleet of one real Envoy, reaching the replicas through a stand-in
+	// for their xDS Service, with requests flowing through it throughout:
+	// it keeps its configuration while it reconnects to a replica that
+	// remains. No EnvoyConfig is edited after a's end: this test's webhook
+	// configurations call a's port, where a cluster's would call a Service
+	// in front of every replica.
+	var replicasMu sync.Mutex
+	replicas := []*replica{a, b}
+	svc := startXDSService(t, func() []*replica { replicasMu.Lock(); defer replicasMu.Unlock(); return slices.Clone(replicas) })
+	kubectl.Run(t, "create", "namespace", "failover-envoy")
+	fleet := startRealEnvoyFleet(t, "failover-envoy", svc)
+	load := fleet.startTraffic()
+
 	// SIGKILL: the lease stays a's until it expires.
+	conns := fleet.connections(t)
 	killed := time.Now()
+	reconnectKill := fleet.reconnected(killed, conns)
 	if err := a.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -151,11 +167,17 @@ func testFailover(t *testing.T, scraper string) {
 	kubectl.Run(t, "-n", ns, "scale", "podset/steady", "--replicas=5")
 	leadKill, doneKill := takeover(t, b, scraper, ns, "after-kill", killed, 3*afterKill)
 	t.Logf("SIGKILL of the leader: b leads after %s, reconciles a new Foo after %s (requirement %s)", leadKill, doneKill, afterKill)
+	envoyKill := waitReconnected(t, reconnectKill)
 
 	c := startReplica(t, "c", 0)
 	c.waitReady(t)
+	replicasMu.Lock()
+	replicas = append(replicas, c)
+	replicasMu.Unlock()
 	// SIGTERM: b gives the lease up as it stops.
+	conns = fleet.connections(t)
 	termed := time.Now()
+	reconnectTerm := fleet.reconnected(termed, conns)
 	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -163,6 +185,15 @@ func testFailover(t *testing.T, scraper string) {
 	kubectl.Run(t, "-n", ns, "scale", "podset/steady", "--replicas=4")
 	leadTerm, doneTerm := takeover(t, c, scraper, ns, "after-term", termed, 3*afterTerm)
 	t.Logf("SIGTERM of the leader: c leads after %s, reconciles a new Foo after %s (requirement %s)", leadTerm, doneTerm, afterTerm)
+	envoyTerm := waitReconnected(t, reconnectTerm)
+	fleet.waitBody(t, "v1")
+	total, failed, first := load.stop()
+	envoyResults := fmt.Sprintf("real Envoy: %d of %d requests failed across both failovers; connected to a replica again %s after the SIGKILL, %s after the SIGTERM\n",
+		failed, total, envoyKill.Round(10*time.Millisecond), envoyTerm.Round(10*time.Millisecond))
+	t.Log(envoyResults)
+	if failed != 0 {
+		t.Errorf("%d of %d requests through the real Envoy failed across both failovers; the first: %s", failed, total, first)
+	}
 	b.stop(t, syscall.SIGTERM)
 	if b.err != nil {
 		t.Errorf("replica b did not exit cleanly on SIGTERM: %v", b.err)
@@ -192,7 +223,7 @@ func testFailover(t *testing.T, scraper string) {
 	checkSampleChildren(t)
 
 	results := fmt.Sprintf("SIGKILL: leader after %s, new object reconciled after %s\nSIGTERM: leader after %s, new object reconciled after %s\n",
-		leadKill.Round(10*time.Millisecond), doneKill.Round(10*time.Millisecond), leadTerm.Round(10*time.Millisecond), doneTerm.Round(10*time.Millisecond))
+		leadKill.Round(10*time.Millisecond), doneKill.Round(10*time.Millisecond), leadTerm.Round(10*time.Millisecond), doneTerm.Round(10*time.Millisecond)) + envoyResults
 	if err := os.WriteFile(filepath.Join(dir, "failover.txt"), []byte(results), 0o644); err != nil {
 		t.Error(err)
 	}
