@@ -19,6 +19,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"net/http"
 	"sync"
@@ -51,6 +52,21 @@ type Server struct {
 	ready chan struct{}
 	bound net.Addr
 
+	// A fleet's publication (SetFleet, ClearFleet) changes three records:
+	// fleets, the tracker's and the cache's. It holds the fleet's
+	// publication lock (publishing) throughout, and so does a report
+	// (ProxyReport) while it reads the fleet's version and counts: a report
+	// sees a fleet before or after a publication, never between, and two
+	// publications of one fleet never interleave. Publications of other
+	// fleets go on meanwhile, but for those that share the lock's stripe.
+	//
+	// Lock order: a fleet's publication lock first; under it the server
+	// takes mu, the tracker's lock and the cache's (fleetCache), one at a
+	// time. No one holds two publication locks at once, and the tracker and
+	// the cache never call the server, so nothing that holds one of their
+	// locks waits for a publication lock.
+	publishing [publicationStripes]sync.Mutex
+	// mu guards fleets.
 	mu     sync.Mutex
 	fleets map[string]*fleetVersions
 
@@ -77,6 +93,17 @@ type fleetVersions struct {
 	// content is a hash of every type's version: the same version may be
 	// published again with other endpoints or secrets, which are live.
 	content string
+}
+
+// publicationStripes is the number of publication locks: fleets share them
+// by a hash of their name.
+const publicationStripes = 64
+
+// publicationLock returns fleet's publication lock.
+func (s *Server) publicationLock(fleet string) *sync.Mutex {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(fleet))
+	return &s.publishing[h.Sum32()%publicationStripes]
 }
 
 // New returns a server for addr (host:port; port 0 picks one).
@@ -107,12 +134,15 @@ func (s *Server) SetTLS(config func(context.Context) (*tls.Config, error), trust
 func (s *Server) Tracker() *Tracker { return s.tracker }
 
 // ProxyReport is what the server's proxies answered, by fleet: a Reporter's
-// Proxies.
+// Proxies. Each fleet's version and counts are of one publication.
 func (s *Server) ProxyReport() publish.Report {
 	out := publish.Report{}
 	for _, id := range s.tracker.Fleets() {
+		pub := s.publicationLock(id)
+		pub.Lock()
 		version := s.Version(id)
 		c := s.tracker.Counts(id, version)
+		pub.Unlock()
 		out[id] = publish.FleetProxies{Version: version, Connected: c.Connected, Acked: c.Acked, Nacked: c.Nacked, LastNACK: publish.Truncate(c.LastNACK)}
 	}
 	return out
@@ -137,7 +167,8 @@ func (s *Server) Addr(ctx context.Context) (net.Addr, error) {
 // content is unchanged keeps its version, so that its subscribers are not
 // sent it again (an endpoint change pushes only EDS), and every replica
 // gives the same content the same version. Publishing what is already
-// published does nothing.
+// published does nothing. The fleet's version, the tracker's record and
+// the cache change in one step, under the fleet's publication lock.
 func (s *Server) SetFleet(_ context.Context, fleet, version string, resources map[string][]types.Resource) error {
 	// p is what the streams are served: each resource marshalled once, here
 	// (encoded.go). check holds the same resources as they are, for the
@@ -155,26 +186,36 @@ func (s *Server) SetFleet(_ context.Context, fleet, version string, resources ma
 		content.Add(k.TypeURL, v)
 		check.Resources[cachev3.GetResponseType(k.TypeURL)] = cachev3.NewResources(v, resources[k.TypeURL])
 	}
-	s.mu.Lock()
-	fv := s.fleets[fleet]
-	if fv != nil && fv.version == version && fv.content == content.Sum() {
-		s.mu.Unlock()
+	if !s.publish(fleet, &fleetVersions{version: version, content: content.Sum()}, p, typeVersions) {
 		return nil
 	}
-	s.fleets[fleet] = &fleetVersions{version: version, content: content.Sum()}
-	s.mu.Unlock()
-
 	if err := check.Consistent(); err != nil {
 		// EDS and RDS names must match what clusters and listeners ask for;
 		// a missing ClusterLoadAssignment is allowed (the cluster has no endpoints yet).
 		s.log.V(1).Info("snapshot is not consistent", "fleet", fleet, "reason", err.Error())
 	}
+	return nil
+}
+
+// publish makes fv, p and typeVersions the fleet's publication, unless fv
+// is already, and reports whether it did.
+func (s *Server) publish(fleet string, fv *fleetVersions, p *snapshot, typeVersions map[string]string) bool {
+	pub := s.publicationLock(fleet)
+	pub.Lock()
+	defer pub.Unlock()
+	s.mu.Lock()
+	if old := s.fleets[fleet]; old != nil && *old == *fv {
+		s.mu.Unlock()
+		return false
+	}
+	s.fleets[fleet] = fv
+	s.mu.Unlock()
 	// The tracker learns the versions before any proxy can answer them: a
 	// proxy that was waiting for the fleet may answer as soon as the cache
 	// has the publication.
-	s.tracker.Published(fleet, version, typeVersions)
+	s.tracker.Published(fleet, fv.version, typeVersions)
 	s.cache.publish(fleet, p)
-	return nil
+	return true
 }
 
 // TypeVersion returns the version a type's resources are served at to fleet, or "".
@@ -214,6 +255,9 @@ func (s *Server) Resources(fleet string) map[string][]types.Resource {
 // ClearFleet stops serving a fleet: its proxies keep what they have until
 // a new configuration is published.
 func (s *Server) ClearFleet(fleet string) {
+	pub := s.publicationLock(fleet)
+	pub.Lock()
+	defer pub.Unlock()
 	s.mu.Lock()
 	delete(s.fleets, fleet)
 	s.mu.Unlock()
