@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -32,14 +33,18 @@ type Tracker struct {
 	fleets    map[string]*fleetProxies // by fleet: its streams that named a node
 	published map[string]publication   // by fleet
 	// typeVersions holds, by fleet and fleet version, each type's version in
-	// that publication (see Server.SetFleet).
+	// that publication (see Server.SetFleet); versions holds each fleet's
+	// versions there, from the least recently published.
 	typeVersions map[string]map[string]map[string]string
+	versions     map[string][]string
 	// changed holds a signal while a change is not yet taken (Changed).
 	changed chan struct{}
 	now     func() time.Time
 }
 
-// maxVersions bounds the publications remembered per fleet.
+// maxVersions bounds the publications remembered per fleet. Beyond it, the
+// least recently published version that no proxy of the fleet accepted or
+// rejected is forgotten first (forgetVersionLocked); the published one never.
 const maxVersions = 64
 
 type publication struct {
@@ -87,7 +92,7 @@ type nack struct{ version, detail string }
 // NewTracker returns a Tracker that follows no stream yet.
 func NewTracker() *Tracker {
 	return &Tracker{streams: map[int64]*proxyStream{}, fleets: map[string]*fleetProxies{}, published: map[string]publication{},
-		typeVersions: map[string]map[string]map[string]string{}, changed: make(chan struct{}, 1), now: time.Now}
+		typeVersions: map[string]map[string]map[string]string{}, versions: map[string][]string{}, changed: make(chan struct{}, 1), now: time.Now}
 }
 
 // Changed is signalled when a fleet's proxies connect, disconnect, ACK or
@@ -250,20 +255,66 @@ func (t *Tracker) Published(fleet, version string, typeVersions map[string]strin
 func (t *Tracker) recordPublication(fleet, version string, typeVersions map[string]string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.typeVersions[fleet] == nil || len(t.typeVersions[fleet]) >= maxVersions {
+	if t.typeVersions[fleet] == nil {
 		t.typeVersions[fleet] = map[string]map[string]string{}
 	}
 	t.typeVersions[fleet][version] = typeVersions
+	t.versions[fleet] = append(slices.DeleteFunc(t.versions[fleet], func(v string) bool { return v == version }), version)
 	p, known := t.published[fleet]
 	if !known || p.version != version {
 		t.published[fleet] = publication{version: version, at: t.now()}
 		metricPushes.WithLabelValues(fleet).Inc()
+	}
+	if len(t.versions[fleet]) > maxVersions { // one more than the bound
+		t.forgetVersionLocked(fleet)
 	}
 	// The same version may come with other type versions (endpoints and
 	// secrets are live): every proxy is judged again, and those that
 	// connected before the fleet was published count from now on.
 	t.rejudgeFleetLocked(fleet)
 	t.changedLocked(fleet)
+}
+
+// forgetVersionLocked forgets one of fleet's versions, other than the
+// published one: the least recently published that no proxy of the fleet
+// stands with (accepted, or rejected), so that counts of it stay true; if
+// every one has proxies, the least recently published.
+func (t *Tracker) forgetVersionLocked(fleet string) {
+	vs := t.versions[fleet]
+	published := t.published[fleet].version
+	forget := -1
+	for i, v := range vs {
+		if v == published {
+			continue
+		}
+		if forget < 0 {
+			forget = i
+		}
+		if !t.standsWithLocked(fleet, v) {
+			forget = i
+			break
+		}
+	}
+	if forget < 0 {
+		return
+	}
+	delete(t.typeVersions[fleet], vs[forget])
+	t.versions[fleet] = slices.Delete(vs, forget, forget+1)
+}
+
+// standsWithLocked reports whether a proxy of fleet accepted or rejected version.
+func (t *Tracker) standsWithLocked(fleet, version string) bool {
+	f := t.fleets[fleet]
+	if f == nil {
+		return false
+	}
+	label := t.labels(fleet, version)
+	for _, s := range f.streams {
+		if st, _ := judge(s, label); st != pending {
+			return true
+		}
+	}
+	return false
 }
 
 // Forget drops what the tracker knows of a fleet's publications, and the
@@ -273,6 +324,7 @@ func (t *Tracker) Forget(fleet string) {
 	_, known := t.published[fleet]
 	delete(t.published, fleet)
 	delete(t.typeVersions, fleet)
+	delete(t.versions, fleet)
 	for _, m := range []interface{ DeleteLabelValues(...string) bool }{metricConnected, metricPushes, metricAcks, metricNacks} {
 		m.DeleteLabelValues(fleet)
 	}

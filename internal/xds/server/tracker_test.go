@@ -175,3 +175,43 @@ func BenchmarkTrackerACK(b *testing.B) {
 		})
 	}
 }
+
+// Beyond maxVersions, a fleet's tracker forgets the versions that no proxy
+// stands with, least recently published first, and keeps the one a proxy
+// accepted: its counts stay true however many versions come after.
+func TestTrackerKeepsTheVersionsProxiesStandWith(t *testing.T) {
+	tr := NewTracker()
+	ctx := context.Background()
+	cds := resourcev3.ClusterType
+	publish := func(i int) {
+		tr.Published("ns/edge", fmt.Sprint("v", i), map[string]string{cds: fmt.Sprint("c", i)})
+	}
+	for i := range 4 {
+		publish(i)
+	}
+	_ = tr.OnStreamOpen(ctx, 1, "")
+	_ = tr.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "pod-1", Cluster: "ns/edge"}, TypeUrl: cds})
+	tr.OnStreamResponse(ctx, 1, nil, &discoveryv3.DiscoveryResponse{TypeUrl: cds, VersionInfo: "c3", Nonce: "1"})
+	_ = tr.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{TypeUrl: cds, VersionInfo: "c3", ResponseNonce: "1"})
+	for i := 4; i < 3*maxVersions; i++ {
+		publish(i)
+	}
+
+	want := ProxyCounts{Connected: 1, Acked: 1}
+	if got := tr.Counts("ns/edge", "v3"); got != want {
+		t.Errorf("Counts of v3, which the proxy accepted, %d versions ago: %+v, want %+v", 3*maxVersions-4, got, want)
+	}
+	if got := tr.Counts("ns/edge", fmt.Sprint("v", 3*maxVersions-1)); got != (ProxyCounts{Connected: 1}) {
+		t.Errorf("Counts of the published version: %+v, want the proxy pending", got)
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if n := len(tr.typeVersions["ns/edge"]); n != maxVersions {
+		t.Errorf("the tracker remembers %d versions, want %d", n, maxVersions)
+	}
+	for _, v := range []string{"v0", "v2", "v4"} {
+		if _, kept := tr.typeVersions["ns/edge"][v]; kept {
+			t.Errorf("%s, which no proxy stands with, is remembered over newer versions", v)
+		}
+	}
+}
