@@ -171,9 +171,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.forget(ctx, w, leader)
 	}
 	ir := translate.Translate(w.input(r.Policy))
+	// The leader reads the replicas' reports once: what it decides on is
+	// what the status tells.
+	var reports []publish.Report
+	if leader {
+		reports = r.readReports(ctx)
+	}
 	rec := stored(w)
 	if leader && !w.unrecorded() {
-		rec = r.record(ctx, w, ir)
+		rec = r.record(ctx, w, ir, reports)
 	}
 	if res, ends := rec.ends(); ends {
 		return res, nil
@@ -184,5 +190,5 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.retireLegacy(ctx, w, rec); err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.report(ctx, w, ir, rec)
+	return r.report(ctx, w, ir, rec, reports)
 }

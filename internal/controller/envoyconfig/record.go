@@ -49,11 +49,11 @@ func (rec recording) ends() (ctrl.Result, bool) {
 func (rec recording) clashed() bool { return apierrors.IsAlreadyExists(rec.err) }
 
 // record is the leader's phase: it decides what the fleet is served next
-// (publish.Decide) and, when that changes the history or the stored one is
-// unreadable, records it and announces it.
-func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR) recording {
+// (publish.Decide), from the replicas' reports, and, when that changes the
+// history or the stored one is unreadable, records it and announces it.
+func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR, reports []publish.Report) recording {
 	rec := stored(w)
-	d := publish.Decide(rec.history, ir, r.acks(ctx, w, rec.history), publish.RejectionsOf(w.configs, ir.Version))
+	d := publish.Decide(rec.history, ir, acks(reports, w, rec.history), publish.RejectionsOf(w.configs, ir.Version))
 	if rec.readable && !d.Changed(rec.history) {
 		return rec
 	}
@@ -64,10 +64,10 @@ func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR) reco
 	return rec
 }
 
-// acks counts the fleet's proxies, on every replica, with respect to h's
-// served revision.
-func (r *Reconciler) acks(ctx context.Context, w *world, h publish.History) publish.Acks {
-	return publish.Sum(r.readReports(ctx), w.id.String(), h.Current)
+// acks counts the fleet's proxies, on every replica (reports), with
+// respect to h's served revision.
+func acks(reports []publish.Report, w *world, h publish.History) publish.Acks {
+	return publish.Sum(reports, w.id.String(), h.Current)
 }
 
 // announce logs a recorded decision and records its events, once, on the

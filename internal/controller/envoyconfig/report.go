@@ -15,10 +15,11 @@ import (
 )
 
 // report is the leader's last phase: it writes every EnvoyConfig's status,
-// with the proxies' answers to the revision served.
-func (r *Reconciler) report(ctx context.Context, w *world, ir translate.IR, rec recording) (ctrl.Result, error) {
+// with the proxies' answers to the revision served, from the replicas'
+// reports that the record phase decided on.
+func (r *Reconciler) report(ctx context.Context, w *world, ir translate.IR, rec recording, reports []publish.Report) (ctrl.Result, error) {
 	where := fmt.Sprintf("ConfigMap %s/%s", r.Namespace, publish.HistoryName(w.id))
-	base := fleetState(ir, rec, r.acks(ctx, w, rec.history), w.envoy == nil, where)
+	base := fleetState(ir, rec, acks(reports, w, rec.history), w.envoy == nil, where)
 	var errs []error
 	for _, c := range w.configs {
 		s := base

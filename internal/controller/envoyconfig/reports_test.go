@@ -1,0 +1,77 @@
+package envoyconfig
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+)
+
+// The leader reads the replicas' reports once a reconcile: the status
+// tells what the decision was made on. Here every read after the first
+// finds another replica's report too, with five proxies that accepted the
+// served version; a reconcile that read the reports again for the status
+// would tell of them.
+func TestReportsAreReadOnce(t *testing.T) {
+	ctx := context.Background()
+	ns, fleetID := newFleet(t)
+	cfg := newConfig(ns, "a", cluster("a", "1s"))
+	create(t, cfg)
+	cfg = waitStatus(t, cfg, "the config to be published", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionPublished).Status == metav1.ConditionTrue
+	})
+	pauseLeader(t) // the suite's replica writes no status meanwhile
+
+	later, err := publish.ReportShards(operatorNamespace, "replica-later", publish.Report{
+		fleetID: {Version: cfg.Status.PublishedVersion, Connected: 5, Acked: 5},
+	}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := 0
+	c := testenv.Faulty(suite.Manager.GetClient(), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			o := (&client.ListOptions{}).ApplyOptions(opts)
+			cms, ok := list.(*corev1.ConfigMapList)
+			if !ok || o.LabelSelector == nil || !o.LabelSelector.Matches(labels.Set{publish.ComponentLabel: publish.ReportComponent}) {
+				return nil
+			}
+			if reads++; reads > 1 {
+				cms.Items = append(cms.Items, *later[0])
+			}
+			return nil
+		},
+	})
+	r := &Reconciler{Client: c, Recorder: suite.Manager.GetEventRecorder(ControllerName), Server: xdsServer,
+		Status:    status.Writer{Client: c, Recorder: suite.Manager.GetEventRecorder(ControllerName)},
+		Histories: publish.Store{Client: c, APIReader: suite.Manager.GetAPIReader(), Namespace: operatorNamespace},
+		IsLeader:  func() bool { return true }, Namespace: operatorNamespace, Policy: suite.Reconciler.(*Reconciler).Policy,
+		reports: map[string]parsedReport{}}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "edge"}}); err != nil {
+		t.Fatal(err)
+	}
+	if reads != 1 {
+		t.Errorf("one reconcile read the replicas' reports %d times", reads)
+	}
+	got := &examplev1.EnvoyConfig{}
+	if err := suite.Client.Get(ctx, client.ObjectKeyFromObject(cfg), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Proxies != cfg.Status.Proxies {
+		t.Errorf("status.proxies = %+v, want %+v, what the decision was made on", got.Status.Proxies, cfg.Status.Proxies)
+	}
+}
