@@ -135,6 +135,13 @@ const (
 	// EnvoyConfigReasonReconcileError (Degraded True): recording the fleet's
 	// revision failed for a reason the API server did not name.
 	EnvoyConfigReasonReconcileError = "ReconcileError"
+	// EnvoyConfigReasonHistoryUnusable (Degraded True): the ConfigMap that
+	// records the fleet's revisions did not pass the operator's checks (its
+	// content was damaged, or changed by hand), so the leader wrote the
+	// history afresh, without the revisions it held: a rollback has nothing
+	// earlier to go back to. Reported once, with its Warning event, by the
+	// reconcile that found it; the next one reads the history written afresh.
+	EnvoyConfigReasonHistoryUnusable = "HistoryUnusable"
 	// EnvoyConfigReasonNacked (Degraded True): some of the fleet's proxies
 	// rejected the served version; the message gives the last rejection.
 	EnvoyConfigReasonNacked = "Nacked"

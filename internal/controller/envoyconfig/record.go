@@ -22,13 +22,17 @@ type recording struct {
 	// server holds (read, or written by this reconcile).
 	history  publish.History
 	readable bool
+	// unusable is why the history read was unusable, if it was: the leader
+	// writes it afresh, and reports it in the status of the reconcile that
+	// found it (once, since the next one reads what it wrote).
+	unusable error
 	// err is why the leader's decision could not be recorded.
 	err error
 }
 
 // stored is the recording of what was read, before any decision.
 func stored(w *world) recording {
-	return recording{history: w.stored.History, readable: w.stored.Readable}
+	return recording{history: w.stored.History, readable: w.stored.Readable, unusable: w.stored.Unusable}
 }
 
 // ends returns the result a reconcile ends with right after the record

@@ -38,8 +38,9 @@ func (r *Reconciler) report(ctx context.Context, w *world, ir translate.IR, rec 
 
 // fleetState is what every EnvoyConfig of the fleet is told but its own
 // part of the IR: the revision served and the proxies' answers to it (acks),
-// what the proxies rejected, whether the Envoy is missing, and why the
-// decision could not be recorded in the history (where names it).
+// what the proxies rejected, whether the Envoy is missing, whether the
+// history read was unusable, and why the decision could not be recorded in
+// the history (where names it).
 func fleetState(ir translate.IR, rec recording, acks publish.Acks, envoyMissing bool, where string) State {
 	h := rec.history
 	s := State{Held: ir.Held, EnvoyMissing: envoyMissing, PublishedVersion: h.Current, Proxies: acks}
@@ -49,6 +50,14 @@ func fleetState(ir translate.IR, rec recording, acks publish.Acks, envoyMissing 
 	}
 	if rev := h.Served(); rev != nil && rev.Rejected != "" && s.Rejected == "" {
 		s.ServedRejected = rev.Rejected
+	}
+	if rec.unusable != nil {
+		s.HistoryUnusable = fmt.Sprintf("the fleet's revision history in %s was unusable (%v): ", where, rec.unusable)
+		if rec.readable {
+			s.HistoryUnusable += "it is written afresh, without the revisions it held"
+		} else {
+			s.HistoryUnusable += "the leader writes it afresh"
+		}
 	}
 	if rec.err != nil {
 		p := conditions.FromError(rec.err)

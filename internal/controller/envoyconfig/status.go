@@ -34,6 +34,9 @@ type State struct {
 	// PublishError is why the revision could not be recorded: the API
 	// server's reason for refusing the write, and its message.
 	PublishError *conditions.Problem
+	// HistoryUnusable, when set, says that the fleet's stored history was
+	// unusable, and what became of it.
+	HistoryUnusable string
 }
 
 // Status returns the status c should have. Conditions start from c's current
@@ -100,6 +103,8 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 			s.Rejected+s.ServedRejected)
 	case s.PublishError != nil:
 		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, s.PublishError.Reason, s.PublishError.Message)
+	case s.HistoryUnusable != "":
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonHistoryUnusable, s.HistoryUnusable)
 	case s.Proxies.Nacked > 0:
 		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonNacked,
 			fmt.Sprintf("%d of %d proxies rejected version %s: %s", s.Proxies.Nacked, s.Proxies.Connected, s.PublishedVersion, s.Proxies.LastNACK))

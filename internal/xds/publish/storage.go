@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 )
@@ -38,6 +37,10 @@ type Stored struct {
 	// (AdoptLegacy); empty otherwise.
 	History  History
 	Readable bool
+	// Unusable is why Object did not pass ReadHistory, when it did not: the
+	// leader writes the history afresh, and reports it (Load logs nothing,
+	// for it is read on every reconcile, by every replica).
+	Unusable error
 	// Legacy is the fleet's history as the previous release kept it, in the
 	// fleet's namespace, if there is one.
 	Legacy *corev1.ConfigMap
@@ -60,7 +63,7 @@ func (s Store) Load(ctx context.Context, id fleet.ID, vouched string) (Stored, e
 	case IsHistoryOf(cm, s.Namespace, id):
 		st.Object = cm
 		if h, err := ReadHistory(cm, s.Namespace, id); err != nil {
-			logf.FromContext(ctx).Error(err, "the fleet's revision history is unusable; the leader writes it afresh", "fleet", id.String())
+			st.Unusable = err
 		} else {
 			st.History, st.Readable = h, true
 		}
