@@ -13,6 +13,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
 	compressorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/compressor/v3"
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
@@ -78,6 +79,7 @@ func checkLoad(m types.Resource) error {
 	checkStaticSecrets(&f, m)
 	checkMatcherRegexes(&f, m)
 	checkNesting(&f, m)
+	checkDeprecated(&f, m)
 	switch m := m.(type) {
 	case *listenerv3.Listener:
 		checkListener(&f, m)
@@ -610,7 +612,12 @@ func checkAccessLogs(f *findings, path string, logs []*accesslogv3.AccessLog) {
 func checkHCM(f *findings, path string, hcm *hcmv3.HttpConnectionManager) {
 	checkHTTPFilters(f, path, "http_filters", "HTTP", hcm.GetHttpFilters())
 	if p := hcm.GetTracing().GetProvider(); p != nil {
-		placed(f, child(path, "tracing.provider.typed_config"), p.GetTypedConfig(), tracer, false)
+		tp := child(path, "tracing.provider.typed_config")
+		z := &tracev3.ZipkinConfig{}
+		if _, ok := placed(f, tp, p.GetTypedConfig(), tracer, false); ok && p.GetTypedConfig().MessageIs(z) && p.GetTypedConfig().UnmarshalTo(z) == nil &&
+			z.GetCollectorService() == nil && (z.GetCollectorCluster() == "" || z.GetCollectorEndpoint() == "") {
+			f.add(tp+"(ZipkinConfig)", "give collector_cluster and collector_endpoint, or collector_service")
+		}
 	}
 	upgrades := upgradeTypes{}
 	for i, u := range hcm.GetUpgradeConfigs() {

@@ -325,6 +325,10 @@ var envoyRuleCases = []envoyRuleCase{
 		"endpoints[0].lb_endpoints[0].endpoint", "Address must be set"},
 	{"lb_endpoint by name", "endpoints", `{cluster_name: c, endpoints: [{lb_endpoints: [{endpoint_name: x}]}]}`,
 		"endpoints[0].lb_endpoints[0].endpoint", "Address must be set"},
+	{"Zipkin tracer on the deprecated default endpoint version", "listeners", hcmListener("80", router, rds+`, tracing: {provider: {name: z, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.ZipkinConfig, collector_cluster: xds_cluster, collector_endpoint: /api}}}`),
+		"typed_config(ZipkinConfig).collector_endpoint_version", "Using the default now-deprecated value DEPRECATED_AND_UNAVAILABLE_DO_NOT_USE for enum 'envoy.config.trace.v3.ZipkinConfig.collector_endpoint_version'"},
+	{"Zipkin tracer without a collector endpoint", "listeners", hcmListener("80", router, rds+`, tracing: {provider: {name: z, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.ZipkinConfig, collector_cluster: xds_cluster, collector_endpoint_version: HTTP_JSON}}}`),
+		"tracing.provider.typed_config(ZipkinConfig)", "collector_cluster and collector_endpoint must be specified when not using collector_service"},
 	{"secret without content", "secrets", `{name: s}`,
 		`("s")`, "Secret type not implemented"},
 }

@@ -45,6 +45,14 @@ func TestAdmit(t *testing.T) {
 	// SO_REUSEPORT, which Envoy cannot listen on too.
 	noReuse := raw(strings.Replace(string(listenerOn("x", "10.0.0.1", 8080).Raw), `"filter_chains"`, `"enable_reuse_port": false, "filter_chains"`, 1))
 	overlapsL := config("x", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{noReuse}})
+	// A listener whose Zipkin tracer sends to a cluster of its own config,
+	// and to one that is not there.
+	traced := func(cluster string) Config {
+		l := strings.Replace(listenerL, `"http_filters"`, `"tracing": {"provider": {"name": "z", "typed_config": {"@type": "type.googleapis.com/envoy.config.trace.v3.ZipkinConfig", "collector_cluster": "`+cluster+`", "collector_endpoint": "/api", "collector_endpoint_version": "HTTP_JSON"}}}, "http_filters"`, 1)
+		l = strings.Replace(l, `"name": "http"`, `"name": "traced"`, 1)
+		return config("t", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{raw(strings.Replace(l, `"port_value": 8080`, `"port_value": 9090`, 1))}})
+	}
+	tracedToK, tracedToNothing := traced("k"), traced("zipkin")
 	tests := []struct {
 		name   string
 		before []Config
@@ -77,6 +85,9 @@ func TestAdmit(t *testing.T) {
 		{"a reference that already dangled is not the change's fault", []Config{L, R}, "ns/x",
 			&Config{Name: "ns/x", Spec: examplev1.EnvoyConfigSpec{Resources: examplev1.EnvoyResources{Clusters: []runtime.RawExtension{clusterNamed("other")}}}}, nil},
 		{"an update that fixes what dangled", []Config{L, R, cOnlyOther}, "ns/c", &C, nil},
+		{"a tracer to a cluster of the fleet", []Config{L, R, C}, "ns/t", &tracedToK, nil},
+		{"a tracer to a missing cluster", []Config{L, R, C}, "ns/t", &tracedToNothing,
+			[]string{`spec.resources.listeners[0] ("traced"): cluster "zipkin" does not exist`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

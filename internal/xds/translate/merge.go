@@ -1,12 +1,14 @@
 package translate
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -102,6 +104,7 @@ func checkReferences(merged map[resourceKey]resource.Resource) map[string][]erro
 					report(r, "route configuration %q does not exist", rds.GetRouteConfigName())
 				}
 				checkClusters(r, routeClusters(hcm.GetRouteConfig()))
+				checkClusters(r, tracerClusters(hcm))
 			}
 			checkClusters(r, tcpProxyClusters(m))
 		case *routev3.RouteConfiguration:
@@ -121,6 +124,24 @@ func sortedResources(merged map[resourceKey]resource.Resource) []resource.Resour
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path+out[i].Source < out[j].Path+out[j].Source })
 	return out
+}
+
+// tracerClusters returns the clusters a connection manager's tracer sends
+// spans to: Envoy refuses the listener when one is not there ("unknown
+// cluster 'x'").
+func tracerClusters(hcm *hcmv3.HttpConnectionManager) []string {
+	a := hcm.GetTracing().GetProvider().GetTypedConfig()
+	z, d := &tracev3.ZipkinConfig{}, &tracev3.DatadogConfig{}
+	switch {
+	case a == nil:
+	case a.MessageIs(z) && a.UnmarshalTo(z) == nil:
+		if c := cmp.Or(z.GetCollectorService().GetHttpUri().GetCluster(), z.GetCollectorCluster()); c != "" {
+			return []string{c}
+		}
+	case a.MessageIs(d) && a.UnmarshalTo(d) == nil && d.GetCollectorCluster() != "":
+		return []string{d.GetCollectorCluster()}
+	}
+	return nil
 }
 
 // connectionManagers returns the HTTP connection managers of a listener:
