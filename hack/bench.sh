@@ -32,6 +32,7 @@
 # over the smoke defaults.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+envoy_inotify # real Envoys run on this host
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"

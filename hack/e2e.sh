@@ -16,6 +16,7 @@
 # the chaos suite; E2E_TESTS=0 skips the end-to-end tests (make chaos).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+envoy_inotify # real Envoys run on this host
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"

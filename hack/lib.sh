@@ -111,3 +111,20 @@ install_cleanup() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
 }
+
+# envoy_inotify lets many real Envoys run on this host: each watches its
+# certificates' directory with inotify, and Linux allows a user 128 inotify
+# instances by default, which fifty Envoys and the rest of the machine
+# exhaust (Envoy then fails an assertion and exits). As root it raises the
+# limit, which stays raised until the machine restarts; otherwise it says so.
+envoy_inotify() {
+  local want=2048 have
+  have=$(cat /proc/sys/fs/inotify/max_user_instances 2>/dev/null || echo "$want")
+  if ((have < want)); then
+    if [[ $(id -u) == 0 ]]; then
+      sysctl -qw "fs.inotify.max_user_instances=$want" || true
+    else
+      echo "fs.inotify.max_user_instances is $have: many Envoys on this host may fail to start (each watches its certificates)" >&2
+    fi
+  fi
+}

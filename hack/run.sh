@@ -15,6 +15,7 @@
 # removes it). The next `make run` installs them again.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+envoy_inotify # real Envoys run on this host
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"

@@ -97,9 +97,11 @@ func (k *Kubelet) Sync(ctx context.Context) error {
 				errs = append(errs, fmt.Sprintf("pod %s: %v", pod.Name, err))
 			}
 		case running:
-			if done, _ := p.Exited(); done && !k.stopping[pod.Name] {
-				// Envoy exited by itself: start it again, as the kubelet restarts a container.
+			if done, err := p.Exited(); done && !k.stopping[pod.Name] {
+				// Envoy exited by itself: start it again, as the kubelet
+				// restarts a container, and say so.
 				delete(k.procs, pod.Name)
+				errs = append(errs, fmt.Sprintf("pod %s: Envoy exited (%v); its log: %s", pod.Name, err, filepath.Join(k.Dir, pod.Name+".log")))
 			}
 		}
 	}

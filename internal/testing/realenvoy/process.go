@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -27,25 +29,39 @@ type Process struct {
 	err   error
 }
 
-// FreePorts returns n TCP ports free on 127.0.0.1 at the time of the call.
+// FreePorts returns n TCP ports that are free on every address at the time
+// of the call, from 20000 to 29999: below the kernel's ephemeral range, so
+// that no outgoing connection takes one before the Envoy it is for binds it,
+// and above the ports kwokctl gives a cluster's components (from 32767
+// down). The ports of one process are handed out once each, in turn.
 func FreePorts(n int) ([]uint32, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
+	portsMu.Lock()
+	defer portsMu.Unlock()
 	var ports []uint32
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n && tries < portsSpan; tries++ {
+		p := portsFirst + (portsNext+tries)%portsSpan
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", p))
 		if err != nil {
-			return nil, err
+			continue
 		}
-		ls = append(ls, l)
-		ports = append(ports, uint32(l.Addr().(*net.TCPAddr).Port))
+		_ = l.Close()
+		ports = append(ports, uint32(p))
+		portsNext = (portsNext + tries + 1) % portsSpan
+		tries = -1
+	}
+	if len(ports) < n {
+		return nil, fmt.Errorf("no %d free ports from %d to %d", n, portsFirst, portsFirst+portsSpan-1)
 	}
 	return ports, nil
 }
+
+const portsFirst, portsSpan = 20000, 10000
+
+var (
+	portsMu sync.Mutex
+	// portsNext starts where another process of the machine is unlikely to.
+	portsNext = rand.IntN(portsSpan)
+)
 
 // Run adapts p to this host under root, with the xDS server at xds, free
 // admin and ready ports and, with delta, the incremental protocol, writes its files and starts Envoy from bin
