@@ -93,7 +93,7 @@ build: ## Build the operator into bin/kube-envoy-controller and the kubectl plug
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/kubectl-envoy ./cmd/kubectl-envoy
 
 .PHONY: generate
-generate: $(BIN)/controller-gen ## Generate deepcopy code, CRDs, RBAC, the webhook configuration and the typed clients from the markers.
+generate: $(BIN)/controller-gen $(BIN)/kubectl ## Generate deepcopy code, CRDs, RBAC, the webhook configuration and the typed clients from the markers, and the Helm chart from config/default.
 	@# gotypesalias=0: the deepcopy generator drops the values of a map whose value type is an alias
 	@# (api/example/v1 LabelValue, an alias only for its CRD markers); with aliases resolved, it copies them.
 	GODEBUG=gotypesalias=0 $(BIN)/controller-gen object paths=./api/...
@@ -103,15 +103,18 @@ generate: $(BIN)/controller-gen ## Generate deepcopy code, CRDs, RBAC, the webho
 	$(BIN)/controller-gen rbac:roleName=kube-envoy-controller crd:generateEmbeddedObjectMeta=true webhook paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
+	@# The Helm chart's templates, CRDs and values from the objects of config/default (hack/chart).
+	$(BIN)/kubectl kustomize config/default | go run ./hack/chart
 
 .PHONY: codegen
 codegen: ## Generate only the typed clients in pkg/generated (k8s.io/code-generator, pinned in hack/codegen).
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: $(BIN)/controller-gen ## Fail when generated files are stale, code is not gofmt'ed, go vet complains or the binaries link test support.
+verify: $(BIN)/controller-gen $(BIN)/helm ## Fail when generated files (the Helm chart's too) are stale, helm lint complains, code is not gofmt'ed, go vet complains or the binaries link test support.
 	hack/verify-generated.sh
 	$(BIN)/kubectl kustomize config/default >/dev/null
+	$(BIN)/helm lint --strict --quiet charts/kube-envoy-controller
 	@unformatted=$$(gofmt -l api cmd internal pkg test hack); \
 	if [ -n "$$unformatted" ]; then echo "Not gofmt'ed:"; echo "$$unformatted"; exit 1; fi
 	@negated=$$(grep -rlE '^//go:build .*!($(subst $(comma),|,$(TEST_TAGS)))' --include='*.go' . || true); \

@@ -54,20 +54,24 @@ expect() {
 fresh
 expect pass "the committed tree"
 
-# Three defects in one copy, each in a different API group, so that one run
-# of the script (which reports every stale file) must name all three:
+# Four defects in one copy, so that one run of the script (which reports
+# every stale file) must name all four:
 # - a field added to an API type without regenerating: its deepcopy code and
 #   CRD are stale;
 # - the CRD of a type that no longer exists;
-# - a generated file that was never committed.
+# - a generated file that was never committed;
+# - a template of the Helm chart edited by hand.
 fresh
 sed -i 's/^type PodSetSpec struct {$/&\n\tExtra string `json:"extra,omitempty"`/' "$work/tree/api/demo/v1alpha1/podset_types.go"
 grep -q 'Extra string' "$work/tree/api/demo/v1alpha1/podset_types.go" || { echo "the test's edit of podset_types.go did not apply" >&2; exit 1; }
 sed 's/foobars/ghosts/g; s/FooBar/Ghost/g; s/foobar/ghost/g' "$work/tree/config/crd/bases/k8s.io_foobars.yaml" \
   >"$work/tree/config/crd/bases/k8s.io_ghosts.yaml"
 rm "$work/tree/api/watch/v1alpha1/zz_generated.deepcopy.go"
+sed -i 's/minAvailable: 1/minAvailable: 2/' "$work/tree/charts/kube-envoy-controller/templates/poddisruptionbudget.yaml"
+grep -q 'minAvailable: 2' "$work/tree/charts/kube-envoy-controller/templates/poddisruptionbudget.yaml" || { echo "the test's edit of the chart did not apply" >&2; exit 1; }
 expect fail "a type changed without regenerating" "differs from what generation produces: config/crd/bases/demo.k8s.io_podsets.yaml" \
   "the CRD of a deleted type" "not produced by generation any more: config/crd/bases/k8s.io_ghosts.yaml" \
-  "a missing deepcopy file" "missing: api/watch/v1alpha1/zz_generated.deepcopy.go"
+  "a missing deepcopy file" "missing: api/watch/v1alpha1/zz_generated.deepcopy.go" \
+  "a chart template edited by hand" "differs from what generation produces: charts/kube-envoy-controller/templates/poddisruptionbudget.yaml"
 
 [[ $failures -eq 0 ]] || exit 1
