@@ -107,6 +107,8 @@ generate: $(BIN)/controller-gen $(BIN)/kubectl ## Generate deepcopy code, CRDs, 
 	$(BIN)/kubectl kustomize config/default | go run ./hack/chart
 	@# The Helm chart's templates, CRDs and values from the objects of config/default (hack/chart).
 	$(BIN)/kubectl kustomize config/default | go run ./hack/chart
+	@# The Helm chart's templates, CRDs and values from the objects of config/default (hack/chart).
+	$(BIN)/kubectl kustomize config/default | go run ./hack/chart
 
 .PHONY: codegen
 codegen: ## Generate only the typed clients in pkg/generated (k8s.io/code-generator, pinned in hack/codegen).
@@ -116,6 +118,7 @@ codegen: ## Generate only the typed clients in pkg/generated (k8s.io/code-genera
 verify: $(BIN)/controller-gen $(BIN)/helm ## Fail when generated files (the Helm chart's too) are stale, helm lint complains, code is not gofmt'ed, go vet complains or the binaries link test support.
 	hack/verify-generated.sh
 	$(BIN)/kubectl kustomize config/default >/dev/null
+	$(BIN)/helm lint --strict --quiet charts/kube-envoy-controller
 	$(BIN)/helm lint --strict --quiet charts/kube-envoy-controller
 	$(BIN)/helm lint --strict --quiet charts/kube-envoy-controller
 	@unformatted=$$(gofmt -l api cmd internal pkg test hack); \
@@ -165,6 +168,26 @@ chart: image $(BIN)/helm $(BIN)/kubectl ## Package the Helm chart into dist/ wit
 	$(BIN)/helm package $(ROOT)/tmp/chart/kube-envoy-controller --version $(CHART_VERSION) --app-version $(VERSION) -d $(ROOT)/dist
 	$(if $(CHART_REGISTRY),$(BIN)/helm push $(CHART_PACKAGE) oci://$(CHART_REGISTRY))
 
+# The Helm chart (make chart): packaged into dist/ and pushed to
+# oci://$(CHART_REGISTRY) when CHART_REGISTRY is set (for example
+# ghcr.io/kube-envoy-controller/charts). Its version is VERSION when that is a
+# release's (vX.Y.Z...), else 0.0.0-VERSION: Helm wants SemVer.
+CHART_REGISTRY ?=
+ifeq ($(origin CHART_VERSION),undefined)
+CHART_VERSION := $(shell v='$(VERSION)'; if [[ $$v =~ ^v?([0-9]+\.[0-9]+\.[0-9]+.*)$$ ]]; then echo "$${BASH_REMATCH[1]}"; else echo "0.0.0-$$v"; fi)
+endif
+CHART_PACKAGE := $(ROOT)/dist/kube-envoy-controller-$(CHART_VERSION).tgz
+
+.PHONY: chart
+chart: image $(BIN)/helm $(BIN)/kubectl ## Package the Helm chart into dist/ with the image of make image pinned by digest, as make installer pins it; push it when CHART_REGISTRY is set.
+	@rm -rf $(ROOT)/tmp/chart && mkdir -p $(ROOT)/tmp/chart $(ROOT)/dist
+	cp -R charts/kube-envoy-controller $(ROOT)/tmp/chart/
+	$(BIN)/kubectl kustomize config/default | go run ./hack/chart -chart $(ROOT)/tmp/chart/kube-envoy-controller \
+		-image-repository $(IMAGE_REPO) -image-digest $$(cat $(IMAGE_DIGEST))
+	rm -f $(ROOT)/dist/kube-envoy-controller-*.tgz
+	$(BIN)/helm package $(ROOT)/tmp/chart/kube-envoy-controller --version $(CHART_VERSION) --app-version $(VERSION) -d $(ROOT)/dist
+	$(if $(CHART_REGISTRY),$(BIN)/helm push $(CHART_PACKAGE) oci://$(CHART_REGISTRY))
+
 ##@ Local cluster
 
 .PHONY: cluster
@@ -186,7 +209,7 @@ test: tools verify unit-go e2e test-at-once ## Run every test: stale-file checks
 
 .PHONY: test-at-once
 test-at-once e2e-install: IMAGE_PLATFORMS = $(TEST_IMAGE_PLATFORMS)
-test-at-once: tools installer $(BIN)/controller-gen ## e2e-install, bench-smoke, test-scripts and the image build's tests at once (hack/together.sh): the first two mostly wait on their clusters.
+test-at-once: tools installer chart $(BIN)/controller-gen ## e2e-install, bench-smoke, test-scripts and the image build's tests at once (hack/together.sh): the first two mostly wait on their clusters.
 	hack/together.sh e2e-install "LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh" \
 		bench-smoke "BENCH_SMOKE=1 hack/bench.sh" test-scripts "hack/lib_test.sh && hack/verify-generated_test.sh" \
 		image-test "cd hack/image && go test -vet=off -count=1 ./..."
@@ -220,7 +243,7 @@ chaos: tools ## The chaos suite alone on a fresh cluster kec-chaos: faults at ra
 	E2E_TESTS=0 E2E_CLUSTER=kec-chaos hack/e2e.sh
 
 .PHONY: e2e-install
-e2e-install: tools installer ## Install dist/install.yaml on a fresh cluster kec-install; run the operator as its ServiceAccount, with leader failover.
+e2e-install: tools installer chart ## Install the Helm chart, then dist/install.yaml over it, on a fresh cluster kec-install; run the operator as its ServiceAccount, with leader failover.
 	LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh
 
 .PHONY: bench

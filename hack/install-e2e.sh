@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The install test: dist/install.yaml (make installer) applied with
-# server-side apply to a fresh local cluster, then the operator binary on this
+# The install test: the Helm chart (make chart) installed with helm install
+# on a fresh local cluster, then dist/install.yaml (make installer), whose
+# objects are the chart's, applied over it with server-side apply, then the
+# operator binary on this
 # host running as the installed ServiceAccount (a token from the TokenRequest
 # API), so that its RBAC is exercised for real; then
 # `go test -tags install ./test/install/...`. KWOK nodes run no containers, so
@@ -24,6 +26,28 @@ hack/cluster.sh down "$NAME" # whatever an earlier run left
 hack/cluster.sh up "$NAME" --kube-apiserver-port 0
 export KUBECONFIG=$DIR/kubeconfig
 step "cluster $NAME is up"
+
+# The chart, installed as a user would: its release in the namespace default,
+# its objects in kube-envoy-controller. Its CRDs are established and the
+# operator's Deployment, Helm's, becomes available. TestChartRendersInstaller
+# shows that with these values it renders the objects of dist/install.yaml,
+# which are applied over them next: the same values, kept by both.
+charts=(dist/kube-envoy-controller-*.tgz)
+if [[ ${#charts[@]} -ne 1 || ! -f ${charts[0]} ]]; then
+  echo "want one chart in dist/ (make chart), found: ${charts[*]}" >&2
+  exit 1
+fi
+chart=$ROOT/${charts[0]}
+export HELM_CACHE_HOME=$DIR/helm/cache HELM_CONFIG_HOME=$DIR/helm/config HELM_DATA_HOME=$DIR/helm/data
+bin/helm install kube-envoy-controller "$chart" --namespace default --wait --timeout 2m >"$DIR/helm-install.log"
+crds=$(bin/helm show crds "$chart" | grep -c '^kind: CustomResourceDefinition')
+established=$(bin/helm show crds "$chart" | bin/kubectl wait --for condition=Established --timeout 1m -f - | wc -l)
+owner=$(bin/kubectl -n kube-envoy-controller get deployment kube-envoy-controller -o jsonpath='{.metadata.annotations.meta\.helm\.sh/release-name}')
+if [[ $crds -eq 0 || $established -ne $crds || $owner != kube-envoy-controller ]]; then
+  echo "helm install: $established of the chart's $crds CRDs established; the Deployment's release: '$owner'" >&2
+  exit 1
+fi
+step "the chart ${charts[0]#dist/} is installed: $crds CRDs established, the Deployment is available"
 
 # Every object of the installer is accepted: server-side apply fails otherwise.
 objects=$(grep -c '^kind:' dist/install.yaml)
@@ -58,7 +82,7 @@ go build -ldflags "${LDFLAGS:-}" -o "$DIR/kube-envoy-controller" ./cmd/kube-envo
 step "the operator is built; running the tests"
 
 INSTALL_ROOT=$ROOT INSTALL_DIR=$DIR INSTALL_SA_KUBECONFIG=$sa_kubeconfig INSTALL_BINARY=$DIR/kube-envoy-controller \
-  INSTALL_WEBHOOK_PORT=$webhook_port INSTALL_VERSION=${VERSION:-} \
+  INSTALL_WEBHOOK_PORT=$webhook_port INSTALL_VERSION=${VERSION:-} INSTALL_CHART=$chart \
   go test -vet=off -tags install -count=1 -timeout 15m ./test/install/... "$@"
 step "done"
 if [[ -f $DIR/failover.txt ]]; then

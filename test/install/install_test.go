@@ -49,7 +49,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	for _, v := range []string{"KUBECONFIG", "INSTALL_ROOT", "INSTALL_DIR", "INSTALL_SA_KUBECONFIG", "INSTALL_BINARY", "INSTALL_WEBHOOK_PORT"} {
+	for _, v := range []string{"KUBECONFIG", "INSTALL_ROOT", "INSTALL_DIR", "INSTALL_SA_KUBECONFIG", "INSTALL_BINARY", "INSTALL_WEBHOOK_PORT", "INSTALL_CHART"} {
 		if os.Getenv(v) == "" {
 			fmt.Fprintf(os.Stderr, "%s is not set: the install tests run through hack/install-e2e.sh (make e2e-install)\n", v)
 			os.Exit(1)
