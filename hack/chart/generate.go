@@ -65,7 +65,9 @@ func Generate(manifests []byte, o Options) (map[string]string, error) {
 			if err != nil {
 				return nil, err
 			}
-			path, content = "crds/"+name+".yaml", header+string(b)
+			// A document separator of its own: helm show crds prints the
+			// files one after the other, as one stream.
+			path, content = "crds/"+name+".yaml", header+"---\n"+string(b)
 		default:
 			t := newTemplater()
 			wrap := ""

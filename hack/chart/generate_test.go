@@ -65,6 +65,25 @@ func TestChartRendersConfigDefault(t *testing.T) {
 	}
 }
 
+// TestShowCRDs: helm show crds prints the chart's CRDs as a stream that
+// kubectl apply takes, each its own document, as the chart's notes say to
+// apply them before an upgrade.
+func TestShowCRDs(t *testing.T) {
+	got := parse(t, tool(t, "helm", "show", "crds", filepath.Join(root, "charts", "kube-envoy-controller")))
+	want := 0
+	for k := range parse(t, tool(t, "kubectl", "kustomize", filepath.Join(root, "config", "default"))) {
+		if k.Kind == "CustomResourceDefinition" {
+			want++
+			if got[k] == nil {
+				t.Errorf("helm show crds does not print %s", k)
+			}
+		}
+	}
+	if len(got) != want || want == 0 {
+		t.Errorf("helm show crds prints %d objects, want the %d CRDs", len(got), want)
+	}
+}
+
 // operator returns the operator's Deployment among objs, and its container.
 func operator(t *testing.T, objs manifests.Objects) (deployment, container map[string]any) {
 	t.Helper()
