@@ -86,6 +86,10 @@ func FromPod(pod *corev1.Pod, configMaps map[string]*corev1.ConfigMap, secrets m
 			mount(p.Files, m.MountPath, s.Data, v.Secret.Items)
 		case v.EmptyDir != nil:
 			p.Dirs = append(p.Dirs, m.MountPath)
+		case v.Projected != nil:
+			// The API token the ServiceAccount admission mounts in every
+			// container: Envoy reads none of it, and a host proxy gets none.
+			p.Dirs = append(p.Dirs, m.MountPath)
 		default:
 			return Proxy{}, fmt.Errorf("pod %s: volume %s is of a kind a host proxy cannot mount", pod.Name, v.Name)
 		}
