@@ -11,6 +11,7 @@
 # Arguments are passed to go test. LDFLAGS stamps the binary (make passes it).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+envoy_inotify # real Envoys run on this host
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"

@@ -1,8 +1,11 @@
 package resource
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"regexp/syntax"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,6 +114,37 @@ func TestEnvoyListensWhereTheRulesAdmit(t *testing.T) {
 				t.Errorf("Envoy listens on all of %q; the table says it cannot (%s)", names, said)
 			case tc.field != "" && !strings.Contains(logged, said):
 				t.Errorf("Envoy says %q, the table %q", logged, said)
+			}
+		})
+	}
+}
+
+var programSize = regexp.MustCompile(`RE2 program size of (\d+) > max program size of 1\.`)
+
+// The program sizes of the regular expressions of re2ProgramSizes are
+// those Envoy's RE2 gives (it says them when a regular expression is over
+// its max_program_size), and programLowerBound is never above them.
+func TestProgramSizesAreEnvoys(t *testing.T) {
+	envoy := realenvoy.Require(t)
+	for _, tc := range re2ProgramSizes {
+		t.Run(tc.regex, func(t *testing.T) {
+			t.Parallel()
+			quoted, _ := json.Marshal(tc.regex)
+			err := load(t, envoy, "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {safe_regex: {regex: `+string(quoted)+`, google_re2: {max_program_size: 1}}}, route: {cluster: c}}]}]}`)
+			if err == nil {
+				t.Skip("Envoy loads it over max_program_size 1, and so gives no program size")
+			}
+			m := programSize.FindStringSubmatch(realenvoy.Said(err))
+			if m == nil {
+				t.Fatalf("Envoy gives no program size: %v", err)
+			}
+			size, _ := strconv.Atoi(m[1])
+			if size != tc.re2 {
+				t.Errorf("Envoy's RE2 program size is %d, the table's %d", size, tc.re2)
+			}
+			re, _ := syntax.Parse(tc.regex, syntax.Perl)
+			if bound := programLowerBound(re); bound > size {
+				t.Errorf("bound %d is above Envoy's program size %d", bound, size)
 			}
 		})
 	}

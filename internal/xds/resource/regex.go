@@ -49,10 +49,16 @@ func checkRegex(re string, limit uint32, what string) error {
 // anywhere, and one instruction for each byte range it matches. RE2 expands
 // counted repetitions as Simplify does, factors alternations as Go's parser
 // does, and compiles each copy and each alternative on its own.
+//
+// RE2 takes the literal that follows ^ out of the program, and matches it
+// on its own (its required prefix): its bytes are not counted.
 func programLowerBound(re *syntax.Regexp) int {
 	n := 2 + ranges(re.Simplify()) // fail and match
 	if !anchoredStart(re) {
 		n += 2 // the unanchored prefix, (?s).*? over bytes: a loop and a byte range
+	}
+	if re.Op == syntax.OpConcat && len(re.Sub) > 1 && re.Sub[0].Op == syntax.OpBeginText && re.Sub[1].Op == syntax.OpLiteral {
+		n -= ranges(re.Sub[1])
 	}
 	return n
 }

@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// The program sizes RE2 itself gives (RE2::ProgramSize, RE2 2022-06-01) for
-// regular expressions a fleet might use. programLowerBound must never be
+// The program sizes Envoy v1.40's RE2 gives (RE2::ProgramSize; a real Envoy
+// says them, TestProgramSizesAreEnvoys) for regular expressions a fleet
+// might use. programLowerBound must never be
 // above them (it would refuse a regular expression Envoy takes), and a
 // regular expression is refused when its bound is over Envoy's limit of 100.
 var re2ProgramSizes = []struct {
@@ -16,17 +17,17 @@ var re2ProgramSizes = []struct {
 	{"a", 5},
 	{"^a", 4},
 	{"abc", 7},
-	{"/asdf/.*", 18},
-	{".*", 12},
-	{"^.*$", 10},
+	{"/asdf/.*", 12},
+	{".*", 6},
+	{"^.*$", 4},
 	{"(?i)hello", 9},
 	{"[A-Za-z]", 5},
-	{"(?i)[a-z]+", 11},
+	{"(?i)[a-z]+", 6},
 	{`\d{3}-\d{4}`, 12},
-	{"^/v1/(users|groups|orgs)/[^/]+$", 31},
-	{`^/static/.+\.(css|js|png|jpg|svg)$`, 30},
+	{"^/v1/(users|groups|orgs)/[^/]+$", 25},
+	{`^/static/.+\.(css|js|png|jpg|svg)$`, 24},
 	{"(foo|foobar|food)", 14},
-	{"^/(en|de|fr|es|it|nl|pt|pl|sv|da|fi|no)/.*", 38},
+	{"^/(en|de|fr|es|it|nl|pt|pl|sv|da|fi|no)/.*", 32},
 	{`\bword\b`, 10},
 	{`\p{Greek}+`, 67},
 	{"[a-f0-9]{32}", 68},
@@ -35,12 +36,12 @@ var re2ProgramSizes = []struct {
 	{"x{50}", 54},
 	{"x{99}", 103},
 	{"x{100}", 104},
-	{".{5,40}", 359},
+	{".{5,40}", 119},
 	{"[a-z0-9-]{1,64}", 259},
 	{"^/api/v[0-9]+/users/[a-z0-9-]{1,64}$", 268},
 	{"^/api/[a-zA-Z0-9_]{1,20}/items/[0-9]{1,10}$", 109},
-	// Over the limit, but not by enough for the bound to see it.
-	{"^/user/(488/sms|h5/getJwt|captcha|version/getAIDrawTemplate|version/isMainLand|version/promotionTemplate|version/activityTemplate2).*", 106},
+	// At the limit: RE2 matches the literal after ^ on its own.
+	{"^/user/(488/sms|h5/getJwt|captcha|version/getAIDrawTemplate|version/isMainLand|version/promotionTemplate|version/activityTemplate2).*", 100},
 }
 
 func TestProgramLowerBound(t *testing.T) {
@@ -66,7 +67,7 @@ func TestProgramLowerBound(t *testing.T) {
 		}
 	}
 	// The common traps, a counted repetition of a class, are caught.
-	if caught < 5 {
+	if caught < 4 {
 		t.Errorf("only %d of the regular expressions over the limit are refused", caught)
 	}
 }
