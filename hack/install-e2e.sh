@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The install test: the Helm chart (make chart) installed with helm install
-# on a fresh local cluster, then dist/install.yaml (make installer), whose
-# objects are the chart's, applied over it with server-side apply, then the
-# operator binary on this
+# on a fresh local cluster; then, on the cluster made afresh, dist/install.yaml
+# (make installer) applied with server-side apply, then the operator binary on this
 # host running as the installed ServiceAccount (a token from the TokenRequest
 # API), so that its RBAC is exercised for real; then
 # `go test -tags install ./test/install/...`. KWOK nodes run no containers, so
@@ -31,8 +30,12 @@ step "cluster $NAME is up"
 # The chart, installed as a user would: its release in the namespace default,
 # its objects in kube-envoy-controller. Its CRDs are established and the
 # operator's Deployment, Helm's, becomes available. TestChartRendersInstaller
-# shows that with these values it renders the objects of dist/install.yaml,
-# which are applied over them next: the same values, kept by both.
+# shows that with these values it renders the objects of dist/install.yaml.
+# Then the cluster is made afresh for dist/install.yaml: server-side apply
+# over Helm's objects conflicts with Helm's ownership of atomic fields that
+# the API server completed with defaults (an env's fieldRef, a policy's
+# matchConstraints) and of the label app.kubernetes.io/managed-by, which Helm
+# sets to Helm.
 charts=(dist/kube-envoy-controller-*.tgz)
 if [[ ${#charts[@]} -ne 1 || ! -f ${charts[0]} ]]; then
   echo "want one chart in dist/ (make chart), found: ${charts[*]}" >&2
@@ -49,6 +52,9 @@ if [[ $crds -eq 0 || $established -ne $crds || $owner != kube-envoy-controller ]
   exit 1
 fi
 step "the chart ${charts[0]#dist/} is installed: $crds CRDs established, the Deployment is available"
+hack/cluster.sh down "$NAME"
+hack/cluster.sh up "$NAME" --kube-apiserver-port 0
+step "cluster $NAME is up afresh"
 
 # Every object of the installer is accepted: server-side apply fails otherwise.
 objects=$(grep -c '^kind:' dist/install.yaml)
