@@ -6,7 +6,9 @@
 // of every kind, then, for CHAOS_DURATION (default 60s), injects faults at
 // random, in bursts of one to three (see faults): children deleted and
 // edited (Deployments, Services, ConfigMaps, a PodSet's pods, a FooBar's
-// Jobs, the webhooks' caBundle), a FooBar changed, the operator SIGKILLed
+// Jobs, the webhooks' caBundle), fields the operator sets to a zero value
+// edited (a Deployment's replicas set to 0, a proxy's false
+// automountServiceAccountToken set true), a FooBar changed, the operator SIGKILLed
 // and started again, kube-apiserver and etcd restarted. After each burst,
 // everything must be as it should again within CHAOS_CONVERGE (default
 // 60s). Throughout, no PodSet may have a pod beyond its replicas and no

@@ -86,6 +86,35 @@ var faults = []fault{
 		return "edited the image of " + c.String(), 4, true, r.patch(ctx, c.obj,
 			`{"spec":{"template":{"spec":{"containers":[{"name":"`+c.obj.(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Name+`","image":"chaos/edited:1"}]}}}}`)
 	}, 0},
+	{"zero a Deployment's replicas", func(ctx context.Context, r *run) (string, int, bool, error) {
+		c, ok := r.pickChild(func(c child) bool {
+			d, ok := c.obj.(*appsv1.Deployment)
+			return ok && ptr.Deref(d.Spec.Replicas, 1) > 0
+		})
+		if !ok {
+			return "", 0, false, nil
+		}
+		// A zero value the operator sets otherwise: updated back (1) and
+		// reported (1); the owner's status follows the replicas down and
+		// up again.
+		need := 2 + 2 + 2*int(ptr.Deref(c.obj.(*appsv1.Deployment).Spec.Replicas, 1))
+		return "set the replicas of " + c.String() + " to 0", need, true, r.patch(ctx, c.obj, `{"spec":{"replicas":0}}`)
+	}, 0},
+	{"mount the API token in a proxy", func(ctx context.Context, r *run) (string, int, bool, error) {
+		c, ok := r.pickChild(func(c child) bool {
+			d, ok := c.obj.(*appsv1.Deployment)
+			return ok && d.Spec.Template.Spec.AutomountServiceAccountToken != nil && !*d.Spec.Template.Spec.AutomountServiceAccountToken
+		})
+		if !ok {
+			return "", 0, false, nil
+		}
+		// The operator sets the false that this edit turns true: updated
+		// back (1) and reported (1); the owner's status may follow the two
+		// rollouts.
+		need := 4 + int(ptr.Deref(c.obj.(*appsv1.Deployment).Spec.Replicas, 1))
+		return "mounted the API token in the proxies of " + c.String(), need, true,
+			r.patch(ctx, c.obj, `{"spec":{"template":{"spec":{"automountServiceAccountToken":true}}}}`)
+	}, 0},
 	{"delete a Service", func(ctx context.Context, r *run) (string, int, bool, error) {
 		c, ok := r.pickChild(func(c child) bool { _, ok := c.obj.(*corev1.Service); return ok })
 		if !ok {

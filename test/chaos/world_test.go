@@ -144,7 +144,7 @@ func fingerprint(obj client.Object) string {
 		for _, c := range o.Spec.Template.Spec.Containers {
 			images = append(images, c.Image)
 		}
-		v = []any{o.Spec.Replicas, images}
+		v = []any{o.Spec.Replicas, images, o.Spec.Template.Spec.AutomountServiceAccountToken}
 	case *corev1.Service:
 		v = o.Spec.Ports
 	case *corev1.ConfigMap:
