@@ -50,6 +50,8 @@ type diffOptions struct {
 	output    string
 	// policy is the operator's content policy, from --allowed-files and --allowed-env.
 	policy translate.Policy
+	// envoy is --envoy: an Envoy binary that loads what each fleet would be served.
+	envoy string
 }
 
 func (o *options) diffCommand() *cobra.Command {
@@ -81,8 +83,12 @@ deletes: the EnvoyConfigs of a fleet the files name that the files do not hold.
 EnvoyConfigs of --against, as the operator would serve them. Endpoints are then
 empty, and the secrets of spec.tlsSecrets are not shown.
 
+--envoy also has a local Envoy load what each fleet would be served (in --mode
+validate: it opens no port and no connection); a fleet whose configuration
+Envoy refuses is listed, in Envoy's words, and diff exits 3.
+
 Exit status: 0 nothing would change, 1 what the proxies are served would change,
-2 an error, 3 admission would refuse some of the files.`,
+2 an error, 3 admission (or, with --envoy, Envoy) would refuse some of the files.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := cobra.NoArgs(cmd, args); err != nil {
 				return &exitCodeError{code: exitError, err: err}
@@ -110,6 +116,8 @@ Exit status: 0 nothing would change, 1 what the proxies are served would change,
 	fs.StringVarP(&d.output, "output", "o", outputText, "Output format: text, json or yaml.")
 	fs.StringSliceVar(&d.policy.Files, "allowed-files", nil, "Files the operator allows EnvoyConfigs to name (its --envoyconfig-allowed-files); a directory ends in /.")
 	fs.StringSliceVar(&d.policy.Env, "allowed-env", nil, "Environment variables the operator allows EnvoyConfigs to name (its --envoyconfig-allowed-env).")
+	fs.StringVar(&d.envoy, "envoy", "", "Also have this Envoy binary load what each fleet would be served; --envoy alone takes $ENVOY, or envoy on PATH.")
+	fs.Lookup("envoy").NoOptDefVal = envoyOnPath
 	return cmd
 }
 
@@ -171,16 +179,51 @@ func (o *options) runDiff(ctx context.Context, d *diffOptions) (int, error) {
 		undecoded = append(undecoded, refusal{Message: p})
 	}
 	report.Refused = append(undecoded, report.Refused...)
+	if d.envoy != "" {
+		if err := loadDiffInEnvoy(ctx, d.envoy, &report); err != nil {
+			return 0, err
+		}
+	}
 	if err := printDiff(o.streams.Out, d.output, report); err != nil {
 		return 0, err
 	}
 	switch {
-	case len(report.Refused) > 0:
+	case len(report.Refused) > 0 || len(report.EnvoyRefused) > 0:
 		return exitRefused, nil
 	case report.changed():
 		return exitChanges, nil
 	}
 	return 0, nil
+}
+
+// loadDiffInEnvoy has the Envoy of --envoy load what each fleet of report
+// would be served: a refusal is one of report's, and a fleet Envoy loads
+// says so in a note.
+func loadDiffInEnvoy(ctx context.Context, flag string, report *diffReport) error {
+	envoy, err := envoyBinary(flag)
+	if err != nil {
+		return err
+	}
+	version, err := envoyVersion(ctx, envoy)
+	if err != nil {
+		return err
+	}
+	for i := range report.Fleets {
+		f := &report.Fleets[i]
+		if len(f.next) == 0 {
+			continue
+		}
+		refused, err := loadServed(ctx, envoy, version, f.next)
+		switch {
+		case err != nil:
+			return err
+		case refused != "":
+			report.EnvoyRefused = append(report.EnvoyRefused, refusal{Where: "fleet " + f.Fleet, Message: refused})
+		default:
+			f.Notes = append(f.Notes, fmt.Sprintf("Envoy %s loads what the fleet would be served", version))
+		}
+	}
+	return nil
 }
 
 // changesOf is what the files change: each of their EnvoyConfigs, in order,

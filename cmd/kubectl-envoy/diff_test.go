@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
@@ -277,5 +279,30 @@ func TestDiffErrors(t *testing.T) {
 				t.Errorf("exit %d, stderr %q, want %d and %q; stdout %q", code, stderr, exitError, tt.want, stdout)
 			}
 		})
+	}
+}
+
+// With --envoy, a real Envoy loads what each fleet would be served: a fleet
+// it loads says so in a note, and one it refuses is listed in Envoy's
+// words, with exit status 3.
+func TestDiffWithEnvoy(t *testing.T) {
+	envoy := realenvoy.Require(t)
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := func(name string) string { return filepath.Join(root, "config", "samples", name) }
+	code, stdout, stderr := runPlugin(t, "", "diff", "--offline", "-f", sample("example_v1_envoyconfig_http.yaml"), "--envoy="+envoy)
+	if code != exitChanges || !strings.Contains(stdout, "note: Envoy 1.40.0 loads what the fleet would be served") {
+		t.Errorf("the routing sample: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runPlugin(t, "", "diff", "--offline", "-f", sample("example_v1_envoyconfig_grpc.yaml"), "--envoy="+envoy, "-o", "json")
+	var r diffReport
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("%v: %s%s", err, stdout, stderr)
+	}
+	if code != exitRefused || len(r.EnvoyRefused) != 1 || r.EnvoyRefused[0].Where != "fleet default/greeter-mesh" ||
+		!strings.HasPrefix(r.EnvoyRefused[0].Message, "Envoy 1.40.0 refuses what it would be served: error adding listener named 'greeter': missing the API listener extension") {
+		t.Errorf("the proxyless sample: exit %d, %+v\n%s", code, r.EnvoyRefused, stderr)
 	}
 }

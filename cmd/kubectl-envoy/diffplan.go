@@ -97,6 +97,9 @@ type diffReport struct {
 	// would be applied. A refused change is not in the fleets' diffs: it
 	// would not be stored.
 	Refused []refusal `json:"refused,omitempty"`
+	// EnvoyRefused are the fleets whose would-be configuration a real Envoy
+	// refuses (--envoy), in Envoy's words.
+	EnvoyRefused []refusal `json:"envoyRefused,omitempty"`
 }
 
 // refusal is a change that would not get in, and why: for admission, in

@@ -42,6 +42,12 @@ func printDiff(w io.Writer, format string, r diffReport) error {
 			}
 		}
 	}
+	if len(r.EnvoyRefused) > 0 {
+		b.WriteString("\nEnvoy would refuse:\n")
+		for _, x := range r.EnvoyRefused {
+			fmt.Fprintf(&b, "  %s: %s\n", x.Where, x.Message)
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -274,6 +274,7 @@ func (o *options) validateCommand() *cobra.Command {
 		files     []string
 		recursive bool
 		pol       translate.Policy
+		envoy     string
 	)
 	cmd := &cobra.Command{
 		Use:   "validate -f <file|dir>",
@@ -288,7 +289,10 @@ port, a link-local address, a cloud metadata service or the operator's namespace
 --operator-namespace), and references (route configurations, clusters, SDS
 secrets) that lead somewhere in each fleet, the fleet being the EnvoyConfigs of
 the files with the same namespace and envoyRef. EnvoyConfigs without a namespace
-are in -n's (or the kubeconfig context's). Other kinds are skipped. Exits 1 when
+are in -n's (or the kubeconfig context's). Other kinds are skipped. With
+--envoy, a local Envoy then loads what each fleet would be served (in
+--mode validate: it opens no port and no connection), offline, so without
+the endpoints of Services or the Secrets the EnvoyConfigs name. Exits 1 when
 something would be refused.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -308,6 +312,15 @@ something would be refused.`,
 				return err
 			}
 			res := validate(docs, ns, pol)
+			if envoy != "" && len(res.problems) == 0 {
+				bin, err := envoyBinary(envoy)
+				if err != nil {
+					return err
+				}
+				if err := loadInEnvoy(cmd.Context(), bin, pol, &res); err != nil {
+					return err
+				}
+			}
 			return reportValidation(o.streams.Out, res)
 		},
 	}
@@ -315,6 +328,8 @@ something would be refused.`,
 	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "Read the directories given with -f recursively.")
 	cmd.Flags().StringSliceVar(&pol.Files, "allowed-files", nil, "Files the operator allows EnvoyConfigs to name (its --envoyconfig-allowed-files); a directory ends in /.")
 	cmd.Flags().StringSliceVar(&pol.Env, "allowed-env", nil, "Environment variables the operator allows EnvoyConfigs to name (its --envoyconfig-allowed-env).")
+	cmd.Flags().StringVar(&envoy, "envoy", "", "Also have this Envoy binary load what each fleet would be served; --envoy alone takes $ENVOY, or envoy on PATH.")
+	cmd.Flags().Lookup("envoy").NoOptDefVal = envoyOnPath
 	return cmd
 }
 

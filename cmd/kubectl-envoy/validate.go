@@ -3,12 +3,17 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -16,8 +21,11 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -116,6 +124,16 @@ type validation struct {
 	configs, fleets, skipped int
 	// problems name the file, the EnvoyConfig, the resource and the field.
 	problems []string
+	// byFleet are the EnvoyConfigs of each fleet, in the order of the files.
+	byFleet []fleetFiles
+	// loaded says, of each fleet, what a real Envoy said of it (--envoy).
+	loaded []string
+}
+
+// fleetFiles are one fleet's EnvoyConfigs of the files.
+type fleetFiles struct {
+	id      fleet.ID
+	configs []translate.Config
 }
 
 // fileConfig is an EnvoyConfig of the files, and where it is.
@@ -198,6 +216,11 @@ func validate(docs []manifest, namespace string, pol translate.Policy) validatio
 	v.fleets = len(fleets)
 	for _, key := range order {
 		configs := fleets[key]
+		fc := fleetFiles{id: key}
+		for _, c := range configs {
+			fc.configs = append(fc.configs, c.config)
+		}
+		v.byFleet = append(v.byFleet, fc)
 		for i, e := range configs {
 			others := make([]translate.Config, 0, len(configs)-1)
 			for j, o := range configs {
@@ -243,9 +266,100 @@ func isOnlyComments(data []byte) bool {
 }
 
 // reportValidation prints v, and fails when there are problems.
+// loadInEnvoy has the Envoy at envoy load what each fleet of v would be
+// served (loadServed): its EnvoyConfigs translated as the operator
+// translates them, offline, so without the endpoints of Services or the
+// Secrets they name. Envoy's refusals become v's problems.
+func loadInEnvoy(ctx context.Context, envoy string, pol translate.Policy, v *validation) error {
+	version, err := envoyVersion(ctx, envoy)
+	if err != nil {
+		return err
+	}
+	for _, f := range v.byFleet {
+		ir := translate.Translate(translate.Input{Configs: f.configs, Policy: pol})
+		refused, err := loadServed(ctx, envoy, version, ir.Resources)
+		switch {
+		case err != nil:
+			return err
+		case refused != "":
+			v.problems = append(v.problems, fmt.Sprintf("fleet %s: %s", f.id, refused))
+		default:
+			v.loaded = append(v.loaded, fmt.Sprintf("fleet %s: Envoy %s loads what it would be served", f.id, version))
+		}
+	}
+	return nil
+}
+
+// loadServed has the Envoy at envoy, of release version, load resources
+// (envoyload), and returns what it said when it refused them.
+func loadServed(ctx context.Context, envoy, version string, resources map[string][]types.Resource) (string, error) {
+	var r envoyload.Resources
+	for _, typeURL := range slices.Sorted(maps.Keys(resources)) {
+		for _, m := range resources[typeURL] {
+			if err := r.AddMessage(m); err != nil {
+				return "", err
+			}
+		}
+	}
+	dir, err := os.MkdirTemp("", "kubectl-envoy-")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	err = envoyload.Validate(ctx, envoy, dir, r)
+	if !errors.Is(err, envoyload.ErrRefused) {
+		return "", err
+	}
+	said := envoyload.Said(err)
+	if _, after, ok := strings.Cut(said, "envoy.pb': "); ok {
+		said = after // not the temporary file's name
+	}
+	if strings.Contains(said, "missing the API listener extension") {
+		said += " (an api_listener is for proxyless gRPC clients, which take it; Envoy does not)"
+	}
+	return fmt.Sprintf("Envoy %s refuses what it would be served: %s", version, said), nil
+}
+
+var envoyVersionRE = regexp.MustCompile(`version: [0-9a-f]+/(\d+\.\d+\.\d+)/`)
+
+// envoyVersion is the release of the Envoy at path, from its --version.
+func envoyVersion(ctx context.Context, path string) (string, error) {
+	out, err := exec.CommandContext(ctx, path, "--version").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("--envoy %s: %w: %s", path, err, bytes.TrimSpace(out))
+	}
+	if m := envoyVersionRE.FindSubmatch(out); m != nil {
+		return string(m[1]), nil
+	}
+	return "", fmt.Errorf("--envoy %s: not an Envoy: %s", path, bytes.TrimSpace(out))
+}
+
+// envoyBinary resolves --envoy: a path, or, given without one, $ENVOY or
+// envoy on PATH.
+func envoyBinary(flag string) (string, error) {
+	path := flag
+	if flag == envoyOnPath {
+		path = os.Getenv("ENVOY")
+	}
+	if path == "" {
+		var err error
+		if path, err = exec.LookPath("envoy"); err != nil {
+			return "", fmt.Errorf("--envoy: no envoy on PATH and ENVOY is not set: give its path, --envoy=PATH")
+		}
+	}
+	// Envoy runs in a directory of its own: a relative path would be read from there.
+	return filepath.Abs(path)
+}
+
+// envoyOnPath is --envoy given without a path.
+const envoyOnPath = "envoy"
+
 func reportValidation(w io.Writer, v validation) error {
 	for _, p := range v.problems {
 		fmt.Fprintln(w, p)
+	}
+	for _, l := range v.loaded {
+		fmt.Fprintln(w, l)
 	}
 	if len(v.problems) > 0 {
 		return fmt.Errorf("%d problem(s) in %d EnvoyConfig(s) of %d fleet(s)", len(v.problems), v.configs, v.fleets)

@@ -10,6 +10,8 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -250,5 +252,43 @@ spec:
 	}
 	if _, err := run("--allowed-files", "/etc/envoy/xds-tls/"); err == nil || !strings.Contains(err.Error(), "the fleet's xDS client certificate") {
 		t.Errorf("allowing the xDS certificate: %v", err)
+	}
+}
+
+// With --envoy, a real Envoy loads what each fleet would be served: the
+// samples' gateway and sidecar fleets load, and the proxyless gRPC fleet's
+// api_listener, which admission admits for gRPC clients, is what Envoy
+// refuses, in Envoy's words.
+func TestValidateWithEnvoy(t *testing.T) {
+	envoy := realenvoy.Require(t)
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples := filepath.Join(root, "config", "samples")
+	run := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		cmd := newRootCommand(genericiooptions.IOStreams{Out: &out, ErrOut: &out})
+		cmd.SetArgs(append([]string{"validate"}, args...))
+		err := cmd.Execute()
+		return out.String(), err
+	}
+	out, err := run("-f", filepath.Join(samples, "example_v1_envoyconfig_http.yaml"), "-f", filepath.Join(samples, "example_v1_envoyconfig_https.yaml"),
+		"-f", filepath.Join(samples, "example_v1_envoyconfig_http_canary.yaml"), "-f", filepath.Join(samples, "example_v1_envoy_sidecar.yaml"), "--envoy="+envoy)
+	if err != nil || !strings.Contains(out, "fleet default/web-gateway: Envoy 1.40.0 loads what it would be served") ||
+		!strings.Contains(out, "fleet default/shop-mesh: Envoy 1.40.0 loads") {
+		t.Errorf("the gateway and sidecar samples: %v\n%s", err, out)
+	}
+	t.Setenv("ENVOY", envoy)
+	out, err = run("-f", filepath.Join(samples, "example_v1_envoyconfig_grpc.yaml"), "--envoy")
+	if err == nil || !strings.Contains(out, "fleet default/greeter-mesh: Envoy 1.40.0 refuses what it would be served") ||
+		!strings.Contains(out, "missing the API listener extension") {
+		t.Errorf("the proxyless fleet, in Envoy: %v\n%s", err, out)
+	}
+	if out, err := run("-f", filepath.Join(samples, "example_v1_envoyconfig_grpc.yaml")); err != nil {
+		t.Errorf("the proxyless fleet, without --envoy: %v\n%s", err, out)
+	}
+	if _, err := run("-f", samples, "--envoy="+filepath.Join(t.TempDir(), "no-envoy")); err == nil {
+		t.Error("--envoy naming no binary: no error")
 	}
 }

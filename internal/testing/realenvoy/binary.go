@@ -23,6 +23,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 )
 
@@ -73,9 +74,9 @@ func Version(path string) (string, error) {
 	return string(m[1]), nil
 }
 
-// ErrRefused is what Validate returns, wrapped with Envoy's message, when
-// Envoy refuses a bootstrap.
-var ErrRefused = errors.New("envoy refused the configuration")
+// ErrRefused is what Validate and Load return, wrapped with Envoy's message,
+// when Envoy refuses a bootstrap: envoyload's.
+var ErrRefused = envoyload.ErrRefused
 
 // Validate loads the bootstrap in dir/name with `envoy --mode validate`,
 // which builds every static resource and checks the rest without opening a

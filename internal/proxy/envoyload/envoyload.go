@@ -1,0 +1,257 @@
+// Package envoyload has a real Envoy load a fleet's resources, as it would
+// be served them: Bootstrap puts them into the fleet's bootstrap as static
+// resources, and Validate runs `envoy --mode validate` on it, which builds
+// every static resource as Envoy builds what comes over xDS, opening no
+// port and no connection. kubectl envoy validate --envoy and diff --envoy
+// use it, and so do the tests that check admission against Envoy.
+package envoyload
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
+)
+
+// Resources are xDS resources for one Envoy to load, each in JSON with
+// Envoy's field names, by the list of an EnvoyConfig's spec.resources they
+// would be in.
+//
+// `envoy --mode validate` builds only static resources: a resource served
+// over xDS is never loaded there. So Bootstrap puts them in the fleet's
+// bootstrap (proxy.Bootstrap: its admin interface, its own listener and
+// clusters, ADS) as static resources, each built as Envoy builds it when
+// it comes over xDS:
+//   - listeners and clusters as they are;
+//   - a route configuration inline in the connection manager of a listener
+//     of its own, which binds no port, with validate_clusters false unless
+//     it says otherwise, as RDS loads it;
+//   - a cluster load assignment as the endpoints of a STATIC cluster of its
+//     own, whose addresses Envoy resolves as EDS does;
+//   - secrets as they are.
+//
+// A reference to a route configuration, a cluster's endpoints or a secret
+// over ADS is accepted as it is: validate mode subscribes to nothing. But a
+// cluster's secrets over ADS are taken over gRPC from the xDS cluster
+// instead (see sdsOverGRPC).
+// Names of the resources Bootstrap adds start with "envoyload/".
+type Resources struct {
+	Listeners, Routes, Clusters, Endpoints, Secrets []json.RawMessage
+}
+
+// Add adds raw, a resource in YAML or JSON, to the list field (listeners,
+// routes, clusters, endpoints or secrets).
+func (r *Resources) Add(field string, raw []byte) error {
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	list := map[string]*[]json.RawMessage{"listeners": &r.Listeners, "routes": &r.Routes,
+		"clusters": &r.Clusters, "endpoints": &r.Endpoints, "secrets": &r.Secrets}[field]
+	if list == nil {
+		return fmt.Errorf("no list of resources is named %q", field)
+	}
+	*list = append(*list, js)
+	return nil
+}
+
+// AddMessage adds m, a listener, route configuration, cluster, cluster load
+// assignment or secret.
+func (r *Resources) AddMessage(m proto.Message) error {
+	field := ""
+	switch m.(type) {
+	case *listenerv3.Listener:
+		field = "listeners"
+	case *routev3.RouteConfiguration:
+		field = "routes"
+	case *clusterv3.Cluster:
+		field = "clusters"
+	case *endpointv3.ClusterLoadAssignment:
+		field = "endpoints"
+	case *tlsv3.Secret:
+		field = "secrets"
+	default:
+		return fmt.Errorf("%s is not a resource an EnvoyConfig holds", proto.MessageName(m))
+	}
+	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return r.Add(field, js)
+}
+
+// routerFilter is the HTTP router, the last filter of a connection manager.
+var routerFilter = map[string]any{"name": "envoy.filters.http.router",
+	"typed_config": map[string]any{"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}
+
+// Bootstrap returns the fleet's bootstrap holding r, in JSON (which Envoy
+// reads as YAML).
+func (r Resources) Bootstrap() ([]byte, error) {
+	b := proxy.Bootstrap(proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: "xds.invalid", Port: 1}, proxy.Overload{})
+	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	var boot map[string]any
+	if err := json.Unmarshal(js, &boot); err != nil {
+		return nil, err
+	}
+	static, _ := boot["static_resources"].(map[string]any)
+	add := func(list string, v any) {
+		l, _ := static[list].([]any)
+		static[list] = append(l, v)
+	}
+	decode := func(raw json.RawMessage) (map[string]any, error) {
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("%s: %w", raw, err)
+		}
+		return m, nil
+	}
+	for _, raw := range r.Listeners {
+		add("listeners", raw)
+	}
+	for _, raw := range r.Clusters {
+		c, err := decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		add("clusters", sdsOverGRPC(c))
+	}
+	for _, raw := range r.Secrets {
+		add("secrets", raw)
+	}
+	for i, raw := range r.Routes {
+		rc, err := decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		if _, set := rc["validate_clusters"]; !set {
+			rc["validate_clusters"] = false
+		}
+		add("listeners", map[string]any{
+			"name":         fmt.Sprintf("envoyload/routes/%d", i),
+			"address":      map[string]any{"pipe": map[string]any{"path": fmt.Sprintf("@envoyload-routes-%d", i)}},
+			"bind_to_port": false,
+			"filter_chains": []any{map[string]any{"filters": []any{map[string]any{
+				"name": "envoy.filters.network.http_connection_manager",
+				"typed_config": map[string]any{
+					"@type":        "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+					"stat_prefix":  "envoyload",
+					"route_config": rc,
+					"http_filters": []any{routerFilter},
+				},
+			}}}},
+		})
+	}
+	for i, raw := range r.Endpoints {
+		cla, err := decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		add("clusters", map[string]any{
+			"name":            fmt.Sprintf("envoyload/endpoints/%d", i),
+			"type":            "STATIC",
+			"load_assignment": cla,
+		})
+	}
+	return json.Marshal(boot)
+}
+
+// sdsOverGRPC returns v, a cluster or a part of it, with every SDS config
+// source that is ADS made a gRPC one to the xDS cluster. Envoy builds a
+// static cluster before its ADS stream, and crashes (SIGSEGV, in validate
+// mode too) on one whose TLS takes a secret over ADS; over CDS, the stream
+// is there. Validate mode contacts neither.
+func sdsOverGRPC(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, c := range v {
+			if sds, ok := c.(map[string]any); ok && k == "sds_config" && sds["ads"] != nil {
+				delete(sds, "ads")
+				sds["api_config_source"] = map[string]any{"api_type": "GRPC", "transport_api_version": "V3",
+					"grpc_services": []any{map[string]any{"envoy_grpc": map[string]any{"cluster_name": fleet.XDSClusterName}}}}
+				continue
+			}
+			v[k] = sdsOverGRPC(c)
+		}
+	case []any:
+		for i, c := range v {
+			v[i] = sdsOverGRPC(c)
+		}
+	}
+	return v
+}
+
+// ErrRefused is what Validate returns, wrapped with Envoy's message, when
+// Envoy refuses what it loads.
+var ErrRefused = errors.New("envoy refused the configuration")
+
+// Validate has the Envoy at envoy load r's Bootstrap, written to dir in
+// protobuf's binary form, in which Envoy reads an xDS response: each Any
+// (a typed_config) is parsed on its own, within protobuf's limit on
+// nesting, as it is when it comes over xDS. It returns nil when Envoy loads
+// it, ErrRefused with Envoy's message when it refuses it, and another error
+// when Envoy could not run.
+func Validate(ctx context.Context, envoy, dir string, r Resources) error {
+	js, err := r.Bootstrap()
+	if err != nil {
+		return err
+	}
+	b := &bootstrapv3.Bootstrap{}
+	if err := protojson.Unmarshal(js, b); err != nil {
+		return fmt.Errorf("the bootstrap holding the resources: %w", err)
+	}
+	pb, err := proto.MarshalOptions{Deterministic: true}.Marshal(b)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, "envoy.pb")
+	if err := os.WriteFile(path, pb, 0o600); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, envoy, "--mode", "validate", "--log-format", "%v", "-c", path,
+		"--service-node", "validate", "--service-cluster", "validate", "--log-level", "critical", "--disable-hot-restart")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 1 {
+		return fmt.Errorf("%w: %s", ErrRefused, strings.TrimSpace(string(out)))
+	}
+	return fmt.Errorf("%s --mode validate: %w: %s", envoy, err, out)
+}
+
+// debugMarker is what Envoy's protobuf library puts, at random, into the
+// text of a message it prints, so that nobody matches it.
+var debugMarker = regexp.MustCompile(`goo\.gle/debug[a-z]*`)
+
+// Said returns what Envoy said in err, Validate's error, with the markers
+// its protobuf library puts into printed messages removed and every run of
+// white space made one space: the words to compare with a recorded message.
+func Said(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(debugMarker.ReplaceAllString(err.Error(), " ")), " ")
+}
