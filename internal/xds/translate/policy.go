@@ -59,8 +59,9 @@ import (
 //     cluster or of its endpoints may not be link-local (169.254.0.0/16,
 //     fe80::/10: the addresses Kubernetes refuses in an EndpointSlice, the
 //     cloud metadata services among them), a cloud metadata service by its
-//     name, or the proxy's admin port on loopback. Other loopback ports stay
-//     open: a sidecar serves the application on localhost. No name may lie
+//     name, or the proxy's admin port on loopback or at any host name (any
+//     name may resolve to loopback). Other loopback ports stay open: a
+//     sidecar serves the application on localhost. No name may lie
 //     in the operator's namespace (its xDS, webhook and metrics Services,
 //     and its pods, in any DNS form: <name>.<namespace>[.svc[.<domain>]],
 //     <pod>.<namespace>.pod...), or be one of the operator's other names

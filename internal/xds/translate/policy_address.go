@@ -19,10 +19,6 @@ var metadataAddresses = []netip.Addr{
 // metadataNames are the names of the cloud metadata services.
 var metadataNames = []string{"metadata.google.internal", "metadata.goog"}
 
-// loopbackNames resolve to the loopback interface in every pod: RFC 6761's
-// localhost, and the names the kubelet writes into each pod's /etc/hosts.
-var loopbackNames = []string{"localhost", "ip6-localhost", "ip6-loopback"}
-
 // destination returns why a cluster may not connect to host (an IP address
 // or a DNS name, as a socket address holds it) at port, or nil.
 func (c checker) destination(host string, port uint32) error {
@@ -35,6 +31,8 @@ func (c checker) destination(host string, port uint32) error {
 		case slices.Contains(metadataAddresses, ip):
 			return fmt.Errorf("%q is a cloud metadata service, which answers with the credentials of the node or the pod", host)
 		case (ip.IsLoopback() || ip.IsUnspecified()) && port == proxy.AdminPort:
+			// The admin interface listens on 127.0.0.1 alone: another
+			// address at its port is another host's.
 			return adminPort(host)
 		case slices.ContainsFunc(c.pol.Hosts, func(o string) bool { a, ok := parseIP(o); return ok && a == ip }):
 			return operatorsOwn(host)
@@ -44,12 +42,21 @@ func (c checker) destination(host string, port uint32) error {
 	switch {
 	case slices.Contains(metadataNames, h):
 		return fmt.Errorf("%q is a cloud metadata service, which answers with the credentials of the node or the pod", host)
-	case (slices.Contains(loopbackNames, h) || strings.HasSuffix(h, ".localhost")) && port == proxy.AdminPort:
-		return adminPort(host)
+	case port == proxy.AdminPort:
+		// Any name may resolve to loopback: localhost and its kin, a name
+		// below .localhost, a public name whose record says 127.0.0.1, an
+		// ExternalName Service. The policy does not resolve names, so no
+		// name may be reached at the admin port.
+		return adminPortByName(host)
 	case c.operatorName(h):
 		return operatorsOwn(host)
 	}
 	return nil
+}
+
+func adminPortByName(host string) error {
+	return fmt.Errorf("%q at port %d: any host name may resolve to loopback, where port %d is the proxy's own admin interface, which an EnvoyConfig may not reach; "+
+		"no host name may be reached at that port (an IP address other than loopback may)", host, proxy.AdminPort, proxy.AdminPort)
 }
 
 func operatorsOwn(host string) error {

@@ -76,6 +76,13 @@ func Exfiltrations(operatorNamespace string) []Exfiltration {
 			Refused:   []string{`spec.resources.clusters[0] ("admin"): ` + endpoint},
 			Listeners: []string{"admin"}, Clusters: []string{"admin"},
 		},
+		{
+			// Any name may resolve to loopback.
+			Name:      "admin-port-by-name",
+			Resources: examplev1.EnvoyResources{Listeners: raws(tcpProxy("admin-by-name", 9003, "admin-by-name")), Clusters: raws(cluster("admin-by-name", "localtest.me", proxy.AdminPort, ""))},
+			Refused:   []string{`spec.resources.clusters[0] ("admin-by-name"): ` + endpoint},
+			Listeners: []string{"admin-by-name"}, Clusters: []string{"admin-by-name"},
+		},
 	}
 }
 
