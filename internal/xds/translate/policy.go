@@ -58,8 +58,9 @@ import (
 //   - Destinations the proxy reaches from where it runs. An address of a
 //     cluster or of its endpoints may not be link-local (169.254.0.0/16,
 //     fe80::/10: the addresses Kubernetes refuses in an EndpointSlice, the
-//     cloud metadata services among them), a cloud metadata service by its
-//     name, or the proxy's admin port on loopback or at any host name (any
+//     cloud metadata services among them), a cloud metadata service or host
+//     agent that is not link-local, by its address or its name
+//     (metadataServices), or the proxy's admin port on loopback or at any host name (any
 //     name may resolve to loopback). Other loopback ports stay open: a
 //     sidecar serves the application on localhost. No name may lie
 //     in the operator's namespace (its xDS, webhook and metrics Services,

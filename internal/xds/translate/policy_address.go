@@ -11,13 +11,61 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 )
 
-// metadataAddresses are cloud metadata services that are not link-local.
-var metadataAddresses = []netip.Addr{
-	netip.MustParseAddr("fd00:ec2::254"), // AWS, over IPv6
+// metadataService is a cloud provider's instance metadata service or host
+// agent that a pod reaches from its node: it answers with the credentials
+// of the node or the pod, or with the platform's own configuration.
+type metadataService struct {
+	// host is an IP address or a DNS name, lower case, without a final dot.
+	host string
+	// what it is, and the provider's documentation that says where it is
+	// (the page's title).
+	what, source string
 }
 
-// metadataNames are the names of the cloud metadata services.
-var metadataNames = []string{"metadata.google.internal", "metadata.goog"}
+// metadataServices are the cloud metadata services and host agents that are
+// not link-local: those on 169.254.0.0/16 and fe80::/10 (169.254.169.254,
+// 169.254.170.2, 169.254.170.23, fe80::a9fe:a9fe...) are refused as
+// link-local already, whatever their provider. A name is refused in every
+// form a resolver reads as that name (case, a final dot); an address in every
+// notation parseIP reads. The short name "metadata" is the form a node's
+// search domain (google.internal on Compute Engine) completes.
+var metadataServices = []metadataService{
+	{"metadata.google.internal", "Google Cloud's metadata server", "Compute Engine documentation: About VM metadata"},
+	{"metadata.goog", "Google Cloud's metadata server", "Compute Engine documentation: About VM metadata"},
+	{"metadata", "Google Cloud's metadata server by its short name", "Compute Engine documentation: About VM metadata"},
+	{"fd20:ce::254", "Google Cloud's metadata server over IPv6", "Compute Engine documentation: About VM metadata"},
+	{"fd00:ec2::254", "AWS's instance metadata service over IPv6", "Amazon EC2 User Guide: Access instance metadata for an EC2 instance"},
+	{"fd00:ec2::23", "the EKS Pod Identity Agent over IPv6, which hands out pods' AWS credentials", "Amazon EKS User Guide: Set up the Amazon EKS Pod Identity Agent"},
+	{"100.100.100.200", "Alibaba Cloud's instance metadata service", "Alibaba Cloud Elastic Compute Service documentation: Instance metadata"},
+	{"168.63.129.16", "Azure's WireServer, the host's channel to the platform (VM agent, DHCP, DNS)", "Azure Virtual Network documentation: What is IP address 168.63.129.16?"},
+	{"192.0.0.192", "Oracle Cloud's instance metadata service (Compute Classic)", "Oracle Cloud Infrastructure Compute Classic documentation: Retrieving Instance Metadata"},
+	{"metadata.tencentyun.com", "Tencent Cloud's instance metadata service", "Tencent Cloud Virtual Machine documentation: Querying Instance Metadata"},
+	{"100.80.80.80", "UCloud's (SurferCloud's) metadata server", "SurferCloud UHost documentation: Metadata Server"},
+}
+
+// metadataServiceAt returns the metadata service at ip, or at the DNS name
+// h (lower case, without a final dot) when ip is not valid.
+func metadataServiceAt(ip netip.Addr, h string) (metadataService, bool) {
+	for _, m := range metadataServices {
+		if a, err := netip.ParseAddr(m.host); err == nil {
+			if ip.IsValid() && a == ip {
+				return m, true
+			}
+		} else if !ip.IsValid() && m.host == h {
+			return m, true
+		}
+	}
+	return metadataService{}, false
+}
+
+func metadataRefusal(host string, m metadataService) error {
+	hint := ""
+	if !strings.Contains(m.host, ".") && !strings.Contains(m.host, ":") {
+		hint = fmt.Sprintf("; a Service called %s is reached by its name with its namespace (%s.<namespace>)", m.host, m.host)
+	}
+	return fmt.Errorf("%q is a cloud metadata service: %s (%s), which answers with the credentials of the node or the pod, or the platform's own configuration%s",
+		host, m.what, m.source, hint)
+}
 
 // destination returns why a cluster may not connect to host (an IP address
 // or a DNS name, as a socket address holds it) at port, or nil.
@@ -28,8 +76,11 @@ func (c checker) destination(host string, port uint32) error {
 		case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast():
 			return fmt.Errorf("%q is link-local (169.254.0.0/16, fe80::/10): the node's own services, such as the cloud metadata service, "+
 				"which answer with the credentials of the node or the pod", host)
-		case slices.Contains(metadataAddresses, ip):
-			return fmt.Errorf("%q is a cloud metadata service, which answers with the credentials of the node or the pod", host)
+		}
+		if m, ok := metadataServiceAt(ip, ""); ok {
+			return metadataRefusal(host, m)
+		}
+		switch {
 		case (ip.IsLoopback() || ip.IsUnspecified()) && port == proxy.AdminPort:
 			// The admin interface listens on 127.0.0.1 alone: another
 			// address at its port is another host's.
@@ -39,9 +90,10 @@ func (c checker) destination(host string, port uint32) error {
 		}
 		return nil
 	}
+	if m, ok := metadataServiceAt(netip.Addr{}, h); ok {
+		return metadataRefusal(host, m)
+	}
 	switch {
-	case slices.Contains(metadataNames, h):
-		return fmt.Errorf("%q is a cloud metadata service, which answers with the credentials of the node or the pod", host)
 	case port == proxy.AdminPort:
 		// Any name may resolve to loopback: localhost and its kin, a name
 		// below .localhost, a public name whose record says 127.0.0.1, an

@@ -194,6 +194,20 @@ func TestPolicy(t *testing.T) {
 		{"IPv6 link-local with a zone", "clusters", staticCluster("k", "fe80::1%eth0", 80, ""), "", [][2]string{{endpoint, "link-local"}}},
 		{"AWS's IPv6 metadata service", "clusters", staticCluster("k", "fd00:ec2::254", 80, ""), "", [][2]string{{endpoint, "cloud metadata service"}}},
 		{"the metadata service by name", "clusters", staticCluster("k", "Metadata.Google.Internal.", 80, ""), "", [][2]string{{endpoint, "cloud metadata service"}}},
+		{"Google's metadata server by its short name", "clusters", staticCluster("k", "metadata", 80, ""), "", [][2]string{{endpoint, "cloud metadata service: Google Cloud's metadata server by its short name"}}},
+		{"Google's metadata server by its short name, with a final dot", "clusters", staticCluster("k", "METADATA.", 80, ""), "", [][2]string{{endpoint, "(metadata.<namespace>)"}}},
+		{"a Service called metadata, with its namespace", "clusters", staticCluster("k", "metadata.team", 80, ""), "", nil},
+		{"Google's metadata server over IPv6", "clusters", staticCluster("k", "fd20:ce:0::254", 80, ""), "", [][2]string{{endpoint, "About VM metadata"}}},
+		{"Alibaba's metadata service", "clusters", staticCluster("k", "100.100.100.200", 80, ""), "", [][2]string{{endpoint, "Alibaba Cloud's instance metadata service"}}},
+		{"Alibaba's metadata service in hexadecimal", "clusters", staticCluster("k", "0x646464c8", 80, ""), "", [][2]string{{endpoint, "Alibaba Cloud"}}},
+		{"Alibaba's metadata service mapped into IPv6", "clusters", staticCluster("k", "::ffff:100.100.100.200", 80, ""), "", [][2]string{{endpoint, "Alibaba Cloud"}}},
+		{"Oracle's metadata service", "clusters", staticCluster("k", "192.0.0.192", 80, ""), "", [][2]string{{endpoint, "Oracle Cloud"}}},
+		{"Azure's WireServer", "clusters", staticCluster("k", "168.63.129.16", 32526, ""), "", [][2]string{{endpoint, "Azure's WireServer"}}},
+		{"the EKS Pod Identity Agent over IPv6", "clusters", staticCluster("k", "[fd00:ec2::23]", 80, ""), "", [][2]string{{endpoint, "EKS Pod Identity Agent"}}},
+		{"Tencent's metadata service", "clusters", staticCluster("k", "metadata.tencentyun.com", 80, ""), "", [][2]string{{endpoint, "Tencent Cloud"}}},
+		{"a DNS resolver at Azure's WireServer", "clusters", staticCluster("k", "web.team.svc.cluster.local", 80, `, "dns_resolvers": [{"socket_address": {"address": "168.63.129.16", "port_value": 53}}]`), "",
+			[][2]string{{"dns_resolvers[0].socket_address.address", "Azure's WireServer"}}},
+		{"an address beside Alibaba's", "clusters", staticCluster("k", "100.100.100.201", 80, ""), "", nil},
 		{"the metadata service as endpoints", "endpoints", `{"cluster_name": "k", "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"socket_address": {"address": "169.254.169.254", "port_value": 80}}}}]}]}`, "",
 			[][2]string{{"endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address", "link-local"}}},
 		{"a DNS resolver at the metadata service", "clusters", staticCluster("k", "web.team.svc.cluster.local", 80, `, "dns_resolvers": [{"socket_address": {"address": "169.254.169.254", "port_value": 53}}]`), "",
@@ -297,6 +311,36 @@ func TestPolicyMessage(t *testing.T) {
 		`--envoyconfig-allowed-files allows (/etc/allowed/, /etc/ca.pem); serve certificates and keys from a kubernetes.io/tls Secret named in spec.tlsSecrets`
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("refusals = %q\nwant      %q", got, want)
+	}
+}
+
+// Every entry of the table of metadata services says where it comes from,
+// is written as the policy compares it, is not link-local (which the
+// policy refuses already), and is refused as a cluster's endpoint.
+func TestMetadataServices(t *testing.T) {
+	seen := map[string]bool{}
+	for _, m := range metadataServices {
+		if m.what == "" || m.source == "" {
+			t.Errorf("%s: say what it is and the provider's page that documents it", m.host)
+		}
+		if seen[m.host] {
+			t.Errorf("%s is listed twice", m.host)
+		}
+		seen[m.host] = true
+		if ip, err := netip.ParseAddr(m.host); err == nil {
+			if ip.String() != m.host {
+				t.Errorf("%s: write the address as %s", m.host, ip)
+			}
+			if ip.IsLinkLocalUnicast() {
+				t.Errorf("%s is link-local, which the policy refuses whatever its provider", m.host)
+			}
+		} else if m.host != strings.ToLower(strings.TrimSuffix(m.host, ".")) {
+			t.Errorf("%s: write the name in lower case, without a final dot", m.host)
+		}
+		got := refusalsOf(t, "team", "clusters", staticCluster("k", m.host, 80, ""))
+		if len(got) != 1 || !strings.Contains(got[0], "is a cloud metadata service: "+m.what+" ("+m.source+")") {
+			t.Errorf("%s as a cluster's endpoint: refusals %q", m.host, got)
+		}
 	}
 }
 

@@ -71,6 +71,13 @@ func Exfiltrations(operatorNamespace string) []Exfiltration {
 			Listeners: []string{"metadata"}, Clusters: []string{"metadata"},
 		},
 		{
+			// A metadata service that is not link-local.
+			Name:      "metadata-service-not-link-local",
+			Resources: examplev1.EnvoyResources{Listeners: raws(tcpProxy("metadata-alibaba", 9004, "metadata-alibaba")), Clusters: raws(cluster("metadata-alibaba", "100.100.100.200", 80, ""))},
+			Refused:   []string{`spec.resources.clusters[0] ("metadata-alibaba"): ` + endpoint},
+			Listeners: []string{"metadata-alibaba"}, Clusters: []string{"metadata-alibaba"},
+		},
+		{
 			Name:      "admin-port",
 			Resources: examplev1.EnvoyResources{Listeners: raws(tcpProxy("admin", 9002, "admin")), Clusters: raws(cluster("admin", "127.0.0.1", proxy.AdminPort, ""))},
 			Refused:   []string{`spec.resources.clusters[0] ("admin"): ` + endpoint},
