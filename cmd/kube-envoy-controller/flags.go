@@ -129,7 +129,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 		"Comma-separated absolute paths of the proxies' file system that EnvoyConfigs may name (DataSources, access logs, config sources, sockets); "+
 			"a directory ends in /. None by default: an EnvoyConfig names a file to read what only the proxy's pod may (its ServiceAccount token, its xDS client certificate, which no entry may allow).")
 	fs.StringVar(&allowedEnv, strings.TrimPrefix(translate.EnvFlag, "--"), "",
-		"Comma-separated environment variables of the proxies that EnvoyConfigs' DataSources may name. None by default.")
+		"Comma-separated environment variables of the proxies that EnvoyConfigs may name: in DataSources, tracing custom tags and %ENVIRONMENT(NAME)% in format strings. None by default.")
 	fs.StringVar(&s.replica, "replica-name", defaultReplicaName(),
 		"Name of this replica in the reports of its xDS proxies, unique among the replicas; defaults to $POD_NAME, else the host name.")
 	fs.BoolVar(&s.showVersion, "version", false, "Print the version and exit.")

@@ -14,6 +14,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -49,7 +50,11 @@ import (
 //     Access logs may always go to /dev/stdout and /dev/stderr: the
 //     container's log, which whoever may read the pod's logs reads anyway.
 //     Secrets come from Kubernetes Secrets, through spec.tlsSecrets.
-//   - Environment variables, unless allowed (Policy.Env).
+//   - Environment variables, unless allowed (Policy.Env), through every
+//     door Envoy has to them (envFields): a DataSource's
+//     environment_variable, a tracing custom tag's environment, and the
+//     substitution formatter's %ENVIRONMENT(NAME)% in any string (header
+//     values to add, access log formats, local replies' body formats...).
 //   - Configuration from anywhere but this server: a config source must be
 //     ads or self (or an allowed file). Resources from another server, or
 //     an extension whose type is named only by a string (TypedStruct,
@@ -88,7 +93,8 @@ type Policy struct {
 	// Files are the absolute paths that EnvoyConfigs may name: a file, or,
 	// ending in "/", every path below a directory. None by default.
 	Files []string `json:"files,omitempty"`
-	// Env are the environment variables that DataSources may name.
+	// Env are the environment variables that EnvoyConfigs may name: in
+	// DataSources, tracing custom tags and format strings.
 	Env []string `json:"env,omitempty"`
 	// Namespace is the operator's namespace: no destination may be a name
 	// in it.
@@ -234,6 +240,76 @@ func (pol Policy) env(name string) error {
 	return fmt.Errorf("names the environment variable %q, which an EnvoyConfig may not read: only those that %s allows", name, EnvFlag)
 }
 
+// envFields are the fields whose value names an environment variable of
+// the proxy, which the policy judges by Policy.Env. Envoy's substitution
+// formatter reads one too, as %ENVIRONMENT(NAME)% in a format string:
+// every string of a resource is judged for it (formattedEnv), wherever
+// Envoy formats it. TestEnvFieldsAreAllKnown fails on a field that may
+// name an environment variable and is not here.
+var envFields = map[protoreflect.FullName]bool{
+	"envoy.config.core.v3.DataSource.environment_variable": true,
+	"envoy.type.tracing.v3.CustomTag.environment":          true,
+}
+
+// formattedEnv returns the environment variables that the substitution
+// formatter's %ENVIRONMENT(NAME)% (with or without a length, :N) would read
+// in s. Envoy's commands are upper case; any case is taken here, and an
+// unclosed name runs to the end of s.
+func formattedEnv(s string) []string {
+	const command = "%ENVIRONMENT("
+	var out []string
+	upper := strings.ToUpper(s)
+	for {
+		i := strings.Index(upper, command)
+		if i < 0 {
+			return out
+		}
+		s, upper = s[i+len(command):], upper[i+len(command):]
+		name := s
+		if j := strings.IndexByte(s, ')'); j >= 0 {
+			name = s[:j]
+		}
+		out = append(out, name)
+	}
+}
+
+// formatEnv refuses the environment variables that m's strings and bytes
+// (lists and maps of them too) would have the substitution formatter read.
+func (c checker) formatEnv(m protoreflect.Message, at string) {
+	judge := func(fd protoreflect.FieldDescriptor, kind protoreflect.Kind, v protoreflect.Value) {
+		var s string
+		switch kind {
+		case protoreflect.StringKind:
+			s = v.String()
+		case protoreflect.BytesKind:
+			s = string(v.Bytes())
+		default:
+			return
+		}
+		for _, name := range formattedEnv(s) {
+			if err := c.pol.env(name); err != nil {
+				c.refuse(field(at, string(fd.Name())), fmt.Errorf("through the substitution formatter's %%ENVIRONMENT(%s)%%: %w", name, err))
+			}
+		}
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList():
+			for i := range v.List().Len() {
+				judge(fd, fd.Kind(), v.List().Get(i))
+			}
+		case fd.IsMap():
+			v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+				judge(fd, fd.MapValue().Kind(), mv)
+				return true
+			})
+		default:
+			judge(fd, fd.Kind(), v)
+		}
+		return true
+	})
+}
+
 // reservedClusters are the names of the bootstrap's static clusters: the
 // xDS server's, whose connection carries the fleet's client certificate,
 // and the admin interface's. Envoy keeps a static cluster when a dynamic
@@ -336,9 +412,15 @@ func (c checker) visit(m proto.Message, at string) bool {
 			}
 		}
 	}
-	switch t := m.(type) {
-	case *corev3.Metadata:
+	if _, ok := m.(*corev3.Metadata); ok {
 		return false // data for filters to read; Envoy instantiates nothing from it
+	}
+	c.formatEnv(m.ProtoReflect(), at)
+	switch t := m.(type) {
+	case *tracingv3.CustomTag_Environment:
+		if err := c.pol.env(t.GetName()); err != nil {
+			c.refuse(field(at, "name"), fmt.Errorf("(a tracing tag's value) %w", err))
+		}
 	case *corev3.DataSource:
 		if v := t.GetEnvironmentVariable(); v != "" {
 			if err := c.pol.env(v); err != nil {

@@ -127,6 +127,40 @@ func TestPolicy(t *testing.T) {
 		{"an environment variable", "routes", directResponse(`{"environment_variable": "HOME"}`), "",
 			[][2]string{{"direct_response.body.environment_variable", `names the environment variable "HOME"`}}},
 		{"an allowed environment variable", "routes", directResponse(`{"environment_variable": "ALLOWED"}`), "", nil},
+
+		// The environment through the substitution formatter and tracing tags.
+		{"a header to add from the environment", "routes",
+			`{"name": "r", "request_headers_to_add": [{"header": {"key": "x-home", "value": "%ENVIRONMENT(HOME)%"}}], "virtual_hosts": [{"name": "v", "domains": ["*"], "routes": [{"match": {"prefix": "/"}, "direct_response": {"status": 200}}]}]}`, "",
+			[][2]string{{"request_headers_to_add[0].header.value", `through the substitution formatter's %ENVIRONMENT(HOME)%: names the environment variable "HOME"`}}},
+		{"a header to add, as raw bytes, from the environment", "routes",
+			`{"name": "r", "virtual_hosts": [{"name": "v", "domains": ["*"], "response_headers_to_add": [{"header": {"key": "x-home", "raw_value": "JUVOVklST05NRU5UKEhPTUUpJQ=="}}], "routes": [{"match": {"prefix": "/"}, "direct_response": {"status": 200}}]}]}`, "",
+			[][2]string{{"virtual_hosts[0].response_headers_to_add[0].header.raw_value", "%ENVIRONMENT(HOME)%"}}},
+		{"a header to add from the environment, with a length, among other commands", "routes",
+			`{"name": "r", "virtual_hosts": [{"name": "v", "domains": ["*"], "routes": [{"match": {"prefix": "/"}, "direct_response": {"status": 200}, "response_headers_to_add": [{"header": {"key": "x", "value": "%START_TIME% %ENVIRONMENT(ALLOWED)% %environment(AWS_SECRET_ACCESS_KEY):8%"}}]}]}]}`, "",
+			[][2]string{{"virtual_hosts[0].routes[0].response_headers_to_add[0].header.value", `"AWS_SECRET_ACCESS_KEY"`}}},
+		{"a header to add from an allowed environment variable", "routes",
+			`{"name": "r", "request_headers_to_add": [{"header": {"key": "x", "value": "%ENVIRONMENT(ALLOWED):16%"}}], "virtual_hosts": [{"name": "v", "domains": ["*"], "routes": [{"match": {"prefix": "/"}, "direct_response": {"status": 200}}]}]}`, "", nil},
+		{"an access log's text format from the environment", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "access_log": [{"name": "out", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog", "log_format": {"text_format_source": {"inline_string": "%ENVIRONMENT(KUBERNETES_SERVICE_HOST)%\n"}}}}]`), "",
+			[][2]string{{hcm + "access_log[0].typed_config(StdoutAccessLog).log_format.text_format_source.inline_string", `"KUBERNETES_SERVICE_HOST"`}}},
+		{"an access log's JSON format from the environment", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "access_log": [{"name": "out", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StderrAccessLog", "log_format": {"json_format": {"home": "%ENVIRONMENT(HOME)%", "n": {"deep": "%ENVIRONMENT(PATH)%"}}}}}]`), "",
+			[][2]string{
+				{hcm + "access_log[0].typed_config(StderrAccessLog).log_format.json_format.fields[home].string_value", `"HOME"`},
+				{hcm + "access_log[0].typed_config(StderrAccessLog).log_format.json_format.fields[n].struct_value.fields[deep].string_value", `"PATH"`}}},
+		{"a local reply's body format from the environment", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "local_reply_config": {"mappers": [{"filter": {"status_code_filter": {"comparison": {"op": "GE", "value": {"default_value": 400, "runtime_key": "k"}}}}, "body_format_override": {"text_format": "%ENVIRONMENT(HOME)%"}}], "body_format": {"text_format": "%ENVIRONMENT(USER)%"}}`), "",
+			[][2]string{
+				{hcm + "local_reply_config.body_format.text_format", `"USER"`},
+				{hcm + "local_reply_config.mappers[0].body_format_override.text_format", `"HOME"`}}},
+		{"a direct response's body from the environment", "routes", directResponse(`{"inline_string": "%ENVIRONMENT(HOME)%"}`), "",
+			[][2]string{{"direct_response.body.inline_string", `"HOME"`}}},
+		{"a tracing tag from the environment", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "tracing": {"custom_tags": [{"tag": "home", "environment": {"name": "HOME", "default_value": "-"}}, {"tag": "ok", "environment": {"name": "ALLOWED"}}]}`), "",
+			[][2]string{{hcm + "tracing.custom_tags[0].environment.name", `(a tracing tag's value) names the environment variable "HOME"`}}},
+		{"a tracing tag from a literal", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "tracing": {"custom_tags": [{"tag": "t", "literal": {"value": "ENVIRONMENT(HOME)"}}]}`), "", nil},
+		{"the environment in metadata, which nothing formats", "clusters", staticCluster("k", "10.0.0.1", 80, `, "metadata": {"filter_metadata": {"x": {"a": "%ENVIRONMENT(HOME)%"}}}`), "", nil},
 		{"a secret's key from the fleet's xDS certificate", "secrets",
 			`{"name": "s", "tls_certificate": {"certificate_chain": {"filename": "/etc/envoy/xds-tls/tls.crt"}, "private_key": {"filename": "/etc/envoy/xds-tls/tls.key"}}}`, "",
 			[][2]string{{"tls_certificate.certificate_chain.filename", "xDS client certificate"}, {"tls_certificate.private_key.filename", "xDS client certificate"}}},
@@ -452,6 +486,54 @@ func TestAdmitPolicy(t *testing.T) {
 	got = Admit(testPolicy, []Config{refusedCluster}, route.Name, &route)
 	if want := []string{`spec.resources.routes[0] ("r"): cluster "k" does not exist`}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Admit beside a refused EnvoyConfig = %q, want %q", got, want)
+	}
+}
+
+// envName matches the names of fields that may name an environment
+// variable.
+var envNameLike = regexp.MustCompile(`environ|(^|_)env(_|s?$)`)
+
+// Every field that may name an environment variable, in every message type
+// the operator can decode, is one the policy judges (envFields). Strings
+// that the substitution formatter reads are judged whatever their field.
+func TestEnvFieldsAreAllKnown(t *testing.T) {
+	seen := map[protoreflect.FullName]bool{}
+	protoregistry.GlobalTypes.RangeMessages(func(mt protoreflect.MessageType) bool {
+		fs := mt.Descriptor().Fields()
+		for i := range fs.Len() {
+			fd := fs.Get(i)
+			if !envNameLike.MatchString(string(fd.Name())) {
+				continue
+			}
+			seen[fd.FullName()] = true
+			if !envFields[fd.FullName()] {
+				t.Errorf("%s may name an environment variable of the proxy: judge it by Policy.env and add it to envFields", fd.FullName())
+			}
+		}
+		return true
+	})
+	for name := range envFields {
+		if !seen[name] {
+			t.Errorf("envFields lists %s, which no decodable message has", name)
+		}
+	}
+}
+
+func TestFormattedEnv(t *testing.T) {
+	tests := map[string][]string{
+		"":                    nil,
+		"%START_TIME%":        nil,
+		"ENVIRONMENT(HOME)":   nil,
+		"%ENVIRONMENT(HOME)%": {"HOME"},
+		"a %ENVIRONMENT(A):3% b %ENVIRONMENT(B)%": {"A", "B"},
+		"%Environment(home)%":                     {"home"},
+		"%ENVIRONMENT(UNCLOSED":                   {"UNCLOSED"},
+		"%%ENVIRONMENT(ESCAPED)%%":                {"ESCAPED"},
+	}
+	for in, want := range tests {
+		if got := formattedEnv(in); !reflect.DeepEqual(got, want) {
+			t.Errorf("formattedEnv(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package xdstest
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -25,7 +26,8 @@ type Exfiltration struct {
 // Exfiltrations returns the routes of theft that the content policy closes,
 // for an operator in operatorNamespace.
 func Exfiltrations(operatorNamespace string) []Exfiltration {
-	body := `filter_chains[0].filters[0].typed_config(HttpConnectionManager).route_config.virtual_hosts[0].routes[0].direct_response.body.`
+	hcm := `filter_chains[0].filters[0].typed_config(HttpConnectionManager).`
+	body := hcm + `route_config.virtual_hosts[0].routes[0].direct_response.body.`
 	endpoint := `load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address`
 	tls := `transport_socket.typed_config(UpstreamTlsContext).common_tls_context.tls_certificates[0].`
 	return []Exfiltration{
@@ -46,6 +48,18 @@ func Exfiltrations(operatorNamespace string) []Exfiltration {
 			Resources: examplev1.EnvoyResources{Listeners: raws(directResponse("env", 8082, `{"environment_variable": "KUBERNETES_SERVICE_HOST"}`))},
 			Refused:   []string{`spec.resources.listeners[0] ("env"): ` + body + "environment_variable"},
 			Listeners: []string{"env"},
+		},
+		{
+			// The environment through the substitution formatter and a tracing tag.
+			Name: "environment-through-formats",
+			Resources: examplev1.EnvoyResources{Listeners: raws(strings.Replace(strings.Replace(directResponse("env-format", 8083, `{"inline_string": "x"}`),
+				`"domains": ["*"], `, `"domains": ["*"], "response_headers_to_add": [{"header": {"key": "x-env", "value": "%ENVIRONMENT(KUBERNETES_SERVICE_HOST)%"}}], `, 1),
+				`"http_filters": [`, `"tracing": {"custom_tags": [{"tag": "env", "environment": {"name": "KUBERNETES_SERVICE_HOST"}}]}, "http_filters": [`, 1))},
+			Refused: []string{
+				`spec.resources.listeners[0] ("env-format"): ` + hcm + "route_config.virtual_hosts[0].response_headers_to_add[0].header.value",
+				`spec.resources.listeners[0] ("env-format"): ` + hcm + "tracing.custom_tags[0].environment.name",
+			},
+			Listeners: []string{"env-format"},
 		},
 		{
 			Name: "relay-to-the-operator",
