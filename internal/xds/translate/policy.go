@@ -61,7 +61,9 @@ import (
 //     Struct), would never pass this check; neither would a gRPC service
 //     with its own credentials and target (google_grpc).
 //   - Destinations the proxy reaches from where it runs. An address of a
-//     cluster or of its endpoints may not be link-local (169.254.0.0/16,
+//     cluster or of its endpoints, or one that another resource names
+//     (destinationFields: a tracer's daemon or collector, a stats sink, a
+//     DNS resolver, a tunnel's target), may not be link-local (169.254.0.0/16,
 //     fe80::/10: the addresses Kubernetes refuses in an EndpointSlice, the
 //     cloud metadata services among them), a cloud metadata service or host
 //     agent that is not link-local, by its address or its name
@@ -416,6 +418,7 @@ func (c checker) visit(m proto.Message, at string) bool {
 		return false // data for filters to read; Envoy instantiates nothing from it
 	}
 	c.formatEnv(m.ProtoReflect(), at)
+	c.destinationsIn(m.ProtoReflect(), at)
 	switch t := m.(type) {
 	case *tracingv3.CustomTag_Environment:
 		if err := c.pol.env(t.GetName()); err != nil {

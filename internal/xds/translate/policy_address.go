@@ -2,11 +2,17 @@ package translate
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 )
@@ -65,6 +71,117 @@ func metadataRefusal(host string, m metadataService) error {
 	}
 	return fmt.Errorf("%q is a cloud metadata service: %s (%s), which answers with the credentials of the node or the pod, or the platform's own configuration%s",
 		host, m.what, m.source, hint)
+}
+
+// destinationUse is how a field outside a cluster's endpoints names a
+// destination of the proxy.
+type destinationUse int
+
+const (
+	// socketDestination: an Address or a SocketAddress the proxy connects
+	// or sends to.
+	socketDestination destinationUse = iota
+	// hostDestination: a host name, or host:port, that the proxy asks a
+	// cluster to reach (a collector's host name, a CONNECT tunnel's target).
+	hostDestination
+	// uriDestination: a URL whose host the proxy asks a cluster to reach.
+	uriDestination
+)
+
+// destinationFields are the fields, in every message the operator decodes,
+// that name where the proxy connects or sends, beyond the addresses of a
+// cluster and its endpoints (a Cluster's or ClusterLoadAssignment's
+// socket addresses are all destinations, but for its bind config). Each is
+// judged by the rules of a cluster's endpoints, in whatever resource it is:
+// a listener's tracer and its collector, a stats sink, a DNS resolver.
+// TestDestinationFieldsAreAllKnown fails on a field that may hold an
+// address or a host and that is neither here nor known not to be a
+// destination.
+var destinationFields = map[protoreflect.FullName]destinationUse{
+	"envoy.config.endpoint.v3.Endpoint.address":                   socketDestination,
+	"envoy.config.endpoint.v3.Endpoint.AdditionalAddress.address": socketDestination,
+	"envoy.config.endpoint.v3.Endpoint.HealthCheckConfig.address": socketDestination,
+	"envoy.config.cluster.v3.Cluster.dns_resolvers":               socketDestination,
+	"envoy.config.core.v3.DnsResolutionConfig.resolvers":          socketDestination,
+	"envoy.config.metrics.v3.StatsdSink.address":                  socketDestination,
+	"envoy.config.metrics.v3.DogStatsdSink.address":               socketDestination,
+	"envoy.config.trace.v3.XRayConfig.daemon_endpoint":            socketDestination,
+	// Envoy connects to the collector's cluster, and sends these as the
+	// request's host; a cluster that relays by the host (an egress proxy)
+	// would take the request there, so they are judged as destinations.
+	"envoy.config.trace.v3.ZipkinConfig.collector_hostname":                           hostDestination,
+	"envoy.config.trace.v3.DatadogConfig.collector_hostname":                          hostDestination,
+	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.TunnelingConfig.hostname": hostDestination,
+	"envoy.config.core.v3.HttpUri.uri":                                                uriDestination,
+}
+
+// destinationsIn judges the destinations that m's fields name (those of
+// destinationFields), at path at. Socket addresses are left to the rule of
+// socket addresses in the resources where every one is a destination.
+func (c checker) destinationsIn(m protoreflect.Message, at string) {
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		use, ok := destinationFields[fd.FullName()]
+		if !ok {
+			return true
+		}
+		name := field(at, string(fd.Name()))
+		switch use {
+		case socketDestination:
+			if c.destinations {
+				return true
+			}
+			if fd.IsList() {
+				for i := range v.List().Len() {
+					c.socketDestination(v.List().Get(i).Message().Interface(), name+"["+strconv.Itoa(i)+"]")
+				}
+			} else {
+				c.socketDestination(v.Message().Interface(), name)
+			}
+		case hostDestination:
+			host, port := splitHostPort(v.String())
+			if err := c.destination(host, port); err != nil {
+				c.refuse(name, err)
+			}
+		case uriDestination:
+			u, err := url.Parse(v.String())
+			if err != nil {
+				c.refuse(name, fmt.Errorf("is not a URL whose host this check can judge: %w", err))
+				return true
+			}
+			port, _ := strconv.ParseUint(u.Port(), 10, 16)
+			if err := c.destination(u.Hostname(), uint32(port)); err != nil {
+				c.refuse(name, err)
+			}
+		}
+		return true
+	})
+}
+
+// socketDestination judges the socket address that a (an Address or a
+// SocketAddress) holds.
+func (c checker) socketDestination(a proto.Message, at string) {
+	var sa *corev3.SocketAddress
+	switch t := a.(type) {
+	case *corev3.Address:
+		sa, at = t.GetSocketAddress(), at+".socket_address"
+	case *corev3.SocketAddress:
+		sa = t
+	}
+	if sa == nil {
+		return // a pipe's path is a file, judged as one
+	}
+	if err := c.destination(sa.GetAddress(), sa.GetPortValue()); err != nil {
+		c.refuse(field(at, "address"), err)
+	}
+}
+
+// splitHostPort splits host:port, [host]:port or a bare host.
+func splitHostPort(s string) (string, uint32) {
+	if host, port, err := net.SplitHostPort(s); err == nil {
+		p, _ := strconv.ParseUint(port, 10, 16)
+		return host, uint32(p)
+	}
+	return s, 0
 }
 
 // destination returns why a cluster may not connect to host (an IP address

@@ -287,6 +287,49 @@ func TestPolicy(t *testing.T) {
 				{"transport_socket.typed_config(UpstreamTlsContext).common_tls_context.tls_certificates[0].certificate_chain.filename", "xDS client certificate"},
 				{"transport_socket.typed_config(UpstreamTlsContext).common_tls_context.tls_certificates[0].private_key.filename", "xDS client certificate"},
 				{"transport_socket.typed_config(UpstreamTlsContext).common_tls_context.validation_context.trusted_ca.filename", "xDS client certificate"}}},
+		// Destinations outside a cluster's endpoints.
+		{"a tracer's daemon at the metadata service", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "tracing": {"provider": {"name": "envoy.tracers.xray", "typed_config": {"@type": "type.googleapis.com/envoy.config.trace.v3.XRayConfig", `+
+				`"segment_name": "s", "daemon_endpoint": {"protocol": "UDP", "address": "169.254.169.254", "port_value": 2000}}}}`), "",
+			[][2]string{{hcm + "tracing.provider.typed_config(XRayConfig).daemon_endpoint.address", "link-local"}}},
+		{"a tracer's daemon on localhost", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "tracing": {"provider": {"name": "envoy.tracers.xray", "typed_config": {"@type": "type.googleapis.com/envoy.config.trace.v3.XRayConfig", `+
+				`"segment_name": "s", "daemon_endpoint": {"protocol": "UDP", "address": "127.0.0.1", "port_value": 2000}}}}`), "", nil},
+		{"a tracer's daemon at the admin port", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "tracing": {"provider": {"name": "envoy.tracers.xray", "typed_config": {"@type": "type.googleapis.com/envoy.config.trace.v3.XRayConfig", `+
+				`"segment_name": "s", "daemon_endpoint": {"protocol": "UDP", "address": "::1", "port_value": 19000}}}}`), "",
+			[][2]string{{hcm + "tracing.provider.typed_config(XRayConfig).daemon_endpoint.address", "admin interface"}}},
+		{"a Zipkin collector's host name at the metadata service", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "tracing": {"provider": {"name": "envoy.tracers.zipkin", "typed_config": {"@type": "type.googleapis.com/envoy.config.trace.v3.ZipkinConfig", `+
+				`"collector_cluster": "k", "collector_endpoint": "/api/v2/spans", "collector_endpoint_version": "HTTP_JSON", "collector_hostname": "metadata.google.internal"}}}`), "",
+			[][2]string{{hcm + "tracing.provider.typed_config(ZipkinConfig).collector_hostname", "cloud metadata service"}}},
+		{"a Zipkin collector's host name in the operator's namespace", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "tracing": {"provider": {"name": "envoy.tracers.zipkin", "typed_config": {"@type": "type.googleapis.com/envoy.config.trace.v3.ZipkinConfig", `+
+				`"collector_cluster": "k", "collector_endpoint": "/api/v2/spans", "collector_endpoint_version": "HTTP_JSON", "collector_hostname": "kube-envoy-controller-xds.kube-envoy-controller.svc:18000"}}}`), "",
+			[][2]string{{hcm + "tracing.provider.typed_config(ZipkinConfig).collector_hostname", "is the operator's"}}},
+		{"a Zipkin collector's own host name", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "tracing": {"provider": {"name": "envoy.tracers.zipkin", "typed_config": {"@type": "type.googleapis.com/envoy.config.trace.v3.ZipkinConfig", `+
+				`"collector_cluster": "k", "collector_endpoint": "/api/v2/spans", "collector_endpoint_version": "HTTP_JSON", "collector_hostname": "zipkin.tracing.svc:9411"}}}`), "", nil},
+		{"a Datadog collector's host name at the admin port", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "tracing": {"provider": {"name": "envoy.tracers.datadog", "typed_config": {"@type": "type.googleapis.com/envoy.config.trace.v3.DatadogConfig", `+
+				`"collector_cluster": "k", "service_name": "s", "collector_hostname": "localhost:19000"}}}`), "",
+			[][2]string{{hcm + "tracing.provider.typed_config(DatadogConfig).collector_hostname", "admin interface"}}},
+		{"an OpenTelemetry collector's URL at the metadata service", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "tracing": {"provider": {"name": "envoy.tracers.opentelemetry", "typed_config": {"@type": "type.googleapis.com/envoy.config.trace.v3.OpenTelemetryConfig", `+
+				`"http_service": {"http_uri": {"uri": "http://[fd00:ec2::254]/v1/traces", "cluster": "k", "timeout": "1s"}}}}}`), "",
+			[][2]string{{hcm + "tracing.provider.typed_config(OpenTelemetryConfig).http_service.http_uri.uri", "cloud metadata service"}}},
+		{"an OpenTelemetry collector's URL", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "tracing": {"provider": {"name": "envoy.tracers.opentelemetry", "typed_config": {"@type": "type.googleapis.com/envoy.config.trace.v3.OpenTelemetryConfig", `+
+				`"http_service": {"http_uri": {"uri": "http://otel.tracing.svc:4318/v1/traces", "cluster": "k", "timeout": "1s"}}}}}`), "", nil},
+		{"a CONNECT tunnel to the admin port", "listeners",
+			strings.Replace(tcpProxyListener("k"), `"cluster": "k"`, `"cluster": "k", "tunneling_config": {"hostname": "localhost:19000"}`, 1), "",
+			[][2]string{{"filter_chains[0].filters[0].typed_config(TcpProxy).tunneling_config.hostname", "admin interface"}}},
+		{"a statsd sink at Azure's WireServer, wherever it decodes", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "access_log": [{"name": "x", "typed_config": {"@type": "type.googleapis.com/envoy.config.metrics.v3.StatsdSink", "address": {"socket_address": {"protocol": "UDP", "address": "168.63.129.16", "port_value": 8125}}}}]`), "",
+			[][2]string{{hcm + "access_log[0].typed_config(StatsdSink).address.socket_address.address", "Azure's WireServer"}}},
+		{"an endpoint's address inside a listener, wherever it decodes", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "access_log": [{"name": "x", "typed_config": {"@type": "type.googleapis.com/envoy.config.endpoint.v3.Endpoint", "address": {"socket_address": {"address": "0xa9fea9fe", "port_value": 80}}}}]`), "",
+			[][2]string{{hcm + "access_log[0].typed_config(Endpoint).address.socket_address.address", "link-local"}}},
 		{"a listener on the admin port is not a destination", "listeners",
 			strings.Replace(tcpProxyListener("k"), `"address": "0.0.0.0", "port_value": 9000`, `"address": "127.0.0.1", "port_value": 19000`, 1), "", nil},
 
@@ -554,6 +597,117 @@ var notFiles = map[protoreflect.FullName]string{
 	"envoy.config.bootstrap.v3.Bootstrap.default_socket_interface":                     "an extension's name",
 }
 
+// notConfig are the prefixes of messages that no EnvoyConfig holds: the
+// xDS services' requests and data, annotations, and the descriptors of
+// protobuf itself.
+var notConfig = []string{"envoy.service.", "envoy.data.", "envoy.admin.", "envoy.annotations.", "udpa.annotations.", "xds.annotations.",
+	"validate.", "google.api.", "google.protobuf.", "google.rpc.", "openapi.", "gnostic.", "grpc.", "io.prometheus.", "cel.expr."}
+
+func isConfig(md protoreflect.MessageDescriptor) bool {
+	for _, prefix := range notConfig {
+		if strings.HasPrefix(string(md.FullName()), prefix) {
+			return false
+		}
+	}
+	return true
+}
+
+// notDestinations are the fields that may hold an address or a host but
+// name no destination of the proxy, with what they hold.
+var notDestinations = map[protoreflect.FullName]string{
+	"envoy.config.core.v3.Address.socket_address":                                                       "judged through the field that holds the Address",
+	"envoy.config.core.v3.SocketAddress.address":                                                        "judged through the field that holds the SocketAddress",
+	"envoy.config.core.v3.SocketAddress.resolver_name":                                                  "an extension's name",
+	"envoy.config.listener.v3.Listener.address":                                                         "where the proxy listens",
+	"envoy.config.listener.v3.AdditionalAddress.address":                                                "where the proxy listens",
+	"envoy.config.bootstrap.v3.Admin.address":                                                           "where the admin interface listens",
+	"envoy.config.core.v3.BindConfig.source_address":                                                    "where the proxy connects from",
+	"envoy.config.core.v3.BindConfig.additional_source_addresses":                                       "where the proxy connects from",
+	"envoy.config.core.v3.ExtraSourceAddress.address":                                                   "where the proxy connects from",
+	"envoy.config.core.v3.Node.listening_addresses":                                                     "what the proxy reports of itself",
+	"envoy.config.endpoint.v3.UpstreamEndpointStats.address":                                            "a load report's data",
+	"envoy.config.core.v3.CidrRange.address_prefix":                                                     "a match on an address",
+	"xds.core.v3.CidrRange.address_prefix":                                                              "a match on an address",
+	"envoy.config.listener.v3.FilterChainMatch.address_suffix":                                          "a match on an address",
+	"envoy.config.listener.v3.FilterChainMatch.server_names":                                            "a match on the client's SNI",
+	"envoy.config.core.v3.EnvoyInternalAddress.server_listener_name":                                    "an internal listener of the proxy, which only EnvoyConfigs define",
+	"envoy.config.core.v3.EnvoyInternalAddress.endpoint_id":                                             "an internal listener's endpoint",
+	"envoy.config.core.v3.GrpcService.GoogleGrpc.target_uri":                                            "google_grpc, which the policy refuses whole",
+	"envoy.config.core.v3.GrpcService.GoogleGrpc.CallCredentials.StsService.token_exchange_service_uri": "google_grpc, which the policy refuses whole",
+	"envoy.config.core.v3.HealthCheck.HttpHealthCheck.host":                                             "a request header to the cluster's endpoint",
+	"envoy.config.core.v3.Http1ProtocolOptions.default_host_for_http_10":                                "a request header",
+	"envoy.config.core.v3.AlternateProtocolsCacheOptions.AlternateProtocolsCacheEntry.hostname":         "an origin's key in the cache of alternate protocols",
+	"envoy.config.route.v3.RouteAction.host_rewrite":                                                    "a request header to the route's cluster",
+	"envoy.config.route.v3.RouteAction.host_rewrite_literal":                                            "a request header to the route's cluster",
+	"envoy.config.route.v3.RouteAction.host_rewrite_header":                                             "a header's name",
+	"envoy.config.route.v3.RouteAction.RequestMirrorPolicy.host_rewrite_literal":                        "a request header to the mirror's cluster",
+	"envoy.config.route.v3.WeightedCluster.ClusterWeight.host_rewrite_literal":                          "a request header to the cluster",
+	"envoy.config.route.v3.RedirectAction.host_redirect":                                                "where the client is sent",
+	"envoy.config.route.v3.RouteConfiguration.vhost_header":                                             "a header's name",
+	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.server_name":     "a response header",
+	"envoy.config.endpoint.v3.Endpoint.hostname":                                                        "the endpoint's name in requests and stats; its address is the destination",
+	"envoy.config.endpoint.v3.Endpoint.HealthCheckConfig.hostname":                                      "a health check's request header",
+	"envoy.config.endpoint.v3.LbEndpoint.endpoint_name":                                                 "a name for EDS",
+	"envoy.config.cluster.v3.Cluster.lrs_report_endpoint_metrics":                                       "metrics' names",
+	"envoy.config.trace.v3.DatadogConfig.collector_cluster":                                             "a cluster's name, judged as one",
+	"envoy.config.trace.v3.LightstepConfig.collector_cluster":                                           "a cluster's name, judged as one",
+	"envoy.config.trace.v3.ZipkinConfig.collector_cluster":                                              "a cluster's name, judged as one",
+	"envoy.config.trace.v3.ZipkinConfig.collector_endpoint":                                             "a URL's path",
+	"envoy.config.core.v3.Node.user_agent_name":                                                         "the proxy's own name",
+	"envoy.config.core.v3.Node.user_agent_version":                                                      "the proxy's own version",
+	"envoy.config.core.v3.Extension.type_urls":                                                          "type names",
+	"envoy.config.core.v3.ExtensionConfigSource.type_urls":                                              "type names",
+	"xds.type.v3.TypedStruct.type_url":                                                                  "a type name",
+	"opentelemetry.proto.common.v1.EntityRef.schema_url":                                                "a schema's name in trace data",
+	"opentelemetry.proto.trace.v1.ResourceSpans.schema_url":                                             "a schema's name in trace data",
+	"opentelemetry.proto.trace.v1.ScopeSpans.schema_url":                                                "a schema's name in trace data",
+	"DialRequest.address": "no configuration of Envoy's",
+}
+
+// addressLike matches the names of string fields that may hold an address
+// or a host.
+var addressLike = regexp.MustCompile(`host|addr|endpoint|uri|url|server|target|collector|agent|daemon|resolver`)
+
+// Every field that may name a destination, in every message type the
+// operator can decode, is one the policy judges (destinationFields) or
+// known to be none (notDestinations): fields that hold an Address or a
+// SocketAddress, and string fields whose names suggest an address or a
+// host. A new tracer, stats sink or extension that brings one fails here
+// until it is classified.
+func TestDestinationFieldsAreAllKnown(t *testing.T) {
+	seen := map[protoreflect.FullName]bool{}
+	protoregistry.GlobalTypes.RangeMessages(func(mt protoreflect.MessageType) bool {
+		md := mt.Descriptor()
+		if !isConfig(md) {
+			return true
+		}
+		fs := md.Fields()
+		for i := range fs.Len() {
+			fd := fs.Get(i)
+			holdsAddress := fd.Message() != nil && (fd.Message().FullName() == "envoy.config.core.v3.Address" || fd.Message().FullName() == "envoy.config.core.v3.SocketAddress")
+			if !holdsAddress && !(fd.Kind() == protoreflect.StringKind && addressLike.MatchString(string(fd.Name()))) {
+				continue
+			}
+			seen[fd.FullName()] = true
+			_, judged := destinationFields[fd.FullName()]
+			if _, known := notDestinations[fd.FullName()]; !judged && !known {
+				t.Errorf("%s may name a destination of the proxy: add it to destinationFields, or to notDestinations with what it holds", fd.FullName())
+			}
+		}
+		return true
+	})
+	for name := range destinationFields {
+		if !seen[name] {
+			t.Errorf("destinationFields lists %s, which no decodable message has", name)
+		}
+	}
+	for name := range notDestinations {
+		if !seen[name] {
+			t.Errorf("notDestinations lists %s, which no decodable message has", name)
+		}
+	}
+}
+
 // pathLike matches the names of fields that may hold a path.
 var pathLike = regexp.MustCompile(`path|file|dir|librar|sock|mount|root`)
 
@@ -563,17 +717,11 @@ var pathLike = regexp.MustCompile(`path|file|dir|librar|sock|mount|root`)
 // extension, or a new release of Envoy's API, that brings such a field fails
 // here until it is classified.
 func TestFileFieldsAreAllKnown(t *testing.T) {
-	// Messages that no EnvoyConfig holds: the xDS services' requests and
-	// data, annotations, and the descriptors of protobuf itself.
-	notConfig := []string{"envoy.service.", "envoy.data.", "envoy.admin.", "envoy.annotations.", "udpa.annotations.", "xds.annotations.",
-		"validate.", "google.api.", "google.protobuf.", "google.rpc.", "openapi.", "gnostic.", "grpc.", "io.prometheus.", "cel.expr."}
 	seen := map[protoreflect.FullName]bool{}
 	protoregistry.GlobalTypes.RangeMessages(func(mt protoreflect.MessageType) bool {
 		md := mt.Descriptor()
-		for _, prefix := range notConfig {
-			if strings.HasPrefix(string(md.FullName()), prefix) {
-				return true
-			}
+		if !isConfig(md) {
+			return true
 		}
 		fs := md.Fields()
 		for i := range fs.Len() {

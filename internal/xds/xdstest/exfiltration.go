@@ -62,6 +62,15 @@ func Exfiltrations(operatorNamespace string) []Exfiltration {
 			Listeners: []string{"env-format"},
 		},
 		{
+			// A destination outside a cluster: a tracer's daemon.
+			Name: "tracer-to-the-metadata-service",
+			Resources: examplev1.EnvoyResources{Listeners: raws(strings.Replace(directResponse("tracer", 8084, `{"inline_string": "x"}`),
+				`"http_filters": [`, `"tracing": {"provider": {"name": "envoy.tracers.xray", "typed_config": {"@type": "type.googleapis.com/envoy.config.trace.v3.XRayConfig", `+
+					`"segment_name": "s", "daemon_endpoint": {"protocol": "UDP", "address": "169.254.169.254", "port_value": 2000}}}}, "http_filters": [`, 1))},
+			Refused:   []string{`spec.resources.listeners[0] ("tracer"): ` + hcm + "tracing.provider.typed_config(XRayConfig).daemon_endpoint.address"},
+			Listeners: []string{"tracer"},
+		},
+		{
 			Name: "relay-to-the-operator",
 			Resources: examplev1.EnvoyResources{
 				Listeners: raws(tcpProxy("relay", 9000, "operator")),
