@@ -126,8 +126,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	fs.DurationVar(&pkiOpts.Propagation, "xds-ca-propagation", pkiOpts.Propagation,
 		"How long a new xDS CA is only trusted before it signs: time for every proxy's Secret to bring it.")
 	fs.StringVar(&allowedFiles, strings.TrimPrefix(translate.FilesFlag, "--"), "",
-		"Comma-separated absolute paths of the proxies' file system that EnvoyConfigs may name (DataSources, access logs, config sources, sockets); "+
-			"a directory ends in /. None by default: an EnvoyConfig names a file to read what only the proxy's pod may (its ServiceAccount token, its xDS client certificate, which no entry may allow).")
+		"Comma-separated absolute paths of the proxies' file system that EnvoyConfigs may name, to read or to write (DataSources, access logs, sockets); "+
+			"a directory ends in /. None by default: an EnvoyConfig names a file to read what only the proxy's pod may (its ServiceAccount token, its xDS client certificate, which no entry may allow). "+
+			"Configuration is never loaded from a file, and no entry may cover the proxy's own configuration in /etc/envoy/.")
 	fs.StringVar(&allowedEnv, strings.TrimPrefix(translate.EnvFlag, "--"), "",
 		"Comma-separated environment variables of the proxies that EnvoyConfigs may name: in DataSources, tracing custom tags and %ENVIRONMENT(NAME)% in format strings. None by default.")
 	fs.StringVar(&s.replica, "replica-name", defaultReplicaName(),

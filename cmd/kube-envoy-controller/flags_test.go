@@ -214,6 +214,7 @@ func TestFlagErrors(t *testing.T) {
 		{"--xds-ca-validity=2h --xds-certificate-validity=1h", "CA validity"},
 		{"--leader-elect extra", "unexpected arguments"},
 		{"--envoyconfig-allowed-files=/etc/envoy/", "holds the fleet's xDS client certificate"},
+		{"--envoyconfig-allowed-files=/etc/pages/,/etc/envoy/envoy.yaml", "from which the proxy loads its own configuration"},
 		{"--envoyconfig-allowed-files=/proc/self/root/", "below /proc"},
 		{"--envoyconfig-allowed-files=etc/pages/", "not an absolute, clean path"},
 		{"--envoyconfig-allowed-env=A=B", "not an environment variable's name"},

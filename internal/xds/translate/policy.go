@@ -56,7 +56,15 @@ import (
 //     substitution formatter's %ENVIRONMENT(NAME)% in any string (header
 //     values to add, access log formats, local replies' body formats...).
 //   - Configuration from anywhere but this server: a config source must be
-//     ads or self (or an allowed file). Resources from another server, or
+//     ads or self, never a file, whatever Policy.Files allows: what a file
+//     holds never passes this check, and an EnvoyConfig may write the files
+//     that Policy.Files allows (an access log), so one resource could write
+//     the configuration that another loads (naming any path, any variable,
+//     any destination). A tracer's library is never loaded either. No
+//     entry of Policy.Files may cover the files the proxy loads its own
+//     configuration from (its bootstrap and SDS files, below
+//     proxy.BootstrapDir), which such a write would replace. Resources
+//     from another server, or
 //     an extension whose type is named only by a string (TypedStruct,
 //     Struct), would never pass this check; neither would a gRPC service
 //     with its own credentials and target (google_grpc).
@@ -123,6 +131,11 @@ var neverAllowed = []string{proxy.ClientCertDir + "/", path.Join(proxy.Bootstrap
 // /dev/fd/N): no allowed entry may be below them.
 var aliasDirs = []string{"/proc/", "/dev/fd/", "/sys/"}
 
+// configDirs hold the files from which the proxy loads its own
+// configuration: its bootstrap, and the SDS files it watches. No allowed
+// entry may cover them: an EnvoyConfig may write what is allowed.
+var configDirs = []string{proxy.BootstrapDir + "/"}
+
 // consoles are the files an access log may always write: the container's
 // log.
 var consoles = []string{"/dev/stdout", "/dev/stderr"}
@@ -146,6 +159,9 @@ func (p Policy) Check() error {
 			errs = append(errs, fmt.Errorf("%s: %q is below /proc, /dev/fd or /sys, whose paths lead to every other file", FilesFlag, f))
 		case below(dir, neverAllowed) || below(dir+"/", neverAllowed) || slices.ContainsFunc(neverAllowed, func(n string) bool { return strings.HasPrefix(n, dir+"/") }):
 			errs = append(errs, fmt.Errorf("%s: %q holds the fleet's xDS client certificate, which no EnvoyConfig may use", FilesFlag, f))
+		case below(dir+"/", configDirs) || slices.ContainsFunc(configDirs, func(c string) bool { return strings.HasPrefix(c, dir+"/") }):
+			errs = append(errs, fmt.Errorf("%s: %q is or holds a file from which the proxy loads its own configuration (%s: its bootstrap and SDS files); "+
+				"an EnvoyConfig may write what this flag allows (an access log), and would configure the proxy past the content policy", FilesFlag, f, proxy.BootstrapDir))
 		}
 	}
 	for _, e := range p.Env {
@@ -175,7 +191,16 @@ const (
 	watches fileUse = "watch"
 	opens   fileUse = "open"
 	loads   fileUse = "load"
+	// configures: the proxy loads configuration from the file. Never
+	// allowed: see neverLoaded.
+	configures fileUse = "load configuration from"
 )
+
+// neverLoaded are the uses that no entry of Policy.Files allows: what the
+// proxy would load from the file (configuration, a library's code) never
+// passes this check, and an EnvoyConfig may write the files the policy
+// allows, so that one resource could write what another loads.
+var neverLoaded = []fileUse{configures, loads}
 
 // fileFields are the fields, in every message the operator decodes (inside
 // typed_config too), whose value is a path of the proxy's file system, and
@@ -185,8 +210,8 @@ const (
 var fileFields = map[protoreflect.FullName]fileUse{
 	"envoy.config.core.v3.DataSource.filename":                                                  reads,
 	"envoy.config.core.v3.WatchedDirectory.path":                                                watches,
-	"envoy.config.core.v3.ConfigSource.path":                                                    reads,
-	"envoy.config.core.v3.PathConfigSource.path":                                                reads,
+	"envoy.config.core.v3.ConfigSource.path":                                                    configures,
+	"envoy.config.core.v3.PathConfigSource.path":                                                configures,
 	"envoy.config.core.v3.Pipe.path":                                                            opens,
 	"envoy.config.core.v3.SocketAddress.network_namespace_filepath":                             opens,
 	"envoy.config.core.v3.HealthCheck.event_log_path":                                           writes,
@@ -217,6 +242,10 @@ func (pol Policy) file(p string, use fileUse) error {
 	}
 	if use == writes && slices.Contains(consoles, p) {
 		return nil
+	}
+	if slices.Contains(neverLoaded, use) {
+		return fmt.Errorf("names %q, which the proxy would %s: never allowed, whatever %s allows, since what it loads never passes the content policy "+
+			"and an EnvoyConfig may write the files that flag allows (an access log); take configuration over ads: {}", p, use, FilesFlag)
 	}
 	switch {
 	case strings.HasPrefix(p, "@"):

@@ -199,7 +199,25 @@ func TestPolicy(t *testing.T) {
 				{hcm + "rds.config_source.api_config_source.grpc_services[0].envoy_grpc.cluster_name", `"xds_cluster", a cluster of the proxy's bootstrap`}}},
 		{"routes from a file", "listeners",
 			strings.Replace(hcmListener(`{"name": "x"}`, ""), `"route_config": {"name": "x"}`, `"rds": {"route_config_name": "r", "config_source": {"path_config_source": {"path": "/etc/envoy/envoy.yaml"}}}`, 1), "",
-			[][2]string{{hcm + "rds.config_source.path_config_source.path", "may not read"}}},
+			[][2]string{{hcm + "rds.config_source.path_config_source.path", "which the proxy would load configuration from: never allowed"}}},
+		{"routes from an allowed file", "listeners",
+			strings.Replace(hcmListener(`{"name": "x"}`, ""), `"route_config": {"name": "x"}`, `"rds": {"route_config_name": "r", "config_source": {"path_config_source": {"path": "/etc/allowed/routes.yaml"}}}`, 1), "",
+			[][2]string{{hcm + "rds.config_source.path_config_source.path", "whatever --envoyconfig-allowed-files allows"}}},
+		{"routes from an allowed file, the old way", "listeners",
+			strings.Replace(hcmListener(`{"name": "x"}`, ""), `"route_config": {"name": "x"}`, `"rds": {"route_config_name": "r", "config_source": {"path": "/etc/allowed/routes.yaml"}}`, 1), "",
+			[][2]string{{hcm + "rds.config_source.path", "never allowed"}}},
+		{"the laundering: an access log written into an allowed directory, and endpoints loaded from it", "clusters",
+			`{"name": "k", "type": "EDS", "connect_timeout": "1s", "eds_cluster_config": {"eds_config": {"path_config_source": {"path": "/etc/allowed/eds.yaml", "watched_directory": {"path": "/etc/allowed/eds"}}}}}`, "",
+			[][2]string{{"eds_cluster_config.eds_config.path_config_source.path", "an EnvoyConfig may write the files that flag allows"}}},
+		{"an access log into an allowed directory", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "access_log": [{"name": "file", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog", "path": "/etc/allowed/access.log"}}]`), "", nil},
+		{"a secret over SDS from an allowed file", "clusters", staticCluster("k", "10.0.0.1", 443, `, "transport_socket": {"name": "tls", "typed_config": {`+
+			`"@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext", "common_tls_context": {"tls_certificate_sds_secret_configs": [`+
+			`{"name": "c", "sds_config": {"path_config_source": {"path": "/etc/allowed/sds.yaml"}}}]}}}`), "",
+			[][2]string{{"common_tls_context.tls_certificate_sds_secret_configs[0].sds_config.path_config_source.path", "never allowed"}}},
+		{"a tracer's library from an allowed directory", "listeners",
+			hcmListener(directResponse(`{"inline_string": "x"}`), `, "tracing": {"provider": {"name": "envoy.tracers.dynamic_ot", "typed_config": {"@type": "type.googleapis.com/envoy.config.trace.v3.DynamicOtConfig", "library": "/etc/allowed/tracer.so"}}}`), "",
+			[][2]string{{hcm + "tracing.provider.typed_config(DynamicOtConfig).library", "which the proxy would load: never allowed"}}},
 		{"endpoints over ADS", "clusters", `{"name": "k", "type": "EDS", "connect_timeout": "1s", "eds_cluster_config": {"eds_config": {"ads": {}}}}`, "", nil},
 		{"an extension in a TypedStruct", "listeners",
 			strings.Replace(hcmListener(directResponse(`{"inline_string": "x"}`), ""), `"http_filters": [`, `"http_filters": [{"name": "envoy.filters.http.lua", "typed_config": {"@type": "type.googleapis.com/xds.type.v3.TypedStruct", `+
@@ -471,7 +489,12 @@ func TestPolicyCheck(t *testing.T) {
 		{Policy{Files: []string{"/etc/envoy/"}}, "holds the fleet's xDS client certificate"},
 		{Policy{Files: []string{"/etc/envoy/xds-tls/tls.key"}}, "holds the fleet's xDS client certificate"},
 		{Policy{Files: []string{"/etc/envoy/xds-client-certificate.yaml"}}, "holds the fleet's xDS client certificate"},
-		{Policy{Files: []string{"/etc/envoy/envoy.yaml", "/etc/envoy/xds-trusted-ca.yaml"}}, ""},
+		// What the proxy loads its own configuration from: an EnvoyConfig
+		// that wrote there (an access log) would configure it.
+		{Policy{Files: []string{"/etc/envoy/envoy.yaml"}}, "is or holds a file from which the proxy loads its own configuration"},
+		{Policy{Files: []string{"/etc/envoy/xds-trusted-ca.yaml"}}, "from which the proxy loads its own configuration"},
+		{Policy{Files: []string{"/etc/envoy/extra/"}}, "from which the proxy loads its own configuration"},
+		{Policy{Files: []string{"/etc/envoy-pages/", "/etc/pages/", "/var/log/envoy/"}}, ""},
 		{Policy{Files: []string{"/"}}, "allows every file"},
 		{Policy{Files: []string{"/proc/self/root/etc/"}}, "below /proc"},
 		{Policy{Files: []string{"/dev/fd/"}}, "below /proc, /dev/fd or /sys"},
@@ -512,6 +535,28 @@ func TestRenderServesNothingRefused(t *testing.T) {
 	resources, _ = Render(allowing, []Config{refused.Recorded(), kept.Recorded()}, []Config{refused, kept}, nil, nil)
 	if len(resources[resourcev3.RouteType]) != 0 {
 		t.Errorf("the fleet's xDS key was served with a policy that lists it: %v", resources[resourcev3.RouteType])
+	}
+}
+
+// The laundering through an allowed directory, past admission: a listener
+// that writes its access log into a directory the policy allows, and loads
+// its routes from there. With the directory allowed, nothing of it is
+// served: configuration is never loaded from a file.
+func TestRenderServesNoConfigurationFromAllowedFiles(t *testing.T) {
+	launder := config("launder", examplev1.EnvoyResources{Listeners: []runtime.RawExtension{raw(strings.Replace(
+		hcmListener(`{"name": "x"}`, `, "access_log": [{"name": "file", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog", "path": "/etc/allowed/routes.yaml", `+
+			`"log_format": {"text_format_source": {"inline_string": "resources: [...]\n"}}}}]`),
+		`"route_config": {"name": "x"}`, `"rds": {"route_config_name": "r", "config_source": {"path_config_source": {"path": "/etc/allowed/routes.yaml"}}}`, 1))}})
+	kept := config("kept", examplev1.EnvoyResources{Clusters: []runtime.RawExtension{clusterNamed("k")}})
+	if got := Admit(testPolicy, nil, launder.Name, &launder); len(got) != 1 || !strings.Contains(got[0], "rds.config_source.path_config_source.path names") {
+		t.Errorf("Admit = %q, want the config source refused", got)
+	}
+	resources, _ := Render(testPolicy, []Config{launder.Recorded(), kept.Recorded()}, []Config{launder, kept}, nil, nil)
+	if n := len(resources[resourcev3.ListenerType]); n != 0 {
+		t.Errorf("%d listeners served, want none of the laundering EnvoyConfig's", n)
+	}
+	if len(resources[resourcev3.ClusterType]) != 1 {
+		t.Errorf("clusters served: %v, want k", resources[resourcev3.ClusterType])
 	}
 }
 
