@@ -40,7 +40,7 @@ var metadataServices = []metadataService{
 	{"metadata.goog", "Google Cloud's metadata server", "Compute Engine documentation: About VM metadata"},
 	{"metadata", "Google Cloud's metadata server by its short name", "Compute Engine documentation: About VM metadata"},
 	{"fd20:ce::254", "Google Cloud's metadata server over IPv6", "Compute Engine documentation: About VM metadata"},
-	{"fd00:ec2::254", "AWS's instance metadata service over IPv6", "Amazon EC2 User Guide: Access instance metadata for an EC2 instance"},
+	{"fd00:ec2::254", "AWS's instance metadata service over IPv6", "Amazon EC2 User Guide: Retrieve instance metadata"},
 	{"fd00:ec2::23", "the EKS Pod Identity Agent over IPv6, which hands out pods' AWS credentials", "Amazon EKS User Guide: Set up the Amazon EKS Pod Identity Agent"},
 	{"100.100.100.200", "Alibaba Cloud's instance metadata service", "Alibaba Cloud Elastic Compute Service documentation: Instance metadata"},
 	{"168.63.129.16", "Azure's WireServer, the host's channel to the platform (VM agent, DHCP, DNS)", "Azure Virtual Network documentation: What is IP address 168.63.129.16?"},
