@@ -68,16 +68,11 @@ func realEnvoyPush(t *testing.T, envoy string, n, rounds int, delta bool) (p50, 
 		t.Fatal(err)
 	}
 	apply(t, ns, fmt.Sprintf("apiVersion: example.com/v1\nkind: Envoy\nmetadata: {name: real}\nspec: {replicas: %d, drainSeconds: 0}\n", n))
-	apply(t, ns, pushConfig(int(ports[0]), 0))
+	apply(t, ns, realenvoy.DirectResponse("push", "real", int(ports[0]), "round 0"))
 	k := &realenvoy.Kubelet{Client: cs, Namespace: ns, Selector: "app.kubernetes.io/instance=real",
 		Envoy: envoy, XDS: os.Getenv("OPERATOR_XDS_ADDR"), Dir: t.TempDir(), Delta: delta}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		k.Run(ctx, time.Second, func(err error) { t.Logf("host proxies: %v", err) })
-	}()
-	defer func() { cancel(); <-done }()
+	defer k.Start(func(err error) { t.Logf("host proxies: %v", err) })()
+	ctx := context.Background()
 	var procs map[string]*realenvoy.Process
 	poll(t, 5*time.Minute, fmt.Sprintf("%d Envoys LIVE", n), func() (bool, error) {
 		procs = k.Processes()
@@ -114,7 +109,7 @@ func realEnvoyPush(t *testing.T, envoy string, n, rounds int, delta bool) (p50, 
 			}
 			before[pod] = v
 		}
-		acked := apply(t, ns, pushConfig(int(ports[0]), r))
+		acked := apply(t, ns, realenvoy.DirectResponse("push", "real", int(ports[0]), fmt.Sprintf("round %d", r)))
 		for seen := false; !seen; {
 			select {
 			case ev, ok := <-w.ResultChan():
@@ -175,38 +170,4 @@ func poll(t *testing.T, timeout time.Duration, what string, cond func() (bool, e
 	if err != nil {
 		t.Fatalf("waiting for %s: %v (last: %v)", what, err, last)
 	}
-}
-
-// pushConfig is the EnvoyConfig push: a listener on port whose route
-// configuration, sent by RDS, answers every request directly, differently
-// in each round.
-func pushConfig(port, round int) string {
-	return fmt.Sprintf(`apiVersion: example.com/v1
-kind: EnvoyConfig
-metadata: {name: push}
-spec:
-  envoyRef: real
-  resources:
-    listeners:
-    - name: http
-      address: {socket_address: {address: 127.0.0.1, port_value: %d}}
-      filter_chains:
-      - filters:
-        - name: envoy.filters.network.http_connection_manager
-          typed_config:
-            "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-            stat_prefix: push
-            rds: {route_config_name: push, config_source: {ads: {}, resource_api_version: V3}}
-            http_filters:
-            - name: envoy.filters.http.router
-              typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
-    routes:
-    - name: push
-      virtual_hosts:
-      - name: all
-        domains: ["*"]
-        routes:
-        - match: {prefix: /}
-          direct_response: {status: 200, body: {inline_string: "round %d"}}
-`, port, round)
 }

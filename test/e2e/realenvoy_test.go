@@ -53,15 +53,9 @@ func runEnvoys(t *testing.T, ns, fleet string, delta bool) *realenvoy.Kubelet {
 	t.Helper()
 	k := &realenvoy.Kubelet{Client: clientset, Namespace: ns, Selector: "app.kubernetes.io/instance=" + fleet,
 		Envoy: realenvoy.Require(t), XDS: os.Getenv("E2E_XDS_ADDR"), Dir: t.TempDir(), Delta: delta}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		k.Run(ctx, time.Second, func(err error) { t.Logf("host proxies of %s/%s: %v", ns, fleet, err) })
-	}()
+	stop := k.Start(func(err error) { t.Logf("host proxies of %s/%s: %v", ns, fleet, err) })
 	t.Cleanup(func() {
-		cancel()
-		<-done
+		stop()
 		if t.Failed() {
 			logs, _ := os.ReadDir(k.Dir)
 			for _, l := range logs {
@@ -509,13 +503,7 @@ func TestRealEnvoySidecarSample(t *testing.T) {
 	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "pods -l app=shop", "{.items[*].spec.initContainers[*].name}", "envoy envoy")
 	k := &realenvoy.Kubelet{Client: clientset, Namespace: ns, Selector: "app=shop",
 		Envoy: realenvoy.Require(t), XDS: os.Getenv("E2E_XDS_ADDR"), Dir: t.TempDir()}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		k.Run(ctx, time.Second, func(err error) { t.Logf("host sidecars: %v", err) })
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(k.Start(func(err error) { t.Logf("host sidecars: %v", err) }))
 	waitLive(t, k, 2)
 	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoyconfig shop-routes", "{.status.proxies.acked}", "2")
 }

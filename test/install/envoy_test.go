@@ -101,13 +101,7 @@ spec: {replicas: 1, drainSeconds: 0}
 	}
 	k := &realenvoy.Kubelet{Client: cs, Namespace: ns, Selector: "app.kubernetes.io/instance=real",
 		Envoy: realenvoy.Require(t), XDS: svc.addr(), Dir: t.TempDir()}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		k.Run(ctx, time.Second, func(err error) { t.Logf("host proxies: %v", err) })
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(k.Start(func(err error) { t.Logf("host proxies: %v", err) }))
 	framework.Eventually(t, 2*time.Minute, "the fleet's Envoy LIVE", func() (bool, error) {
 		for _, p := range k.Processes() {
 			if p.IsReady(context.Background()) {
@@ -124,33 +118,7 @@ spec: {replicas: 1, drainSeconds: 0}
 // apply applies the fleet's EnvoyConfig, whose listener answers body.
 func (f *realEnvoyFleet) apply(t *testing.T, body string) {
 	t.Helper()
-	kubectl.Apply(t, f.ns, fmt.Sprintf(`apiVersion: example.com/v1
-kind: EnvoyConfig
-metadata: {name: real-routes}
-spec:
-  envoyRef: real
-  resources:
-    listeners:
-    - name: http
-      address: {socket_address: {address: 127.0.0.1, port_value: %d}}
-      filter_chains:
-      - filters:
-        - name: envoy.filters.network.http_connection_manager
-          typed_config:
-            "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-            stat_prefix: http
-            route_config:
-              name: direct
-              virtual_hosts:
-              - name: all
-                domains: ["*"]
-                routes:
-                - match: {prefix: /}
-                  direct_response: {status: 200, body: {inline_string: %q}}
-            http_filters:
-            - name: envoy.filters.http.router
-              typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
-`, f.port, body))
+	kubectl.Apply(t, f.ns, realenvoy.DirectResponse("real-routes", "real", f.port, body))
 }
 
 var plainHTTP = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}

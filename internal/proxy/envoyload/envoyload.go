@@ -228,8 +228,14 @@ func Validate(ctx context.Context, envoy, dir string, r Resources) error {
 	if err := os.WriteFile(path, pb, 0o600); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, envoy, "--mode", "validate", "--log-format", "%v", "-c", path,
+	return ValidateArgs(ctx, envoy, dir, "-c", path,
 		"--service-node", "validate", "--service-cluster", "validate", "--log-level", "critical", "--disable-hot-restart")
+}
+
+// ValidateArgs runs the Envoy at envoy with args in `--mode validate`, in
+// dir, and answers as Validate does.
+func ValidateArgs(ctx context.Context, envoy, dir string, args ...string) error {
+	cmd := exec.CommandContext(ctx, envoy, append([]string{"--mode", "validate", "--log-format", "%v"}, args...)...)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err == nil {

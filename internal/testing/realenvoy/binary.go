@@ -14,7 +14,7 @@
 package realenvoy
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -90,17 +90,7 @@ func Validate(envoy, dir, name string, args ...string) error {
 }
 
 // ValidateArgs runs Envoy with args in `--mode validate`, in dir, and
-// answers as Validate does.
+// answers as Validate does (envoyload.ValidateArgs).
 func ValidateArgs(envoy, dir string, args ...string) error {
-	cmd := exec.Command(envoy, append([]string{"--mode", "validate", "--log-format", "%v"}, args...)...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		return nil
-	}
-	var exit *exec.ExitError
-	if errors.As(err, &exit) && exit.ExitCode() == 1 {
-		return fmt.Errorf("%w: %s", ErrRefused, strings.TrimSpace(string(out)))
-	}
-	return fmt.Errorf("%s --mode validate: %w: %s", envoy, err, out)
+	return envoyload.ValidateArgs(context.Background(), envoy, dir, args...)
 }

@@ -233,3 +233,16 @@ func (k *Kubelet) StopAll() {
 	k.mu.Unlock()
 	k.wg.Wait()
 }
+
+// Start runs k (Run, every second) until the stop it returns is called,
+// which returns once every Envoy has stopped. report is told of each sync
+// that failed.
+func (k *Kubelet) Start(report func(error)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.Run(ctx, time.Second, report)
+	}()
+	return func() { cancel(); <-done }
+}
