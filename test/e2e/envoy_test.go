@@ -12,7 +12,8 @@ import (
 )
 
 // The seed's sample Envoy, applied unchanged, becomes a running fleet that
-// scales, rolls on a bootstrap change, and is removed with its Envoy.
+// scales, rolls on a bootstrap change, scales to zero, and is removed with
+// its Envoy.
 func TestEnvoySample(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
@@ -64,6 +65,13 @@ func TestEnvoySample(t *testing.T) {
 	})
 	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoy/edge-envoy", `{.status.conditions[?(@.type=="Progressing")].reason}`, "RolledOut")
 	step("rolled to the new bootstrap")
+
+	// Zero is a number of replicas like any other: it reaches the Deployment.
+	kubectl.Run(t, "-n", ns, "scale", "envoy/edge-envoy", "--replicas=0")
+	kubectl.WaitJSONPath(t, time.Minute, ns, "deployment/webserver-beta", "{.spec.replicas}", "0")
+	kubectl.WaitGone(t, 2*time.Minute, ns, "pods", "-l", selector)
+	kubectl.WaitJSONPath(t, time.Minute, ns, "envoy/edge-envoy", "{.status.availableReplicas}", "0")
+	step("scaled to 0")
 
 	kubectl.Run(t, "-n", ns, "delete", "envoy/edge-envoy")
 	kubectl.WaitGone(t, 2*time.Minute, ns, "deployment/webserver-beta")
