@@ -48,7 +48,7 @@ func parse(args []string) (parsed, error) {
 	return parsed{s.controllers, s.builtinXDS, s.xdsBindAddress, s.xdsLimits, cfg.QPS, cfg.Burst, s.manager, s.webhook, s.xdsCA, s.policy}, nil
 }
 
-// The defaults of the README's flag table.
+// The defaults of the flag table in docs/reference/flags.md.
 func defaults() parsed {
 	return parsed{
 		Controllers: []string{"*"},

@@ -213,7 +213,7 @@ func user(t *testing.T, ns, name string, rules ...rbacv1.PolicyRule) string {
 	return path
 }
 
-// tenant is user name of ns with what the README says diff needs, and
+// tenant is user name of ns with what docs/tasks/previewing-changes.md says diff needs, and
 // nothing in any other namespace: in ns, the ClusterRole
 // kube-envoy-controller-proxy-viewer (get and list EnvoyConfigs), list
 // EndpointSlices and get Secrets; in the operator's namespace, the Role

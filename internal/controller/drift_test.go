@@ -1,9 +1,10 @@
 package controller_test
 
-// The drift test proves, field by field, what the README promises of every
-// child a controller renders: each field it sets, zero or not, is put back
-// after a hand edit, with one write; and no field it leaves unset (the API
-// server's defaults, labels and annotations others add) is ever written.
+// The drift test proves, field by field, what docs/concepts/architecture.md
+// ("How the controllers behave") promises of every child a controller
+// renders: each field it sets, zero or not, is put back after a hand edit,
+// with one write; and no field it leaves unset (the API server's defaults,
+// labels and annotations others add) is ever written.
 //
 // The controllers' reconcilers run only when the test calls them: nothing
 // watches, so each edit is followed by exactly one reconcile, the test's,

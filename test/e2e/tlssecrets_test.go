@@ -56,7 +56,7 @@ spec:
       eds_cluster_config: {eds_config: {ads: {}, resource_api_version: V3}}
 `
 
-// inlineKeyConfig is what the README's migration recipe starts from.
+// inlineKeyConfig is what the migration recipe of docs/tasks/tls.md starts from.
 const inlineKeyConfig = `
 apiVersion: example.com/v1
 kind: EnvoyConfig

@@ -24,7 +24,7 @@ const Configuration = "kube-envoy-controller-validator"
 
 // The validator sees only EnvoyConfigs, and none in kube-system or the
 // operator's own namespace, so that an operator outage blocks nothing else
-// (README: "What a webhook outage blocks").
+// (docs/operations/availability.md: "What a webhook outage blocks").
 //
 // +kubebuilder:webhookconfiguration:mutating=false,name=kube-envoy-controller-validator
 // +kubebuilder:webhook:path=/validate-example-com-v1-envoyconfig,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=example.com,resources=envoyconfigs,verbs=create;update;delete,versions=v1,name=validate.envoyconfig.example.com,admissionReviewVersions=v1,timeoutSeconds=5,serviceName=kube-envoy-controller-webhook,serviceNamespace=kube-envoy-controller,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","kube-envoy-controller"]}]}}`
