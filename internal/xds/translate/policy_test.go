@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -585,26 +586,10 @@ var envNameLike = regexp.MustCompile(`environ|(^|_)env(_|s?$)`)
 // the operator can decode, is one the policy judges (envFields). Strings
 // that the substitution formatter reads are judged whatever their field.
 func TestEnvFieldsAreAllKnown(t *testing.T) {
-	seen := map[protoreflect.FullName]bool{}
-	protoregistry.GlobalTypes.RangeMessages(func(mt protoreflect.MessageType) bool {
-		fs := mt.Descriptor().Fields()
-		for i := range fs.Len() {
-			fd := fs.Get(i)
-			if !envNameLike.MatchString(string(fd.Name())) {
-				continue
-			}
-			seen[fd.FullName()] = true
-			if !envFields[fd.FullName()] {
-				t.Errorf("%s may name an environment variable of the proxy: judge it by Policy.env and add it to envFields", fd.FullName())
-			}
-		}
-		return true
-	})
-	for name := range envFields {
-		if !seen[name] {
-			t.Errorf("envFields lists %s, which no decodable message has", name)
-		}
-	}
+	allClassified(t, "may name an environment variable of the proxy: judge it by Policy.env and add it to envFields",
+		func(md protoreflect.MessageDescriptor, fd protoreflect.FieldDescriptor) bool {
+			return envNameLike.MatchString(string(fd.Name()))
+		}, fieldSet(envFields, "envFields"))
 }
 
 func TestFormattedEnv(t *testing.T) {
@@ -720,37 +705,11 @@ var addressLike = regexp.MustCompile(`host|addr|endpoint|uri|url|server|target|c
 // host. A new tracer, stats sink or extension that brings one fails here
 // until it is classified.
 func TestDestinationFieldsAreAllKnown(t *testing.T) {
-	seen := map[protoreflect.FullName]bool{}
-	protoregistry.GlobalTypes.RangeMessages(func(mt protoreflect.MessageType) bool {
-		md := mt.Descriptor()
-		if !isConfig(md) {
-			return true
-		}
-		fs := md.Fields()
-		for i := range fs.Len() {
-			fd := fs.Get(i)
+	allClassified(t, "may name a destination of the proxy: add it to destinationFields, or to notDestinations with what it holds",
+		func(md protoreflect.MessageDescriptor, fd protoreflect.FieldDescriptor) bool {
 			holdsAddress := fd.Message() != nil && (fd.Message().FullName() == "envoy.config.core.v3.Address" || fd.Message().FullName() == "envoy.config.core.v3.SocketAddress")
-			if !holdsAddress && !(fd.Kind() == protoreflect.StringKind && addressLike.MatchString(string(fd.Name()))) {
-				continue
-			}
-			seen[fd.FullName()] = true
-			_, judged := destinationFields[fd.FullName()]
-			if _, known := notDestinations[fd.FullName()]; !judged && !known {
-				t.Errorf("%s may name a destination of the proxy: add it to destinationFields, or to notDestinations with what it holds", fd.FullName())
-			}
-		}
-		return true
-	})
-	for name := range destinationFields {
-		if !seen[name] {
-			t.Errorf("destinationFields lists %s, which no decodable message has", name)
-		}
-	}
-	for name := range notDestinations {
-		if !seen[name] {
-			t.Errorf("notDestinations lists %s, which no decodable message has", name)
-		}
-	}
+			return isConfig(md) && (holdsAddress || fd.Kind() == protoreflect.StringKind && addressLike.MatchString(string(fd.Name())))
+		}, fieldSet(destinationFields, "destinationFields"), fieldSet(notDestinations, "notDestinations"))
 }
 
 // pathLike matches the names of fields that may hold a path.
@@ -762,34 +721,54 @@ var pathLike = regexp.MustCompile(`path|file|dir|librar|sock|mount|root`)
 // extension, or a new release of Envoy's API, that brings such a field fails
 // here until it is classified.
 func TestFileFieldsAreAllKnown(t *testing.T) {
+	allClassified(t, "may hold a path of the proxy's file system: add it to fileFields, or to notFiles with what it holds",
+		func(md protoreflect.MessageDescriptor, fd protoreflect.FieldDescriptor) bool {
+			return isConfig(md) && fd.Kind() == protoreflect.StringKind && pathLike.MatchString(string(fd.Name()))
+		}, fieldSet(fileFields, "fileFields"), fieldSet(notFiles, "notFiles"))
+}
+
+// namedFields is a list of fields by full name, and its name in messages.
+type namedFields struct {
+	name   string
+	fields map[protoreflect.FullName]bool
+}
+
+func fieldSet[V any](m map[protoreflect.FullName]V, name string) namedFields {
+	f := namedFields{name: name, fields: map[protoreflect.FullName]bool{}}
+	for k := range m {
+		f.fields[k] = true
+	}
+	return f
+}
+
+// allClassified checks that every field of every registered message type
+// that candidate picks is in one of lists (else it fails with the field and
+// unlisted), and that each list names only fields some message has: a new
+// field of the kind fails until it is classified, and a stale entry fails
+// too.
+func allClassified(t *testing.T, unlisted string, candidate func(protoreflect.MessageDescriptor, protoreflect.FieldDescriptor) bool, lists ...namedFields) {
+	t.Helper()
 	seen := map[protoreflect.FullName]bool{}
 	protoregistry.GlobalTypes.RangeMessages(func(mt protoreflect.MessageType) bool {
 		md := mt.Descriptor()
-		if !isConfig(md) {
-			return true
-		}
 		fs := md.Fields()
 		for i := range fs.Len() {
 			fd := fs.Get(i)
-			if fd.Kind() != protoreflect.StringKind || !pathLike.MatchString(string(fd.Name())) {
+			if !candidate(md, fd) {
 				continue
 			}
 			seen[fd.FullName()] = true
-			_, checked := fileFields[fd.FullName()]
-			if _, known := notFiles[fd.FullName()]; !checked && !known {
-				t.Errorf("%s may hold a path of the proxy's file system: add it to fileFields, or to notFiles with what it holds", fd.FullName())
+			if !slices.ContainsFunc(lists, func(l namedFields) bool { return l.fields[fd.FullName()] }) {
+				t.Errorf("%s %s", fd.FullName(), unlisted)
 			}
 		}
 		return true
 	})
-	for name := range fileFields {
-		if !seen[name] {
-			t.Errorf("fileFields lists %s, which no decodable message has", name)
-		}
-	}
-	for name := range notFiles {
-		if !seen[name] {
-			t.Errorf("notFiles lists %s, which no decodable message has", name)
+	for _, l := range lists {
+		for name := range l.fields {
+			if !seen[name] {
+				t.Errorf("%s lists %s, which no decodable message has", l.name, name)
+			}
 		}
 	}
 }
