@@ -334,31 +334,15 @@ func TestDrift(t *testing.T) {
 	if t.Failed() {
 		return // a table entry may have gone unused for that
 	}
-	for kind, paths := range excluded {
-		for path := range paths {
-			if !used["excluded "+kind+" "+path] {
-				t.Errorf("excluded[%q][%q] matched no field: remove it", kind, path)
-			}
-		}
-	}
-	for kind, paths := range unsetExcluded {
-		for path := range paths {
-			if !used["unset "+kind+" "+path] {
-				t.Errorf("unsetExcluded[%q][%q] matched no field: remove it", kind, path)
-			}
-		}
-	}
-	for kind, paths := range reissued {
-		for path := range paths {
-			if !used["reissued "+kind+" "+path] {
-				t.Errorf("reissued[%q][%q] matched no field: remove it", kind, path)
-			}
-		}
-	}
-	for kind, paths := range extraWrites {
-		for path := range paths {
-			if !used["extra "+kind+" "+path] {
-				t.Errorf("extraWrites[%q][%q] matched no field: remove it", kind, path)
+	for _, table := range []struct {
+		name, use string
+		entries   map[string]map[string]string
+	}{{"excluded", "excluded", excluded}, {"unsetExcluded", "unset", unsetExcluded}, {"reissued", "reissued", reissued}, {"extraWrites", "extra", extraWrites}} {
+		for kind, paths := range table.entries {
+			for path := range paths {
+				if !used[table.use+" "+kind+" "+path] {
+					t.Errorf("%s[%q][%q] matched no field: remove it", table.name, kind, path)
+				}
 			}
 		}
 	}

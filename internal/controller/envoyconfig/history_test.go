@@ -137,15 +137,7 @@ func forgedHistory(t *testing.T, ns, name, version string) *corev1.ConfigMap {
 // status. The leader deletes the forgery in the old place.
 func TestForgedHistoryChangesNothing(t *testing.T) {
 	ctx := context.Background()
-	ns, fleetID := newFleet(t)
-	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
-	create(t, cfg)
-	p := xdstest.Connect(t, dialFleet(t, xdsClient(t), fleetID), fleetID, "pod-1", resourcev3.ClusterType)
-	firstClusters(t, p)
-	before := waitStatus(t, cfg, "one proxy to ACK", func(c *examplev1.EnvoyConfig) bool {
-		return c.Status.Proxies.Acked == 1 && c.Status.PublishedVersion != ""
-	})
-	version := before.Status.PublishedVersion
+	ns, fleetID, cfg, version := ackedFleet(t)
 	id := fleet.ID{Namespace: ns, Name: "edge"}
 
 	tenant := tenantClient(t, ns)
@@ -421,14 +413,7 @@ func TestLegacyHistoryIsAdopted(t *testing.T) {
 // EnvoyConfig.
 func TestForgedHistoryContentIsRefused(t *testing.T) {
 	ctx := context.Background()
-	ns, fleetID := newFleet(t)
-	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
-	create(t, cfg)
-	p := xdstest.Connect(t, dialFleet(t, xdsClient(t), fleetID), fleetID, "pod-1", resourcev3.ClusterType)
-	firstClusters(t, p)
-	version := waitStatus(t, cfg, "one proxy to ACK", func(c *examplev1.EnvoyConfig) bool {
-		return c.Status.Proxies.Acked == 1 && c.Status.PublishedVersion != ""
-	}).Status.PublishedVersion
+	ns, fleetID, cfg, version := ackedFleet(t)
 	id := fleet.ID{Namespace: ns, Name: "edge"}
 	readHistory(t, id, "the history to record the published version", func(h publish.History) bool { return h.Current == version })
 
@@ -480,4 +465,21 @@ func TestForgedHistoryContentIsRefused(t *testing.T) {
 	if got := served(fleetID, resourcev3.ClusterType); !slices.Equal(got, []string{"backend"}) || xdsServer.Version(fleetID) != version {
 		t.Errorf("once the leader recorded the history again, the fleet is served %v at version %s, want [backend] at %s", got, xdsServer.Version(fleetID), version)
 	}
+}
+
+// ackedFleet makes a fleet whose one EnvoyConfig serves the cluster
+// backend, and waits until its proxy pod-1, connected until the test ends,
+// ACKed it: the fleet's namespace and ID, the EnvoyConfig and the version
+// published.
+func ackedFleet(t *testing.T) (ns, fleetID string, cfg *examplev1.EnvoyConfig, version string) {
+	t.Helper()
+	ns, fleetID = newFleet(t)
+	cfg = newConfig(ns, "clusters", cluster("backend", "1s"))
+	create(t, cfg)
+	p := xdstest.Connect(t, dialFleet(t, xdsClient(t), fleetID), fleetID, "pod-1", resourcev3.ClusterType)
+	firstClusters(t, p)
+	version = waitStatus(t, cfg, "one proxy to ACK", func(c *examplev1.EnvoyConfig) bool {
+		return c.Status.Proxies.Acked == 1 && c.Status.PublishedVersion != ""
+	}).Status.PublishedVersion
+	return ns, fleetID, cfg, version
 }
