@@ -22,8 +22,6 @@ type Process struct {
 	Pod string
 	// Admin is the base URL of its admin interface (http://127.0.0.1:port).
 	Admin string
-	// Ready is the address of its ready listener.
-	Ready string
 	cmd   *exec.Cmd
 	done  chan struct{}
 	err   error
@@ -87,7 +85,7 @@ func Run(bin string, p Proxy, root, xds string, delta bool, log io.Writer) (*Pro
 		return nil, err
 	}
 	proc := &Process{Pod: p.Pod, cmd: cmd, done: make(chan struct{}),
-		Admin: fmt.Sprintf("http://127.0.0.1:%d", ports[0]), Ready: fmt.Sprintf("127.0.0.1:%d", ports[1])}
+		Admin: fmt.Sprintf("http://127.0.0.1:%d", ports[0])}
 	go func() {
 		proc.err = cmd.Wait()
 		close(proc.done)
@@ -129,12 +127,6 @@ var adminClient = &http.Client{Timeout: 5 * time.Second}
 func (p *Process) Get(ctx context.Context, path string) (string, error) {
 	return p.admin(ctx, http.MethodGet, path)
 }
-
-// Post sends a POST to the admin interface's path and returns the body.
-func (p *Process) Post(ctx context.Context, path string) (string, error) {
-	return p.admin(ctx, http.MethodPost, path)
-}
-
 func (p *Process) admin(ctx context.Context, method, path string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, method, p.Admin+path, nil)
 	if err != nil {
