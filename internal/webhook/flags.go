@@ -31,17 +31,17 @@ const DefaultNamespace = "kube-envoy-controller"
 // BindFlags registers the webhook's flags on fs.
 func BindFlags(fs *flag.FlagSet) *Flags {
 	f := &Flags{}
-	fs.StringVar(&f.BindAddress, "webhook-bind-address", "0", "host:port of the sidecar-injection webhook's HTTPS server, such as :9443; 0 disables the webhook.")
+	fs.StringVar(&f.BindAddress, "webhook-bind-address", "0", "host:port of the sidecar-injection webhook's HTTPS server (:9443 in config/default); 0 disables the webhook.")
 	fs.StringVar(&f.CertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory of the webhook server's tls.crt and tls.key.")
 	fs.BoolVar(&f.CertRotation, "webhook-cert-rotation", true,
 		"Generate and rotate the webhook's CA and serving certificate in the Secret --webhook-cert-secret, and put the CA into the webhook configuration's caBundle. "+
-			"false: the certificate in --webhook-cert-dir and the caBundle come from elsewhere, such as cert-manager.")
+			"false: the certificate in --webhook-cert-dir and the caBundle come from elsewhere, such as cert-manager (config/webhook/kustomization.yaml says how).")
 	fs.StringVar(&f.CertSecret, "webhook-cert-secret", "kube-envoy-controller-webhook-cert", "Secret, in the operator's namespace, that holds the generated CA and certificate.")
 	fs.StringVar(&f.CertDNSName, "webhook-cert-dns-name", "", "DNS name of the generated certificate: how the API server reaches the webhook. Defaults to kube-envoy-controller-webhook.<namespace>.svc.")
 	fs.BoolVar(&f.CertWriteFiles, "webhook-cert-write-files", false, "Copy the generated certificate from its Secret into --webhook-cert-dir, for an operator that runs outside the cluster, where no kubelet mounts the Secret.")
 	fs.StringVar(&f.WebhookConfiguration, "webhook-configuration", "kube-envoy-controller-injector", "MutatingWebhookConfiguration that gets the generated CA as caBundle.")
 	fs.StringVar(&f.ValidatingConfiguration, "validating-webhook-configuration", validate.Configuration, "ValidatingWebhookConfiguration that gets the generated CA as caBundle.")
-	fs.StringVar(&f.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace), "The operator's own namespace: its pods are never injected; it holds the webhook's certificate Secret and the replicas' reports of their xDS proxies. Defaults to $POD_NAMESPACE.")
+	fs.StringVar(&f.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace), "The operator's own namespace: its pods are never injected; it holds the webhook's certificate Secret, the fleets' revision histories and the replicas' reports of their xDS proxies. Defaults to $POD_NAMESPACE, else "+DefaultNamespace+".")
 	return f
 }
 
