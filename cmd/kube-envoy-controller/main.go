@@ -10,11 +10,13 @@ import (
 	"os"
 	"strconv"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/announce"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoyconfig"
@@ -129,7 +131,20 @@ func addDebug(mgr ctrl.Manager, cfg *rest.Config, s *settings, opts controller.O
 	if err != nil {
 		return err
 	}
-	return mgr.Add(srv)
+	if err := mgr.Add(srv); err != nil {
+		return err
+	}
+	if os.Getenv("POD_NAME") != "" {
+		return nil // in a pod: kubectl envoy finds the pod
+	}
+	// On a host (make run): kubectl envoy finds the endpoint's loopback
+	// address in a Lease of the operator's namespace.
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	return mgr.Add(announce.New(announce.Options{Client: cs, Namespace: s.namespace, Replica: s.replica,
+		Addr: srv.Addr, Log: ctrl.Log.WithName("xds-debug")}))
 }
 
 // parseXDSAddress parses --xds-service-address.
