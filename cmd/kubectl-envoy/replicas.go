@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	"k8s.io/streaming/pkg/httpstream"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/announce"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
 )
@@ -40,11 +41,14 @@ const (
 
 // replica is one replica's debug endpoint, reached at a local address.
 type replica struct {
-	// name is the pod's name, or the address given.
+	// name is the pod's name, the replica's name its Lease records, or the
+	// address given.
 	name string
-	// pod and port are where to forward to; empty for an address given.
+	// pod and port are where to forward to; empty for an address.
 	pod  string
 	port int32
+	// addr is the address given or recorded; empty for a pod.
+	addr string
 }
 
 // replicasOf returns the pods to ask: running, not being deleted, by name.
@@ -101,14 +105,25 @@ func (e *endpoint) connect(ctx context.Context) ([]connection, error) {
 	var targets []replica
 	if len(e.addresses) > 0 {
 		for _, a := range e.addresses {
-			targets = append(targets, replica{name: a})
+			targets = append(targets, replica{name: a, addr: a})
 		}
 	} else {
 		pods, err := e.clientset.CoreV1().Pods(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: operatorSelector})
 		if err != nil {
 			return nil, fmt.Errorf("listing the operator's pods in %s: %w", e.namespace, err)
 		}
-		if targets = replicasOf(pods.Items); len(targets) == 0 {
+		targets = replicasOf(pods.Items)
+		if len(pods.Items) == 0 {
+			// No pod at all: the operator may run on this host.
+			if targets, err = e.recorded(ctx); err != nil {
+				return nil, err
+			}
+			if len(targets) == 0 {
+				return nil, fmt.Errorf("no pod of the operator (%s) in namespace %s (--operator-namespace), and no operator run on this host "+
+					"records its debug endpoint there (Leases %s); give its address with --operator-address", operatorSelector, e.namespace, announce.Selector)
+			}
+		}
+		if len(targets) == 0 {
 			return nil, fmt.Errorf("no running pod of the operator (%s) in namespace %s (--operator-namespace)", operatorSelector, e.namespace)
 		}
 	}
@@ -131,6 +146,23 @@ func (e *endpoint) connect(ctx context.Context) ([]connection, error) {
 	return out, nil
 }
 
+// recorded are the replicas of an operator run on a host, whose loopback
+// addresses their Leases record (package announce). They are asked only
+// when the operator has no pod, and, as any replica, only over TLS
+// verified with the published CA certificates.
+func (e *endpoint) recorded(ctx context.Context) ([]replica, error) {
+	leases, err := e.clientset.CoordinationV1().Leases(e.namespace).List(ctx, metav1.ListOptions{LabelSelector: announce.Selector})
+	if err != nil {
+		return nil, fmt.Errorf("no pod of the operator (%s) in namespace %s (--operator-namespace), and the Leases where an operator run on a host "+
+			"records its debug endpoint cannot be read: %w", operatorSelector, e.namespace, err)
+	}
+	var out []replica
+	for _, ep := range announce.Endpoints(leases.Items) {
+		out = append(out, replica{name: ep.Replica, addr: ep.Address})
+	}
+	return out, nil
+}
+
 // trustedCAs are the xDS CA certificates the operator publishes: the debug
 // endpoint's certificate must chain to one of them.
 func (e *endpoint) trustedCAs(ctx context.Context) ([]byte, error) {
@@ -145,11 +177,11 @@ func (e *endpoint) trustedCAs(ctx context.Context) ([]byte, error) {
 	return ca, nil
 }
 
-// dial forwards a local port to r's pod (unless r is an address), and
+// dial forwards a local port to r's pod (unless r has an address), and
 // returns a client that presents the kubeconfig's credentials (token,
 // client certificate or exec plugin) and trusts only ca, for serverName.
 func (e *endpoint) dial(ctx context.Context, r replica, ca []byte) (connection, error) {
-	addr, closeFn := r.name, func() {}
+	addr, closeFn := r.addr, func() {}
 	if r.pod != "" {
 		local, stop, err := e.forward(ctx, r)
 		if err != nil {
