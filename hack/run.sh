@@ -147,11 +147,12 @@ kube-envoy-controller is running against the local cluster "$NAME".
                                            # TLS terminated with the Secret web-tls
 
   What every proxy runs, with the kubectl plugin (bin/kubectl-envoy; kubectl
-  finds it on PATH). The operator runs on this host, so it is reached at its
-  address rather than through its pods:
+  finds it on PATH). The operator runs on this host, without pods: it records
+  its debug endpoint's loopback address in a Lease of its namespace, where
+  the plugin finds it:
   export PATH=$ROOT/bin:\$PATH
-  kubectl envoy proxy-status -A --operator-address 127.0.0.1:$DEBUG_PORT
-  kubectl envoy config-dump web-gateway --type routes --operator-address 127.0.0.1:$DEBUG_PORT
+  kubectl envoy proxy-status -A
+  kubectl envoy config-dump web-gateway --type routes
   curl -s "\$(cat tmp/$NAME/proxies/*.admin | head -1)/config_dump?resource=dynamic_route_configs"
                                            # what Envoy itself says it runs
   kubectl envoy validate -f config/samples/
