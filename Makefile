@@ -93,7 +93,7 @@ build: ## Build the operator into bin/kube-envoy-controller and the kubectl plug
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/kubectl-envoy ./cmd/kubectl-envoy
 
 .PHONY: generate
-generate: $(BIN)/controller-gen $(BIN)/kubectl ## Generate deepcopy code, CRDs, RBAC, the webhook configuration and the typed clients from the markers, and the Helm chart from config/default.
+generate: $(BIN)/controller-gen $(BIN)/kubectl ## Generate deepcopy code, CRDs, RBAC, the webhook configuration and the typed clients from the markers, the Helm chart from config/default, and the reference docs' tables (docs/reference) from the source.
 	@# gotypesalias=0: the deepcopy generator drops the values of a map whose value type is an alias
 	@# (api/example/v1 LabelValue, an alias only for its CRD markers); with aliases resolved, it copies them.
 	GODEBUG=gotypesalias=0 $(BIN)/controller-gen object paths=./api/...
@@ -105,6 +105,9 @@ generate: $(BIN)/controller-gen $(BIN)/kubectl ## Generate deepcopy code, CRDs, 
 		output:webhook:artifacts:config=config/webhook
 	@# The Helm chart's templates, CRDs and values from the objects of config/default (hack/chart).
 	$(BIN)/kubectl kustomize config/default | go run ./hack/chart
+	@# The reference pages' facts (hack/refdocs): the flags, the metrics, the conditions and reasons of
+	@# api/*/*/conditions.go and, from the CRDs above, docs/reference/api-fields.md.
+	go run ./hack/refdocs
 
 .PHONY: codegen
 codegen: ## Generate only the typed clients in pkg/generated (k8s.io/code-generator, pinned in hack/codegen).

@@ -60,7 +60,10 @@ expect pass "the committed tree"
 #   CRD are stale;
 # - the CRD of a type that no longer exists;
 # - a generated file that was never committed;
-# - a template of the Helm chart edited by hand.
+# - a template of the Helm chart edited by hand;
+# - a flag's usage string changed, and a condition reason added, without
+#   regenerating the reference pages;
+# - the generated field reference removed.
 fresh
 sed -i 's/^type PodSetSpec struct {$/&\n\tExtra string `json:"extra,omitempty"`/' "$work/tree/api/demo/v1alpha1/podset_types.go"
 grep -q 'Extra string' "$work/tree/api/demo/v1alpha1/podset_types.go" || { echo "the test's edit of podset_types.go did not apply" >&2; exit 1; }
@@ -69,9 +72,23 @@ sed 's/foobars/ghosts/g; s/FooBar/Ghost/g; s/foobar/ghost/g' "$work/tree/config/
 rm "$work/tree/api/watch/v1alpha1/zz_generated.deepcopy.go"
 sed -i 's/minAvailable: 1/minAvailable: 2/' "$work/tree/charts/kube-envoy-controller/templates/poddisruptionbudget.yaml"
 grep -q 'minAvailable: 2' "$work/tree/charts/kube-envoy-controller/templates/poddisruptionbudget.yaml" || { echo "the test's edit of the chart did not apply" >&2; exit 1; }
+sed -i 's/"Print the version (git describe at build time) and exit."/"Print the version."/' "$work/tree/internal/cmdline/cmdline.go"
+grep -q '"Print the version."' "$work/tree/internal/cmdline/cmdline.go" || { echo "the test's edit of the flags did not apply" >&2; exit 1; }
+printf '\n// FooBarReasonExtra (Degraded True): a reason of the test.\nconst FooBarReasonExtra = "Extra"\n' >>"$work/tree/api/k8s/v1/conditions.go"
+rm "$work/tree/docs/reference/api-fields.md"
 expect fail "a type changed without regenerating" "differs from what generation produces: config/crd/bases/demo.k8s.io_podsets.yaml" \
   "the CRD of a deleted type" "not produced by generation any more: config/crd/bases/k8s.io_ghosts.yaml" \
   "a missing deepcopy file" "missing: api/watch/v1alpha1/zz_generated.deepcopy.go" \
-  "a chart template edited by hand" "differs from what generation produces: charts/kube-envoy-controller/templates/poddisruptionbudget.yaml"
+  "a chart template edited by hand" "differs from what generation produces: charts/kube-envoy-controller/templates/poddisruptionbudget.yaml" \
+  "a flag's usage string changed" "differs from what generation produces: docs/reference/flags.md" \
+  "a condition reason added" "differs from what generation produces: docs/reference/conditions.md" \
+  "the field reference removed" "missing: docs/reference/api-fields.md"
+
+# The prose of a page with generated sections is its own: edited, it is no
+# stale generated file.
+fresh
+sed -i 's/^See also:$/See also, for example:/' "$work/tree/docs/reference/flags.md"
+grep -q '^See also, for example:$' "$work/tree/docs/reference/flags.md" || { echo "the test's edit of flags.md did not apply" >&2; exit 1; }
+expect pass "the prose around a generated section edited"
 
 [[ $failures -eq 0 ]] || exit 1
