@@ -21,6 +21,9 @@ type metric struct {
 // Desc tells of itself: name, help, unit, constant labels, variable labels.
 var descString = regexp.MustCompile(`^Desc\{fqName: ("(?:[^"\\]|\\.)*"), help: ("(?:[^"\\]|\\.)*"), unit: "(?:[^"\\]|\\.)*", constLabels: \{(.*)\}, variableLabels: \{(.*)\}\}$`)
 
+// constLabel matches one of the constant labels of a Desc's String.
+var constLabel = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*="(?:[^"\\]|\\.)*"`)
+
 // describe returns the metrics a collector describes whose names start
 // with prefix, with their type.
 func describe(c prometheus.Collector, prefix string) ([]metric, error) {
@@ -51,11 +54,7 @@ func describe(c prometheus.Collector, prefix string) ([]metric, error) {
 				labels = append(labels, l)
 			}
 		}
-		if m[3] != "" {
-			for _, l := range strings.Split(m[3], ",") {
-				labels = append(labels, l) // name="value"
-			}
-		}
+		labels = append(labels, constLabel.FindAllString(m[3], -1)...) // name="value"
 		if strings.HasPrefix(name, prefix) {
 			out = append(out, metric{Name: name, Help: help, Labels: labels})
 		}

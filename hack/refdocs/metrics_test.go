@@ -55,3 +55,14 @@ func TestRecordedMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestConstLabelsWithCommas(t *testing.T) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "p_x", Help: "h", ConstLabels: prometheus.Labels{"a": "1,2", "b": `q"`}})
+	ms, err := describe(g, "p_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 1 || strings.Join(ms[0].Labels, " ") != `a="1,2" b="q\""` {
+		t.Errorf("got %+v", ms)
+	}
+}

@@ -51,11 +51,35 @@ func (r *registry) MustRegister(cs ...prometheus.Collector) {
 	}
 }
 
+// Unregister forgets the collectors that describe what c describes, as the
+// registry does (collectors need not be comparable).
 func (r *registry) Unregister(c prometheus.Collector) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.collectors = slices.DeleteFunc(r.collectors, func(o prometheus.Collector) bool { return o == c })
+	key := descriptors(c)
+	r.collectors = slices.DeleteFunc(r.collectors, func(o prometheus.Collector) bool { return descriptors(o) == key })
 	return r.RegistererGatherer.Unregister(c)
+}
+
+// descriptors identifies a collector by what it describes.
+func descriptors(c prometheus.Collector) string {
+	var ds []string
+	for _, d := range describe(c) {
+		ds = append(ds, d.String())
+	}
+	slices.Sort(ds)
+	return strings.Join(ds, "\n")
+}
+
+// describe returns a collector's descriptors.
+func describe(c prometheus.Collector) []*prometheus.Desc {
+	ch := make(chan *prometheus.Desc)
+	go func() { c.Describe(ch); close(ch) }()
+	var out []*prometheus.Desc
+	for d := range ch {
+		out = append(out, d)
+	}
+	return out
 }
 
 // Collectors returns the collectors registered since this package was
@@ -72,9 +96,7 @@ func Collectors() []prometheus.Collector {
 func Check(prefix string) error {
 	described := map[string]bool{}
 	for _, c := range Collectors() {
-		ch := make(chan *prometheus.Desc)
-		go func() { c.Describe(ch); close(ch) }()
-		for d := range ch {
+		for _, d := range describe(c) {
 			described[d.String()] = true
 		}
 	}
