@@ -246,7 +246,7 @@ func TestDocsMarks(t *testing.T) {
 // Each page's shell blocks, in order, in a namespace of their own.
 func TestDocs(t *testing.T) {
 	for _, page := range docPages {
-		t.Run(page.path, func(t *testing.T) {
+		t.Run(filepath.Base(page.path), func(t *testing.T) {
 			content, err := os.ReadFile(filepath.Join(os.Getenv("E2E_ROOT"), page.path))
 			if err != nil {
 				t.Fatal(err)
