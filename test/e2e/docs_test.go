@@ -30,14 +30,14 @@ import (
 //	<!-- test: run -->         run with bash, after the blocks above it.
 //	<!-- test: run
 //	contains: TEXT             and its output (stdout and stderr) holds TEXT,
-//	matches: REGEXP            and a line of it matches REGEXP (Go syntax,
-//	-->                        ^ and $ at each line's ends); as many as needed.
+//	matches: REGEXP            and its output matches REGEXP (Go syntax, ^ and
+//	-->                        $ at each line's ends); as many as needed.
 //
 // A ```console block's commands are its lines that start with "$ " (a line
 // that ends with \ goes on on the next); its other lines are what the doc
 // shows they print, for readers. A block's commands run in bash with -e and
 // pipefail, in a directory that stands for the repository's root as make
-// run leaves it (page.setup), and with the variables the blocks above it
+// run leaves it (makeRun), and with the variables the blocks above it
 // exported, as in one terminal; nothing else of the suite's environment
 // reaches them but the host's PATH: they find the cluster and bin/ as the
 // quickstart tells its reader to. A block runs again until it succeeds and its
@@ -56,7 +56,8 @@ var docPages = []struct {
 	{"docs/tasks/routing-and-canary.md", "e2e-docs-routing", quickstartTerminal},
 }
 
-// quickstartTerminal is what the quickstart has its reader export.
+// quickstartTerminal is what the quickstart has its reader export, as it
+// says it.
 const quickstartTerminal = "export KUBECONFIG=$PWD/tmp/kec-dev/kubeconfig PATH=$PWD/bin:$PATH"
 
 // docBlock is one fenced shell block of a page.
@@ -259,6 +260,10 @@ func TestDocs(t *testing.T) {
 			makeRun(t, root, page.namespace)
 			sh := newDocShell(t, root)
 			if page.terminal != "" {
+				quickstart, err := os.ReadFile(filepath.Join(os.Getenv("E2E_ROOT"), "docs", "quickstart.md"))
+				if err != nil || !strings.Contains(string(quickstart), "\n"+page.terminal+"\n") {
+					t.Fatalf("the quickstart does not say %q (%v)", page.terminal, err)
+				}
 				if out, err := sh.run(page.terminal); err != nil {
 					t.Fatalf("%s: %v\n%s", page.terminal, err, out)
 				}
