@@ -122,6 +122,20 @@ func get(url string) (int, string, string, error) {
 }
 
 // waitServed waits until url answers 200 from a pod of track.
+// waitReadyEndpoints waits until the EndpointSlices of the Service svc
+// list n ready endpoints.
+func waitReadyEndpoints(t *testing.T, ns, svc string, n int) {
+	t.Helper()
+	framework.Eventually(t, 2*time.Minute, fmt.Sprintf("%d ready endpoints of %s", n, svc), func() (bool, error) {
+		out, err := kubectl.JSONPath(ns, "endpointslices -l kubernetes.io/service-name="+svc,
+			`{range .items[*].endpoints[?(@.conditions.ready==true)]}{.addresses[0]}{" "}{end}`)
+		if err != nil {
+			return false, err
+		}
+		return len(strings.Fields(out)) == n, fmt.Errorf("ready: %q", out)
+	})
+}
+
 func waitServed(t *testing.T, url, track string) {
 	t.Helper()
 	framework.Eventually(t, 2*time.Minute, url+" served by "+track, func() (bool, error) {
@@ -224,6 +238,11 @@ func TestRealEnvoyChangeUnderLoad(t *testing.T) {
 			waitLive(t, k, 1)
 			url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 			waitServed(t, url, "a")
+			// Make before break is about the order in which the operator
+			// sends what it has: a route to a Service whose pods are not
+			// ready yet fails in any control plane. So b's pods are ready
+			// before the edit.
+			waitReadyEndpoints(t, ns, "b", 2)
 
 			l := startLoad(url)
 			// One edit: the route names b, and b's cluster is new.
@@ -238,6 +257,10 @@ func TestRealEnvoyChangeUnderLoad(t *testing.T) {
 			t.Logf("%s: %d requests during the change, %d failed", name, total, failed)
 			if failed != 0 {
 				t.Errorf("%d of %d requests failed during the change; the first: %s", failed, total, firstErr)
+				if _, proc := only(k.Processes()); proc != nil {
+					clusters, err := proc.Get(context.Background(), "/clusters")
+					t.Logf("Envoy's /clusters now (%v):\n%s", err, clusters)
+				}
 			}
 		})
 	}
