@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,7 +47,8 @@ import (
 // be run twice (kubectl apply, not create).
 
 // docPages are the pages whose blocks run, each with what a reader has
-// done before its first block: make run, in a namespace of the page's own,
+// done before its first block: make run, in a namespace of the page's own
+// (its name, and a random suffix),
 // and in the terminal, for a task page, what the quickstart says to type.
 var docPages = []struct {
 	path, namespace string
@@ -343,7 +345,8 @@ func makeRun(t *testing.T, root, ns string) {
 	t.Helper()
 	requirePodNet(t)
 	repo := os.Getenv("E2E_ROOT")
-	namespace(t, ns)
+	// Of the run's own: the last run's may still be going.
+	ns = namespace(t, fmt.Sprintf("%s-%04x", ns, rand.IntN(1<<16)))
 	dev := filepath.Join(root, "tmp", "kec-dev")
 	if err := os.MkdirAll(filepath.Join(dev, "proxies"), 0o755); err != nil {
 		t.Fatal(err)
