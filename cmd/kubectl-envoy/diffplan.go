@@ -237,7 +237,7 @@ func diffFleet(w world, f fleet.ID, live, after []translate.Config, changedConfi
 	if rev := hist.Served(); rev != nil {
 		published = rev.Configs
 		now, _ = translate.Render(w.policy, rev.Configs, live, slices, secrets)
-		pending := translate.Translate(translate.Input{Configs: live, Published: published, Slices: slices, Secrets: secrets, Policy: w.policy})
+		pending := translate.Translate(translate.Input{Configs: live, Published: published, Slices: slices, Secrets: secrets, Policy: w.policy, Withheld: hist.Withheld})
 		if publish.Decide(hist, pending, publish.Acks{}, w.rejections(live, pending.Version)).Action == publish.Publish {
 			d.Notes = append(d.Notes, fmt.Sprintf("the operator has not published the fleet's EnvoyConfigs as they are yet (version %s): the diff includes those changes too", pending.Version))
 		}
@@ -246,7 +246,7 @@ func diffFleet(w world, f fleet.ID, live, after []translate.Config, changedConfi
 	if hist.Served() == nil && len(after) == 0 {
 		return d // a fleet that never had an EnvoyConfig: nothing is recorded or served
 	}
-	ir := translate.Translate(translate.Input{Configs: after, Published: published, Slices: slices, Secrets: secrets, Policy: w.policy})
+	ir := translate.Translate(translate.Input{Configs: after, Published: published, Slices: slices, Secrets: secrets, Policy: w.policy, Withheld: hist.Withheld})
 	decision := publish.Decide(hist, ir, publish.Acks{}, w.rejections(after, ir.Version))
 	next := map[string][]types.Resource{}
 	if rev := decision.History.Served(); rev != nil {

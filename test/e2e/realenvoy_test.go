@@ -267,20 +267,22 @@ func TestRealEnvoyChangeUnderLoad(t *testing.T) {
 }
 
 // A configuration Envoy refuses reaches it: a listener on a port that is
-// taken on the proxy's host, which no admission can know of. Envoy NACKs,
-// the EnvoyConfig's status gives Envoy's own message, and traffic keeps
-// flowing on the previous configuration.
+// taken on the proxy's host, which no admission can know of, from a second
+// tenant of the fleet. Envoy NACKs; the tenant's EnvoyConfig gives Envoy's
+// own message, and its change is withheld; traffic keeps flowing on the
+// previous configuration, and the other tenant's next change is served.
 func TestRealEnvoyNACK(t *testing.T) {
 	t.Parallel()
 	requirePodNet(t)
 	ns := namespace(t, "e2e-real-nack")
 	port := freePort(t)
-	kubectl.Apply(t, ns, backends("a")+fleetYAML("lb", 1))
+	kubectl.Apply(t, ns, backends("a", "b")+fleetYAML("lb", 1))
 	kubectl.Apply(t, ns, routeTo("lb", port, "a"))
 	k := runEnvoys(t, ns, "lb", false)
 	waitLive(t, k, 1)
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	waitServed(t, url, "a")
+	waitReadyEndpoints(t, ns, "b", 2)
 
 	// A port held by another process of the host, without SO_REUSEPORT.
 	taken, err := net.Listen("tcp", "0.0.0.0:0")
@@ -290,26 +292,38 @@ func TestRealEnvoyNACK(t *testing.T) {
 	defer func() { _ = taken.Close() }()
 	takenPort := taken.Addr().(*net.TCPAddr).Port
 	l := startLoad(url)
-	kubectl.Apply(t, ns, strings.Replace(routeTo("lb", port, "a"), "    listeners:\n",
-		fmt.Sprintf("    listeners:\n%s", listenerYAML("taken", takenPort, "lb-routes")), 1))
-	framework.Eventually(t, 2*time.Minute, "the EnvoyConfig to report Envoy's refusal", func() (bool, error) {
-		msg, err := kubectl.JSONPath(ns, "envoyconfig lb-routes", `{.status.conditions[?(@.type=="Degraded")].message}`)
-		return err == nil && strings.Contains(msg, "Address already in use"), fmt.Errorf("Degraded: %q (%v)", msg, err)
+	kubectl.Apply(t, ns, fmt.Sprintf(`apiVersion: example.com/v1
+kind: EnvoyConfig
+metadata: {name: tenant-a}
+spec:
+  envoyRef: lb
+  resources:
+    listeners:
+%s`, listenerYAML("taken", takenPort, "lb-routes")))
+	framework.Eventually(t, 2*time.Minute, "tenant-a's change withheld, with Envoy's refusal", func() (bool, error) {
+		out, err := kubectl.JSONPath(ns, "envoyconfig tenant-a", `{.status.conditions[?(@.type=="Accepted")].reason}|{.status.conditions[?(@.type=="Accepted")].message}`)
+		return err == nil && strings.HasPrefix(out, "Withheld|") && strings.Contains(out, "Address already in use"), fmt.Errorf("Accepted: %q (%v)", out, err)
 	})
-	reason, _ := kubectl.JSONPath(ns, "envoyconfig lb-routes", `{.status.conditions[?(@.type=="Degraded")].reason}`)
-	t.Logf("Degraded reason: %s", reason)
-	n := l.count()
-	framework.Eventually(t, time.Minute, "100 more requests", func() (bool, error) { return l.count() >= n+100, nil })
-	failed, total, firstErr := l.stop()
-	if failed != 0 {
-		t.Errorf("%d of %d requests failed while Envoy refused the change; the first: %s", failed, total, firstErr)
-	}
 	if _, proc := only(k.Processes()); proc != nil {
 		if rejected, err := proc.Stat(context.Background(), "listener_manager.lds.update_rejected"); err != nil || rejected == 0 {
 			t.Errorf("Envoy's listener_manager.lds.update_rejected: %d (%v), want at least 1", rejected, err)
 		}
 	} else {
 		t.Error("the fleet's one Envoy is gone")
+	}
+
+	// The other tenant's change: served to the Envoy, whose traffic moves to b.
+	kubectl.Apply(t, ns, routeTo("lb", port, "b", "a"))
+	framework.Eventually(t, 2*time.Minute, "requests served by b", func() (bool, error) { return l.seen("b"), nil })
+	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoyconfig lb-routes", `{.status.conditions[?(@.type=="Published")].status}/{.status.proxies.acked}`, "True/1")
+	if reason, _ := kubectl.JSONPath(ns, "envoyconfig tenant-a", `{.status.conditions[?(@.type=="Accepted")].reason}`); reason != "Withheld" {
+		t.Errorf("tenant-a's Accepted reason after lb-routes changed: %q, want Withheld", reason)
+	}
+	n := l.count()
+	framework.Eventually(t, time.Minute, "100 more requests", func() (bool, error) { return l.count() >= n+100, nil })
+	failed, total, firstErr := l.stop()
+	if failed != 0 {
+		t.Errorf("%d of %d requests failed while Envoy refused one tenant's change and took the other's; the first: %s", failed, total, firstErr)
 	}
 }
 

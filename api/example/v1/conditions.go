@@ -102,6 +102,12 @@ const (
 	// references of the fleet leading nowhere, so the fleet keeps its
 	// published revision.
 	EnvoyConfigReasonHeld = "Held"
+	// EnvoyConfigReasonWithheld (Accepted False, Degraded True): every proxy
+	// rejected a revision with this EnvoyConfig's current content, and the
+	// rejection was attributed to its change (Envoy's message names the
+	// proxy and what it refused). The change is withheld, and the fleet's
+	// other EnvoyConfigs are served, until its content changes again.
+	EnvoyConfigReasonWithheld = "Withheld"
 	// EnvoyConfigReasonPolicyViolation (Accepted False, Degraded True): the
 	// EnvoyConfig holds content that the content policy refuses: a file or
 	// environment variable of the proxy, configuration from another server,
@@ -181,4 +187,8 @@ const (
 	EnvoyConfigEventRolledBack = EnvoyEventRolledBack
 	// EnvoyConfigEventRejected (Warning): as EnvoyEventRejected.
 	EnvoyConfigEventRejected = EnvoyEventRejected
+	// EnvoyConfigEventWithheld (Warning): the EnvoyConfig's change is
+	// withheld (EnvoyConfigReasonWithheld); the note names the proxy that
+	// rejected it and gives Envoy's message.
+	EnvoyConfigEventWithheld = EnvoyConfigReasonWithheld
 )

@@ -81,7 +81,7 @@ func NewReconciler(mgr ctrl.Manager, server *server.Server, namespace string) *R
 		Client:    mgr.GetClient(),
 		Recorder:  recorder,
 		Histories: publish.Store{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: namespace},
-		Status:    status.Writer{Client: mgr.GetClient(), Recorder: recorder},
+		Status:    status.Writer{Client: mgr.GetClient(), Recorder: recorder, Transitions: transitions},
 		Server:    server,
 		Namespace: namespace,
 		Policy:    translate.Policy{Namespace: namespace},

@@ -516,23 +516,28 @@ func rejectNewVersion(t *testing.T, cfg *examplev1.EnvoyConfig, fleetID string) 
 }
 
 // When every connected proxy rejects a new version, the last version they
-// accepted is published again and the EnvoyConfig says so.
+// accepted is published again, and the change, attributed to the one
+// EnvoyConfig that made it, is withheld: the EnvoyConfig says so, with the
+// proxy and Envoy's message.
 func TestRollbackWhenEveryProxyRejects(t *testing.T) {
 	ns, fleetID := newFleet(t)
 	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
 	create(t, cfg)
 	proxies, v1, accepted, _ := rejectNewVersion(t, cfg, fleetID)
-	got := waitStatus(t, cfg, "a rollback", func(c *examplev1.EnvoyConfig) bool {
-		return condition(c, examplev1.EnvoyConfigConditionDegraded).Reason == examplev1.EnvoyConfigReasonRolledBack
+	got := waitStatus(t, cfg, "the change withheld", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionDegraded).Reason == examplev1.EnvoyConfigReasonWithheld
 	})
 	if got.Status.PublishedVersion != accepted || xdsServer.Version(fleetID) != accepted {
 		t.Errorf("published %s, want the rolled-back-to %s", xdsServer.Version(fleetID), accepted)
 	}
-	if c := condition(got, examplev1.EnvoyConfigConditionPublished); c.Status != "False" || c.Reason != examplev1.EnvoyConfigReasonRolledBack {
+	if c := condition(got, examplev1.EnvoyConfigConditionPublished); c.Status != "False" || c.Reason != examplev1.EnvoyConfigReasonNotPublished {
 		t.Errorf("Published = %+v", c)
 	}
-	if !strings.Contains(condition(got, examplev1.EnvoyConfigConditionDegraded).Message, "cluster extra: unsupported here") {
-		t.Errorf("Degraded = %+v", condition(got, examplev1.EnvoyConfigConditionDegraded))
+	for _, typ := range []string{examplev1.EnvoyConfigConditionAccepted, examplev1.EnvoyConfigConditionDegraded} {
+		c := condition(got, typ)
+		if c.Reason != examplev1.EnvoyConfigReasonWithheld || !strings.Contains(c.Message, "cluster extra: unsupported here") || !strings.Contains(c.Message, `proxy "pod-`) {
+			t.Errorf("%s = %+v, want Withheld with the proxy and its message", typ, c)
+		}
 	}
 	// The proxies are sent the version they accepted again.
 	for _, p := range proxies {
@@ -540,7 +545,100 @@ func TestRollbackWhenEveryProxyRejects(t *testing.T) {
 			t.Errorf("after the rollback a proxy got %s %v", v, names)
 		}
 	}
-	suite.WaitEvent(t, ns, cfg.Name, "Warning RolledBack")
+	suite.WaitEvent(t, ns, "edge", "Warning RolledBack")
+	suite.WaitEvent(t, ns, cfg.Name, "Warning Withheld")
+}
+
+// Two tenants in one fleet: every proxy rejects A's change. It is withheld,
+// and B's later changes are served to every proxy; A's status names the
+// proxy and Envoy's message. Once A changes again, its content is served.
+func TestRejectedConfigStaysWithItsAuthor(t *testing.T) {
+	ns, fleetID := newFleet(t)
+	a := newConfig(ns, "a", cluster("a-backend", "1s"))
+	b := newConfig(ns, "b", cluster("b-backend", "1s"))
+	create(t, a)
+	create(t, b)
+	const refusal = "cluster extra: unsupported here"
+	judge := func(names []string) string {
+		if slices.Contains(names, "extra") {
+			return refusal
+		}
+		return ""
+	}
+	addr := xdsClient(t)
+	proxies := []*xdstest.Proxy{
+		xdstest.Connect(t, dialFleet(t, addr, fleetID), fleetID, "pod-1", resourcev3.ClusterType),
+		xdstest.Connect(t, dialFleet(t, addr, fleetID), fleetID, "pod-2", resourcev3.ClusterType),
+	}
+	// until has each proxy answer what it is sent, as judge says, until it
+	// is sent exactly the clusters want.
+	until := func(want ...string) {
+		t.Helper()
+		slices.Sort(want)
+		for _, p := range proxies {
+			for i := 0; ; i++ {
+				_, names, err := p.NextJudged(judge)
+				if err != nil {
+					for _, c := range []*examplev1.EnvoyConfig{a, b} {
+						got := &examplev1.EnvoyConfig{}
+						_ = suite.Client.Get(context.Background(), client.ObjectKeyFromObject(c), got)
+						t.Logf("%s: %+v", c.Name, got.Status)
+					}
+					t.Fatalf("waiting for %v: %v (the fleet is served version %s)", want, err, xdsServer.Version(fleetID))
+				}
+				slices.Sort(names)
+				if slices.Equal(names, want) {
+					break
+				}
+				if i == 20 {
+					t.Fatalf("proxy %s: 20 responses, the last with %v, none with %v", p.Node.GetId(), names, want)
+				}
+			}
+		}
+	}
+	until("a-backend", "b-backend")
+
+	patchConfig := func(c *examplev1.EnvoyConfig, clusters ...runtime.RawExtension) {
+		t.Helper()
+		patch := client.MergeFrom(c.DeepCopy())
+		c.Spec.Resources.Clusters = clusters
+		if err := suite.Client.Patch(context.Background(), c, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patchConfig(a, cluster("a-backend", "1s"), cluster("extra", "2s"))
+	until("a-backend", "b-backend", "extra") // rejected by both
+	until("a-backend", "b-backend")          // the accepted version again
+	got := waitStatus(t, a, "A's change withheld", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionAccepted).Reason == examplev1.EnvoyConfigReasonWithheld
+	})
+	if m := condition(got, examplev1.EnvoyConfigConditionAccepted).Message; !strings.Contains(m, refusal) || !strings.Contains(m, `proxy "pod-`) {
+		t.Errorf("A's Accepted condition: %q, want the proxy and its message", m)
+	}
+	suite.WaitEvent(t, ns, a.Name, "Warning Withheld")
+
+	// B changes: every proxy gets it, without A's rejected change.
+	patchConfig(b, cluster("b-backend", "1s"), cluster("b-two", "1s"))
+	until("a-backend", "b-backend", "b-two")
+	gotB := waitStatus(t, b, "B's change served and acknowledged", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionPublished).Status == metav1.ConditionTrue &&
+			c.Status.PublishedVersion == xdsServer.Version(fleetID) && c.Status.Proxies.Acked == 2
+	})
+	if c := condition(gotB, examplev1.EnvoyConfigConditionDegraded); c.Status != metav1.ConditionFalse {
+		t.Errorf("B is told %+v: A's rejection is not B's", c)
+	}
+	waitStatus(t, a, "A still withheld, at the new version", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionAccepted).Reason == examplev1.EnvoyConfigReasonWithheld &&
+			c.Status.PublishedVersion == gotB.Status.PublishedVersion
+	})
+
+	// A changes again: its new content is served.
+	patchConfig(a, cluster("a-backend", "1s"), cluster("a-two", "1s"))
+	until("a-backend", "a-two", "b-backend", "b-two")
+	waitStatus(t, a, "A's new change served", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionAccepted).Status == metav1.ConditionTrue &&
+			condition(c, examplev1.EnvoyConfigConditionPublished).Status == metav1.ConditionTrue
+	})
 }
 
 // Two EnvoyConfigs that define the same cluster: both are told, the older one's is served.

@@ -256,8 +256,8 @@ func TestDeletedHistoryBringsNoRejectedVersionBack(t *testing.T) {
 	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
 	create(t, cfg)
 	proxies, _, accepted, rejected := rejectNewVersion(t, cfg, fleetID)
-	rolledBack := waitStatus(t, cfg, "a rollback, recorded in status", func(c *examplev1.EnvoyConfig) bool {
-		return condition(c, examplev1.EnvoyConfigConditionDegraded).Reason == examplev1.EnvoyConfigReasonRolledBack && len(c.Status.RejectedVersions) == 1
+	rolledBack := waitStatus(t, cfg, "a rollback, and the change withheld, recorded in status", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionDegraded).Reason == examplev1.EnvoyConfigReasonWithheld && len(c.Status.RejectedVersions) == 1
 	})
 	rejectedVersion := rolledBack.Status.RejectedVersions[0]
 	if rolledBack.Status.PublishedVersion != accepted || rejectedVersion == accepted {

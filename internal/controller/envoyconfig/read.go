@@ -51,7 +51,8 @@ func (w *world) published() []translate.Config {
 
 // input is what translation makes the fleet's IR from.
 func (w *world) input(pol translate.Policy) translate.Input {
-	return translate.Input{Configs: w.current, Published: w.published(), Slices: w.slices, Secrets: w.secrets, Policy: pol}
+	return translate.Input{Configs: w.current, Published: w.published(), Slices: w.slices, Secrets: w.secrets, Policy: pol,
+		Withheld: w.stored.History.Withheld}
 }
 
 // read reads the fleet's world from the cache: its EnvoyConfigs, its

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
@@ -62,9 +65,16 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 		translate.ChoiceNone:      "none of it is served",
 	}[cs.Choice]
 
+	withheld := ""
+	if w := cs.Withheld; w != nil {
+		withheld = fmt.Sprintf("every proxy rejected this change in version %s (proxy %q: %s); it is withheld until the content changes, and the fleet's other EnvoyConfigs are served; %s",
+			w.Version, w.Node, w.Detail, kept)
+	}
 	switch {
 	case len(cs.Refused) > 0:
 		set(examplev1.EnvoyConfigConditionAccepted, metav1.ConditionFalse, examplev1.EnvoyConfigReasonPolicyViolation, "the content policy refuses: "+strings.Join(cs.Refused, "; ")+"; "+kept)
+	case withheld != "":
+		set(examplev1.EnvoyConfigConditionAccepted, metav1.ConditionFalse, examplev1.EnvoyConfigReasonWithheld, withheld)
 	case len(cs.Invalid) > 0:
 		set(examplev1.EnvoyConfigConditionAccepted, metav1.ConditionFalse, examplev1.EnvoyConfigReasonInvalidResources, strings.Join(cs.Invalid, "; "))
 	case len(cs.Dangling) > 0 && cs.Choice != translate.ChoiceCurrent:
@@ -96,6 +106,8 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 	switch {
 	case len(cs.Refused) > 0:
 		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonPolicyViolation, "the content policy refuses: "+strings.Join(cs.Refused, "; ")+"; "+kept)
+	case withheld != "":
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonWithheld, withheld)
 	case s.RolledBack:
 		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonRolledBack, "every connected proxy rejected the newest version: "+s.Rejected)
 	case s.Rejected != "" || s.ServedRejected != "":
@@ -163,4 +175,16 @@ func Vouched(configs []*examplev1.EnvoyConfig) string {
 		}
 	}
 	return vouched
+}
+
+// transitions returns the events of an EnvoyConfig's change of status,
+// besides Degraded's: a change of its that became withheld, with the
+// proxy that rejected it and Envoy's message.
+func transitions(before, after status.Object) []status.Event {
+	was := meta.FindStatusCondition(before.GetConditions(), examplev1.EnvoyConfigConditionAccepted)
+	is := meta.FindStatusCondition(after.GetConditions(), examplev1.EnvoyConfigConditionAccepted)
+	if is == nil || is.Reason != examplev1.EnvoyConfigReasonWithheld || was != nil && was.Reason == is.Reason && was.ObservedGeneration == is.ObservedGeneration {
+		return nil
+	}
+	return []status.Event{{Type: corev1.EventTypeWarning, Reason: examplev1.EnvoyConfigEventWithheld, Action: "Publish", Note: is.Message}}
 }

@@ -23,7 +23,8 @@ import (
 // may hold some in its listeners or clusters (a transport socket's private
 // key), and is served, and recorded, all the same. The content of revisions
 // that are not served, which may hold keys its EnvoyConfigs no longer
-// hold, is not shown at all.
+// hold, is not shown at all. The content an EnvoyConfig takes while its
+// change is withheld is shown redacted, as the served revision's is.
 func Shown(h publish.History) (publish.History, error) {
 	out := publish.History{Fleet: h.Fleet, Current: h.Current, Revisions: make([]publish.Revision, 0, len(h.Revisions))}
 	for _, r := range h.Revisions {
@@ -38,6 +39,19 @@ func Shown(h publish.History) (publish.History, error) {
 			}
 		}
 		out.Revisions = append(out.Revisions, shown)
+	}
+	for name, w := range h.Withheld {
+		if w.Previous != nil {
+			redacted, err := RedactConfig(*w.Previous)
+			if err != nil {
+				return publish.History{}, fmt.Errorf("the content withheld of %s: %w", name, err)
+			}
+			w.Previous = &redacted
+		}
+		if out.Withheld == nil {
+			out.Withheld = map[string]translate.Withheld{}
+		}
+		out.Withheld[name] = w
 	}
 	return out, nil
 }

@@ -55,6 +55,8 @@ func TestShown(t *testing.T) {
 	old.Revisions[0].Acked = true
 	h := recorded(old, backend, tls)
 	h.Revisions = append(h.Revisions, publish.Revision{Version: "rejected", Rejected: "bad"})
+	// A change of tls was withheld: the content it takes instead holds a key too.
+	h.Withheld = map[string]translate.Withheld{"ns/tls": {Content: "c", Version: "rejected", Detail: "bad", Previous: &tls}}
 	if stored, _ := json.Marshal(h); !strings.Contains(string(stored), "PRIVATE-KEY") {
 		t.Fatalf("the recorded history holds no inline key, so this test proves nothing: %s", stored)
 	}
@@ -66,6 +68,9 @@ func TestShown(t *testing.T) {
 	js, _ := json.Marshal(shown)
 	if strings.Contains(string(js), "PRIVATE-KEY") || !strings.Contains(string(js), translate.Redacted) || !strings.Contains(string(js), "PUBLIC-CHAIN") {
 		t.Errorf("secret material is shown, or public material is not: %s", js)
+	}
+	if w := shown.Withheld["ns/tls"]; len(shown.Withheld) != 1 || w.Version != "rejected" || w.Previous == nil || w.Previous.Name != "ns/tls" {
+		t.Errorf("the withheld change is not shown: %+v", shown.Withheld)
 	}
 	if shown.Fleet != h.Fleet || shown.Current != h.Current || len(shown.Revisions) != len(h.Revisions) {
 		t.Fatalf("shown %+v of %+v", shown, h)

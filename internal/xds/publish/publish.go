@@ -13,6 +13,8 @@ package publish
 import (
 	"cmp"
 	"fmt"
+	"maps"
+	"strings"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
@@ -48,6 +50,10 @@ type History struct {
 	// there is to serve was rejected, and no accepted one is known.
 	Current   string     `json:"current"`
 	Revisions []Revision `json:"revisions"`
+	// Withheld holds, by EnvoyConfig, the content that every proxy rejected
+	// in a revision, as Decide attributed it: translation serves the
+	// EnvoyConfig's published content instead while its content is that.
+	Withheld map[string]translate.Withheld `json:"withheld,omitempty"`
 }
 
 // Served returns the revision served, or nil.
@@ -68,6 +74,10 @@ func (h History) find(version string) *Revision {
 func (h History) clone() History {
 	out := History{Fleet: h.Fleet, Current: h.Current, Revisions: make([]Revision, len(h.Revisions))}
 	copy(out.Revisions, h.Revisions)
+	if len(h.Withheld) > 0 {
+		out.Withheld = make(map[string]translate.Withheld, len(h.Withheld))
+		maps.Copy(out.Withheld, h.Withheld)
+	}
 	return out
 }
 
@@ -76,8 +86,10 @@ func (h History) clone() History {
 // revision yet is connected, and neither acked nor nacked.
 type Acks struct {
 	Connected, Acked, Nacked int
-	// LastNACK is the error_detail of a rejection of the revision.
-	LastNACK string
+	// LastNACK is the error_detail of a rejection of the revision;
+	// LastNACKType the type it refused ("" when its replica did not say), and
+	// LastNACKNode the proxy that gave it.
+	LastNACK, LastNACKType, LastNACKNode string
 }
 
 // Action is what a decision does.
@@ -111,11 +123,15 @@ type Decision struct {
 	Events  []Event
 	// Message explains Hold and RollBack.
 	Message string
+	// Withheld names the EnvoyConfigs whose content this decision withholds,
+	// each newly; History.Withheld says why.
+	Withheld []string
 }
 
 // Changed reports whether the history must be written.
 func (d Decision) Changed(prev History) bool {
-	if d.History.Fleet != prev.Fleet || d.History.Current != prev.Current || len(d.History.Revisions) != len(prev.Revisions) {
+	if d.History.Fleet != prev.Fleet || d.History.Current != prev.Current || len(d.History.Revisions) != len(prev.Revisions) ||
+		!maps.Equal(d.History.Withheld, prev.Withheld) {
 		return true
 	}
 	for i, r := range d.History.Revisions {
@@ -158,17 +174,20 @@ func Decide(prev History, ir translate.IR, acks Acks, rejected Rejections) Decis
 			cur.Acked = true
 		case acks.Nacked == acks.Connected && !cur.Acked && cur.Rejected == "":
 			cur.Rejected = Truncate(cmp.Or(acks.LastNACK, "no error_detail given"))
-			if target := h.rollbackTarget(); target != nil {
+			target := h.rollbackTarget()
+			d.Withheld = h.withhold(*cur, cmp.Or(target, h.previous(cur.Version)), acks)
+			blame := attribution(d.Withheld)
+			if target != nil {
 				d.Action = RollBack
-				d.Message = fmt.Sprintf("every proxy rejected version %s (%s); version %s, which they accepted, is served again",
-					cur.Version, cur.Rejected, target.Version)
+				d.Message = fmt.Sprintf("every proxy rejected version %s (%s); version %s, which they accepted, is served again; %s",
+					cur.Version, cur.Rejected, target.Version, blame)
 				d.Events = append(d.Events, Event{Warning: true, Reason: examplev1.EnvoyEventRolledBack, Message: d.Message})
 				cur.Configs = nil
 				h.Current = target.Version
 				h.moveToFront(target.Version)
 			} else {
 				d.Events = append(d.Events, Event{Warning: true, Reason: examplev1.EnvoyEventRejected, Message: fmt.Sprintf(
-					"every proxy rejected version %s (%s), and none accepted an earlier one: it stays served", cur.Version, cur.Rejected)})
+					"every proxy rejected version %s (%s), and none accepted an earlier one: it stays served; %s", cur.Version, cur.Rejected, blame)})
 			}
 		}
 	}
@@ -190,8 +209,75 @@ func Decide(prev History, ir translate.IR, acks Acks, rejected Rejections) Decis
 		}
 	}
 	h.prune(ir.Version)
+	h.pruneWithheld(ir)
 	d.History = h
 	return d
+}
+
+// withhold attributes the rejection of rev, whose content every proxy
+// rejected, to the EnvoyConfigs whose change it refused since before (the
+// revision served again, or the one published before rev; nil when there
+// is none), and records their content as withheld, with the content each
+// had in before, which the fleet takes instead. It returns their names, none
+// when the rejection cannot be attributed.
+func (h *History) withhold(rev Revision, before *Revision, acks Acks) []string {
+	var base []translate.Config
+	if before != nil {
+		base = before.Configs
+	}
+	names := translate.Attribute(rev.Configs, base, acks.LastNACKType, acks.LastNACK)
+	for _, name := range names {
+		for _, c := range rev.Configs {
+			if c.Name != name {
+				continue
+			}
+			if h.Withheld == nil {
+				h.Withheld = map[string]translate.Withheld{}
+			}
+			w := translate.Withheld{Content: translate.ContentOf(c), Version: rev.Version,
+				TypeURL: acks.LastNACKType, Detail: rev.Rejected, Node: acks.LastNACKNode}
+			for _, p := range base {
+				if p.Name == name {
+					w.Previous = &p
+				}
+			}
+			h.Withheld[name] = w
+		}
+	}
+	return names
+}
+
+// previous is the newest revision but version's that was not rejected and
+// keeps its content, or nil.
+func (h *History) previous(version string) *Revision {
+	for i := range h.Revisions {
+		if r := &h.Revisions[i]; r.Version != version && r.Rejected == "" && len(r.Configs) > 0 {
+			return r
+		}
+	}
+	return nil
+}
+
+// attribution says to whom a rejection was attributed (withheld).
+func attribution(withheld []string) string {
+	if len(withheld) == 0 {
+		return "the rejection cannot be attributed to the change of an EnvoyConfig, so the fleet keeps its revision whole until the content changes"
+	}
+	return fmt.Sprintf("the rejection is attributed to EnvoyConfig %s: that change is withheld, and the fleet's other EnvoyConfigs are served",
+		strings.Join(withheld, ", "))
+}
+
+// pruneWithheld forgets the withheld content of EnvoyConfigs that are gone
+// or changed since (translation's ConfigStatus.Content).
+func (h *History) pruneWithheld(ir translate.IR) {
+	for name, w := range h.Withheld {
+		if st, ok := ir.Configs[name]; !ok || st.Content != w.Content {
+			delete(h.Withheld, name)
+		}
+	}
+	if len(h.Withheld) == 0 {
+		h.Withheld = nil
+	}
 }
 
 // Rejections are versions known to be rejected by every proxy, as recorded

@@ -1,9 +1,15 @@
 package publish
 
 import (
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -171,5 +177,120 @@ func TestSum(t *testing.T) {
 	}
 	if got := Changed(reports[0], reports[1]); strings.Join(got, ",") != "ns/edge,ns/other" {
 		t.Errorf("Changed = %v", got)
+	}
+}
+
+// A rejection stays with its author: the change every proxy rejected is
+// attributed to the EnvoyConfig that made it, and withheld, so that the
+// others' later changes are published; the author's next change is
+// published again. A rejection that cannot be attributed holds the fleet's
+// revision whole, as before.
+func TestDecideWithholdsTheRejectedChange(t *testing.T) {
+	clusters := func(name string, names ...string) translate.Config {
+		var cs []runtime.RawExtension
+		for _, n := range names {
+			cs = append(cs, runtime.RawExtension{Raw: []byte(`{"name": "` + n + `", "type": "EDS", "connect_timeout": "1s", "eds_cluster_config": {"eds_config": {"ads": {}}}}`)})
+		}
+		return translate.Config{Name: "ns/" + name, Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: examplev1.EnvoyResources{Clusters: cs}}}
+	}
+	A, B := clusters("a", "a1"), clusters("b", "b1")
+	A2, B2, A3 := clusters("a", "a1", "extra"), clusters("b", "b1", "b2"), clusters("a", "a1", "a3")
+	translated := func(h History, configs ...translate.Config) translate.IR {
+		var published []translate.Config
+		if r := h.Served(); r != nil {
+			published = r.Configs
+		}
+		return translate.Translate(translate.Input{Configs: configs, Published: published, Withheld: h.Withheld})
+	}
+	everyProxyRejects := Acks{Connected: 2, Nacked: 2, LastNACK: "cluster extra: unsupported", LastNACKType: resourcev3.ClusterType, LastNACKNode: "pod-1"}
+
+	v1 := translated(History{}, A, B)
+	h := Decide(History{Fleet: "ns/edge"}, v1, Acks{}, nil).History
+	h = Decide(h, v1, Acks{Connected: 2, Acked: 2}, nil).History
+	v2 := translated(h, A2, B)
+	h = Decide(h, v2, Acks{}, nil).History
+	if h.Current != v2.Version {
+		t.Fatalf("A's change is not published: %s", versions(h))
+	}
+
+	d := Decide(h, v2, everyProxyRejects, nil)
+	h = d.History
+	if d.Action != RollBack || h.Current != v1.Version || !slices.Equal(d.Withheld, []string{"ns/a"}) {
+		t.Fatalf("after every proxy rejected A's change: %s %s, withheld %v", d.Action, versions(h), d.Withheld)
+	}
+	want := translate.Withheld{Content: translate.ContentOf(A2), Version: v2.Version, TypeURL: resourcev3.ClusterType, Detail: "cluster extra: unsupported", Node: "pod-1", Previous: &A}
+	if got := h.Withheld["ns/a"]; !reflect.DeepEqual(got, want) || len(h.Withheld) != 1 {
+		t.Errorf("withheld %+v, want only A's: %+v", h.Withheld, want)
+	}
+	if !strings.Contains(d.Message, "attributed to EnvoyConfig ns/a") {
+		t.Errorf("the rollback's message does not say to whom it is attributed: %s", d.Message)
+	}
+
+	// B changes: published, without A's change, which stays withheld.
+	v3 := translated(h, A2, B2)
+	d = Decide(h, v3, Acks{Connected: 2, Acked: 2}, nil)
+	h = d.History
+	if d.Action != Publish || h.Current != v3.Version || v3.Version == v2.Version {
+		t.Fatalf("B's change: %s %s", d.Action, versions(h))
+	}
+	if got := v3.Revision; len(got) != 2 || translate.ContentOf(got[0]) != translate.ContentOf(A) || translate.ContentOf(got[1]) != translate.ContentOf(B2) {
+		t.Errorf("the revision published with B's change holds %+v, want A's accepted content and B's new one", got)
+	}
+	if _, ok := h.Withheld["ns/a"]; !ok {
+		t.Errorf("A's change is no longer withheld after B's was published")
+	}
+
+	// A changes again: published, and nothing is withheld any more.
+	v4 := translated(h, A3, B2)
+	d = Decide(h, v4, Acks{}, nil)
+	if d.Action != Publish || d.History.Current != v4.Version || d.History.Withheld != nil {
+		t.Errorf("A's next change: %s %s, withheld %v", d.Action, versions(d.History), d.History.Withheld)
+	}
+
+	// A rejection of what no EnvoyConfig changed (endpoints) cannot be
+	// attributed: the revision is held whole.
+	d = Decide(d.History, v4, Acks{Connected: 2, Nacked: 2, LastNACK: "bad endpoints", LastNACKType: resourcev3.EndpointType}, nil)
+	if len(d.Withheld) != 0 || d.History.Withheld != nil || !strings.Contains(d.Message, "cannot be attributed") {
+		t.Errorf("an unattributable rejection: withheld %v %v, message %q", d.Withheld, d.History.Withheld, d.Message)
+	}
+	if next := Decide(d.History, translated(d.History, A3, B2), Acks{}, nil); next.Action != Hold {
+		t.Errorf("after an unattributable rejection: %s, want Hold", next.Action)
+	}
+}
+
+// When no revision was recorded as accepted yet (the proxies' ACKs were
+// not reported before the next change), a rejected change is attributed
+// against the revision published before it, and the EnvoyConfig gets its
+// content from there: the fleet is served what it was before the change.
+func TestDecideWithholdsWithoutAnAcceptedRevision(t *testing.T) {
+	clusters := func(name string, names ...string) translate.Config {
+		var cs []runtime.RawExtension
+		for _, n := range names {
+			cs = append(cs, runtime.RawExtension{Raw: []byte(`{"name": "` + n + `", "type": "EDS", "connect_timeout": "1s", "eds_cluster_config": {"eds_config": {"ads": {}}}}`)})
+		}
+		return translate.Config{Name: "ns/" + name, Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: examplev1.EnvoyResources{Clusters: cs}}}
+	}
+	A, B, A2 := clusters("a", "a1"), clusters("b", "b1"), clusters("a", "a1", "extra")
+	translated := func(h History, configs ...translate.Config) translate.IR {
+		var published []translate.Config
+		if r := h.Served(); r != nil {
+			published = r.Configs
+		}
+		return translate.Translate(translate.Input{Configs: configs, Published: published, Withheld: h.Withheld})
+	}
+	v1 := translated(History{}, A, B)
+	h := Decide(History{Fleet: "ns/edge"}, v1, Acks{}, nil).History
+	v2 := translated(h, A2, B)
+	h = Decide(h, v2, Acks{}, nil).History
+	d := Decide(h, v2, Acks{Connected: 2, Nacked: 2, LastNACK: "cluster extra: no", LastNACKType: resourcev3.ClusterType}, nil)
+	if d.Action != Unchanged || d.History.Current != v2.Version || !slices.Equal(d.Withheld, []string{"ns/a"}) {
+		t.Fatalf("every proxy rejected A's change, none accepted a revision: %s %s, withheld %v", d.Action, versions(d.History), d.Withheld)
+	}
+	next := translated(d.History, A2, B)
+	if next.Version != v1.Version {
+		t.Errorf("with A's change withheld the fleet's content is %s, want what it was before the change, %s", next.Version, v1.Version)
+	}
+	if d = Decide(d.History, next, Acks{}, nil); d.Action != Publish || d.History.Current != v1.Version {
+		t.Errorf("then: %s %s, want %s published", d.Action, versions(d.History), v1.Version)
 	}
 }

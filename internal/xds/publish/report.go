@@ -33,8 +33,8 @@ const (
 	// holds, as <index>/<count>.
 	ShardAnnotation = "kube-envoy-controller.io/report-shard"
 	// ShardBytes bounds the data of one shard. A fleet's entry takes the
-	// length of its identity and about 60 bytes, and up to MaxDetail more
-	// while its proxies reject a version.
+	// length of its identity and about 60 bytes, and up to MaxDetail and
+	// 350 more (the type and the proxy) while its proxies reject a version.
 	ShardBytes = 256 << 10
 	// MaxShards bounds a replica's shards: ShardBytes × MaxShards holds the
 	// entries of far more fleets than a replica can hold proxies of.
@@ -51,6 +51,10 @@ type FleetProxies struct {
 	Acked     int    `json:"acked,omitempty"`
 	Nacked    int    `json:"nacked,omitempty"`
 	LastNACK  string `json:"lastNACK,omitempty"`
+	// LastNACKType is the type that rejection refused, and LastNACKNode the
+	// proxy that gave it; a replica of an earlier release leaves them out.
+	LastNACKType string `json:"lastNACKType,omitempty"`
+	LastNACKNode string `json:"lastNACKNode,omitempty"`
 }
 
 // Report is one replica's proxies, by fleet ID; fleets without a connected
@@ -91,7 +95,7 @@ func Sum(reports []Report, fleetID, version string) Acks {
 		a.Acked += f.Acked
 		a.Nacked += f.Nacked
 		if f.LastNACK != "" {
-			a.LastNACK = f.LastNACK
+			a.LastNACK, a.LastNACKType, a.LastNACKNode = f.LastNACK, f.LastNACKType, f.LastNACKNode
 		}
 	}
 	return a

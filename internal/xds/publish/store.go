@@ -167,6 +167,11 @@ func (h History) check(id fleet.ID) error {
 	if h.Current != "" && !seen[h.Current] {
 		return fmt.Errorf("the served version %s is not among the revisions", h.Current)
 	}
+	for name, w := range h.Withheld {
+		if ns, _, ok := strings.Cut(name, "/"); !ok || ns != id.Namespace || w.Previous != nil && w.Previous.Name != name {
+			return fmt.Errorf("it withholds EnvoyConfig %q, which is not of namespace %s, or keeps another's content for it", name, id.Namespace)
+		}
+	}
 	return nil
 }
 

@@ -418,7 +418,7 @@ var conformance = []struct {
 				c.t.Fatalf("got version %s, want %s", resp.GetVersionInfo(), c.version(resourcev3.ClusterType))
 			}
 			must(c.t, a.Nack(resp, "cluster bad: no"))
-			waitCounts(c.t, c.s, bad, ProxyCounts{Connected: 1, Nacked: 1, LastNACK: "cluster bad: no"})
+			waitCounts(c.t, c.s, bad, ProxyCounts{Connected: 1, Nacked: 1, LastNACK: "cluster bad: no", LastNACKType: resourcev3.ClusterType, LastNACKNode: "p"})
 			waitCounts(c.t, c.s, v1, ProxyCounts{Connected: 1, Acked: 1})
 			// The rejected version is not sent again: the next response is
 			// the corrected one.
@@ -439,7 +439,7 @@ var conformance = []struct {
 				c.t.Fatalf("got %v, want the new cluster bad", got)
 			}
 			must(c.t, d.Nack(resp, "cluster bad: no"))
-			waitCounts(c.t, c.s, bad, ProxyCounts{Connected: 1, Nacked: 1, LastNACK: "cluster bad: no"})
+			waitCounts(c.t, c.s, bad, ProxyCounts{Connected: 1, Nacked: 1, LastNACK: "cluster bad: no", LastNACKType: resourcev3.ClusterType, LastNACKNode: "p"})
 			good := c.publish(with(baseFleet(0), cluster("good", 0)))
 			c.expectDelta(d, resourcev3.ClusterType, []string{"good"}, []string{"bad"})
 			waitCounts(c.t, c.s, good, ProxyCounts{Connected: 1, Acked: 1})

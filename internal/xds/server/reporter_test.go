@@ -147,8 +147,8 @@ func shards(t *testing.T, replica string) map[string]*corev1.ConfigMap {
 }
 
 // manyFleets is the report of n fleets whose names are as long as they may
-// be, every tenth with its proxies rejecting a version, error_detail at its
-// longest.
+// be, every tenth with its proxies rejecting a version, error_detail and the
+// proxy's node id at their longest.
 func manyFleets(n int) publish.Report {
 	r := publish.Report{}
 	for i := range n {
@@ -156,6 +156,7 @@ func manyFleets(n int) publish.Report {
 		f := publish.FleetProxies{Version: "0123456789abcdef", Connected: 2, Acked: 2}
 		if i%10 == 0 {
 			f.Acked, f.Nacked, f.LastNACK = 0, 2, strings.Repeat("x", publish.MaxDetail)
+			f.LastNACKType, f.LastNACKNode = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret", strings.Repeat("p", maxNodeID)
 		}
 		r[id] = f
 	}
@@ -195,7 +196,8 @@ func TestReportOf10000Fleets(t *testing.T) {
 
 	// The leader reads every fleet's count from the shards.
 	counted := func(reports []publish.Report, id string, want publish.FleetProxies) bool {
-		return publish.Sum(reports, id, want.Version) == publish.Acks{Connected: want.Connected, Acked: want.Acked, Nacked: want.Nacked, LastNACK: want.LastNACK}
+		return publish.Sum(reports, id, want.Version) == publish.Acks{Connected: want.Connected, Acked: want.Acked, Nacked: want.Nacked,
+			LastNACK: want.LastNACK, LastNACKType: want.LastNACKType, LastNACKNode: want.LastNACKNode}
 	}
 	testenv.Eventually(t, "the leader to read every fleet's count", func() (bool, error) {
 		reports := readReports(t)

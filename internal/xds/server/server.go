@@ -32,6 +32,7 @@ import (
 	sotwv3 "github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/go-logr/logr"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"google.golang.org/grpc"
@@ -133,6 +134,10 @@ func (s *Server) SetTLS(config func(context.Context) (*tls.Config, error), trust
 // Tracker returns the server's record of its proxies.
 func (s *Server) Tracker() *Tracker { return s.tracker }
 
+// maxNodeID bounds a rejecting proxy's node id in a report: it is the
+// proxy's own claim, and a pod's name is never longer.
+const maxNodeID = 253
+
 // ProxyReport is what the server's proxies answered, by fleet: a Reporter's
 // Proxies. Each fleet's version and counts are of one publication.
 func (s *Server) ProxyReport() publish.Report {
@@ -143,7 +148,8 @@ func (s *Server) ProxyReport() publish.Report {
 		version := s.Version(id)
 		c := s.tracker.Counts(id, version)
 		pub.Unlock()
-		out[id] = publish.FleetProxies{Version: version, Connected: c.Connected, Acked: c.Acked, Nacked: c.Nacked, LastNACK: publish.Truncate(c.LastNACK)}
+		out[id] = publish.FleetProxies{Version: version, Connected: c.Connected, Acked: c.Acked, Nacked: c.Nacked, LastNACK: publish.Truncate(c.LastNACK),
+			LastNACKType: c.LastNACKType, LastNACKNode: conditions.Truncate(c.LastNACKNode, maxNodeID)}
 	}
 	return out
 }

@@ -108,7 +108,7 @@ func TestSotwAckAndNack(t *testing.T) {
 	if resp.GetVersionInfo() != s.TypeVersion(fleet, resourcev3.ClusterType) {
 		t.Fatalf("got version %s after v1, want v2 (the unchanged content was pushed again?)", resp.GetVersionInfo())
 	}
-	waitCounts(t, s, "v2", ProxyCounts{Connected: 1, Nacked: 1, LastNACK: "cluster b: bad"})
+	waitCounts(t, s, "v2", ProxyCounts{Connected: 1, Nacked: 1, LastNACK: "cluster b: bad", LastNACKType: resourcev3.ClusterType, LastNACKNode: "pod-1"})
 	// The proxy still runs v1.
 	waitCounts(t, s, "v1", ProxyCounts{Connected: 1, Acked: 1})
 }
@@ -142,7 +142,7 @@ func TestDeltaAckAndNack(t *testing.T) {
 		ErrorDetail: &statuspb.Status{Code: 3, Message: "no"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitCounts(t, s, "v2", ProxyCounts{Connected: 1, Nacked: 1, LastNACK: "no"})
+	waitCounts(t, s, "v2", ProxyCounts{Connected: 1, Nacked: 1, LastNACK: "no", LastNACKType: resourcev3.ClusterType, LastNACKNode: "pod-1"})
 }
 
 // 500 concurrent ADS streams of one fleet all receive and ACK a new version.
@@ -209,7 +209,7 @@ func TestNoResendAfterNack(t *testing.T) {
 	if resp, err := p.Next("bad cluster"); err != nil || resp.GetVersionInfo() != s.TypeVersion(fleet, resourcev3.ClusterType) {
 		t.Fatalf("got %v, %v; want v2", resp.GetVersionInfo(), err)
 	}
-	waitCounts(t, s, "v2", ProxyCounts{Connected: 1, Nacked: 1, LastNACK: "bad cluster"})
+	waitCounts(t, s, "v2", ProxyCounts{Connected: 1, Nacked: 1, LastNACK: "bad cluster", LastNACKType: resourcev3.ClusterType, LastNACKNode: "pod-1"})
 	mustPublish(t, s, "v3", clusters("a", "good"))
 	resp, err := p.Next("")
 	if err != nil {

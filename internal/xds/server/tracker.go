@@ -74,9 +74,9 @@ type proxyStream struct {
 	id          int64
 	fleet, node string
 	// standing is the stream's, with its fleet's published version, and
-	// nackDetail the detail of the rejection when it is rejected.
-	standing   standing
-	nackDetail string
+	// rejection the type and detail of the rejection when it is rejected.
+	standing  standing
+	rejection rejection
 	// lastSent holds each type's last response; an answer to an older one
 	// is stale, and changes nothing.
 	lastSent  map[string]sent   // type URL -> the last response
@@ -88,6 +88,10 @@ type proxyStream struct {
 }
 
 type nack struct{ version, detail string }
+
+// rejection is what a proxy rejected of a version: a type, and the
+// error_detail it gave.
+type rejection struct{ typeURL, detail string }
 
 // NewTracker returns a Tracker that follows no stream yet.
 func NewTracker() *Tracker {
@@ -119,8 +123,9 @@ func claimedFleet(node *corev3.Node) string { return node.GetCluster() }
 // ProxyCounts describes a fleet's proxies with respect to one version.
 type ProxyCounts struct {
 	Connected, Acked, Nacked int
-	// LastNACK is the error_detail of a rejection of that version.
-	LastNACK string
+	// LastNACK is the error_detail of a rejection of that version;
+	// LastNACKType the type rejected, and LastNACKNode the proxy's node id.
+	LastNACK, LastNACKType, LastNACKNode string
 }
 
 // Counts returns how the fleet's connected proxies stand with version: a
@@ -140,17 +145,18 @@ func (t *Tracker) countsLocked(fleet, version string) ProxyCounts {
 	if p, ok := t.published[fleet]; ok && p.version == version {
 		c.Acked, c.Nacked = f.acked, f.nacked
 		if f.nacked > 0 {
-			c.LastNACK = f.streams[f.lastNACKStream].nackDetail
+			s := f.streams[f.lastNACKStream]
+			c.LastNACK, c.LastNACKType, c.LastNACKNode = s.rejection.detail, s.rejection.typeURL, s.node
 		}
 		return c
 	}
 	// Another version than the published one: judge every proxy against it.
 	label := t.labels(fleet, version)
 	for _, s := range f.streams {
-		switch st, detail := judge(s, label); st {
+		switch st, r := judge(s, label); st {
 		case rejected:
 			c.Nacked++
-			c.LastNACK = detail
+			c.LastNACK, c.LastNACKType, c.LastNACKNode = r.detail, r.typeURL, s.node
 		case accepted:
 			c.Acked++
 		}
@@ -170,29 +176,35 @@ func (t *Tracker) labels(fleet, version string) func(typ string) string {
 }
 
 // judge returns where a proxy stands with the version whose types label
-// gives: rejected if it rejected some type at that version, accepted if it
-// accepted every type it asked for.
-func judge(s *proxyStream, label func(string) string) (standing, string) {
+// gives: rejected if it rejected some type at that version (with what it
+// rejected), accepted if it accepted every type it asked for.
+// Of several types rejected, the rejection of the least type URL is the
+// one given, so that a proxy's rejection is the same whenever it is judged.
+func judge(s *proxyStream, label func(string) string) (standing, rejection) {
 	st := pending
 	if len(s.requested) > 0 {
 		st = accepted
 	}
+	var r rejection
 	for typ := range s.requested {
 		if n, ok := s.nacked[typ]; ok && n.version == label(typ) {
-			return rejected, n.detail
+			if st != rejected || typ < r.typeURL {
+				st, r = rejected, rejection{typeURL: typ, detail: n.detail}
+			}
+			continue
 		}
-		if s.acked[typ] != label(typ) {
+		if st != rejected && s.acked[typ] != label(typ) {
 			st = pending
 		}
 	}
-	return st, ""
+	return st, r
 }
 
 // rejudgeLocked judges a stream of fleet f again against the published
 // version, and moves it between the fleet's counts.
 func (t *Tracker) rejudgeLocked(f *fleetProxies, s *proxyStream, label func(string) string) {
 	t.leaveLocked(f, s)
-	s.standing, s.nackDetail = judge(s, label)
+	s.standing, s.rejection = judge(s, label)
 	f.count(s)
 }
 
@@ -225,7 +237,7 @@ func (t *Tracker) leaveLocked(f *fleetProxies, s *proxyStream) {
 			}
 		}
 	}
-	s.standing, s.nackDetail = pending, ""
+	s.standing, s.rejection = pending, rejection{}
 }
 
 // rejudgeFleetLocked judges every proxy of fleet again, after a publication.
@@ -238,7 +250,7 @@ func (t *Tracker) rejudgeFleetLocked(fleet string) {
 	label := t.labels(fleet, p.version)
 	f.acked, f.nacked = 0, 0
 	for _, s := range f.streams {
-		s.standing, s.nackDetail = judge(s, label)
+		s.standing, s.rejection = judge(s, label)
 		f.count(s)
 	}
 }

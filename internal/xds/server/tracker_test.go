@@ -70,11 +70,11 @@ func recount(t *Tracker, fleet, version string) (c ProxyCounts, details map[stri
 			continue
 		}
 		c.Connected++
-		st, detail := judge(s, label)
+		st, r := judge(s, label)
 		switch st {
 		case rejected:
 			c.Nacked++
-			details[detail] = true
+			details[r.detail+"|"+r.typeURL+"|"+s.node] = true
 		case accepted:
 			c.Acked++
 		}
@@ -140,8 +140,11 @@ func TestTrackerCountsFollowEveryEvent(t *testing.T) {
 			for f, v := range published {
 				want, details := recount(tr, f, v)
 				got := tr.Counts(f, v)
-				lastNACK := got.LastNACK
-				got.LastNACK = ""
+				lastNACK := ""
+				if got.LastNACK != "" {
+					lastNACK = got.LastNACK + "|" + got.LastNACKType + "|" + got.LastNACKNode
+				}
+				got.LastNACK, got.LastNACKType, got.LastNACKNode = "", "", ""
 				if got != want {
 					t.Fatalf("seed %d, step %d: Counts(%s, %s) = %+v, a recount gives %+v", seed, step, f, v, got, want)
 				}

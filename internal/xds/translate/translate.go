@@ -78,6 +78,9 @@ type Input struct {
 	Secrets map[string]corev1.Secret
 	// Policy is what the EnvoyConfigs may have their proxies read and reach.
 	Policy Policy
+	// Withheld holds, by EnvoyConfig, content that the fleet's proxies
+	// rejected: while an EnvoyConfig's content is that, it is not served.
+	Withheld map[string]Withheld
 }
 
 // Choice says which content of an EnvoyConfig the fleet's next revision
@@ -119,6 +122,11 @@ type ConfigStatus struct {
 	// webhook) is still served as it is, so that an upgrade takes no
 	// certificate away from a proxy, and told to move its keys to Secrets.
 	InlineKeys []string `json:"inlineKeys,omitempty"`
+	// Withheld is set while its content is one that the fleet's proxies
+	// rejected (Input.Withheld): that content is not served.
+	Withheld *Withheld `json:"withheld,omitempty"`
+	// Content is its current content's ContentOf.
+	Content string `json:"-"`
 }
 
 // IR is the fleet's intermediate representation.
@@ -155,17 +163,26 @@ func Translate(in Input) IR {
 	// when that is invalid or refused its published content.
 	choice := map[string]Config{}
 	for _, c := range in.Configs {
-		st := ConfigStatus{Choice: ChoiceCurrent}
+		st := ConfigStatus{Choice: ChoiceCurrent, Content: ContentOf(c)}
 		p, errs := parse(c)
 		st.InlineKeys = inlineKeys(p.resources)
 		st.Refused = in.Policy.refusals(c.Name, p.resources)
-		if len(errs) > 0 || len(st.Refused) > 0 {
+		w, withheld := in.Withheld[c.Name]
+		withheld = withheld && w.Content == st.Content
+		switch {
+		case len(errs) > 0 || len(st.Refused) > 0:
 			st.Invalid = messages(errs)
 			st.Choice = ChoiceNone
 			if p, ok := published[c.Name]; ok {
 				choice[c.Name], st.Choice = p, ChoicePublished
 			}
-		} else {
+		case withheld:
+			// Its content from before the change, unless the policy refuses it.
+			st.Withheld, st.Choice = &w, ChoiceNone
+			if p := w.Previous; p != nil && p.Name == c.Name && !in.Policy.refused(*p) {
+				choice[c.Name], st.Choice = p.Recorded(), ChoicePublished
+			}
+		default:
 			choice[c.Name] = c.Recorded()
 		}
 		ir.Configs[c.Name] = st

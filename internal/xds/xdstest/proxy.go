@@ -131,6 +131,20 @@ func (p *Proxy) Answer(resp *discoveryv3.DiscoveryResponse, nackDetail string) e
 	return p.Stream.Send(req)
 }
 
+// NextJudged is NextNames for a proxy that judges what it is sent: it
+// NACKs a response when nack, given the names of its resources, returns a
+// detail, and ACKs it when nack returns "".
+func (p *Proxy) NextJudged(nack func(names []string) string) (version string, names []string, err error) {
+	resp, err := recvWithin(p.Node.GetId(), p.Timeout, p.cancel, p.Stream.Recv)
+	if err != nil {
+		return "", nil, err
+	}
+	if names, err = Names(resp.GetResources()); err != nil {
+		return "", nil, err
+	}
+	return resp.GetVersionInfo(), names, p.Answer(resp, nack(names))
+}
+
 // NextNames is Next for a proxy that wants only the names of the resources
 // it is sent (clusters, listeners, route configurations, secrets, or the
 // cluster names of load assignments), with the response's version.
