@@ -327,8 +327,11 @@ func rejectAVersion(ctx context.Context, t *testing.T, c client.Client, p *rejec
 	if err := c.Patch(ctx, ec, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
+	// The fleet rolls back, and the change, attributed to this EnvoyConfig,
+	// is withheld: its status passes through RolledBack to Withheld.
 	wait("the fleet "+rejectingEnvoy+" to roll back", func() bool {
-		return conditions.Reason(ec.Status.Conditions, examplev1.EnvoyConfigConditionDegraded) == examplev1.EnvoyConfigReasonRolledBack && len(ec.Status.RejectedVersions) > 0
+		reason := conditions.Reason(ec.Status.Conditions, examplev1.EnvoyConfigConditionDegraded)
+		return (reason == examplev1.EnvoyConfigReasonRolledBack || reason == examplev1.EnvoyConfigReasonWithheld) && len(ec.Status.RejectedVersions) > 0
 	})
 	p.markRolledBack()
 }

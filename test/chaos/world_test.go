@@ -253,13 +253,17 @@ func objectNotReady(obj client.Object) string {
 		}
 	}
 	if ec, ok := obj.(*examplev1.EnvoyConfig); ok && ec.Name == rejectingConfig {
-		// Every proxy rejected its content: it stays so, and says so.
+		// Every proxy rejected its content: it stays so, and says so. Its
+		// change is withheld (recorded in the fleet's history); once the
+		// history is lost, the fleet is held on the rejection its status
+		// records instead.
 		p := meta.FindStatusCondition(conds, examplev1.EnvoyConfigConditionPublished)
-		if p == nil || p.Status != metav1.ConditionFalse || (p.Reason != examplev1.EnvoyConfigReasonRolledBack && p.Reason != examplev1.EnvoyConfigReasonRejected) || len(ec.Status.RejectedVersions) == 0 {
-			return fmt.Sprintf("not reported rejected: Published %+v, rejectedVersions %v", p, ec.Status.RejectedVersions)
-		}
-		if !conditions.IsTrue(conds, examplev1.EnvoyConfigConditionAccepted) {
-			return "Accepted not True"
+		a := meta.FindStatusCondition(conds, examplev1.EnvoyConfigConditionAccepted)
+		withheld := a != nil && a.Status == metav1.ConditionFalse && a.Reason == examplev1.EnvoyConfigReasonWithheld
+		held := a != nil && a.Status == metav1.ConditionTrue &&
+			p != nil && (p.Reason == examplev1.EnvoyConfigReasonRolledBack || p.Reason == examplev1.EnvoyConfigReasonRejected)
+		if p == nil || p.Status != metav1.ConditionFalse || !withheld && !held || len(ec.Status.RejectedVersions) == 0 {
+			return fmt.Sprintf("not reported rejected: Accepted %+v, Published %+v, rejectedVersions %v", a, p, ec.Status.RejectedVersions)
 		}
 		return ""
 	}
