@@ -32,28 +32,83 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 )
 
-// Kind is one type of xDS resource that an EnvoyConfig may hold.
+// Kind is one type of xDS resource that an EnvoyConfig may hold, and
+// everything the operator knows of it. A new type is one field of
+// examplev1.EnvoyResources and one entry of Kinds: the rest (reading an
+// EnvoyConfig, the order of a push, the types the server serves, kubectl
+// envoy's columns, the stand-in proxies' subscriptions) is derived from
+// Kinds, and TestKinds fails on an entry that lacks a fact.
 type Kind struct {
-	// Field is the list's name in spec.resources.
+	// Field is the list's name in spec.resources: the JSON name of its
+	// field of examplev1.EnvoyResources.
 	Field string
 	// TypeURL is the xDS type of the resource.
 	TypeURL string
-	newMsg  func() types.Resource
-	name    func(types.Resource) string
+	// Noun names one resource of the kind in messages, e.g. "route
+	// configuration".
+	Noun string
+	// Short is the name of the type's discovery service (LDS, RDS, CDS,
+	// EDS, SDS), e.g. a column of kubectl envoy proxies.
+	Short string
+	// Rank is the kind's place in the order a push sends the types, from
+	// 0, as the protocol's make-before-break asks (PushOrder).
+	Rank int
+	// ByName: a proxy asks for the resources by name only, never for all
+	// of them (a wildcard), which the server refuses.
+	ByName bool
+	// List returns the kind's list of an EnvoyConfig's resources, the
+	// field Field of res, to read or to replace.
+	List func(res *examplev1.EnvoyResources) *[]runtime.RawExtension
+
+	newMsg func() types.Resource
+	name   func(types.Resource) string
 }
 
 // Kinds lists the kinds of spec.resources, in the order they are read.
-var Kinds = []Kind{
-	{"listeners", resourcev3.ListenerType, func() types.Resource { return &listenerv3.Listener{} },
-		func(r types.Resource) string { return r.(*listenerv3.Listener).GetName() }},
-	{"routes", resourcev3.RouteType, func() types.Resource { return &routev3.RouteConfiguration{} },
-		func(r types.Resource) string { return r.(*routev3.RouteConfiguration).GetName() }},
-	{"clusters", resourcev3.ClusterType, func() types.Resource { return &clusterv3.Cluster{} },
-		func(r types.Resource) string { return r.(*clusterv3.Cluster).GetName() }},
-	{"endpoints", resourcev3.EndpointType, func() types.Resource { return &endpointv3.ClusterLoadAssignment{} },
-		func(r types.Resource) string { return r.(*endpointv3.ClusterLoadAssignment).GetClusterName() }},
-	{"secrets", resourcev3.SecretType, func() types.Resource { return &tlsv3.Secret{} },
-		func(r types.Resource) string { return r.(*tlsv3.Secret).GetName() }},
+// It is an array, so that the server sizes its arrays of types by it.
+var Kinds = [...]Kind{{
+	Field: "listeners", TypeURL: resourcev3.ListenerType, Noun: "listener", Short: "LDS", Rank: 2,
+	List:   func(r *examplev1.EnvoyResources) *[]runtime.RawExtension { return &r.Listeners },
+	newMsg: func() types.Resource { return &listenerv3.Listener{} },
+	name:   func(r types.Resource) string { return r.(*listenerv3.Listener).GetName() },
+}, {
+	Field: "routes", TypeURL: resourcev3.RouteType, Noun: "route configuration", Short: "RDS", Rank: 3,
+	List:   func(r *examplev1.EnvoyResources) *[]runtime.RawExtension { return &r.Routes },
+	newMsg: func() types.Resource { return &routev3.RouteConfiguration{} },
+	name:   func(r types.Resource) string { return r.(*routev3.RouteConfiguration).GetName() },
+}, {
+	Field: "clusters", TypeURL: resourcev3.ClusterType, Noun: "cluster", Short: "CDS", Rank: 0,
+	List:   func(r *examplev1.EnvoyResources) *[]runtime.RawExtension { return &r.Clusters },
+	newMsg: func() types.Resource { return &clusterv3.Cluster{} },
+	name:   func(r types.Resource) string { return r.(*clusterv3.Cluster).GetName() },
+}, {
+	Field: "endpoints", TypeURL: resourcev3.EndpointType, Noun: "cluster load assignment", Short: "EDS", Rank: 1,
+	List:   func(r *examplev1.EnvoyResources) *[]runtime.RawExtension { return &r.Endpoints },
+	newMsg: func() types.Resource { return &endpointv3.ClusterLoadAssignment{} },
+	name:   func(r types.Resource) string { return r.(*endpointv3.ClusterLoadAssignment).GetClusterName() },
+}, {
+	// Secrets come last: a proxy asks for a secret once a cluster or
+	// listener names it.
+	Field: "secrets", TypeURL: resourcev3.SecretType, Noun: "secret", Short: "SDS", Rank: 4, ByName: true,
+	List:   func(r *examplev1.EnvoyResources) *[]runtime.RawExtension { return &r.Secrets },
+	newMsg: func() types.Resource { return &tlsv3.Secret{} },
+	name:   func(r types.Resource) string { return r.(*tlsv3.Secret).GetName() },
+}}
+
+// PushOrder holds the indexes in Kinds of the kinds by Rank: the order in
+// which a stream is sent the types, as the protocol's make-before-break
+// asks: a cluster before its endpoints, both before the listeners that use
+// them, a listener before its routes.
+var PushOrder = pushOrder(Kinds[:])
+
+// pushOrder returns the indexes in kinds of the kinds, by rank.
+func pushOrder(kinds []Kind) []int {
+	order := make([]int, len(kinds))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return kinds[order[a]].Rank < kinds[order[b]].Rank })
+	return order
 }
 
 // KindOf returns the kind of typeURL, or the zero Kind.
@@ -141,10 +196,6 @@ type Resource struct {
 // resources that are valid, and one error for each that is not, naming the
 // resource and the field.
 func Parse(source string, res examplev1.EnvoyResources) ([]Resource, []error) {
-	lists := map[string][]runtime.RawExtension{
-		"listeners": res.Listeners, "routes": res.Routes, "clusters": res.Clusters,
-		"endpoints": res.Endpoints, "secrets": res.Secrets,
-	}
 	var (
 		out  []Resource
 		errs []error
@@ -154,7 +205,7 @@ func Parse(source string, res examplev1.EnvoyResources) ([]Resource, []error) {
 		addresses []listenerAddress
 	)
 	for _, k := range Kinds {
-		for i, raw := range lists[k.Field] {
+		for i, raw := range *k.List(&res) {
 			path := fmt.Sprintf("spec.resources.%s[%d]", k.Field, i)
 			msg, name, err := Decode(k, raw.Raw)
 			if err != nil {
@@ -166,7 +217,7 @@ func Parse(source string, res examplev1.EnvoyResources) ([]Resource, []error) {
 			}
 			key := k.TypeURL + "/" + name
 			if first, dup := seen[key]; dup {
-				errs = append(errs, fmt.Errorf("%s: %s %q is already defined at %s", path, k.Noun(), name, first))
+				errs = append(errs, fmt.Errorf("%s: %s %q is already defined at %s", path, k.Noun, name, first))
 				continue
 			}
 			if l, ok := msg.(*listenerv3.Listener); ok {
@@ -180,12 +231,6 @@ func Parse(source string, res examplev1.EnvoyResources) ([]Resource, []error) {
 		}
 	}
 	return out, errs
-}
-
-// Noun names one resource of the kind in messages, e.g. "route configuration".
-func (k Kind) Noun() string {
-	return map[string]string{"listeners": "listener", "routes": "route configuration", "clusters": "cluster",
-		"endpoints": "cluster load assignment", "secrets": "secret"}[k.Field]
 }
 
 // Version is a hash of resources' content: unchanged content, unchanged

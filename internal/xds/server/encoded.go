@@ -54,7 +54,7 @@ func encodeKind(h *resource.Hash, typeURL string, rs []types.Resource) ([]*encod
 	resource.MarshalKind(h, typeURL, rs, func(name string, r types.Resource, b []byte, err error) {
 		if err != nil {
 			if first == nil {
-				first = fmt.Errorf("%s %q does not marshal: %w", resource.KindOf(typeURL).Noun(), name, err)
+				first = fmt.Errorf("%s %q does not marshal: %w", resource.KindOf(typeURL).Noun, name, err)
 			}
 			return
 		}

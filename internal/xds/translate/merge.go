@@ -36,7 +36,7 @@ func merge(configs []parsed) (map[resourceKey]resource.Resource, map[string][]st
 			key := resourceKey{r.Kind.TypeURL, r.Name}
 			if w, taken := winners[key]; taken {
 				if w.Source != r.Source {
-					what := fmt.Sprintf("%s %q", r.Kind.Noun(), r.Name)
+					what := fmt.Sprintf("%s %q", r.Kind.Noun, r.Name)
 					clashes[r.Source] = append(clashes[r.Source],
 						fmt.Sprintf("%s (%s) is also defined by EnvoyConfig %s, which is older and wins", what, r.Path, w.Source))
 					clashes[w.Source] = append(clashes[w.Source],
