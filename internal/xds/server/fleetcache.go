@@ -6,7 +6,7 @@ import (
 	"errors"
 	"iter"
 	"maps"
-	"slices"
+	"strings"
 	"sync"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -39,7 +39,7 @@ import (
 //     only the cache answers. So no lock is ever held while the cache waits
 //     for a stream: a slow or silent stream holds nothing.
 //   - The cache knows each stream by that channel (streamState), and sends
-//     it the types in the order of make-before-break (pushOrder): a type
+//     it the types in the order of make-before-break (resource.PushOrder): a type
 //     waits until the stream was sent the served version of every type
 //     before it that it subscribes to. So a proxy is sent a push's clusters,
 //     then endpoints, listeners, routes and secrets, also when it has not
@@ -150,23 +150,8 @@ var (
 	endpointKind = kindIndex(resourcev3.EndpointType)
 )
 
-// pushOrder is the order in which a stream is sent the types, as the
-// protocol's make-before-break asks: a cluster before its endpoints, both
-// before the listeners that use them, a listener before its routes.
-// Secrets come last: a proxy asks for a secret once a cluster or listener
-// names it.
-var pushOrder = [...]string{resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType, resourcev3.SecretType}
-
 // numKinds is the number of types served (Kinds).
-const numKinds = len(pushOrder)
-
-// pushIndex is the index in Kinds of each type of pushOrder.
-var pushIndex = func() (out [numKinds]int) {
-	for i, typeURL := range pushOrder {
-		out[i] = kindIndex(typeURL)
-	}
-	return out
-}()
+const numKinds = len(resource.Kinds)
 
 // kindIndex returns the index of typeURL in Kinds, or -1.
 func kindIndex(typeURL string) int {
@@ -242,15 +227,28 @@ func newFleetCache() *fleetCache {
 func servedType(typeURL string) error {
 	if resource.KindOf(typeURL).TypeURL == "" {
 		// The type URL is the client's: keep the message short.
-		return status.Errorf(codes.InvalidArgument, "type %q is not served: only listeners, routes, clusters, endpoints and secrets are",
-			conditions.Truncate(typeURL, 200))
+		return status.Errorf(codes.InvalidArgument, "type %q is not served: only %s are",
+			conditions.Truncate(typeURL, 200), servedFields)
 	}
 	return nil
 }
 
-// errWildcardSecrets refuses a subscription to every secret of a fleet: a
-// proxy asks for the secrets its listeners and clusters name.
-var errWildcardSecrets = status.Error(codes.InvalidArgument, "secrets are served by name only, not to a wildcard subscription")
+// servedFields names the types served, e.g. "listeners, routes and secrets".
+var servedFields = func() string {
+	fields := make([]string, len(resource.Kinds))
+	for i, k := range resource.Kinds {
+		fields[i] = k.Field
+	}
+	last := len(fields) - 1
+	return strings.Join(fields[:last], ", ") + " and " + fields[last]
+}()
+
+// wildcardRefused refuses a subscription to every resource of a type
+// served by name only (Kind.ByName): a proxy asks for the secrets its
+// listeners and clusters name.
+func wildcardRefused(k resource.Kind) error {
+	return status.Errorf(codes.InvalidArgument, "%s are served by name only, not to a wildcard subscription", k.Field)
+}
 
 // admit checks a watch of typeURL with sub: a served type, secrets by name
 // only, and, when names is set, no more names than a stream may subscribe
@@ -260,9 +258,9 @@ func (c *fleetCache) admit(typeURL string, sub cachev3.Subscription, names bool)
 		metricRefused.WithLabelValues(refusedType).Inc()
 		return err
 	}
-	if typeURL == resourcev3.SecretType && sub.IsWildcard() {
+	if k := resource.KindOf(typeURL); k.ByName && sub.IsWildcard() {
 		metricRefused.WithLabelValues(refusedWildcardSecret).Inc()
-		return errWildcardSecrets
+		return wildcardRefused(k)
 	}
 	if !names {
 		return nil
@@ -348,14 +346,14 @@ func (c *fleetCache) watch(fleet string, stream any, kind int, w watch) func() {
 }
 
 // serve answers what it may of a stream's open watches, type by type in
-// pushOrder: a type waits while the stream was not sent the served version
+// resource.PushOrder: a type waits while the stream was not sent the served version
 // of a type before it that it subscribes to.
 func (f *fleetEntry) serve(st *streamState) {
 	p := f.served()
 	if p == nil {
 		return
 	}
-	for i, kind := range pushIndex {
+	for i, kind := range resource.PushOrder {
 		ty := &st.types[kind]
 		if ty.open == nil || !st.caughtUp(p, i) {
 			continue
@@ -369,10 +367,10 @@ func (f *fleetEntry) serve(st *streamState) {
 }
 
 // caughtUp reports whether the stream was sent p's version of each type
-// before the i-th of pushOrder that it subscribes to and, for a type after
+// before the i-th of resource.PushOrder that it subscribes to and, for a type after
 // the endpoints, whether it is warm.
 func (st *streamState) caughtUp(p *snapshot, i int) bool {
-	for _, kind := range pushIndex[:i] {
+	for _, kind := range resource.PushOrder[:i] {
 		if ty := st.types[kind]; ty.subscribed && ty.at != p.types[kind].version {
 			return false
 		}
@@ -383,8 +381,8 @@ func (st *streamState) caughtUp(p *snapshot, i int) bool {
 	return true
 }
 
-// endpointsPushed is the rank of the endpoints in pushOrder.
-var endpointsPushed = slices.Index(pushOrder[:], resourcev3.EndpointType)
+// endpointsPushed is the rank of the endpoints in the push order.
+var endpointsPushed = resource.KindOf(resourcev3.EndpointType).Rank
 
 // warm reports whether the stream was sent p's endpoints of every EDS
 // cluster the cache sent it: until then, a proxy has a cluster it cannot

@@ -573,9 +573,10 @@ func TestSilentStreamHoldsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, typ := range pushOrder {
-		req := &discoveryv3.DiscoveryRequest{TypeUrl: typ}
-		if typ == resourcev3.SecretType {
+	for i, kind := range resource.PushOrder {
+		k := resource.Kinds[kind]
+		req := &discoveryv3.DiscoveryRequest{TypeUrl: k.TypeURL}
+		if k.ByName {
 			req.ResourceNames = []string{"s"}
 		}
 		if i == 0 {
