@@ -23,9 +23,6 @@ const (
 	outputYAML  = "yaml"
 )
 
-// typeColumns are the table's per type columns, in the order of resource.Kinds.
-var typeColumns = map[string]string{"listeners": "LDS", "routes": "RDS", "clusters": "CDS", "endpoints": "EDS", "secrets": "SDS"}
-
 // versionWidth is how much of a version (a 16 hex digit hash) the table shows.
 const versionWidth = 8
 
@@ -61,8 +58,8 @@ func printRows(w io.Writer, format string, rows []debug.ProxyRow, now time.Time)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	header := []string{"NODE", "FLEET", "REPLICA"}
-	for _, k := range resource.Kinds {
-		header = append(header, typeColumns[k.Field]+" SENT/ACKED")
+	for _, k := range resource.Kinds { // a column per type, e.g. LDS
+		header = append(header, k.Short+" SENT/ACKED")
 	}
 	header = append(header, "STATE", "NACK", "LAST SEEN")
 	fmt.Fprintln(tw, strings.Join(header, "\t"))

@@ -30,6 +30,8 @@ import (
 	// The TLS contexts, in listeners' and clusters' typed configurations,
 	// that name SDS secrets.
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // Files of a fleet's client certificate Secret, as its pods mount them.
@@ -54,12 +56,16 @@ type Subscription struct {
 // ADS for everything: every cluster, endpoint, listener and route (a
 // wildcard), and the secrets its listeners and clusters name (SDS over ADS),
 // asked for by name once they are known, as Envoy does.
+//
+// It asks for every type the server serves (resource.Kinds), in the order
+// of a push, by name those served by name only.
 func Everything() []Subscription {
-	return []Subscription{
-		{TypeURL: resourcev3.ClusterType}, {TypeURL: resourcev3.EndpointType},
-		{TypeURL: resourcev3.ListenerType}, {TypeURL: resourcev3.RouteType},
-		{TypeURL: resourcev3.SecretType, Named: true},
+	subs := make([]Subscription, 0, len(resource.Kinds))
+	for _, i := range resource.PushOrder {
+		k := resource.Kinds[i]
+		subs = append(subs, Subscription{TypeURL: k.TypeURL, Named: k.ByName})
 	}
+	return subs
 }
 
 // Report is told of each response after its ACK was sent: its type, its

@@ -8,6 +8,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -53,5 +54,21 @@ func TestSecretNames(t *testing.T) {
 	}
 	if got := secretNames([]*anypb.Any{anyOf(t, plain)}); len(got) != 0 {
 		t.Errorf("a cluster without TLS names secrets %v", got)
+	}
+}
+
+// A stand-in asks for every type, in the order of a push, as an Envoy whose
+// bootstrap sends everything to ADS does: secrets by name.
+func TestEverything(t *testing.T) {
+	want := []Subscription{
+		{TypeURL: resourcev3.ClusterType}, {TypeURL: resourcev3.EndpointType},
+		{TypeURL: resourcev3.ListenerType}, {TypeURL: resourcev3.RouteType},
+		{TypeURL: resourcev3.SecretType, Named: true},
+	}
+	got := Everything()
+	if !slices.EqualFunc(got, want, func(a, b Subscription) bool {
+		return a.TypeURL == b.TypeURL && a.Named == b.Named && len(a.Names) == 0
+	}) {
+		t.Errorf("Everything() = %+v, want %+v", got, want)
 	}
 }
