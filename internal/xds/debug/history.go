@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -64,7 +63,7 @@ func RedactConfig(c translate.Config) (translate.Config, error) {
 	out := c
 	res := &out.Spec.Resources
 	for _, k := range resource.Kinds {
-		list := kindList(res, k.Field)
+		list := k.List(res)
 		redacted := make([]runtime.RawExtension, len(*list))
 		for i, raw := range *list {
 			redacted[i] = raw
@@ -87,19 +86,4 @@ func RedactConfig(c translate.Config) (translate.Config, error) {
 		}
 	}
 	return out, nil
-}
-
-// kindList is the list of spec.resources whose field is field.
-func kindList(r *examplev1.EnvoyResources, field string) *[]runtime.RawExtension {
-	switch field {
-	case "listeners":
-		return &r.Listeners
-	case "routes":
-		return &r.Routes
-	case "clusters":
-		return &r.Clusters
-	case "endpoints":
-		return &r.Endpoints
-	}
-	return &r.Secrets
 }
