@@ -23,6 +23,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // What admission admits, a real Envoy loads: a property over EnvoyConfigs
@@ -210,8 +211,9 @@ func samplesFleet(t *testing.T) []Config {
 func trees(t *testing.T, res examplev1.EnvoyResources) map[string][]any {
 	t.Helper()
 	out := map[string][]any{}
-	for field, list := range resourceLists(&res) {
-		for _, raw := range *list {
+	for _, k := range resource.Kinds {
+		field := k.Field
+		for _, raw := range *k.List(&res) {
 			js, err := yaml.YAMLToJSON(raw.Raw)
 			if err != nil {
 				t.Fatal(err)
@@ -224,11 +226,6 @@ func trees(t *testing.T, res examplev1.EnvoyResources) map[string][]any {
 		}
 	}
 	return out
-}
-
-func resourceLists(res *examplev1.EnvoyResources) map[string]*[]runtime.RawExtension {
-	return map[string]*[]runtime.RawExtension{"listeners": &res.Listeners, "routes": &res.Routes,
-		"clusters": &res.Clusters, "endpoints": &res.Endpoints, "secrets": &res.Secrets}
 }
 
 // pool holds every value each key has in the fleet's resources, at any
@@ -292,7 +289,10 @@ func deepCopy(v any) any {
 // of dropping a field, duplicating a list's item, and putting in a field a
 // value the same key has somewhere in the fleet. It says what it did.
 func mutate(r *rand.Rand, res map[string][]any, p pool) []string {
-	fields := []string{"listeners", "routes", "clusters", "endpoints", "secrets"}
+	var fields []string
+	for _, k := range resource.Kinds {
+		fields = append(fields, k.Field)
+	}
 	var did []string
 	for range 1 + r.IntN(3) {
 		switch op := r.IntN(10); {
@@ -382,8 +382,9 @@ func TestAdmittedLoadsInEnvoy(t *testing.T) {
 			did := mutate(r, res, p)
 			after := fleet[which]
 			after.Spec.Resources = examplev1.EnvoyResources{}
-			for field, list := range resourceLists(&after.Spec.Resources) {
-				for _, v := range res[field] {
+			for _, k := range resource.Kinds {
+				list := k.List(&after.Spec.Resources)
+				for _, v := range res[k.Field] {
 					js, err := json.Marshal(v)
 					if err != nil {
 						t.Fatal(err)
