@@ -52,6 +52,18 @@ if [[ $crds -eq 0 || $established -ne $crds || $owner != kube-envoy-controller ]
   exit 1
 fi
 step "the chart ${charts[0]#dist/} is installed: $crds CRDs established, the Deployment is available"
+# An upgrade with a changed value reaches the Deployment, and a rollback
+# takes it back: the release's objects are Helm's to change.
+bin/helm upgrade kube-envoy-controller "$chart" --namespace default --reuse-values --set replicas=3 --wait --timeout 2m >"$DIR/helm-upgrade.log"
+upgraded=$(bin/kubectl -n kube-envoy-controller get deployment kube-envoy-controller -o jsonpath='{.spec.replicas}/{.status.availableReplicas}')
+bin/helm rollback kube-envoy-controller 1 --namespace default --wait --timeout 2m >>"$DIR/helm-upgrade.log"
+rolled_back=$(bin/kubectl -n kube-envoy-controller get deployment kube-envoy-controller -o jsonpath='{.spec.replicas}')
+revision=$(bin/helm history kube-envoy-controller --namespace default --max 1 -o json | sed -n 's/.*"revision":\([0-9]*\).*/\1/p')
+if [[ $upgraded != 3/3 || $rolled_back != 2 || $revision != 3 ]]; then
+  echo "helm upgrade --set replicas=3: the Deployment's replicas/available are $upgraded; after helm rollback 1: $rolled_back replicas, release revision '$revision'" >&2
+  exit 1
+fi
+step "helm upgrade --set replicas=3 reached the Deployment (3/3), and helm rollback took it back to 2"
 hack/cluster.sh down "$NAME"
 hack/cluster.sh up "$NAME" --kube-apiserver-port 0
 step "cluster $NAME is up afresh"
