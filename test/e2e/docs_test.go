@@ -56,6 +56,9 @@ var docPages = []struct {
 }{
 	{"docs/quickstart.md", "e2e-docs-quickstart", ""},
 	{"docs/tasks/routing-and-canary.md", "e2e-docs-routing", quickstartTerminal},
+	// The README shows, in short, what the quickstart does; its reader puts
+	// bin/ on PATH as the quickstart says.
+	{"README.md", "e2e-docs-readme", quickstartTerminal},
 }
 
 // quickstartTerminal is what the quickstart has its reader export, as it
