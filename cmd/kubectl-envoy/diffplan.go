@@ -260,6 +260,12 @@ func diffFleet(w world, f fleet.ID, live, after []translate.Config, changedConfi
 		d.Notes = append(d.Notes, decision.Message)
 	}
 	for _, c := range after {
+		if w := ir.Configs[c.Name].Withheld; w != nil {
+			d.Notes = append(d.Notes, fmt.Sprintf("version %s was rejected by every proxy (proxy %q: %s): the change of EnvoyConfig %s is withheld until its content changes, and the fleet's other EnvoyConfigs are served",
+				w.Version, w.Node, w.Detail, c.Name))
+		}
+	}
+	for _, c := range after {
 		if !changedConfigs[c.Name] {
 			continue
 		}
