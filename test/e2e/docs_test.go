@@ -48,17 +48,26 @@ import (
 
 // docPages are the pages whose blocks run, each with what a reader has
 // done before its first block: make run, in a namespace of the page's own
-// (its name, and a random suffix),
-// and in the terminal, for a task page, what the quickstart says to type.
+// (its name, and a random suffix), then what setup, when there is one, does
+// for the page (what its reader is taken to have, such as a certificate to
+// serve), and in the terminal, for a task page, what the quickstart says to
+// type.
 var docPages = []struct {
 	path, namespace string
 	terminal        string
+	setup           func(t *testing.T, root string)
 }{
-	{"docs/quickstart.md", "e2e-docs-quickstart", ""},
-	{"docs/tasks/routing-and-canary.md", "e2e-docs-routing", quickstartTerminal},
+	{"docs/quickstart.md", "e2e-docs-quickstart", "", nil},
+	{"docs/tasks/routing-and-canary.md", "e2e-docs-routing", quickstartTerminal, nil},
 	// The README shows, in short, what the quickstart does; its reader puts
 	// bin/ on PATH as the quickstart says.
-	{"README.md", "e2e-docs-readme", quickstartTerminal},
+	{"README.md", "e2e-docs-readme", quickstartTerminal, nil},
+	// Its reader has a certificate and its key for web.example.com, the
+	// TLS sample's host, in tls.crt and tls.key: a new one, which the
+	// sample's proxies do not serve yet.
+	{"docs/tasks/tls.md", "e2e-docs-tls", quickstartTerminal, func(t *testing.T, root string) {
+		tlsCert(t, root, "web.example.com")
+	}},
 }
 
 // quickstartTerminal is what the quickstart has its reader export, as it
@@ -263,6 +272,9 @@ func TestDocs(t *testing.T) {
 			}
 			root := t.TempDir()
 			makeRun(t, root, page.namespace)
+			if page.setup != nil {
+				page.setup(t, root)
+			}
 			sh := newDocShell(t, root)
 			if page.terminal != "" {
 				quickstart, err := os.ReadFile(filepath.Join(os.Getenv("E2E_ROOT"), "docs", "quickstart.md"))
@@ -377,11 +389,7 @@ func makeRun(t *testing.T, root, ns string) {
 
 	// The TLS sample's Secret, made as make run makes it.
 	tlsDir := filepath.Join(dev, "web-tls")
-	cmd := exec.Command("go", "run", "./hack/tlscert", tlsDir, "web.example.com")
-	cmd.Dir = repo
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("hack/tlscert: %v: %s", err, out)
-	}
+	tlsCert(t, tlsDir, "web.example.com")
 	kubectl.Run(t, "-n", ns, "create", "secret", "tls", "web-tls", "--cert", filepath.Join(tlsDir, "tls.crt"), "--key", filepath.Join(tlsDir, "tls.key"))
 	kubectl.Run(t, "-n", ns, "label", "secret", "web-tls", "kube-envoy-controller.io/xds-secret=tls")
 	kubectl.Run(t, "label", "namespace", ns, "kube-envoy-controller.io/injection=enabled")
@@ -394,5 +402,16 @@ func makeRun(t *testing.T, root, ns string) {
 		if err := os.WriteFile(filepath.Join(dev, "proxies", pod+".admin"), []byte(p.Admin+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// tlsCert writes a self-signed certificate for host and its key, as tls.crt
+// and tls.key in dir, with hack/tlscert, as make run does.
+func tlsCert(t *testing.T, dir, host string) {
+	t.Helper()
+	cmd := exec.Command("go", "run", "./hack/tlscert", dir, host)
+	cmd.Dir = os.Getenv("E2E_ROOT")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/tlscert: %v: %s", err, out)
 	}
 }
