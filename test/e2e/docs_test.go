@@ -68,6 +68,10 @@ var docPages = []struct {
 	{"docs/tasks/tls.md", "e2e-docs-tls", quickstartTerminal, func(t *testing.T, root string) {
 		tlsCert(t, root, "web.example.com")
 	}},
+	// Its namespace shop is there, without the label.
+	{"docs/tasks/sidecar-injection.md", "e2e-docs-sidecar", quickstartTerminal, func(t *testing.T, _ string) {
+		namespace(t, "shop")
+	}},
 }
 
 // quickstartTerminal is what the quickstart has its reader export, as it
