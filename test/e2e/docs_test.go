@@ -72,6 +72,7 @@ var docPages = []struct {
 	{"docs/tasks/sidecar-injection.md", "e2e-docs-sidecar", quickstartTerminal, func(t *testing.T, _ string) {
 		namespace(t, "shop")
 	}},
+	{"docs/tasks/proxyless-grpc.md", "e2e-docs-grpc", quickstartTerminal, nil},
 }
 
 // quickstartTerminal is what the quickstart has its reader export, as it
