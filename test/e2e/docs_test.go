@@ -73,6 +73,7 @@ var docPages = []struct {
 		namespace(t, "shop")
 	}},
 	{"docs/tasks/proxyless-grpc.md", "e2e-docs-grpc", quickstartTerminal, nil},
+	{"docs/tasks/production-fleets.md", "e2e-docs-production", quickstartTerminal, nil},
 }
 
 // quickstartTerminal is what the quickstart has its reader export, as it
