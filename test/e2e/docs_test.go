@@ -75,6 +75,7 @@ var docPages = []struct {
 	{"docs/tasks/proxyless-grpc.md", "e2e-docs-grpc", quickstartTerminal, nil},
 	{"docs/tasks/production-fleets.md", "e2e-docs-production", quickstartTerminal, nil},
 	{"docs/tasks/previewing-changes.md", "e2e-docs-previewing", quickstartTerminal, nil},
+	{"docs/tasks/rolling-out-a-change.md", "e2e-docs-rolling-out", quickstartTerminal, nil},
 }
 
 // quickstartTerminal is what the quickstart has its reader export, as it
