@@ -76,6 +76,11 @@ var docPages = []struct {
 	{"docs/tasks/production-fleets.md", "e2e-docs-production", quickstartTerminal, nil},
 	{"docs/tasks/previewing-changes.md", "e2e-docs-previewing", quickstartTerminal, nil},
 	{"docs/tasks/rolling-out-a-change.md", "e2e-docs-rolling-out", quickstartTerminal, nil},
+	// The namespace of kube-prometheus-stack, monitoring, is there; its
+	// Grafana and Prometheus are not.
+	{"docs/tasks/monitoring.md", "e2e-docs-monitoring", quickstartTerminal, func(t *testing.T, _ string) {
+		namespace(t, "monitoring")
+	}},
 }
 
 // quickstartTerminal is what the quickstart has its reader export, as it
