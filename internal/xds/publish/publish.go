@@ -349,5 +349,6 @@ func (h *History) prune(offered string) {
 	h.Revisions = out
 }
 
-// Truncate cuts a proxy's error_detail to MaxDetail bytes.
-func Truncate(s string) string { return conditions.Truncate(s, MaxDetail) }
+// Truncate cuts a proxy's error_detail to MaxDetail bytes, without the
+// white space around it (Envoy ends some of its messages with a newline).
+func Truncate(s string) string { return conditions.Truncate(strings.TrimSpace(s), MaxDetail) }

@@ -294,3 +294,15 @@ func TestDecideWithholdsWithoutAnAcceptedRevision(t *testing.T) {
 		t.Errorf("then: %s %s, want %s published", d.Action, versions(d.History), v1.Version)
 	}
 }
+
+// A proxy's error_detail is kept without the white space around it: Envoy
+// ends some of its messages with a newline, which would break a status
+// message in two.
+func TestTruncateTrims(t *testing.T) {
+	if got := Truncate("cannot bind: Address already in use\n"); got != "cannot bind: Address already in use" {
+		t.Errorf("Truncate = %q", got)
+	}
+	if got := Truncate(strings.Repeat("x", 2*MaxDetail)); len(got) > MaxDetail {
+		t.Errorf("Truncate kept %d bytes, want at most %d", len(got), MaxDetail)
+	}
+}
