@@ -181,7 +181,8 @@ func TestReplicasServeTheRecordedRevision(t *testing.T) {
 	}
 
 	// Every proxy, on either replica, rejects the next version: the leader
-	// rolls back once, and both replicas serve the accepted version again.
+	// rolls back once, the change is withheld, and both replicas serve the
+	// accepted version again.
 	patch := client.MergeFrom(cfg.DeepCopy())
 	cfg.Spec.Resources.Clusters = append(cfg.Spec.Resources.Clusters, cluster("extra"))
 	if err := suite.Client.Patch(ctx, cfg, patch); err != nil {
@@ -193,7 +194,7 @@ func TestReplicasServeTheRecordedRevision(t *testing.T) {
 		}
 	}
 	testenv.WaitSettled(t, suite.Client, cfg, func(c *examplev1.EnvoyConfig) bool {
-		return c.Status.PublishedVersion == version && conditions.Reason(c.Status.Conditions, examplev1.EnvoyConfigConditionDegraded) == examplev1.EnvoyConfigReasonRolledBack
+		return c.Status.PublishedVersion == version && conditions.Reason(c.Status.Conditions, examplev1.EnvoyConfigConditionDegraded) == examplev1.EnvoyConfigReasonWithheld
 	})
 	testenv.Eventually(t, "both replicas to serve the accepted version again", func() (bool, error) {
 		return leader.XDS.Version(fleetID) == version && follower.XDS.Version(fleetID) == version, nil
@@ -209,13 +210,13 @@ func TestReplicasServeTheRecordedRevision(t *testing.T) {
 		t.Errorf("the rollback was reported %d times on the Envoy, want once", n)
 	}
 
-	// The leader goes: the follower takes over and keeps the rollback; the
-	// status counts the proxy left.
+	// The leader goes: the follower takes over and keeps the rollback and
+	// the withheld change; the status counts the proxy left.
 	leader.Stop()
 	waitLeader(t, follower)
 	testenv.WaitSettled(t, suite.Client, cfg, func(c *examplev1.EnvoyConfig) bool {
 		return c.Status.PublishedVersion == version && c.Status.Proxies.Connected == 1 &&
-			conditions.Reason(c.Status.Conditions, examplev1.EnvoyConfigConditionDegraded) == examplev1.EnvoyConfigReasonRolledBack
+			conditions.Reason(c.Status.Conditions, examplev1.EnvoyConfigConditionDegraded) == examplev1.EnvoyConfigReasonWithheld
 	})
 	if w := follower.statusWrites(); !slices.Contains(w, "PUT /apis/example.com/v1/namespaces/"+ns+"/envoyconfigs/web/status") {
 		t.Errorf("the new leader's writes %v hold no status update", w)
