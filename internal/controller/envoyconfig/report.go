@@ -47,6 +47,7 @@ func fleetState(ir translate.IR, rec recording, acks publish.Acks, envoyMissing 
 	if rev := h.Find(ir.Version); rev != nil && rev.Rejected != "" {
 		s.Rejected, s.RejectedVersion = rev.Rejected, rev.Version
 		s.RolledBack = h.Current != "" && h.Current != ir.Version
+		s.Unattributed = rev.Rejected != publish.KnownRejection && !withholds(h, rev.Version)
 	}
 	if rev := h.Served(); rev != nil && rev.Rejected != "" && s.Rejected == "" {
 		s.ServedRejected = rev.Rejected

@@ -30,6 +30,9 @@ type State struct {
 	Rejected        string
 	RejectedVersion string
 	RolledBack      bool
+	// Unattributed is set when that rejection could not be attributed to
+	// the change of an EnvoyConfig, so that none was withheld.
+	Unattributed bool
 	// ServedRejected is set when the served version itself was rejected by
 	// every proxy, with nothing to go back to.
 	ServedRejected string
@@ -109,10 +112,10 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 	case withheld != "":
 		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonWithheld, withheld)
 	case s.RolledBack:
-		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonRolledBack, "every connected proxy rejected the newest version: "+s.Rejected)
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonRolledBack, "every connected proxy rejected the newest version: "+s.Rejected+unattributed(s))
 	case s.Rejected != "" || s.ServedRejected != "":
 		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonRejected, "every connected proxy rejected the served version, and none accepted an earlier one: "+
-			s.Rejected+s.ServedRejected)
+			s.Rejected+s.ServedRejected+unattributed(s))
 	case s.PublishError != nil:
 		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, s.PublishError.Reason, s.PublishError.Message)
 	case s.HistoryUnusable != "":
@@ -138,6 +141,15 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionFalse, examplev1.EnvoyConfigReasonAsExpected, "")
 	}
 	return st
+}
+
+// unattributed says, for a rejection that no EnvoyConfig's change
+// explains, what became of the fleet.
+func unattributed(s State) string {
+	if !s.Unattributed {
+		return ""
+	}
+	return "; no EnvoyConfig's change explains the rejection (it refuses what no EnvoyConfig changed, such as endpoints or a Secret's certificate), so no change is withheld and the fleet's newest content is held whole until it changes"
 }
 
 // rejectedVersions returns the fleet versions c's status records as
@@ -187,4 +199,15 @@ func transitions(before, after status.Object) []status.Event {
 		return nil
 	}
 	return []status.Event{{Type: corev1.EventTypeWarning, Reason: examplev1.EnvoyConfigEventWithheld, Action: "Publish", Note: is.Message}}
+}
+
+// withholds reports whether h withholds a change that version, rejected,
+// was attributed to.
+func withholds(h publish.History, version string) bool {
+	for _, w := range h.Withheld {
+		if w.Version == version {
+			return true
+		}
+	}
+	return false
 }

@@ -3,9 +3,11 @@ package envoyconfig
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -121,5 +123,32 @@ func TestStatusReasonsExported(t *testing.T) {
 				t.Errorf("%s reason = %q, want %q", tt.typ, got, tt.reason)
 			}
 		})
+	}
+}
+
+// A rejection that no EnvoyConfig's change explains withholds nothing: the
+// EnvoyConfigs are told so; one that was attributed is not said to be
+// unattributed, and the one whose change is withheld says that instead.
+func TestUnattributedRejection(t *testing.T) {
+	c := statusOf(true, "v1", nil, "")
+	h := publish.History{Current: "v1", Revisions: []publish.Revision{{Version: "v1", Acked: true}, {Version: "v2", Rejected: "bad endpoints"}},
+		Withheld: map[string]translate.Withheld{}}
+	ir := translate.IR{Version: "v2", Configs: map[string]translate.ConfigStatus{}}
+	degraded := func(h publish.History, cs translate.ConfigStatus) metav1.Condition {
+		s := fleetState(ir, recording{history: h, readable: true}, publish.Acks{}, false, "")
+		s.Config = cs
+		st := Status(c, s)
+		return *meta.FindStatusCondition(st.Conditions, examplev1.EnvoyConfigConditionDegraded)
+	}
+	if d := degraded(h, translate.ConfigStatus{Choice: translate.ChoiceCurrent}); d.Reason != examplev1.EnvoyConfigReasonRolledBack || !strings.Contains(d.Message, "no EnvoyConfig's change explains the rejection") {
+		t.Errorf("an unattributed rejection: %+v", d)
+	}
+	h.Withheld["ns/c"] = translate.Withheld{Content: "x", Version: "v2", Detail: "bad cluster", Node: "pod-1"}
+	if d := degraded(h, translate.ConfigStatus{Choice: translate.ChoiceCurrent}); d.Reason != examplev1.EnvoyConfigReasonRolledBack || strings.Contains(d.Message, "no EnvoyConfig's change explains") {
+		t.Errorf("an attributed rejection, for another EnvoyConfig: %+v", d)
+	}
+	w := h.Withheld["ns/c"]
+	if d := degraded(h, translate.ConfigStatus{Choice: translate.ChoiceNone, Withheld: &w}); d.Reason != examplev1.EnvoyConfigReasonWithheld || !strings.Contains(d.Message, `proxy "pod-1": bad cluster`) {
+		t.Errorf("the EnvoyConfig whose change is withheld: %+v", d)
 	}
 }
