@@ -188,13 +188,14 @@ test: tools verify unit-go e2e test-at-once ## Run every test: stale-file checks
 test-at-once e2e-install: IMAGE_PLATFORMS = $(TEST_IMAGE_PLATFORMS)
 test-at-once: tools installer chart $(BIN)/controller-gen ## e2e-install, bench-smoke, test-scripts and the image build's tests at once (hack/together.sh): the first two mostly wait on their clusters.
 	hack/together.sh e2e-install "LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh" \
-		bench-smoke "BENCH_SMOKE=1 hack/bench.sh" test-scripts "hack/lib_test.sh && hack/verify-generated_test.sh" \
+		bench-smoke "BENCH_SMOKE=1 hack/bench.sh" test-scripts "hack/lib_test.sh && hack/verify-generated_test.sh && LDFLAGS='$(LDFLAGS)' hack/run_test.sh" \
 		image-test "cd hack/image && go test -vet=off -count=1 ./..."
 
 .PHONY: test-scripts
-test-scripts: $(BIN)/controller-gen ## Tests of the scripts in hack/: the cleanup trap, running tests at once, the stale-file check.
+test-scripts: tools ## Tests of the scripts in hack/: the cleanup trap, running tests at once, the stale-file check, make run (hack/run_test.sh, on a cluster kec-run-test; as root).
 	hack/lib_test.sh
 	hack/verify-generated_test.sh
+	LDFLAGS='$(LDFLAGS)' hack/run_test.sh
 
 .PHONY: unit
 unit: unit-go ## Unit tests and envtest integration tests (a real kube-apiserver and etcd from bin/), and the image build's tests.
