@@ -33,7 +33,10 @@ import (
 // many arrive, a write carries them all, and none is lost. Writes are at
 // least Interval apart: a push to a thousand proxies brings thousands of
 // ACKs in a second, and each write of a shard makes the leader reconcile
-// its fleets and write their EnvoyConfigs' status. A shard that someone
+// its fleets and write their EnvoyConfigs' status. For the same reason a
+// change that leaves some of a fleet's proxies answering neither way, as a
+// new version does until they ACK it, waits for their answers, at most
+// Interval (unanswered). A shard that someone
 // else deletes or changes is written again; a write that fails is logged,
 // reported as a Warning event (ReasonReportFailed) on the replica's pod,
 // and retried with backoff.
@@ -99,6 +102,24 @@ func NewReporter(mgr ctrl.Manager, proxies Proxies, namespace, replica, pod stri
 		written: map[string]*corev1.ConfigMap{}, pending: map[string]*corev1.ConfigMap{}, tampered: map[string]bool{}}
 }
 
+// unanswered reports whether report changed, from written, a fleet some of
+// whose proxies have answered its version neither way: most often the
+// moment a replica serves a fleet a new version, before its proxies ACK
+// it, which they do within milliseconds. A report written then would tell
+// the leader nothing it does not know (a replica's proxies count as
+// connected, neither accepting nor rejecting, for a version it does not
+// report), cost a write, and wake the leader to write the fleet's status;
+// written once they answered, or once Interval passed if some never do,
+// it tells their answers.
+func unanswered(report, written publish.Report) bool {
+	for id, f := range report {
+		if f.Connected > f.Acked+f.Nacked && f != written[id] {
+			return true
+		}
+	}
+	return false
+}
+
 // notify marks the report dirty; it never blocks.
 func (r *Reporter) notify() {
 	select {
@@ -139,22 +160,34 @@ func (r *Reporter) Start(ctx context.Context) error {
 		backoff   time.Duration
 		retry     <-chan time.Time // set while a failed write waits to be tried again
 		paced     <-chan time.Time // set while a change waits for Interval to pass
+		held      <-chan time.Time // set while a change waits for its proxies' answers
+		heldOut   bool             // the change waited Interval for them: it is written as it is
 		lastWrite time.Time
 	)
 	for {
 		if retry == nil && paced == nil {
 			if report := r.proxies.ProxyReport(); first || !maps.Equal(report, written) || r.isTampered() {
-				if wait := r.Interval - time.Since(lastWrite); !first && wait > 0 {
-					paced = r.after(wait)
-				} else if err := r.write(ctx, report, owner, first); err != nil && ctx.Err() == nil {
-					log.Error(err, "writing this replica's proxy report")
-					r.Recorder.Eventf(regarding, nil, corev1.EventTypeWarning, ReasonReportFailed, "Report",
-						"writing the report of this replica's xDS proxies: %v", err)
-					backoff = min(max(2*backoff, 100*time.Millisecond), 10*time.Second)
-					retry = r.after(backoff)
-				} else {
-					first, written, backoff, lastWrite = false, report, 0, time.Now()
+				switch wait := r.Interval - time.Since(lastWrite); {
+				case !first && !heldOut && unanswered(report, written) && !r.isTampered():
+					if held == nil {
+						held = r.after(r.Interval)
+					}
+				case !first && wait > 0:
+					held, paced = nil, r.after(wait)
+				default:
+					held, heldOut = nil, false
+					if err := r.write(ctx, report, owner, first); err != nil && ctx.Err() == nil {
+						log.Error(err, "writing this replica's proxy report")
+						r.Recorder.Eventf(regarding, nil, corev1.EventTypeWarning, ReasonReportFailed, "Report",
+							"writing the report of this replica's xDS proxies: %v", err)
+						backoff = min(max(2*backoff, 100*time.Millisecond), 10*time.Second)
+						retry = r.after(backoff)
+					} else {
+						first, written, backoff, lastWrite = false, report, 0, time.Now()
+					}
 				}
+			} else {
+				held, heldOut = nil, false // nothing to write: no change waits
 			}
 		}
 		select {
@@ -167,6 +200,9 @@ func (r *Reporter) Start(ctx context.Context) error {
 			retry = nil
 		case <-paced:
 			paced, lastWrite = nil, time.Time{} // the interval has passed
+		case <-held:
+			// The interval has passed, since the last write too.
+			held, heldOut, lastWrite = nil, true, time.Time{}
 		}
 	}
 }
