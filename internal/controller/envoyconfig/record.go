@@ -2,7 +2,13 @@ package envoyconfig
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -61,7 +68,18 @@ func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR, repo
 	if rec.readable && !d.Changed(rec.history) {
 		return rec
 	}
-	if rec.err = r.Histories.Record(ctx, w.id, w.stored, d.History); rec.err == nil {
+	// Remembered before it is written: the write's event may come first. A
+	// history written afresh over an unusable one is not: the reconcile that
+	// writes it reports it unusable, and the one its event brings reports
+	// it usable again.
+	if rec.unusable == nil {
+		historyWritten.remember(r.Namespace, w.id, d.History)
+	} else {
+		historyWritten.forget(w.id)
+	}
+	if rec.err = r.Histories.Record(ctx, w.id, w.stored, d.History); rec.err != nil {
+		historyWritten.forget(w.id)
+	} else {
 		r.announce(ctx, w, rec.history, d)
 		rec.history, rec.readable = d.History, true
 	}
@@ -106,4 +124,55 @@ func (r *Reconciler) retireLegacy(ctx context.Context, w *world, rec recording) 
 		return nil
 	}
 	return r.Histories.RetireLegacy(ctx, w.stored)
+}
+
+// historyWritten is the last history of each fleet recorded here.
+var historyWritten ownHistories
+
+// ownHistories remembers, by fleet, the digest of the history this process
+// recorded last, as stored: the leader's own write of a history brings it
+// nothing it did not know when it wrote it, and wakes it for nothing
+// (watches.go). Someone else's write of other content is not its own.
+type ownHistories struct{ m sync.Map }
+
+func (o *ownHistories) remember(namespace string, id fleet.ID, h publish.History) {
+	cm, err := publish.HistoryConfigMap(namespace, id, h)
+	if err != nil {
+		o.m.Delete(id)
+		return
+	}
+	o.m.Store(id, historyDigest(cm))
+}
+
+func (o *ownHistories) forget(id fleet.ID) { o.m.Delete(id) }
+
+// isOwn reports whether cm, fleet id's history, holds what this process
+// recorded last.
+func (o *ownHistories) isOwn(id fleet.ID, cm client.Object) bool {
+	v, ok := o.m.Load(id)
+	return ok && v.(string) == historyDigest(cm)
+}
+
+// historyDigest is a digest of what a history's ConfigMap holds: its
+// labels, annotations and data.
+func historyDigest(o client.Object) string {
+	cm, ok := o.(*corev1.ConfigMap)
+	if !ok {
+		return ""
+	}
+	h := sha256.New()
+	field := func(b []byte) { fmt.Fprintf(h, "%d:", len(b)); h.Write(b) }
+	for _, m := range []map[string]string{cm.Labels, cm.Annotations, cm.Data} {
+		fmt.Fprintf(h, "%d;", len(m))
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			field([]byte(k))
+			field([]byte(m[k]))
+		}
+	}
+	fmt.Fprintf(h, "%d;", len(cm.BinaryData))
+	for _, k := range slices.Sorted(maps.Keys(cm.BinaryData)) {
+		field([]byte(k))
+		field(cm.BinaryData[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
@@ -22,11 +24,16 @@ func (r *Reconciler) report(ctx context.Context, w *world, ir translate.IR, rec 
 	base := fleetState(ir, rec, acks(reports, w, rec.history), w.envoy == nil, where)
 	var errs []error
 	for _, c := range w.configs {
+		c = statusWritten.latest(c)
 		s := base
 		s.Config = ir.Configs[translate.FromObject(c).Name]
 		after := c.DeepCopy()
 		after.Status = Status(c, s)
-		if err := r.Status.Write(ctx, c, after); !apierrors.IsNotFound(err) { // a deleted config needs no status
+		err := r.Status.Write(ctx, c, after)
+		if err == nil && after.ResourceVersion != c.ResourceVersion {
+			statusWritten.remember(c, after)
+		}
+		if !apierrors.IsNotFound(err) { // a deleted config needs no status
 			errs = append(errs, err)
 		}
 	}
@@ -69,4 +76,42 @@ func fleetState(ir translate.IR, rec recording, acks publish.Acks, envoyMissing 
 		s.PublishError = p
 	}
 	return s
+}
+
+// statusWritten is the last status write of each EnvoyConfig made here.
+var statusWritten ownStatuses
+
+// ownStatuses remembers, by EnvoyConfig (its UID), the last status write
+// made by this process: the resourceVersion it was made over, and the
+// EnvoyConfig it made. A reconcile soon after a status write may read the
+// EnvoyConfig from a cache that has not seen the write yet; it would take
+// the status written for one still to write, and write it again. Until
+// the cache holds a later version, the EnvoyConfig as written is the one
+// to compare with, and to write over.
+type ownStatuses struct{ m sync.Map }
+
+type ownStatus struct {
+	over    string
+	written *examplev1.EnvoyConfig
+}
+
+func (o *ownStatuses) remember(before, written *examplev1.EnvoyConfig) {
+	o.m.Store(before.UID, ownStatus{over: before.ResourceVersion, written: written.DeepCopy()})
+}
+
+// latest returns c, or, when c is the version a status write of this
+// process was made over (the cache has not seen the write), the
+// EnvoyConfig that write made. What it remembers of c goes once the cache
+// holds a later version.
+func (o *ownStatuses) latest(c *examplev1.EnvoyConfig) *examplev1.EnvoyConfig {
+	v, ok := o.m.Load(c.UID)
+	if !ok {
+		return c
+	}
+	own := v.(ownStatus)
+	if c.ResourceVersion == own.over && c.Generation == own.written.Generation {
+		return own.written.DeepCopy()
+	}
+	o.m.CompareAndDelete(c.UID, v)
+	return c
 }

@@ -7,6 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -143,9 +146,50 @@ func (fleetsOfConfig) Create(_ context.Context, e event.CreateEvent, q workqueue
 	q.Add(fleetRequest(e.Object))
 }
 func (fleetsOfConfig) Update(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if statusOnly(e.ObjectOld, e.ObjectNew) {
+		return
+	}
 	q.Add(fleetRequest(e.ObjectOld))
 	q.Add(fleetRequest(e.ObjectNew))
 }
+
+// statusOnly reports whether an update of an EnvoyConfig from old to new
+// changed nothing any replica's reconcile reads: not its spec (the
+// generation), not its metadata, and of its status, which the leader
+// writes, nothing but what no reconcile reads. A reconcile reads four
+// things of the status: status.publishedVersion (Vouched, for a legacy
+// history), status.rejectedVersions and status.contentHash, and the
+// Published condition's rejection at the current generation (RejectionsOf,
+// for the leader's decision); everything else in it (the proxies' counts,
+// the other conditions, observedGeneration) is the leader's report of what
+// it decided, and a change of that alone brings no replica anything new to
+// serve or decide. The leader's status writes are most of an EnvoyConfig's
+// updates: three or more per change, on every replica.
+func statusOnly(old, new client.Object) bool {
+	o, ok1 := old.(*examplev1.EnvoyConfig)
+	n, ok2 := new.(*examplev1.EnvoyConfig)
+	if !ok1 || !ok2 || o.Generation != n.Generation {
+		return false
+	}
+	read := func(c *examplev1.EnvoyConfig) examplev1.EnvoyConfig {
+		out := *c // a shallow copy: only its own fields are set below
+		out.ResourceVersion, out.ManagedFields = "", nil
+		out.Spec = examplev1.EnvoyConfigSpec{} // the same at the same generation
+		out.Status = examplev1.EnvoyConfigStatus{
+			PublishedVersion: c.Status.PublishedVersion,
+			RejectedVersions: c.Status.RejectedVersions,
+			ContentHash:      c.Status.ContentHash,
+		}
+		p := meta.FindStatusCondition(c.Status.Conditions, examplev1.EnvoyConfigConditionPublished)
+		if p != nil && p.ObservedGeneration == c.Generation &&
+			(p.Reason == examplev1.EnvoyConfigReasonRolledBack || p.Reason == examplev1.EnvoyConfigReasonRejected) {
+			out.Status.Conditions = []metav1.Condition{{Type: p.Type, Reason: p.Reason}}
+		}
+		return out
+	}
+	return equality.Semantic.DeepEqual(read(o), read(n))
+}
+
 func (fleetsOfConfig) Delete(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	q.Add(fleetRequest(e.Object))
 }
@@ -155,12 +199,28 @@ func (fleetsOfConfig) Generic(_ context.Context, e event.GenericEvent, q workque
 
 // controlPlaneConfigMaps enqueues the fleet of a revision history (in the
 // operator's namespace; or as the previous release kept it, for the leader
-// to take it over and delete it), and the fleets whose entries changed in a
-// shard of a replica's report.
+// to take it over and delete it), and, on the leader, the fleets whose
+// entries changed in a shard of a replica's report.
+//
+// Only the leader reads the reports: a follower is not woken by them, its
+// own included. Should it be elected, it queues every fleet then
+// (enqueueOnElection), and reads them all. Nor is a follower woken by an
+// update of a history that leaves what it serves as it is: one whose
+// served version, as the history's metadata names it, was and is the
+// version this replica serves the fleet, such as the leader's mark that
+// the proxies accepted it. The served revision's content is the content
+// that hashes to its version, and a follower serves nothing else of the
+// history. The leader is woken by every change of a history but its own
+// writes (ownHistories): what it wrote, it decided, served and reported on
+// in the reconcile that wrote it; someone else's write may be anything. A
+// deleted history wakes every replica.
 type controlPlaneConfigMaps struct{ r *Reconciler }
 
-func (h controlPlaneConfigMaps) enqueue(o client.Object, old client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (h controlPlaneConfigMaps) enqueue(o client.Object, old client.Object, deleted bool, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	if id, ok := publish.HistoryFleet(o, h.r.Namespace); ok {
+		if leader := h.r.IsLeader(); !deleted && (leader && historyWritten.isOwn(id, o) || !leader && h.servesAsIs(id, old, o)) {
+			return
+		}
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
 		return
 	}
@@ -168,7 +228,7 @@ func (h controlPlaneConfigMaps) enqueue(o client.Object, old client.Object, q wo
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
 		return
 	}
-	if !publish.IsReport(o) || o.GetNamespace() != h.r.Namespace {
+	if !publish.IsReport(o) || o.GetNamespace() != h.r.Namespace || !h.r.IsLeader() {
 		return
 	}
 	report := func(o client.Object) publish.Report {
@@ -191,14 +251,30 @@ func (h controlPlaneConfigMaps) enqueue(o client.Object, old client.Object, q wo
 }
 
 func (h controlPlaneConfigMaps) Create(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.enqueue(e.Object, nil, q)
+	h.enqueue(e.Object, nil, false, q)
 }
 func (h controlPlaneConfigMaps) Update(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.enqueue(e.ObjectNew, e.ObjectOld, q)
+	h.enqueue(e.ObjectNew, e.ObjectOld, false, q)
 }
 func (h controlPlaneConfigMaps) Delete(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.enqueue(e.Object, nil, q)
+	h.enqueue(e.Object, nil, true, q)
 }
 func (h controlPlaneConfigMaps) Generic(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.enqueue(e.Object, nil, q)
+	h.enqueue(e.Object, nil, false, q)
+}
+
+// servesAsIs reports whether the update of fleet id's history from old to
+// o leaves this replica serving what it serves: both name, in their
+// metadata, the same fleet and served version, and this replica serves the
+// fleet that version.
+func (h controlPlaneConfigMaps) servesAsIs(id fleet.ID, old, o client.Object) bool {
+	if old == nil || h.r.Server == nil {
+		return false
+	}
+	if was, ok := publish.HistoryFleet(old, h.r.Namespace); !ok || was != id {
+		return false
+	}
+	v, ok := o.GetAnnotations()[publish.VersionAnnotation]
+	w, wok := old.GetAnnotations()[publish.VersionAnnotation]
+	return ok && wok && v == w && h.r.Server.Version(id.String()) == v
 }
