@@ -32,6 +32,12 @@ func history(current string, versions ...string) publish.History {
 	return h
 }
 
+// withheld is h withholding a change that version was attributed to.
+func withheld(h publish.History, version string) publish.History {
+	h.Withheld = map[string]translate.Withheld{"ns/c": {Content: "x", Version: version, Detail: "bad listener"}}
+	return h
+}
+
 // What a replica serves follows from the recorded history alone: its
 // served revision; for a fleet never configured its empty IR; nothing when
 // the history says nothing is; and no change while the history cannot be
@@ -109,9 +115,11 @@ func TestFleetState(t *testing.T) {
 		{"published", ir("v2"), recording{history: history("v2", "v2", "v1")},
 			State{PublishedVersion: "v2"}},
 		{"the IR's version rejected, an earlier one served", ir("rejected"), recording{history: history("v1", "v1", "rejected")},
-			State{PublishedVersion: "v1", Rejected: "bad listener", RejectedVersion: "rejected", RolledBack: true}},
+			State{PublishedVersion: "v1", Rejected: "bad listener", RejectedVersion: "rejected", RolledBack: true, Unattributed: true}},
 		{"the IR's version rejected, nothing served", ir("rejected"), recording{history: history("", "rejected")},
-			State{Rejected: "bad listener", RejectedVersion: "rejected"}},
+			State{Rejected: "bad listener", RejectedVersion: "rejected", Unattributed: true}},
+		{"the IR's version rejected and attributed: a change withheld", ir("rejected"), recording{history: withheld(history("v1", "v1", "rejected"), "rejected")},
+			State{PublishedVersion: "v1", Rejected: "bad listener", RejectedVersion: "rejected", RolledBack: true}},
 		{"the served version rejected, nothing to go back to", ir("v3"), recording{history: history("rejected", "rejected")},
 			State{PublishedVersion: "rejected", ServedRejected: "bad listener"}},
 		{"refused", ir("v2"), recording{history: history("v1", "v1"), err: apierrors.NewForbidden(cm, "h", errors.New("no"))},
