@@ -66,6 +66,11 @@ type Reconciler struct {
 
 	mu      sync.Mutex
 	reports map[string]parsedReport // by ConfigMap name
+	// ownHistories and ownStatuses are the leader's last writes of each
+	// fleet's history and each EnvoyConfig's status, which its cache may not
+	// have seen yet (record.go, report.go).
+	ownHistories ownHistories
+	ownStatuses  ownStatuses
 	// queue is the controller's queue, once its sources have started: a
 	// resync queues the fleets it finds on it (watches.go).
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]

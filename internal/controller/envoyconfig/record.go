@@ -73,12 +73,12 @@ func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR, repo
 	// writes it reports it unusable, and the one its event brings reports
 	// it usable again.
 	if rec.unusable == nil {
-		historyWritten.remember(r.Namespace, w.id, d.History)
+		r.ownHistories.remember(r.Namespace, w.id, d.History)
 	} else {
-		historyWritten.forget(w.id)
+		r.ownHistories.forget(w.id)
 	}
 	if rec.err = r.Histories.Record(ctx, w.id, w.stored, d.History); rec.err != nil {
-		historyWritten.forget(w.id)
+		r.ownHistories.forget(w.id)
 	} else {
 		r.announce(ctx, w, rec.history, d)
 		rec.history, rec.readable = d.History, true
@@ -126,10 +126,7 @@ func (r *Reconciler) retireLegacy(ctx context.Context, w *world, rec recording) 
 	return r.Histories.RetireLegacy(ctx, w.stored)
 }
 
-// historyWritten is the last history of each fleet recorded here.
-var historyWritten ownHistories
-
-// ownHistories remembers, by fleet, the digest of the history this process
+// ownHistories remembers, by fleet, the digest of the history its reconciler
 // recorded last, as stored: the leader's own write of a history brings it
 // nothing it did not know when it wrote it, and wakes it for nothing
 // (watches.go). Someone else's write of other content is not its own.
@@ -146,7 +143,7 @@ func (o *ownHistories) remember(namespace string, id fleet.ID, h publish.History
 
 func (o *ownHistories) forget(id fleet.ID) { o.m.Delete(id) }
 
-// isOwn reports whether cm, fleet id's history, holds what this process
+// isOwn reports whether cm, fleet id's history, holds what its reconciler
 // recorded last.
 func (o *ownHistories) isOwn(id fleet.ID, cm client.Object) bool {
 	v, ok := o.m.Load(id)

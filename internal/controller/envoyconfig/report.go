@@ -24,14 +24,14 @@ func (r *Reconciler) report(ctx context.Context, w *world, ir translate.IR, rec 
 	base := fleetState(ir, rec, acks(reports, w, rec.history), w.envoy == nil, where)
 	var errs []error
 	for _, c := range w.configs {
-		c = statusWritten.latest(c)
+		c = r.ownStatuses.latest(c)
 		s := base
 		s.Config = ir.Configs[translate.FromObject(c).Name]
 		after := c.DeepCopy()
 		after.Status = Status(c, s)
 		err := r.Status.Write(ctx, c, after)
 		if err == nil && after.ResourceVersion != c.ResourceVersion {
-			statusWritten.remember(c, after)
+			r.ownStatuses.remember(c, after)
 		}
 		if !apierrors.IsNotFound(err) { // a deleted config needs no status
 			errs = append(errs, err)
@@ -78,11 +78,8 @@ func fleetState(ir translate.IR, rec recording, acks publish.Acks, envoyMissing 
 	return s
 }
 
-// statusWritten is the last status write of each EnvoyConfig made here.
-var statusWritten ownStatuses
-
 // ownStatuses remembers, by EnvoyConfig (its UID), the last status write
-// made by this process: the resourceVersion it was made over, and the
+// made by its reconciler: the resourceVersion it was made over, and the
 // EnvoyConfig it made. A reconcile soon after a status write may read the
 // EnvoyConfig from a cache that has not seen the write yet; it would take
 // the status written for one still to write, and write it again. Until

@@ -384,9 +384,6 @@ func TestControlPlaneConfigMapWakeUps(t *testing.T) {
 		}
 		return shards[0]
 	}
-	// The leader recorded v1, accepted.
-	historyWritten.remember(operatorNamespace, id, publish.History{Current: "v1", Revisions: []publish.Revision{{Version: "v1", Acked: true}}})
-	t.Cleanup(func() { historyWritten.forget(id) })
 	for _, c := range []struct {
 		what   string
 		leader bool
@@ -430,7 +427,10 @@ func TestControlPlaneConfigMapWakeUps(t *testing.T) {
 		}, true},
 	} {
 		leader := c.leader
-		h := controlPlaneConfigMaps{&Reconciler{Namespace: operatorNamespace, Server: srv, IsLeader: func() bool { return leader }}}
+		r := &Reconciler{Namespace: operatorNamespace, Server: srv, IsLeader: func() bool { return leader }}
+		// The leader recorded v1, accepted.
+		r.ownHistories.remember(operatorNamespace, id, publish.History{Current: "v1", Revisions: []publish.Revision{{Version: "v1", Acked: true}}})
+		h := controlPlaneConfigMaps{r}
 		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 		c.event(h, q)
 		if got := queued(q)[req]; got != c.wakes {

@@ -218,7 +218,7 @@ type controlPlaneConfigMaps struct{ r *Reconciler }
 
 func (h controlPlaneConfigMaps) enqueue(o client.Object, old client.Object, deleted bool, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	if id, ok := publish.HistoryFleet(o, h.r.Namespace); ok {
-		if leader := h.r.IsLeader(); !deleted && (leader && historyWritten.isOwn(id, o) || !leader && h.servesAsIs(id, old, o)) {
+		if leader := h.r.IsLeader(); !deleted && (leader && h.r.ownHistories.isOwn(id, o) || !leader && h.servesAsIs(id, old, o)) {
 			return
 		}
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
