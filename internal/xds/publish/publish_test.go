@@ -180,28 +180,32 @@ func TestSum(t *testing.T) {
 	}
 }
 
+// clusters is EnvoyConfig ns/name of fleet edge with EDS clusters of names.
+func clusters(name string, names ...string) translate.Config {
+	var cs []runtime.RawExtension
+	for _, n := range names {
+		cs = append(cs, runtime.RawExtension{Raw: []byte(`{"name": "` + n + `", "type": "EDS", "connect_timeout": "1s", "eds_cluster_config": {"eds_config": {"ads": {}}}}`)})
+	}
+	return translate.Config{Name: "ns/" + name, Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: examplev1.EnvoyResources{Clusters: cs}}}
+}
+
+// translated is the IR the leader makes of configs over history h.
+func translated(h History, configs ...translate.Config) translate.IR {
+	var published []translate.Config
+	if r := h.Served(); r != nil {
+		published = r.Configs
+	}
+	return translate.Translate(translate.Input{Configs: configs, Published: published, Withheld: h.Withheld})
+}
+
 // A rejection stays with its author: the change every proxy rejected is
 // attributed to the EnvoyConfig that made it, and withheld, so that the
 // others' later changes are published; the author's next change is
 // published again. A rejection that cannot be attributed holds the fleet's
 // revision whole, as before.
 func TestDecideWithholdsTheRejectedChange(t *testing.T) {
-	clusters := func(name string, names ...string) translate.Config {
-		var cs []runtime.RawExtension
-		for _, n := range names {
-			cs = append(cs, runtime.RawExtension{Raw: []byte(`{"name": "` + n + `", "type": "EDS", "connect_timeout": "1s", "eds_cluster_config": {"eds_config": {"ads": {}}}}`)})
-		}
-		return translate.Config{Name: "ns/" + name, Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: examplev1.EnvoyResources{Clusters: cs}}}
-	}
 	A, B := clusters("a", "a1"), clusters("b", "b1")
 	A2, B2, A3 := clusters("a", "a1", "extra"), clusters("b", "b1", "b2"), clusters("a", "a1", "a3")
-	translated := func(h History, configs ...translate.Config) translate.IR {
-		var published []translate.Config
-		if r := h.Served(); r != nil {
-			published = r.Configs
-		}
-		return translate.Translate(translate.Input{Configs: configs, Published: published, Withheld: h.Withheld})
-	}
 	everyProxyRejects := Acks{Connected: 2, Nacked: 2, LastNACK: "cluster extra: unsupported", LastNACKType: resourcev3.ClusterType, LastNACKNode: "pod-1"}
 
 	v1 := translated(History{}, A, B)
@@ -263,21 +267,7 @@ func TestDecideWithholdsTheRejectedChange(t *testing.T) {
 // against the revision published before it, and the EnvoyConfig gets its
 // content from there: the fleet is served what it was before the change.
 func TestDecideWithholdsWithoutAnAcceptedRevision(t *testing.T) {
-	clusters := func(name string, names ...string) translate.Config {
-		var cs []runtime.RawExtension
-		for _, n := range names {
-			cs = append(cs, runtime.RawExtension{Raw: []byte(`{"name": "` + n + `", "type": "EDS", "connect_timeout": "1s", "eds_cluster_config": {"eds_config": {"ads": {}}}}`)})
-		}
-		return translate.Config{Name: "ns/" + name, Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: examplev1.EnvoyResources{Clusters: cs}}}
-	}
 	A, B, A2 := clusters("a", "a1"), clusters("b", "b1"), clusters("a", "a1", "extra")
-	translated := func(h History, configs ...translate.Config) translate.IR {
-		var published []translate.Config
-		if r := h.Served(); r != nil {
-			published = r.Configs
-		}
-		return translate.Translate(translate.Input{Configs: configs, Published: published, Withheld: h.Withheld})
-	}
 	v1 := translated(History{}, A, B)
 	h := Decide(History{Fleet: "ns/edge"}, v1, Acks{}, nil).History
 	v2 := translated(h, A2, B)
