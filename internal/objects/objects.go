@@ -20,6 +20,10 @@ const (
 	ManagedByValue = "kube-envoy-controller"
 )
 
+// ComponentLabel marks the ConfigMaps of the xDS control plane; its value
+// says which (a fleet's history, a replica's report).
+const ComponentLabel = "app.kubernetes.io/component"
+
 // XDSSecretLabel marks the Secrets the xDS control plane reads; the manager's
 // cache keeps no other Secret. Its value says what the Secret is for, and only
 // XDSSecretTLS may be served to proxies over SDS:

@@ -19,8 +19,9 @@ var stages = []struct {
 	{"resource", nil},
 	{"translate", []string{"resource"}},
 	{"publish", []string{"resource", "translate"}},
+	{"report", []string{"publish"}},
 	{"authority", nil},
-	{"server", []string{"resource", "translate", "publish", "authority"}},
+	{"server", []string{"resource", "translate", "publish", "report", "authority"}},
 	{"debug", []string{"resource", "translate", "publish"}},
 	{"debug/endpoint", []string{"resource", "translate", "publish", "server", "debug"}},
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
 
 // run is what the faults act on.
@@ -264,7 +265,7 @@ var faults = []fault{
 			fmt.Sprintf(`{"binaryData":{%q:%q}}`, key, base64.StdEncoding.EncodeToString([]byte("edited by the chaos"))))
 	}, 0},
 	{"delete a replica's report", func(ctx context.Context, r *run) (string, int, bool, error) {
-		cm, ok, err := r.pickControlPlane(ctx, publish.ReportComponent)
+		cm, ok, err := r.pickControlPlane(ctx, report.Component)
 		if !ok || err != nil {
 			return "", 0, false, err
 		}
@@ -273,7 +274,7 @@ var faults = []fault{
 		return "deleted the report " + cm.Name, 3, true, r.delete(ctx, cm)
 	}, 0},
 	{"corrupt a replica's report", func(ctx context.Context, r *run) (string, int, bool, error) {
-		cm, ok, err := r.pickControlPlane(ctx, publish.ReportComponent)
+		cm, ok, err := r.pickControlPlane(ctx, report.Component)
 		if !ok || err != nil {
 			return "", 0, false, err
 		}

@@ -33,6 +33,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	injector "github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/inject"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
 
 // The chaos runs in two namespaces: nsPlain holds what the kube controllers
@@ -433,14 +434,14 @@ func controlPlaneNotReady(ctx context.Context, c client.Client, opNS string, wan
 		}
 	}
 	var reports corev1.ConfigMapList
-	if err := c.List(ctx, &reports, client.InNamespace(opNS), client.MatchingLabels{publish.ComponentLabel: publish.ReportComponent}); err != nil {
+	if err := c.List(ctx, &reports, client.InNamespace(opNS), client.MatchingLabels{objects.ComponentLabel: report.Component}); err != nil {
 		return nil, err
 	}
 	if len(reports.Items) == 0 {
 		out = append(out, "no replica's report")
 	}
 	for i := range reports.Items {
-		if _, err := publish.ReportFromConfigMap(&reports.Items[i]); err != nil {
+		if _, err := report.Read(&reports.Items[i]); err != nil {
 			out = append(out, "a replica's report: "+err.Error())
 		}
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
@@ -178,7 +179,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	ir := translate.Translate(w.input(r.Policy))
 	// The leader reads the replicas' reports once: what it decides on is
 	// what the status tells.
-	var reports []publish.Report
+	var reports []report.Report
 	if leader {
 		reports = r.readReports(ctx)
 	}

@@ -11,7 +11,9 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -93,27 +95,27 @@ func (r *Reconciler) read(ctx context.Context, id fleet.ID) (*world, error) {
 // parsedReport is a replica's report as read at a resourceVersion.
 type parsedReport struct {
 	resourceVersion string
-	report          publish.Report
+	report          report.Report
 }
 
 // readReports returns every replica's report, parsing each only when it changed.
-func (r *Reconciler) readReports(ctx context.Context) []publish.Report {
+func (r *Reconciler) readReports(ctx context.Context) []report.Report {
 	var list corev1.ConfigMapList
 	if err := r.Client.List(ctx, &list, client.InNamespace(r.Namespace),
-		client.MatchingLabels{publish.ComponentLabel: publish.ReportComponent}); err != nil {
+		client.MatchingLabels{objects.ComponentLabel: report.Component}); err != nil {
 		logf.FromContext(ctx).Error(err, "listing the replicas' proxy reports")
 		return nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	seen := map[string]bool{}
-	out := make([]publish.Report, 0, len(list.Items))
+	out := make([]report.Report, 0, len(list.Items))
 	for i := range list.Items {
 		cm := &list.Items[i]
 		seen[cm.Name] = true
 		p, ok := r.reports[cm.Name]
 		if !ok || p.resourceVersion != cm.ResourceVersion {
-			rep, err := publish.ReportFromConfigMap(cm)
+			rep, err := report.Read(cm)
 			if err != nil {
 				logf.FromContext(ctx).Error(err, "reading a replica's proxy report")
 				continue

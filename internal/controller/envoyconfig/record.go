@@ -19,6 +19,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -62,7 +63,7 @@ func (rec recording) clashed() bool { return apierrors.IsAlreadyExists(rec.err) 
 // record is the leader's phase: it decides what the fleet is served next
 // (publish.Decide), from the replicas' reports, and, when that changes the
 // history or the stored one is unreadable, records it and announces it.
-func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR, reports []publish.Report) recording {
+func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR, reports []report.Report) recording {
 	rec := stored(w)
 	d := publish.Decide(rec.history, ir, acks(reports, w, rec.history), publish.RejectionsOf(w.configs, ir.Version))
 	if rec.readable && !d.Changed(rec.history) {
@@ -88,8 +89,8 @@ func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR, repo
 
 // acks counts the fleet's proxies, on every replica (reports), with
 // respect to h's served revision.
-func acks(reports []publish.Report, w *world, h publish.History) publish.Acks {
-	return publish.Sum(reports, w.id.String(), h.Current)
+func acks(reports []report.Report, w *world, h publish.History) publish.Acks {
+	return report.Sum(reports, w.id.String(), h.Current)
 }
 
 // announce logs a recorded decision and records its events, once, on the

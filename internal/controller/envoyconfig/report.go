@@ -13,13 +13,14 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 // report is the leader's last phase: it writes every EnvoyConfig's status,
 // with the proxies' answers to the revision served, from the replicas'
 // reports that the record phase decided on.
-func (r *Reconciler) report(ctx context.Context, w *world, ir translate.IR, rec recording, reports []publish.Report) (ctrl.Result, error) {
+func (r *Reconciler) report(ctx context.Context, w *world, ir translate.IR, rec recording, reports []report.Report) (ctrl.Result, error) {
 	where := fmt.Sprintf("ConfigMap %s/%s", r.Namespace, publish.HistoryName(w.id))
 	base := fleetState(ir, rec, acks(reports, w, rec.history), w.envoy == nil, where)
 	var errs []error

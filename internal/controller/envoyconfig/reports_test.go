@@ -13,9 +13,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
 
 // The leader reads the replicas' reports once a reconcile: the status
@@ -33,7 +35,7 @@ func TestReportsAreReadOnce(t *testing.T) {
 	})
 	pauseLeader(t) // the suite's replica writes no status meanwhile
 
-	later, err := publish.ReportShards(operatorNamespace, "replica-later", publish.Report{
+	later, err := report.Shards(operatorNamespace, "replica-later", report.Report{
 		fleetID: {Version: cfg.Status.PublishedVersion, Connected: 5, Acked: 5},
 	}, 1)
 	if err != nil {
@@ -47,7 +49,7 @@ func TestReportsAreReadOnce(t *testing.T) {
 			}
 			o := (&client.ListOptions{}).ApplyOptions(opts)
 			cms, ok := list.(*corev1.ConfigMapList)
-			if !ok || o.LabelSelector == nil || !o.LabelSelector.Matches(labels.Set{publish.ComponentLabel: publish.ReportComponent}) {
+			if !ok || o.LabelSelector == nil || !o.LabelSelector.Matches(labels.Set{objects.ComponentLabel: report.Component}) {
 				return nil
 			}
 			if reads++; reads > 1 {

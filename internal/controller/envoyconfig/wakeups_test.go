@@ -27,6 +27,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
@@ -377,8 +378,8 @@ func TestControlPlaneConfigMapWakeUps(t *testing.T) {
 		}
 		return cm
 	}
-	report := func(acked int) *corev1.ConfigMap {
-		shards, err := publish.ReportShards(operatorNamespace, "replica-x", publish.Report{id.String(): {Version: "v1", Connected: 2, Acked: acked}}, 1)
+	shard := func(acked int) *corev1.ConfigMap {
+		shards, err := report.Shards(operatorNamespace, "replica-x", report.Report{id.String(): {Version: "v1", Connected: 2, Acked: acked}}, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -405,10 +406,10 @@ func TestControlPlaneConfigMapWakeUps(t *testing.T) {
 			h.Delete(ctx, event.DeleteEvent{Object: history("v1", true)}, q)
 		}, true},
 		{"the leader, a report", true, func(h controlPlaneConfigMaps, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Update(ctx, event.UpdateEvent{ObjectOld: report(0), ObjectNew: report(2)}, q)
+			h.Update(ctx, event.UpdateEvent{ObjectOld: shard(0), ObjectNew: shard(2)}, q)
 		}, true},
 		{"a follower, a report", false, func(h controlPlaneConfigMaps, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Update(ctx, event.UpdateEvent{ObjectOld: report(0), ObjectNew: report(2)}, q)
+			h.Update(ctx, event.UpdateEvent{ObjectOld: shard(0), ObjectNew: shard(2)}, q)
 		}, false},
 		{"a follower, the version it serves marked accepted", false, func(h controlPlaneConfigMaps, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			h.Update(ctx, event.UpdateEvent{ObjectOld: history("v1", false), ObjectNew: history("v1", true)}, q)

@@ -20,6 +20,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
 
 // What brings a fleet back to Reconcile: its requests name fleets, so every
@@ -228,22 +229,22 @@ func (h controlPlaneConfigMaps) enqueue(o client.Object, old client.Object, dele
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
 		return
 	}
-	if !publish.IsReport(o) || o.GetNamespace() != h.r.Namespace || !h.r.IsLeader() {
+	if !report.Is(o) || o.GetNamespace() != h.r.Namespace || !h.r.IsLeader() {
 		return
 	}
-	report := func(o client.Object) publish.Report {
+	reportOf := func(o client.Object) report.Report {
 		cm, ok := o.(*corev1.ConfigMap)
 		if !ok {
 			return nil
 		}
-		rep, _ := publish.ReportFromConfigMap(cm)
+		rep, _ := report.Read(cm)
 		return rep
 	}
-	var before publish.Report
+	var before report.Report
 	if old != nil {
-		before = report(old)
+		before = reportOf(old)
 	}
-	for _, fleetID := range publish.Changed(before, report(o)) {
+	for _, fleetID := range report.Changed(before, reportOf(o)) {
 		if id, err := fleet.Parse(fleetID); err == nil {
 			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
 		}

@@ -164,22 +164,6 @@ func TestTruncate(t *testing.T) {
 	}
 }
 
-func TestSum(t *testing.T) {
-	reports := []Report{
-		{"ns/edge": {Version: "v2", Connected: 2, Nacked: 2, LastNACK: "bad"}},
-		{"ns/edge": {Version: "v1", Connected: 3, Acked: 3}, "ns/other": {Version: "v9", Connected: 1, Acked: 1}},
-	}
-	if got := Sum(reports, "ns/edge", "v2"); got != (Acks{Connected: 5, Nacked: 2, LastNACK: "bad"}) {
-		t.Errorf("Sum = %+v", got)
-	}
-	if got := Sum(reports, "ns/edge", "v1"); got != (Acks{Connected: 5, Acked: 3}) {
-		t.Errorf("Sum = %+v", got)
-	}
-	if got := Changed(reports[0], reports[1]); strings.Join(got, ",") != "ns/edge,ns/other" {
-		t.Errorf("Changed = %v", got)
-	}
-}
-
 // clusters is EnvoyConfig ns/name of fleet edge with EDS clusters of names.
 func clusters(name string, names ...string) translate.Config {
 	var cs []runtime.RawExtension

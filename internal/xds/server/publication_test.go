@@ -10,7 +10,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/go-logr/logr/funcr"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
 
 // A publication is one step: a report taken while SetFleet runs pairs each
@@ -24,7 +24,7 @@ import (
 // that paired v2 with the tracker's record of v1 would count it pending.
 func TestReportNeverSeesHalfAPublication(t *testing.T) {
 	var s *Server
-	var during []publish.Report
+	var during []report.Report
 	s = New("127.0.0.1:0", funcr.New(func(_, _ string) {
 		during = append(during, s.ProxyReport())
 	}, funcr.Options{Verbosity: 1}))
@@ -36,7 +36,7 @@ func TestReportNeverSeesHalfAPublication(t *testing.T) {
 	_ = s.tracker.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "pod-1", Cluster: fleet}, TypeUrl: cds})
 	s.tracker.OnStreamResponse(ctx, 1, nil, &discoveryv3.DiscoveryResponse{TypeUrl: cds, VersionInfo: s.TypeVersion(fleet, cds), Nonce: "1"})
 	_ = s.tracker.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{TypeUrl: cds, VersionInfo: s.TypeVersion(fleet, cds), ResponseNonce: "1"})
-	want := publish.FleetProxies{Version: "v1", Connected: 1, Acked: 1}
+	want := report.FleetProxies{Version: "v1", Connected: 1, Acked: 1}
 	if got := s.ProxyReport()[fleet]; got != want {
 		t.Fatalf("before: %+v, want %+v", got, want)
 	}

@@ -22,12 +22,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
 
 // Reporter writes what this replica's proxies answered into the replica's
-// report (publish.Report), for the leader to add up. It runs on every
-// replica. The report is split into shards (publish.ReportShards), so that
+// report (report.Report), for the leader to add up. It runs on every
+// replica. The report is split into shards (report.Shards), so that
 // it fits however many fleets the replica serves, and only the shards that
 // changed are written. Proxy events only mark the report dirty: however
 // many arrive, a write carries them all, and none is lost. Writes are at
@@ -88,7 +89,7 @@ const ReasonReportFailed = "ReportFailed"
 // Proxies is what a Reporter reports: the proxies of a replica's Server.
 type Proxies interface {
 	// ProxyReport is what the proxies answered, by fleet.
-	ProxyReport() publish.Report
+	ProxyReport() report.Report
 	// ProxiesChanged is signalled when the report may have changed.
 	ProxiesChanged() <-chan struct{}
 }
@@ -102,7 +103,7 @@ func NewReporter(mgr ctrl.Manager, proxies Proxies, namespace, replica, pod stri
 		written: map[string]*corev1.ConfigMap{}, pending: map[string]*corev1.ConfigMap{}, tampered: map[string]bool{}}
 }
 
-// unanswered reports whether report changed, from written, a fleet some of
+// unanswered reports whether current changed, from written, a fleet some of
 // whose proxies have answered its version neither way: most often the
 // moment a replica serves a fleet a new version, before its proxies ACK
 // it, which they do within milliseconds. A report written then would tell
@@ -111,8 +112,8 @@ func NewReporter(mgr ctrl.Manager, proxies Proxies, namespace, replica, pod stri
 // report), cost a write, and wake the leader to write the fleet's status;
 // written once they answered, or once Interval passed if some never do,
 // it tells their answers.
-func unanswered(report, written publish.Report) bool {
-	for id, f := range report {
+func unanswered(current, written report.Report) bool {
+	for id, f := range current {
 		if f.Connected > f.Acked+f.Nacked && f != written[id] {
 			return true
 		}
@@ -138,7 +139,7 @@ func (r *Reporter) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("xds-report")
 	var (
 		owner     []metav1.OwnerReference
-		regarding runtime.Object = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: publish.ShardName(r.Replica, 0)}}
+		regarding runtime.Object = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: report.ShardName(r.Replica, 0)}}
 	)
 	if r.Pod != "" {
 		pod := &corev1.Pod{}
@@ -155,7 +156,7 @@ func (r *Reporter) Start(ctx context.Context) error {
 		}
 	}
 	var (
-		written   publish.Report
+		written   report.Report
 		first     = true
 		backoff   time.Duration
 		retry     <-chan time.Time // set while a failed write waits to be tried again
@@ -166,9 +167,9 @@ func (r *Reporter) Start(ctx context.Context) error {
 	)
 	for {
 		if retry == nil && paced == nil {
-			if report := r.proxies.ProxyReport(); first || !maps.Equal(report, written) || r.isTampered() {
+			if current := r.proxies.ProxyReport(); first || !maps.Equal(current, written) || r.isTampered() {
 				switch wait := r.Interval - time.Since(lastWrite); {
-				case !first && !heldOut && unanswered(report, written) && !r.isTampered():
+				case !first && !heldOut && unanswered(current, written) && !r.isTampered():
 					if held == nil {
 						held = r.after(r.Interval)
 					}
@@ -176,14 +177,14 @@ func (r *Reporter) Start(ctx context.Context) error {
 					held, paced = nil, r.after(wait)
 				default:
 					held, heldOut = nil, false
-					if err := r.write(ctx, report, owner, first); err != nil && ctx.Err() == nil {
+					if err := r.write(ctx, current, owner, first); err != nil && ctx.Err() == nil {
 						log.Error(err, "writing this replica's proxy report")
 						r.Recorder.Eventf(regarding, nil, corev1.EventTypeWarning, ReasonReportFailed, "Report",
 							"writing the report of this replica's xDS proxies: %v", err)
 						backoff = min(max(2*backoff, 100*time.Millisecond), 10*time.Second)
 						retry = r.after(backoff)
 					} else {
-						first, written, backoff, lastWrite = false, report, 0, time.Now()
+						first, written, backoff, lastWrite = false, current, 0, time.Now()
 					}
 				}
 			} else {
@@ -220,7 +221,7 @@ func (r *Reporter) watchShards(ctx context.Context) error {
 			obj = tomb.Obj
 		}
 		cm, ok := obj.(*corev1.ConfigMap)
-		return cm, ok && cm.Namespace == r.Namespace && publish.IsReport(cm) && cm.Annotations[publish.ReplicaAnnotation] == r.Replica
+		return cm, ok && cm.Namespace == r.Namespace && report.Is(cm) && cm.Annotations[report.ReplicaAnnotation] == r.Replica
 	}
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
@@ -270,13 +271,13 @@ func (r *Reporter) withdraw(log logr.Logger) {
 func (r *Reporter) deleteShards(ctx context.Context, keep map[string]bool) error {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
-	if err := r.APIReader.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabels{publish.ComponentLabel: publish.ReportComponent}); err != nil {
+	if err := r.APIReader.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabels{objects.ComponentLabel: report.Component}); err != nil {
 		return err
 	}
 	var errs []error
 	for i := range list.Items {
 		m := &list.Items[i]
-		if m.Annotations[publish.ReplicaAnnotation] != r.Replica || keep[m.Name] {
+		if m.Annotations[report.ReplicaAnnotation] != r.Replica || keep[m.Name] {
 			continue
 		}
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name}}
@@ -288,15 +289,15 @@ func (r *Reporter) deleteShards(ctx context.Context, keep map[string]bool) error
 	return errors.Join(errs...)
 }
 
-// write writes the shards of report that changed since they were written,
+// write writes the shards of current that changed since they were written,
 // and those someone else changed; all of them, and with them deletes the
 // shards no longer needed, when afresh. A report that outgrows its shards
 // is split into twice as many: the new shards are written first, so that
 // the leader may count a moved fleet twice for a moment (which leaves
 // "every proxy accepted" and "every proxy rejected" as they are) but never
 // misses one.
-func (r *Reporter) write(ctx context.Context, report publish.Report, owner []metav1.OwnerReference, afresh bool) error {
-	want, err := publish.ReportShards(r.Namespace, r.Replica, report, r.count)
+func (r *Reporter) write(ctx context.Context, current report.Report, owner []metav1.OwnerReference, afresh bool) error {
+	want, err := report.Shards(r.Namespace, r.Replica, current, r.count)
 	if err != nil {
 		return err
 	}

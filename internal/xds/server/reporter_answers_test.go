@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
 
 // A replica that starts serving a fleet a new version writes its report
@@ -27,18 +27,18 @@ func TestReportWaitsForTheProxiesAnswers(t *testing.T) {
 	defer cancel()
 	var (
 		mu      sync.Mutex
-		current = publish.Report{"ns/edge": {Version: "v1", Connected: 2, Acked: 2}}
+		current = report.Report{"ns/edge": {Version: "v1", Connected: 2, Acked: 2}}
 		calls   atomic.Int64
 	)
-	proxies := stubProxies{changed: make(chan struct{}, 1), report: func() publish.Report {
+	proxies := stubProxies{changed: make(chan struct{}, 1), report: func() report.Report {
 		calls.Add(1)
 		mu.Lock()
 		defer mu.Unlock()
-		return publish.Report{"ns/edge": current["ns/edge"]}
+		return report.Report{"ns/edge": current["ns/edge"]}
 	}}
-	set := func(f publish.FleetProxies) {
+	set := func(f report.FleetProxies) {
 		mu.Lock()
-		current = publish.Report{"ns/edge": f}
+		current = report.Report{"ns/edge": f}
 		mu.Unlock()
 		proxies.change()
 	}
@@ -53,13 +53,13 @@ func TestReportWaitsForTheProxiesAnswers(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() { _ = r.Start(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
-	name := publish.ShardName(replica, 0)
-	reported := func() publish.FleetProxies {
+	name := report.ShardName(replica, 0)
+	reported := func() report.FleetProxies {
 		cm := &corev1.ConfigMap{}
 		if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: name}, cm); err != nil {
-			return publish.FleetProxies{}
+			return report.FleetProxies{}
 		}
-		rep, err := publish.ReportFromConfigMap(cm)
+		rep, err := report.Read(cm)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestReportWaitsForTheProxiesAnswers(t *testing.T) {
 
 	// v2 is served; the proxies have not answered yet.
 	suite.Counter.Reset()
-	set(publish.FleetProxies{Version: "v2", Connected: 2})
+	set(report.FleetProxies{Version: "v2", Connected: 2})
 	looked()
 	if w := writes(); len(w) != 0 {
 		t.Fatalf("the report was written before the proxies answered: %v", w)
@@ -87,12 +87,12 @@ func TestReportWaitsForTheProxiesAnswers(t *testing.T) {
 	if got := <-waits; got != r.Interval {
 		t.Errorf("the reporter waits %v for the answers, want its interval", got)
 	}
-	set(publish.FleetProxies{Version: "v2", Connected: 2, Acked: 1})
+	set(report.FleetProxies{Version: "v2", Connected: 2, Acked: 1})
 	looked()
 	if w := writes(); len(w) != 0 {
 		t.Fatalf("the report was written before every proxy answered: %v", w)
 	}
-	set(publish.FleetProxies{Version: "v2", Connected: 2, Acked: 1, Nacked: 1, LastNACK: "no"})
+	set(report.FleetProxies{Version: "v2", Connected: 2, Acked: 1, Nacked: 1, LastNACK: "no"})
 	testenv.Eventually(t, "the answers reported", func() (bool, error) { return reported().Nacked == 1, nil })
 	if w := writes(); len(w) != 1 {
 		t.Errorf("the report was written %d times, want once, with the answers: %v", len(w), w)
@@ -101,7 +101,7 @@ func TestReportWaitsForTheProxiesAnswers(t *testing.T) {
 	// v3 is served, and the proxies never answer: once the interval has
 	// passed, the report says so.
 	suite.Counter.Reset()
-	set(publish.FleetProxies{Version: "v3", Connected: 2})
+	set(report.FleetProxies{Version: "v3", Connected: 2})
 	looked()
 	if w := writes(); len(w) != 0 {
 		t.Fatalf("the report was written before the proxies answered: %v", w)

@@ -19,8 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
 
 // However many proxies connect while the report waits for its interval to
@@ -49,19 +51,19 @@ func TestReportWritesArePaced(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() { _ = r.Start(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
-	name := publish.ShardName("replica-paced", 0)
-	report := func() publish.Report {
+	name := report.ShardName("replica-paced", 0)
+	written := func() report.Report {
 		cm := &corev1.ConfigMap{}
 		if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: name}, cm); err != nil {
 			return nil
 		}
-		rep, err := publish.ReportFromConfigMap(cm)
+		rep, err := report.Read(cm)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return rep
 	}
-	testenv.Eventually(t, "the report written at start", func() (bool, error) { return report() != nil, nil })
+	testenv.Eventually(t, "the report written at start", func() (bool, error) { return written() != nil, nil })
 	suite.Counter.Reset()
 
 	const proxies = 20
@@ -78,11 +80,11 @@ func TestReportWritesArePaced(t *testing.T) {
 	case <-time.After(testenv.Timeout):
 		t.Fatal("the reporter never waited for its interval to pass")
 	}
-	if got := report()[fleet].Connected; got != 0 {
+	if got := written()[fleet].Connected; got != 0 {
 		t.Fatalf("before the interval passed, the report says %d proxies are connected", got)
 	}
 	release <- time.Now()
-	testenv.Eventually(t, "the report to count every proxy", func() (bool, error) { return report()[fleet].Connected == proxies, nil })
+	testenv.Eventually(t, "the report to count every proxy", func() (bool, error) { return written()[fleet].Connected == proxies, nil })
 	if w := suite.Counter.WritesTo("/namespaces/" + operatorNamespace + "/configmaps/" + name); len(w) != 1 {
 		t.Errorf("the report was written %d times after the start, want once, after the wait: %v", len(w), w)
 	}
@@ -90,11 +92,11 @@ func TestReportWritesArePaced(t *testing.T) {
 
 // stubProxies are a Reporter's Proxies that report what report returns.
 type stubProxies struct {
-	report  func() publish.Report
+	report  func() report.Report
 	changed chan struct{}
 }
 
-func (p stubProxies) ProxyReport() publish.Report     { return p.report() }
+func (p stubProxies) ProxyReport() report.Report      { return p.report() }
 func (p stubProxies) ProxiesChanged() <-chan struct{} { return p.changed }
 
 // change signals that the report may have changed, as a Server does.
@@ -105,22 +107,22 @@ func (p stubProxies) change() {
 	}
 }
 
-// reportOf is stubProxies that always report report.
-func reportOf(report publish.Report) stubProxies {
-	return stubProxies{report: func() publish.Report { return report }, changed: make(chan struct{}, 1)}
+// reportOf is stubProxies that always report rep.
+func reportOf(rep report.Report) stubProxies {
+	return stubProxies{report: func() report.Report { return rep }, changed: make(chan struct{}, 1)}
 }
 
 // readReports reads every replica's report, as the leader does.
-func readReports(t *testing.T) []publish.Report {
+func readReports(t *testing.T) []report.Report {
 	t.Helper()
 	var list corev1.ConfigMapList
 	if err := suite.Client.List(context.Background(), &list, client.InNamespace(operatorNamespace),
-		client.MatchingLabels{publish.ComponentLabel: publish.ReportComponent}); err != nil {
+		client.MatchingLabels{objects.ComponentLabel: report.Component}); err != nil {
 		t.Fatal(err)
 	}
-	out := make([]publish.Report, 0, len(list.Items))
+	out := make([]report.Report, 0, len(list.Items))
 	for i := range list.Items {
-		rep, err := publish.ReportFromConfigMap(&list.Items[i])
+		rep, err := report.Read(&list.Items[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,12 +136,12 @@ func shards(t *testing.T, replica string) map[string]*corev1.ConfigMap {
 	t.Helper()
 	var list corev1.ConfigMapList
 	if err := suite.Client.List(context.Background(), &list, client.InNamespace(operatorNamespace),
-		client.MatchingLabels{publish.ComponentLabel: publish.ReportComponent}); err != nil {
+		client.MatchingLabels{objects.ComponentLabel: report.Component}); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]*corev1.ConfigMap{}
 	for i := range list.Items {
-		if cm := &list.Items[i]; cm.Annotations[publish.ReplicaAnnotation] == replica {
+		if cm := &list.Items[i]; cm.Annotations[report.ReplicaAnnotation] == replica {
 			out[cm.Name] = cm
 		}
 	}
@@ -149,11 +151,11 @@ func shards(t *testing.T, replica string) map[string]*corev1.ConfigMap {
 // manyFleets is the report of n fleets whose names are as long as they may
 // be, every tenth with its proxies rejecting a version, error_detail and the
 // proxy's node id at their longest.
-func manyFleets(n int) publish.Report {
-	r := publish.Report{}
+func manyFleets(n int) report.Report {
+	r := report.Report{}
 	for i := range n {
 		id := fmt.Sprintf("%s-%05d/%s", strings.Repeat("n", 57), i, strings.Repeat("e", 253))
-		f := publish.FleetProxies{Version: "0123456789abcdef", Connected: 2, Acked: 2}
+		f := report.FleetProxies{Version: "0123456789abcdef", Connected: 2, Acked: 2}
 		if i%10 == 0 {
 			f.Acked, f.Nacked, f.LastNACK = 0, 2, strings.Repeat("x", publish.MaxDetail)
 			f.LastNACKType, f.LastNACKNode = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret", strings.Repeat("p", maxNodeID)
@@ -176,7 +178,7 @@ func TestReportOf10000Fleets(t *testing.T) {
 		current = manyFleets(10_000)
 		calls   atomic.Int64
 	)
-	proxies := stubProxies{changed: make(chan struct{}, 1), report: func() publish.Report {
+	proxies := stubProxies{changed: make(chan struct{}, 1), report: func() report.Report {
 		calls.Add(1)
 		mu.Lock()
 		defer mu.Unlock()
@@ -195,15 +197,15 @@ func TestReportOf10000Fleets(t *testing.T) {
 	defer func() { cancel(); <-stopped }()
 
 	// The leader reads every fleet's count from the shards.
-	counted := func(reports []publish.Report, id string, want publish.FleetProxies) bool {
-		return publish.Sum(reports, id, want.Version) == publish.Acks{Connected: want.Connected, Acked: want.Acked, Nacked: want.Nacked,
+	counted := func(reports []report.Report, id string, want report.FleetProxies) bool {
+		return report.Sum(reports, id, want.Version) == publish.Acks{Connected: want.Connected, Acked: want.Acked, Nacked: want.Nacked,
 			LastNACK: want.LastNACK, LastNACKType: want.LastNACKType, LastNACKNode: want.LastNACKNode}
 	}
 	testenv.Eventually(t, "the leader to read every fleet's count", func() (bool, error) {
 		reports := readReports(t)
 		for id, f := range current {
 			if !counted(reports, id, f) {
-				return false, fmt.Errorf("fleet %.20s…: %+v", id, publish.Sum(reports, id, f.Version))
+				return false, fmt.Errorf("fleet %.20s…: %+v", id, report.Sum(reports, id, f.Version))
 			}
 		}
 		return true, nil
@@ -213,8 +215,8 @@ func TestReportOf10000Fleets(t *testing.T) {
 	for name, cm := range written {
 		n := len(cm.Data["proxies.json"])
 		total += n
-		if n > publish.ShardBytes || publish.ShardCount(cm) != len(written) {
-			t.Errorf("shard %s holds %d bytes, says it is one of %d, of %d", name, n, publish.ShardCount(cm), len(written))
+		if n > report.ShardBytes || report.ShardCount(cm) != len(written) {
+			t.Errorf("shard %s holds %d bytes, says it is one of %d, of %d", name, n, report.ShardCount(cm), len(written))
 		}
 	}
 	t.Logf("10,000 fleets: %d shards, %d KiB, %d bytes a fleet", len(written), total>>10, total/10_000)
@@ -239,8 +241,8 @@ func TestReportOf10000Fleets(t *testing.T) {
 	}
 	release <- time.Now()
 	testenv.Eventually(t, "the leader to read the change", func() (bool, error) { return counted(readReports(t), changed, want), nil })
-	shard := publish.ShardName(replica, publish.ShardOf(changed, len(written)))
-	if w := suite.Counter.WritesTo("/configmaps/" + publish.ReportName(replica)); len(w) != 1 || !strings.HasSuffix(w[0], "/"+shard) {
+	shard := report.ShardName(replica, report.ShardOf(changed, len(written)))
+	if w := suite.Counter.WritesTo("/configmaps/" + report.Name(replica)); len(w) != 1 || !strings.HasSuffix(w[0], "/"+shard) {
 		t.Errorf("the change wrote %v, want one write of %s", w, shard)
 	}
 
@@ -252,7 +254,7 @@ func TestReportOf10000Fleets(t *testing.T) {
 		proxies.change()
 		testenv.Eventually(t, "the reporter to look again", func() (bool, error) { return calls.Load() > n, nil })
 	}
-	if w := suite.Counter.WritesTo("/configmaps/" + publish.ReportName(replica)); len(w) != 0 {
+	if w := suite.Counter.WritesTo("/configmaps/" + report.Name(replica)); len(w) != 0 {
 		t.Errorf("an unchanged report was written: %v", w)
 	}
 }
@@ -265,12 +267,12 @@ func TestReportFailureIsAnEvent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	lift := suite.RefuseCreates(t, testenv.ConfigMapProbe(operatorNamespace), "no ConfigMaps here")
-	r := NewReporter(suite.Manager, reportOf(publish.Report{"ns/edge": {Version: "v1", Connected: 1}}), operatorNamespace, replica, "")
+	r := NewReporter(suite.Manager, reportOf(report.Report{"ns/edge": {Version: "v1", Connected: 1}}), operatorNamespace, replica, "")
 	stopped := make(chan struct{})
 	go func() { _ = r.Start(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
 
-	suite.WaitEvent(t, operatorNamespace, publish.ShardName(replica, 0), "Warning "+ReasonReportFailed+" writing the report of this replica's xDS proxies")
+	suite.WaitEvent(t, operatorNamespace, report.ShardName(replica, 0), "Warning "+ReasonReportFailed+" writing the report of this replica's xDS proxies")
 	lift()
 	testenv.Eventually(t, "the report written once allowed", func() (bool, error) { return len(shards(t, replica)) == 1, nil })
 }
@@ -280,20 +282,20 @@ func TestTamperedReportIsWrittenAgain(t *testing.T) {
 	const replica = "replica-tampered"
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	report := publish.Report{"ns/edge": {Version: "v1", Connected: 1, Acked: 1}}
-	r := NewReporter(suite.Manager, reportOf(report), operatorNamespace, replica, "")
+	want := report.Report{"ns/edge": {Version: "v1", Connected: 1, Acked: 1}}
+	r := NewReporter(suite.Manager, reportOf(want), operatorNamespace, replica, "")
 	stopped := make(chan struct{})
 	go func() { _ = r.Start(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
 
-	name := publish.ShardName(replica, 0)
+	name := report.ShardName(replica, 0)
 	intact := func() (bool, error) {
 		cm := &corev1.ConfigMap{}
 		if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: name}, cm); err != nil {
 			return false, err
 		}
-		got, err := publish.ReportFromConfigMap(cm)
-		return err == nil && maps.Equal(got, report), err
+		got, err := report.Read(cm)
+		return err == nil && maps.Equal(got, want), err
 	}
 	testenv.Eventually(t, "the report written", intact)
 

@@ -34,6 +34,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -140,15 +141,15 @@ const maxNodeID = 253
 
 // ProxyReport is what the server's proxies answered, by fleet: a Reporter's
 // Proxies. Each fleet's version and counts are of one publication.
-func (s *Server) ProxyReport() publish.Report {
-	out := publish.Report{}
+func (s *Server) ProxyReport() report.Report {
+	out := report.Report{}
 	for _, id := range s.tracker.Fleets() {
 		pub := s.publicationLock(id)
 		pub.Lock()
 		version := s.Version(id)
 		c := s.tracker.Counts(id, version)
 		pub.Unlock()
-		out[id] = publish.FleetProxies{Version: version, Connected: c.Connected, Acked: c.Acked, Nacked: c.Nacked, LastNACK: publish.Truncate(c.LastNACK),
+		out[id] = report.FleetProxies{Version: version, Connected: c.Connected, Acked: c.Acked, Nacked: c.Nacked, LastNACK: publish.Truncate(c.LastNACK),
 			LastNACKType: c.LastNACKType, LastNACKNode: conditions.Truncate(c.LastNACKNode, maxNodeID)}
 	}
 	return out

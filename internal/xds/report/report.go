@@ -1,4 +1,9 @@
-package publish
+// Package report is the format of the replicas' reports of their proxies:
+// each replica writes what the proxies connected to it answered, split by
+// fleet into shards (ConfigMaps of the operator's namespace), and the
+// leader reads every replica's shards back and adds them up (Sum) for the
+// publish stage. The format is pure; the server's reporter writes it.
+package report
 
 import (
 	"crypto/sha256"
@@ -15,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
 // Every replica serves xDS to the proxies connected to it, and reports what
@@ -25,15 +31,15 @@ import (
 // rewrites one shard. The leader adds every shard of every replica up
 // (Sum): status and rollbacks count the proxies of every replica.
 const (
-	// ReportComponent is ComponentLabel's value on a shard of a replica's report.
-	ReportComponent = "xds-proxies"
+	// Component is objects.ComponentLabel's value on a shard of a replica's report.
+	Component = "xds-proxies"
 	// ReplicaAnnotation names the replica a report comes from.
 	ReplicaAnnotation = "kube-envoy-controller.io/replica"
 	// ShardAnnotation says which shard of its replica's report a ConfigMap
 	// holds, as <index>/<count>.
 	ShardAnnotation = "kube-envoy-controller.io/report-shard"
 	// ShardBytes bounds the data of one shard. A fleet's entry takes the
-	// length of its identity and about 60 bytes, and up to MaxDetail and
+	// length of its identity and about 60 bytes, and up to publish.MaxDetail and
 	// 350 more (the type and the proxy) while its proxies reject a version.
 	ShardBytes = 256 << 10
 	// MaxShards bounds a replica's shards: ShardBytes × MaxShards holds the
@@ -81,8 +87,8 @@ func Changed(a, b Report) []string {
 // Sum counts a fleet's proxies on every replica with respect to the revision
 // version: a replica that serves another revision adds connected proxies
 // that answered neither way.
-func Sum(reports []Report, fleetID, version string) Acks {
-	var a Acks
+func Sum(reports []Report, fleetID, version string) publish.Acks {
+	var a publish.Acks
 	for _, r := range reports {
 		f, ok := r[fleetID]
 		if !ok {
@@ -101,9 +107,9 @@ func Sum(reports []Report, fleetID, version string) Acks {
 	return a
 }
 
-// ReportName is the name that the shards of replica's report start with;
+// Name is the name that the shards of replica's report start with;
 // each adds -<index>.
-func ReportName(replica string) string {
+func Name(replica string) string {
 	const maxBase = 253 - len("-1023")
 	name := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
@@ -128,7 +134,7 @@ func ReportName(replica string) string {
 
 // ShardName is the name of shard index of replica's report.
 func ShardName(replica string, index int) string {
-	return ReportName(replica) + "-" + strconv.Itoa(index)
+	return Name(replica) + "-" + strconv.Itoa(index)
 }
 
 // ShardOf returns the shard, of count, that holds fleetID's entry.
@@ -138,10 +144,10 @@ func ShardOf(fleetID string, count int) int {
 	return int(h.Sum64() % uint64(count))
 }
 
-// ReportShards returns the ConfigMaps, in namespace, of replica's report r:
+// Shards returns the ConfigMaps, in namespace, of replica's report r:
 // as many as the least power of two, atLeast or more, for which each
 // shard's data fits ShardBytes.
-func ReportShards(namespace, replica string, r Report, atLeast int) ([]*corev1.ConfigMap, error) {
+func Shards(namespace, replica string, r Report, atLeast int) ([]*corev1.ConfigMap, error) {
 	count := 1
 	for count < atLeast {
 		count *= 2
@@ -157,7 +163,7 @@ func ReportShards(namespace, replica string, r Report, atLeast int) ([]*corev1.C
 				ObjectMeta: metav1.ObjectMeta{
 					Name:      ShardName(replica, i),
 					Namespace: namespace,
-					Labels:    map[string]string{objects.ManagedByLabel: objects.ManagedByValue, ComponentLabel: ReportComponent},
+					Labels:    map[string]string{objects.ManagedByLabel: objects.ManagedByValue, objects.ComponentLabel: Component},
 					Annotations: map[string]string{
 						ReplicaAnnotation: replica,
 						ShardAnnotation:   strconv.Itoa(i) + "/" + strconv.Itoa(count),
@@ -207,11 +213,11 @@ func ShardCount(cm metav1.Object) int {
 	return n
 }
 
-// IsReport reports whether o is a replica's report.
-func IsReport(o metav1.Object) bool { return o.GetLabels()[ComponentLabel] == ReportComponent }
+// Is reports whether o is a shard of a replica's report.
+func Is(o metav1.Object) bool { return o.GetLabels()[objects.ComponentLabel] == Component }
 
-// ReportFromConfigMap reads a replica's report.
-func ReportFromConfigMap(cm *corev1.ConfigMap) (Report, error) {
+// Read reads the part of a replica's report that cm, one of its shards, holds.
+func Read(cm *corev1.ConfigMap) (Report, error) {
 	r := Report{}
 	if s := cm.Data[reportKey]; s != "" {
 		if err := json.Unmarshal([]byte(s), &r); err != nil {

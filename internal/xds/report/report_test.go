@@ -1,33 +1,35 @@
-package publish
+package report
 
 import (
 	"fmt"
 	"maps"
 	"strings"
 	"testing"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
-func TestReportName(t *testing.T) {
+func TestName(t *testing.T) {
 	for _, replica := range []string{"kube-envoy-controller-7d9f-abcde", "Host_Name.local", strings.Repeat("x", 300)} {
 		name := ShardName(replica, MaxShards-1)
 		if len(name) > 253 || strings.ToLower(name) != name || strings.ContainsAny(name, "_ ") {
 			t.Errorf("ShardName(%q) = %q", replica, name)
 		}
 	}
-	if ReportName("A_b") == ReportName("a-b") {
+	if Name("A_b") == Name("a-b") {
 		t.Error("two replicas share a report")
 	}
 }
 
 // longReport returns the report of n fleets with names as long as they may
-// be, every tenth rejecting its version with an error_detail of MaxDetail.
+// be, every tenth rejecting its version with an error_detail of publish.MaxDetail.
 func longReport(n int) Report {
 	r := Report{}
 	for i := range n {
 		id := fmt.Sprintf("%s/%s-%06d", strings.Repeat("n", 63), strings.Repeat("e", 246), i)
 		f := FleetProxies{Version: "0123456789abcdef", Connected: 3, Acked: 3}
 		if i%10 == 0 {
-			f.Acked, f.Nacked, f.LastNACK = 0, 3, strings.Repeat("x", MaxDetail)
+			f.Acked, f.Nacked, f.LastNACK = 0, 3, strings.Repeat("x", publish.MaxDetail)
 		}
 		r[id] = f
 	}
@@ -36,14 +38,14 @@ func longReport(n int) Report {
 
 // A report of any size is split into shards that each fit ShardBytes,
 // every fleet in exactly one; the same report is the same shards.
-func TestReportShards(t *testing.T) {
+func TestShards(t *testing.T) {
 	for _, n := range []int{0, 1, 100, 2_000} {
 		r := longReport(n)
-		shards, err := ReportShards("ns", "replica-a", r, 1)
+		shards, err := Shards("ns", "replica-a", r, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, _ := ReportShards("ns", "replica-a", r, 1)
+		again, _ := Shards("ns", "replica-a", r, 1)
 		got := Report{}
 		total := 0
 		for i, cm := range shards {
@@ -55,7 +57,7 @@ func TestReportShards(t *testing.T) {
 			if data != again[i].Data[reportKey] || cm.Name != ShardName("replica-a", i) || ShardCount(cm) != len(shards) {
 				t.Errorf("%d fleets: shard %d is %s (%d of %d), differently the second time", n, i, cm.Name, i, ShardCount(cm))
 			}
-			part, err := ReportFromConfigMap(cm)
+			part, err := Read(cm)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,18 +79,34 @@ func TestReportShards(t *testing.T) {
 
 // A replica's shards never become fewer while it runs: a report that
 // shrinks keeps its layout, and one that grows doubles it.
-func TestReportShardsGrow(t *testing.T) {
+func TestShardsGrow(t *testing.T) {
 	small, big := longReport(10), longReport(2_000)
-	shards, _ := ReportShards("ns", "r", small, 1)
+	shards, _ := Shards("ns", "r", small, 1)
 	if len(shards) != 1 {
 		t.Fatalf("ten fleets take %d shards", len(shards))
 	}
-	grown, _ := ReportShards("ns", "r", big, len(shards))
+	grown, _ := Shards("ns", "r", big, len(shards))
 	if len(grown) < 2 {
 		t.Fatalf("%d fleets take %d shard", len(big), len(grown))
 	}
-	kept, _ := ReportShards("ns", "r", small, len(grown))
+	kept, _ := Shards("ns", "r", small, len(grown))
 	if len(kept) != len(grown) {
 		t.Errorf("a shrunk report takes %d shards, was %d", len(kept), len(grown))
+	}
+}
+
+func TestSum(t *testing.T) {
+	reports := []Report{
+		{"ns/edge": {Version: "v2", Connected: 2, Nacked: 2, LastNACK: "bad"}},
+		{"ns/edge": {Version: "v1", Connected: 3, Acked: 3}, "ns/other": {Version: "v9", Connected: 1, Acked: 1}},
+	}
+	if got := Sum(reports, "ns/edge", "v2"); got != (publish.Acks{Connected: 5, Nacked: 2, LastNACK: "bad"}) {
+		t.Errorf("Sum = %+v", got)
+	}
+	if got := Sum(reports, "ns/edge", "v1"); got != (publish.Acks{Connected: 5, Acked: 3}) {
+		t.Errorf("Sum = %+v", got)
+	}
+	if got := Changed(reports[0], reports[1]); strings.Join(got, ",") != "ns/edge,ns/other" {
+		t.Errorf("Changed = %v", got)
 	}
 }
