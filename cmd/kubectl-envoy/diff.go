@@ -24,6 +24,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 	"github.com/kube-envoy-controller/kube-envoy-controller/pkg/generated/clientset/versioned"
@@ -347,7 +348,7 @@ func (o *options) readWorld(ctx context.Context, files []fileConfig) (world, []s
 	}
 	var fromOperator []fleet.ID
 	for _, f := range sortedFleets(fleets) {
-		cm, err := kc.CoreV1().ConfigMaps(o.operatorNamespace).Get(ctx, publish.HistoryName(f), metav1.GetOptions{})
+		cm, err := kc.CoreV1().ConfigMaps(o.operatorNamespace).Get(ctx, history.Name(f), metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			continue // never published
@@ -357,7 +358,7 @@ func (o *options) readWorld(ctx context.Context, files []fileConfig) (world, []s
 		case err != nil:
 			return w, nil, fmt.Errorf("reading the recorded revision of fleet %s: %w", f, err)
 		}
-		h, err := publish.ReadHistory(cm, o.operatorNamespace, f)
+		h, err := history.Read(cm, o.operatorNamespace, f)
 		if err != nil {
 			// Not the fleet's history as the operator writes it: the operator
 			// does not use it either, and writes it afresh.

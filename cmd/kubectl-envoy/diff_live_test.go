@@ -46,6 +46,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
 	debugendpoint "github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug/endpoint"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
@@ -442,7 +443,7 @@ func TestDiffLive(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(operatorNamespace).Get(context.Background(),
-			publish.HistoryName(fleet.ID{Namespace: ns, Name: "edge"}), metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+			history.Name(fleet.ID{Namespace: ns, Name: "edge"}), metav1.GetOptions{}); !apierrors.IsForbidden(err) {
 			t.Fatalf("the tenant reads the fleet's history in the operator's namespace: %v", err)
 		}
 		docs, err := readManifests([]string{files}, false, nil)

@@ -199,7 +199,7 @@ func renderEnvoy(ctx context.Context, t *testing.T, live client.Object) []client
 // edit, and why. With owners, they must name every controller there is.
 var notDrifted = map[string]string{
 	envoyconfig.ControllerName: "it renders no child: a fleet's revision history, in the operator's namespace, is a record " +
-		"that publish.ReadHistory checks by its content, and one that does not pass is written afresh, not compared field by field",
+		"that history.Read checks by its content, and one that does not pass is written afresh, not compared field by field",
 	foobar.ControllerName: "its Jobs are create-only (objects.Jobs): a Job's pod template cannot change, and a Job that ran is the record of that run",
 	podset.ControllerName: "it creates pods and never updates one: a pod's spec cannot change but for a few fields, and a PodSet replaces pods instead of editing them",
 }

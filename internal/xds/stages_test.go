@@ -19,11 +19,12 @@ var stages = []struct {
 	{"resource", nil},
 	{"translate", []string{"resource"}},
 	{"publish", []string{"resource", "translate"}},
+	{"history", []string{"resource", "translate", "publish"}},
 	{"report", []string{"publish"}},
 	{"authority", nil},
 	{"server", []string{"resource", "translate", "publish", "report", "authority"}},
 	{"debug", []string{"resource", "translate", "publish"}},
-	{"debug/endpoint", []string{"resource", "translate", "publish", "server", "debug"}},
+	{"debug/endpoint", []string{"resource", "translate", "publish", "history", "server", "debug"}},
 }
 
 // runtimeOnly are what only the ADS runtime and the debug endpoint may link:

@@ -26,7 +26,7 @@ import (
 	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
 
@@ -242,17 +242,17 @@ var faults = []fault{
 		})
 	}, 0},
 	{"delete a fleet's history", func(ctx context.Context, r *run) (string, int, bool, error) {
-		cm, ok, err := r.pickControlPlane(ctx, publish.HistoryComponent)
+		cm, ok, err := r.pickControlPlane(ctx, history.Component)
 		if !ok || err != nil {
 			return "", 0, false, err
 		}
 		// Recorded again (1). The fleet whose content was rejected is then
 		// served nothing: its EnvoyConfig's status says so (1), and the
 		// replica's report drops its proxy (1).
-		return "deleted the history of fleet " + cm.Annotations[publish.FleetAnnotation], 3, true, r.delete(ctx, cm)
+		return "deleted the history of fleet " + cm.Annotations[history.FleetAnnotation], 3, true, r.delete(ctx, cm)
 	}, 0},
 	{"corrupt a fleet's history", func(ctx context.Context, r *run) (string, int, bool, error) {
-		cm, ok, err := r.pickControlPlane(ctx, publish.HistoryComponent)
+		cm, ok, err := r.pickControlPlane(ctx, history.Component)
 		if !ok || err != nil {
 			return "", 0, false, err
 		}
@@ -261,7 +261,7 @@ var faults = []fault{
 			key = k
 		}
 		// As deleted, but written over.
-		return "corrupted the history of fleet " + cm.Annotations[publish.FleetAnnotation], 3, true, r.patch(ctx, cm,
+		return "corrupted the history of fleet " + cm.Annotations[history.FleetAnnotation], 3, true, r.patch(ctx, cm,
 			fmt.Sprintf(`{"binaryData":{%q:%q}}`, key, base64.StdEncoding.EncodeToString([]byte("edited by the chaos"))))
 	}, 0},
 	{"delete a replica's report", func(ctx context.Context, r *run) (string, int, bool, error) {
@@ -305,10 +305,10 @@ var faults = []fault{
 const slackPerFault = 3
 
 // pickControlPlane returns one of the operator's ConfigMaps of component
-// (publish.ComponentLabel) in its namespace.
+// (objects.ComponentLabel) in its namespace.
 func (r *run) pickControlPlane(ctx context.Context, component string) (*corev1.ConfigMap, bool, error) {
 	var list corev1.ConfigMapList
-	if err := r.c.List(ctx, &list, client.InNamespace(r.opNS), client.MatchingLabels{publish.ComponentLabel: component}); err != nil {
+	if err := r.c.List(ctx, &list, client.InNamespace(r.opNS), client.MatchingLabels{objects.ComponentLabel: component}); err != nil {
 		return nil, false, err
 	}
 	if len(list.Items) == 0 {

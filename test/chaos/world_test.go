@@ -32,7 +32,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	injector "github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/inject"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
 
@@ -416,14 +416,14 @@ func controlPlaneNotReady(ctx context.Context, c client.Client, opNS string, wan
 		}
 		id := fleet.ID{Namespace: ec.Namespace, Name: ec.Spec.EnvoyRef}
 		cm := &corev1.ConfigMap{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: publish.HistoryName(id)}, cm); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: history.Name(id)}, cm); err != nil {
 			if apierrors.IsNotFound(err) {
 				out = append(out, "the history of fleet "+id.String()+": missing")
 				continue
 			}
 			return nil, err
 		}
-		h, err := publish.ReadHistory(cm, opNS, id)
+		h, err := history.Read(cm, opNS, id)
 		switch {
 		case err != nil:
 			out = append(out, "the history of fleet "+id.String()+": "+err.Error())

@@ -30,7 +30,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -57,7 +57,7 @@ type Reconciler struct {
 	Status   status.Writer
 	Server   *server.Server
 	// Histories reads and writes the fleets' revision histories.
-	Histories publish.Store
+	Histories history.Store
 	// IsLeader reports whether this replica decides and writes.
 	IsLeader func() bool
 	// Namespace is the operator's namespace, which holds the replicas' reports.
@@ -86,7 +86,7 @@ func NewReconciler(mgr ctrl.Manager, server *server.Server, namespace string) *R
 	return &Reconciler{
 		Client:    mgr.GetClient(),
 		Recorder:  recorder,
-		Histories: publish.Store{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: namespace},
+		Histories: history.Store{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: namespace},
 		Status:    status.Writer{Client: mgr.GetClient(), Recorder: recorder, Transitions: transitions},
 		Server:    server,
 		Namespace: namespace,

@@ -36,7 +36,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
@@ -276,7 +276,7 @@ func TestSettledReconcileWritesNothing(t *testing.T) {
 	fleetReq := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "edge"}}
 	suite.ExpectNoWrites(t, ControllerName, cfg, fleetReq)
 	// Nor its history, in the operator's namespace.
-	if w := suite.Counter.WritesTo("/configmaps/" + publish.HistoryName(fleet.ID{Namespace: ns, Name: "edge"})); len(w) != 0 {
+	if w := suite.Counter.WritesTo("/configmaps/" + history.Name(fleet.ID{Namespace: ns, Name: "edge"})); len(w) != 0 {
 		t.Errorf("a settled reconcile wrote the fleet's history: %v", w)
 	}
 }
@@ -761,7 +761,7 @@ func TestFleetWithoutConfigsRecordsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	suite.ExpectNoWrites(t, ControllerName, envoy, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "edge"}})
-	err := suite.Client.Get(context.Background(), types.NamespacedName{Namespace: operatorNamespace, Name: publish.HistoryName(fleet.ID{Namespace: ns, Name: "edge"})}, &corev1.ConfigMap{})
+	err := suite.Client.Get(context.Background(), types.NamespacedName{Namespace: operatorNamespace, Name: history.Name(fleet.ID{Namespace: ns, Name: "edge"})}, &corev1.ConfigMap{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("the fleet's history: got %v, want none", err)
 	}

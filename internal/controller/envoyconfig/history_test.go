@@ -23,7 +23,9 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -109,7 +111,7 @@ func gzipJSON(t *testing.T, v any) []byte {
 // its served version is the real one, its content the attacker's cluster.
 func forgedHistory(t *testing.T, ns, name, version string) *corev1.ConfigMap {
 	t.Helper()
-	history := map[string]any{
+	forged := map[string]any{
 		"current": version,
 		"revisions": []any{map[string]any{
 			"version": version, "acked": true,
@@ -125,7 +127,7 @@ func forgedHistory(t *testing.T, ns, name, version string) *corev1.ConfigMap {
 			Labels:      map[string]string{"app.kubernetes.io/managed-by": "kube-envoy-controller", "app.kubernetes.io/component": "xds-revisions"},
 			Annotations: map[string]string{"kube-envoy-controller.io/fleet": "edge", "kube-envoy-controller.io/xds-version": version},
 		},
-		BinaryData: map[string][]byte{"history.json.gz": gzipJSON(t, history)},
+		BinaryData: map[string][]byte{"history.json.gz": gzipJSON(t, forged)},
 	}
 }
 
@@ -142,12 +144,12 @@ func TestForgedHistoryChangesNothing(t *testing.T) {
 
 	tenant := tenantClient(t, ns)
 	// Not in the operator's namespace.
-	history := &corev1.ConfigMap{}
-	err := tenant.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: publish.HistoryName(id)}, history)
+	read := &corev1.ConfigMap{}
+	err := tenant.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: history.Name(id)}, read)
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("the tenant read the fleet's history: %v", err)
 	}
-	intruder := forgedHistory(t, operatorNamespace, publish.HistoryName(id), version)
+	intruder := forgedHistory(t, operatorNamespace, history.Name(id), version)
 	if err := tenant.Create(ctx, intruder); !apierrors.IsForbidden(err) {
 		t.Errorf("the tenant wrote the operator's namespace: %v", err)
 	}
@@ -158,10 +160,10 @@ func TestForgedHistoryChangesNothing(t *testing.T) {
 	if err := tenant.Create(ctx, legacy); err != nil {
 		t.Fatal(err)
 	}
-	copied := forgedHistory(t, ns, publish.HistoryName(id), version)
-	copied.Labels[publish.ComponentLabel] = publish.HistoryComponent
-	copied.Labels[publish.FleetNamespaceLabel] = ns
-	copied.Annotations[publish.FleetAnnotation] = fleetID
+	copied := forgedHistory(t, ns, history.Name(id), version)
+	copied.Labels[objects.ComponentLabel] = history.Component
+	copied.Labels[history.FleetNamespaceLabel] = ns
+	copied.Annotations[history.FleetAnnotation] = fleetID
 	if err := tenant.Create(ctx, copied); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +223,7 @@ func follower(t *testing.T, name string) *server.Server {
 // deleteHistory deletes the fleet's history, as an admin or an accident may.
 func deleteHistory(t *testing.T, id fleet.ID) {
 	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: publish.HistoryName(id)}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: history.Name(id)}}
 	if err := suite.Client.Delete(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
@@ -233,11 +235,11 @@ func readHistory(t *testing.T, id fleet.ID, what string, cond func(publish.Histo
 	var h publish.History
 	testenv.Eventually(t, what, func() (bool, error) {
 		cm := &corev1.ConfigMap{}
-		if err := suite.Client.Get(context.Background(), client.ObjectKey{Namespace: operatorNamespace, Name: publish.HistoryName(id)}, cm); err != nil {
+		if err := suite.Client.Get(context.Background(), client.ObjectKey{Namespace: operatorNamespace, Name: history.Name(id)}, cm); err != nil {
 			return false, err
 		}
 		var err error
-		h, err = publish.ReadHistory(cm, operatorNamespace, id)
+		h, err = history.Read(cm, operatorNamespace, id)
 		return err == nil && cond(h), err
 	})
 	return h
@@ -340,11 +342,11 @@ func TestGoneFleetsHistoryIsDeleted(t *testing.T) {
 	if err := suite.Client.Delete(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitGone(t, suite.Client, operatorNamespace, publish.HistoryName(id), &corev1.ConfigMap{})
+	testenv.WaitGone(t, suite.Client, operatorNamespace, history.Name(id), &corev1.ConfigMap{})
 
 	// A history left by a fleet deleted while no leader ran.
 	ghost := fleet.ID{Namespace: ns, Name: "ghost"}
-	cm, err := publish.HistoryConfigMap(operatorNamespace, ghost, publish.History{})
+	cm, err := history.ConfigMap(operatorNamespace, ghost, publish.History{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +383,7 @@ func TestLegacyHistoryIsAdopted(t *testing.T) {
 	// namespace, none in the operator's; it leads, this replica follows.
 	resume := pauseLeader(t)
 	deleteHistory(t, id)
-	legacy := forgedHistory(t, ns, publish.LegacyHistoryName("edge"), version)
+	legacy := forgedHistory(t, ns, history.LegacyName("edge"), version)
 	legacy.BinaryData["history.json.gz"] = gzipJSON(t, publish.History{Current: version, Revisions: []publish.Revision{*recorded.Served()}})
 	create(t, legacy)
 	xdsServer.ClearFleet(fleetID) // as a replica of the new release that starts
@@ -433,7 +435,7 @@ func TestForgedHistoryContentIsRefused(t *testing.T) {
 		{"another namespace's content", publish.History{Current: translate.VersionOf(elsewhere),
 			Revisions: []publish.Revision{{Version: translate.VersionOf(elsewhere), Acked: true, Configs: elsewhere}}}},
 	} {
-		want, err := publish.HistoryConfigMap(operatorNamespace, id, forged.h)
+		want, err := history.ConfigMap(operatorNamespace, id, forged.h)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -445,7 +447,7 @@ func TestForgedHistoryContentIsRefused(t *testing.T) {
 		if err := suite.Client.Update(ctx, cm); err != nil {
 			t.Fatal(err)
 		}
-		if !publish.IsHistoryOf(cm, operatorNamespace, id) {
+		if !history.IsOf(cm, operatorNamespace, id) {
 			t.Fatalf("%s: the forgery's metadata is not the fleet's history's", forged.what)
 		}
 		testenv.Eventually(t, "the manager's cache to hold the forgery", func() (bool, error) {

@@ -14,13 +14,14 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
-// history is a fleet's history that serves current, among versions (each
+// historyOf is a fleet's history that serves current, among versions (each
 // rejected when its name says so).
-func history(current string, versions ...string) publish.History {
+func historyOf(current string, versions ...string) publish.History {
 	h := publish.History{Current: current}
 	for _, v := range versions {
 		r := publish.Revision{Version: v}
@@ -49,10 +50,10 @@ func TestServingOf(t *testing.T) {
 		readable, unrecorded bool
 		want                 serving
 	}{
-		{"a served revision", history("v1", "v1"), true, false, serveRevision},
-		{"a served revision adopted from a legacy history", history("v1", "v1"), false, false, serveRevision},
+		{"a served revision", historyOf("v1", "v1"), true, false, serveRevision},
+		{"a served revision adopted from a legacy history", historyOf("v1", "v1"), false, false, serveRevision},
 		{"a fleet never configured", publish.History{}, false, true, serveIR},
-		{"nothing served, as recorded", history("", "rejected"), true, false, serveNothing},
+		{"nothing served, as recorded", historyOf("", "rejected"), true, false, serveNothing},
 		{"a history missing or unreadable", publish.History{}, false, false, keepServing},
 	}
 	for _, tt := range tests {
@@ -82,7 +83,7 @@ func TestRecordingEnds(t *testing.T) {
 		clashed bool
 	}{
 		{"recorded", nil, false, ctrl.Result{}, false},
-		{"the cache behind", fmt.Errorf("%w: %w", publish.ErrCacheBehind, apierrors.NewConflict(cm, "h", errors.New("changed"))), true, ctrl.Result{RequeueAfter: status.ConflictRetry}, false},
+		{"the cache behind", fmt.Errorf("%w: %w", history.ErrCacheBehind, apierrors.NewConflict(cm, "h", errors.New("changed"))), true, ctrl.Result{RequeueAfter: status.ConflictRetry}, false},
 		{"the operator's namespace goes", terminating, true, ctrl.Result{}, false},
 		{"another's ConfigMap has the name", apierrors.NewAlreadyExists(cm, "h"), false, ctrl.Result{}, true},
 		{"refused", apierrors.NewForbidden(cm, "h", errors.New("no")), false, ctrl.Result{}, false},
@@ -112,17 +113,17 @@ func TestFleetState(t *testing.T) {
 		rec  recording
 		want State
 	}{
-		{"published", ir("v2"), recording{history: history("v2", "v2", "v1")},
+		{"published", ir("v2"), recording{history: historyOf("v2", "v2", "v1")},
 			State{PublishedVersion: "v2"}},
-		{"the IR's version rejected, an earlier one served", ir("rejected"), recording{history: history("v1", "v1", "rejected")},
+		{"the IR's version rejected, an earlier one served", ir("rejected"), recording{history: historyOf("v1", "v1", "rejected")},
 			State{PublishedVersion: "v1", Rejected: "bad listener", RejectedVersion: "rejected", RolledBack: true, Unattributed: true}},
-		{"the IR's version rejected, nothing served", ir("rejected"), recording{history: history("", "rejected")},
+		{"the IR's version rejected, nothing served", ir("rejected"), recording{history: historyOf("", "rejected")},
 			State{Rejected: "bad listener", RejectedVersion: "rejected", Unattributed: true}},
-		{"the IR's version rejected and attributed: a change withheld", ir("rejected"), recording{history: withheld(history("v1", "v1", "rejected"), "rejected")},
+		{"the IR's version rejected and attributed: a change withheld", ir("rejected"), recording{history: withheld(historyOf("v1", "v1", "rejected"), "rejected")},
 			State{PublishedVersion: "v1", Rejected: "bad listener", RejectedVersion: "rejected", RolledBack: true}},
-		{"the served version rejected, nothing to go back to", ir("v3"), recording{history: history("rejected", "rejected")},
+		{"the served version rejected, nothing to go back to", ir("v3"), recording{history: historyOf("rejected", "rejected")},
 			State{PublishedVersion: "rejected", ServedRejected: "bad listener"}},
-		{"refused", ir("v2"), recording{history: history("v1", "v1"), err: apierrors.NewForbidden(cm, "h", errors.New("no"))},
+		{"refused", ir("v2"), recording{history: historyOf("v1", "v1"), err: apierrors.NewForbidden(cm, "h", errors.New("no"))},
 			State{PublishedVersion: "v1", PublishError: &conditions.Problem{Reason: string(metav1.StatusReasonForbidden),
 				Message: `recording the fleet's revision in ConfigMap ns/h: configmaps "h" is forbidden: no`}}},
 		{"another's ConfigMap has the name", ir("v2"), recording{err: apierrors.NewAlreadyExists(cm, "h")},

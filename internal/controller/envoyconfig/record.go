@@ -18,6 +18,7 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -49,7 +50,7 @@ func stored(w *world) recording {
 // namespace goes, for good, since the operator goes with it.
 func (rec recording) ends() (ctrl.Result, bool) {
 	switch {
-	case errors.Is(rec.err, publish.ErrCacheBehind):
+	case errors.Is(rec.err, history.ErrCacheBehind):
 		return ctrl.Result{RequeueAfter: status.ConflictRetry}, true
 	case apierrors.HasStatusCause(rec.err, corev1.NamespaceTerminatingCause):
 		return ctrl.Result{}, true
@@ -134,7 +135,7 @@ func (r *Reconciler) retireLegacy(ctx context.Context, w *world, rec recording) 
 type ownHistories struct{ m sync.Map }
 
 func (o *ownHistories) remember(namespace string, id fleet.ID, h publish.History) {
-	cm, err := publish.HistoryConfigMap(namespace, id, h)
+	cm, err := history.ConfigMap(namespace, id, h)
 	if err != nil {
 		o.m.Delete(id)
 		return

@@ -12,11 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
-// The record phase's storage, publish.Store, against the API server, in a
+// The record phase's storage, history.Store, against the API server, in a
 // namespace of its own that the suite's controller does not keep histories
 // in: a history is created, read back whole and updated; a write over a
 // copy the cache has not caught up with (a create of a history that exists,
@@ -25,7 +26,7 @@ import (
 // history is gone, and listed no more.
 func TestStoreRecordsTheHistory(t *testing.T) {
 	ctx := context.Background()
-	store := publish.Store{Client: suite.Client, APIReader: suite.Client, Namespace: suite.Namespace(t)}
+	store := history.Store{Client: suite.Client, APIReader: suite.Client, Namespace: suite.Namespace(t)}
 	id := fleet.ID{Namespace: suite.Namespace(t), Name: "edge"}
 	revision := func(name string) publish.History {
 		configs := []translate.Config{{Name: id.Namespace + "/" + name}}
@@ -41,7 +42,7 @@ func TestStoreRecordsTheHistory(t *testing.T) {
 	if err := store.Record(ctx, id, none, first); err != nil {
 		t.Fatalf("Record: %v", err)
 	}
-	if err := store.Record(ctx, id, none, first); !errors.Is(err, publish.ErrCacheBehind) {
+	if err := store.Record(ctx, id, none, first); !errors.Is(err, history.ErrCacheBehind) {
 		t.Errorf("a second create of the history = %v, want the cache behind", err)
 	}
 	read, err := store.Load(ctx, id, "")
@@ -52,7 +53,7 @@ func TestStoreRecordsTheHistory(t *testing.T) {
 	if err := store.Record(ctx, id, read, revision("b")); err != nil {
 		t.Fatalf("Record over the history: %v", err)
 	}
-	if err := store.Record(ctx, id, read, revision("c")); !errors.Is(err, publish.ErrCacheBehind) || !apierrors.IsConflict(err) {
+	if err := store.Record(ctx, id, read, revision("c")); !errors.Is(err, history.ErrCacheBehind) || !apierrors.IsConflict(err) {
 		t.Errorf("an update of an older version = %v, want a conflict, the cache behind", err)
 	}
 	if again, err := store.Load(ctx, id, ""); err != nil || again.History.Current != revision("b").Current {
@@ -63,14 +64,14 @@ func TestStoreRecordsTheHistory(t *testing.T) {
 	}
 
 	other := fleet.ID{Namespace: id.Namespace, Name: "other"}
-	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: store.Namespace, Name: publish.HistoryName(other)}}
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: store.Namespace, Name: history.Name(other)}}
 	if err := suite.Client.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := store.Load(ctx, other, ""); err != nil || st.Object != nil {
 		t.Errorf("Load of a fleet whose history's name is taken = %+v, %v; want nothing", st, err)
 	}
-	if err := store.Record(ctx, other, publish.Stored{}, revision("a")); !apierrors.IsAlreadyExists(err) || errors.Is(err, publish.ErrCacheBehind) {
+	if err := store.Record(ctx, other, history.Stored{}, revision("a")); !apierrors.IsAlreadyExists(err) || errors.Is(err, history.ErrCacheBehind) {
 		t.Errorf("a create over someone else's ConfigMap = %v, want a clash", err)
 	}
 

@@ -12,6 +12,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -21,7 +22,7 @@ import (
 // with the proxies' answers to the revision served, from the replicas'
 // reports that the record phase decided on.
 func (r *Reconciler) report(ctx context.Context, w *world, ir translate.IR, rec recording, reports []report.Report) (ctrl.Result, error) {
-	where := fmt.Sprintf("ConfigMap %s/%s", r.Namespace, publish.HistoryName(w.id))
+	where := fmt.Sprintf("ConfigMap %s/%s", r.Namespace, history.Name(w.id))
 	base := fleetState(ir, rec, acks(reports, w, rec.history), w.envoy == nil, where)
 	var errs []error
 	for _, c := range w.configs {

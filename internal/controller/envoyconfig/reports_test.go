@@ -16,7 +16,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
 
@@ -60,7 +60,7 @@ func TestReportsAreReadOnce(t *testing.T) {
 	})
 	r := &Reconciler{Client: c, Recorder: suite.Manager.GetEventRecorder(ControllerName), Server: xdsServer,
 		Status:    status.Writer{Client: c, Recorder: suite.Manager.GetEventRecorder(ControllerName)},
-		Histories: publish.Store{Client: c, APIReader: suite.Manager.GetAPIReader(), Namespace: operatorNamespace},
+		Histories: history.Store{Client: c, APIReader: suite.Manager.GetAPIReader(), Namespace: operatorNamespace},
 		IsLeader:  func() bool { return true }, Namespace: operatorNamespace, Policy: suite.Reconciler.(*Reconciler).Policy,
 		reports: map[string]parsedReport{}}
 	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "edge"}}); err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
@@ -156,12 +156,12 @@ func TestTLSSecretServedToItsFleetOnly(t *testing.T) {
 	}
 
 	// Neither certificate nor key is in the revision history, status or events.
-	history := &corev1.ConfigMap{}
+	stored := &corev1.ConfigMap{}
 	id := fleet.ID{Namespace: ns, Name: "edge"}
-	if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: publish.HistoryName(id)}, history); err != nil {
+	if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: history.Name(id)}, stored); err != nil {
 		t.Fatal(err)
 	}
-	h, err := publish.ReadHistory(history, operatorNamespace, id)
+	h, err := history.Read(stored, operatorNamespace, id)
 	if err != nil {
 		t.Fatal(err)
 	}

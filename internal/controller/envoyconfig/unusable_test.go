@@ -11,6 +11,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
@@ -30,7 +31,7 @@ func TestUnusableHistoryIsReportedOnce(t *testing.T) {
 	version := readHistory(t, id, "the fleet's history", func(h publish.History) bool { return h.Current != "" }).Current
 
 	cm := &corev1.ConfigMap{}
-	if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: publish.HistoryName(id)}, cm); err != nil {
+	if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: history.Name(id)}, cm); err != nil {
 		t.Fatal(err)
 	}
 	for k := range cm.BinaryData {

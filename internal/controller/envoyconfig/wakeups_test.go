@@ -26,6 +26,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
@@ -370,8 +371,8 @@ func TestControlPlaneConfigMapWakeUps(t *testing.T) {
 	if err := srv.SetFleet(ctx, id.String(), "v1", nil); err != nil {
 		t.Fatal(err)
 	}
-	history := func(current string, acked bool) *corev1.ConfigMap {
-		cm, err := publish.HistoryConfigMap(operatorNamespace, id, publish.History{Current: current,
+	historyAt := func(current string, acked bool) *corev1.ConfigMap {
+		cm, err := history.ConfigMap(operatorNamespace, id, publish.History{Current: current,
 			Revisions: []publish.Revision{{Version: current, Acked: acked}}})
 		if err != nil {
 			t.Fatal(err)
@@ -392,18 +393,18 @@ func TestControlPlaneConfigMapWakeUps(t *testing.T) {
 		wakes  bool
 	}{
 		{"the leader, its own write of the history", true, func(h controlPlaneConfigMaps, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Update(ctx, event.UpdateEvent{ObjectOld: history("v1", false), ObjectNew: history("v1", true)}, q)
+			h.Update(ctx, event.UpdateEvent{ObjectOld: historyAt("v1", false), ObjectNew: historyAt("v1", true)}, q)
 		}, false},
 		{"the leader, someone else's write of the history", true, func(h controlPlaneConfigMaps, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Update(ctx, event.UpdateEvent{ObjectOld: history("v1", true), ObjectNew: history("v1", false)}, q)
+			h.Update(ctx, event.UpdateEvent{ObjectOld: historyAt("v1", true), ObjectNew: historyAt("v1", false)}, q)
 		}, true},
 		{"the leader, someone else's annotation on its history", true, func(h controlPlaneConfigMaps, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			annotated := history("v1", true)
+			annotated := historyAt("v1", true)
 			annotated.Annotations["note"] = "mine"
-			h.Update(ctx, event.UpdateEvent{ObjectOld: history("v1", true), ObjectNew: annotated}, q)
+			h.Update(ctx, event.UpdateEvent{ObjectOld: historyAt("v1", true), ObjectNew: annotated}, q)
 		}, true},
 		{"the leader, its history deleted", true, func(h controlPlaneConfigMaps, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Delete(ctx, event.DeleteEvent{Object: history("v1", true)}, q)
+			h.Delete(ctx, event.DeleteEvent{Object: historyAt("v1", true)}, q)
 		}, true},
 		{"the leader, a report", true, func(h controlPlaneConfigMaps, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			h.Update(ctx, event.UpdateEvent{ObjectOld: shard(0), ObjectNew: shard(2)}, q)
@@ -412,19 +413,19 @@ func TestControlPlaneConfigMapWakeUps(t *testing.T) {
 			h.Update(ctx, event.UpdateEvent{ObjectOld: shard(0), ObjectNew: shard(2)}, q)
 		}, false},
 		{"a follower, the version it serves marked accepted", false, func(h controlPlaneConfigMaps, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Update(ctx, event.UpdateEvent{ObjectOld: history("v1", false), ObjectNew: history("v1", true)}, q)
+			h.Update(ctx, event.UpdateEvent{ObjectOld: historyAt("v1", false), ObjectNew: historyAt("v1", true)}, q)
 		}, false},
 		{"a follower, a new version", false, func(h controlPlaneConfigMaps, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Update(ctx, event.UpdateEvent{ObjectOld: history("v1", true), ObjectNew: history("v2", false)}, q)
+			h.Update(ctx, event.UpdateEvent{ObjectOld: historyAt("v1", true), ObjectNew: historyAt("v2", false)}, q)
 		}, true},
 		{"a follower, a version it does not serve marked accepted", false, func(h controlPlaneConfigMaps, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Update(ctx, event.UpdateEvent{ObjectOld: history("v0", false), ObjectNew: history("v0", true)}, q)
+			h.Update(ctx, event.UpdateEvent{ObjectOld: historyAt("v0", false), ObjectNew: historyAt("v0", true)}, q)
 		}, true},
 		{"a follower, the history deleted", false, func(h controlPlaneConfigMaps, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Delete(ctx, event.DeleteEvent{Object: history("v1", true)}, q)
+			h.Delete(ctx, event.DeleteEvent{Object: historyAt("v1", true)}, q)
 		}, true},
 		{"a follower, a history created", false, func(h controlPlaneConfigMaps, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Create(ctx, event.CreateEvent{Object: history("v1", true)}, q)
+			h.Create(ctx, event.CreateEvent{Object: historyAt("v1", true)}, q)
 		}, true},
 	} {
 		leader := c.leader

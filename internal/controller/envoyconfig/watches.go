@@ -19,7 +19,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
 
@@ -218,14 +218,14 @@ func (fleetsOfConfig) Generic(_ context.Context, e event.GenericEvent, q workque
 type controlPlaneConfigMaps struct{ r *Reconciler }
 
 func (h controlPlaneConfigMaps) enqueue(o client.Object, old client.Object, deleted bool, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	if id, ok := publish.HistoryFleet(o, h.r.Namespace); ok {
+	if id, ok := history.Fleet(o, h.r.Namespace); ok {
 		if leader := h.r.IsLeader(); !deleted && (leader && h.r.ownHistories.isOwn(id, o) || !leader && h.servesAsIs(id, old, o)) {
 			return
 		}
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
 		return
 	}
-	if id, ok := publish.LegacyFleet(o); ok {
+	if id, ok := history.LegacyFleet(o); ok {
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
 		return
 	}
@@ -272,10 +272,10 @@ func (h controlPlaneConfigMaps) servesAsIs(id fleet.ID, old, o client.Object) bo
 	if old == nil || h.r.Server == nil {
 		return false
 	}
-	if was, ok := publish.HistoryFleet(old, h.r.Namespace); !ok || was != id {
+	if was, ok := history.Fleet(old, h.r.Namespace); !ok || was != id {
 		return false
 	}
-	v, ok := o.GetAnnotations()[publish.VersionAnnotation]
-	w, wok := old.GetAnnotations()[publish.VersionAnnotation]
+	v, ok := o.GetAnnotations()[history.VersionAnnotation]
+	w, wok := old.GetAnnotations()[history.VersionAnnotation]
 	return ok && wok && v == w && h.r.Server.Version(id.String()) == v
 }

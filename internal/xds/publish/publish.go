@@ -3,11 +3,12 @@
 // fleet's revision history, the IR of translation, the answers of the
 // fleet's proxies (on every replica) and the versions known to be rejected
 // go in; a decision (publish, hold, roll back or nothing) and the new
-// history come out. It is the only owner of the history and of how it is
-// stored: store.go describes the ConfigMaps, in the operator's namespace,
-// and checks what is read back; Store (storage.go), the one part that is
-// not pure, alone reads and writes them, so that a restarted or another
-// replica serves exactly what was decided, and nothing a tenant wrote.
+// history come out. It holds the history's type and its rules (publish.go),
+// the rejections recorded outside it, in the EnvoyConfigs' status
+// (rejections.go), and the state machine of a progressive rollout
+// (rollout.go). How the history is stored is internal/xds/history's; the
+// replicas' reports of their proxies, which the leader adds up into Acks,
+// are internal/xds/report's.
 package publish
 
 import (
@@ -174,7 +175,7 @@ func Decide(prev History, ir translate.IR, acks Acks, rejected Rejections) Decis
 			cur.Acked = true
 		case acks.Nacked == acks.Connected && !cur.Acked && cur.Rejected == "":
 			cur.Rejected = Truncate(cmp.Or(acks.LastNACK, "no error_detail given"))
-			target := h.rollbackTarget()
+			target := h.RollbackTarget()
 			d.Withheld = h.withhold(*cur, cmp.Or(target, h.previous(cur.Version)), acks)
 			blame := attribution(d.Withheld)
 			if target != nil {
@@ -288,8 +289,10 @@ type Rejections map[string]bool
 // and the EnvoyConfigs' status recorded.
 const KnownRejection = "as the fleet's EnvoyConfigs record in status.rejectedVersions"
 
-// rollbackTarget is the newest acked revision that is not served and not rejected.
-func (h *History) rollbackTarget() *Revision {
+// RollbackTarget is the newest acked revision that is not served and not
+// rejected: what a rollback serves, and what a stored history keeps the
+// content of, with the served revision's, when it must drop the others'.
+func (h *History) RollbackTarget() *Revision {
 	for i := range h.Revisions {
 		r := &h.Revisions[i]
 		if r.Version != h.Current && r.Acked && r.Rejected == "" {
@@ -320,7 +323,7 @@ func (h *History) moveToFront(version string) {
 // others, up to MaxRevisions; a rejected revision that is not served keeps
 // no content.
 func (h *History) prune(offered string) {
-	target := h.rollbackTarget()
+	target := h.RollbackTarget()
 	keep := map[string]bool{}
 	if h.Current != "" {
 		keep[h.Current] = true

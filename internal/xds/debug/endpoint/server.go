@@ -41,7 +41,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/version"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 )
@@ -328,7 +328,7 @@ func (s *Server) history(w http.ResponseWriter, req *http.Request) {
 	}
 	answer := debug.RecordedHistory{Fleet: fleetID, Replica: s.o.Replica}
 	cm := &corev1.ConfigMap{}
-	switch err := s.o.Histories.Get(req.Context(), client.ObjectKey{Namespace: s.o.Namespace, Name: publish.HistoryName(id)}, cm); {
+	switch err := s.o.Histories.Get(req.Context(), client.ObjectKey{Namespace: s.o.Namespace, Name: history.Name(id)}, cm); {
 	case apierrors.IsNotFound(err):
 		writeJSON(w, answer)
 		return
@@ -337,7 +337,7 @@ func (s *Server) history(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "reading the fleet's history failed", http.StatusInternalServerError)
 		return
 	}
-	h, err := publish.ReadHistory(cm, s.o.Namespace, id)
+	h, err := history.Read(cm, s.o.Namespace, id)
 	if err == nil {
 		answer.History, err = debug.Shown(h)
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -337,7 +338,7 @@ func TestAuthenticationAndAuthorization(t *testing.T) {
 // record stores h as fleet id's history, as the leader does.
 func record(t *testing.T, id fleet.ID, h publish.History) *corev1.ConfigMap {
 	t.Helper()
-	cm, err := publish.HistoryConfigMap(operatorNamespace, id, h)
+	cm, err := history.ConfigMap(operatorNamespace, id, h)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,11 @@
-package publish
+// Package history keeps the fleets' revision histories (publish.History)
+// in the API server: configmap.go is the ConfigMap that holds a fleet's
+// history, in the operator's namespace, and the checks of what is read
+// back; legacy.go, the history as the previous release kept it, in the
+// fleet's namespace, and how much of it may be adopted; Store alone reads
+// and writes them, so that a restarted or another replica serves exactly
+// what the leader decided, and nothing a tenant wrote.
+package history
 
 import (
 	"context"
@@ -10,12 +17,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
 // Store reads and writes the fleets' histories in the API server: the
-// ConfigMaps of store.go, in the operator's namespace, and those the
+// ConfigMaps of configmap.go, in the operator's namespace, and those the
 // previous release kept (legacy.go), until they are taken over. Only what
-// passes ReadHistory's checks is used: a copy anywhere else, one for
+// passes Read's checks is used: a copy anywhere else, one for
 // another fleet, or one whose content is not consistent is ignored, and
 // the leader writes it afresh.
 type Store struct {
@@ -29,15 +38,15 @@ type Store struct {
 // Stored is what the API server holds of one fleet's history.
 type Stored struct {
 	// Object is the fleet's history in the operator's namespace, if there
-	// is one (IsHistoryOf): an object of that name that is not is someone
+	// is one (IsOf): an object of that name that is not is someone
 	// else's, and creating the history will clash with it.
 	Object *corev1.ConfigMap
-	// History is what Object records, when it passed ReadHistory
+	// History is what Object records, when it passed Read
 	// (Readable), or else what the previous release's history may give
 	// (AdoptLegacy); empty otherwise.
-	History  History
+	History  publish.History
 	Readable bool
-	// Unusable is why Object did not pass ReadHistory, when it did not: the
+	// Unusable is why Object did not pass Read, when it did not: the
 	// leader writes the history afresh, and reports it (Load logs nothing,
 	// for it is read on every reconcile, by every replica).
 	Unusable error
@@ -56,24 +65,24 @@ var ErrCacheBehind = errors.New("the cache is behind the fleet's history")
 func (s Store) Load(ctx context.Context, id fleet.ID, vouched string) (Stored, error) {
 	var st Stored
 	cm := &corev1.ConfigMap{}
-	switch err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: HistoryName(id)}, cm); {
+	switch err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: Name(id)}, cm); {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return st, err
-	case IsHistoryOf(cm, s.Namespace, id):
+	case IsOf(cm, s.Namespace, id):
 		st.Object = cm
-		if h, err := ReadHistory(cm, s.Namespace, id); err != nil {
+		if h, err := Read(cm, s.Namespace, id); err != nil {
 			st.Unusable = err
 		} else {
 			st.History, st.Readable = h, true
 		}
 	}
 	legacy := &corev1.ConfigMap{}
-	switch err := s.Client.Get(ctx, client.ObjectKey{Namespace: id.Namespace, Name: LegacyHistoryName(id.Name)}, legacy); {
+	switch err := s.Client.Get(ctx, client.ObjectKey{Namespace: id.Namespace, Name: LegacyName(id.Name)}, legacy); {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return st, err
-	case IsLegacyHistoryOf(legacy, id):
+	case IsLegacyOf(legacy, id):
 		st.Legacy = legacy
 		if !st.Readable {
 			st.History, _ = AdoptLegacy(legacy, id, vouched)
@@ -85,8 +94,8 @@ func (s Store) Load(ctx context.Context, id fleet.ID, vouched string) (Stored, e
 // Record stores h as fleet id's history, over st.Object when there is one.
 // An error wrapping ErrCacheBehind means another leader or an earlier
 // reconcile wrote it first: read it again.
-func (s Store) Record(ctx context.Context, id fleet.ID, st Stored, h History) error {
-	want, err := HistoryConfigMap(s.Namespace, id, h)
+func (s Store) Record(ctx context.Context, id fleet.ID, st Stored, h publish.History) error {
+	want, err := ConfigMap(s.Namespace, id, h)
 	if err != nil {
 		return err
 	}
@@ -111,10 +120,10 @@ func (s Store) isOurs(ctx context.Context, id fleet.ID, err error) bool {
 		return false
 	}
 	cm := &corev1.ConfigMap{}
-	if s.APIReader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: HistoryName(id)}, cm) != nil {
+	if s.APIReader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: Name(id)}, cm) != nil {
 		return false
 	}
-	return IsHistoryOf(cm, s.Namespace, id)
+	return IsOf(cm, s.Namespace, id)
 }
 
 // Forget deletes the history of a fleet that is gone, and its legacy one.
@@ -148,12 +157,12 @@ func (s Store) delete(ctx context.Context, cm *corev1.ConfigMap) error {
 func (s Store) Fleets(ctx context.Context) ([]fleet.ID, error) {
 	var histories, legacy corev1.ConfigMapList
 	errs := []error{
-		s.Client.List(ctx, &histories, client.InNamespace(s.Namespace), client.MatchingLabels{ComponentLabel: HistoryComponent}),
-		s.Client.List(ctx, &legacy, client.MatchingLabels{ComponentLabel: LegacyComponent}),
+		s.Client.List(ctx, &histories, client.InNamespace(s.Namespace), client.MatchingLabels{objects.ComponentLabel: Component}),
+		s.Client.List(ctx, &legacy, client.MatchingLabels{objects.ComponentLabel: LegacyComponent}),
 	}
 	var out []fleet.ID
 	for _, cm := range append(histories.Items, legacy.Items...) {
-		id, ok := HistoryFleet(&cm, s.Namespace)
+		id, ok := Fleet(&cm, s.Namespace)
 		if !ok {
 			id, ok = LegacyFleet(&cm)
 		}

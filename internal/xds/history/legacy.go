@@ -1,4 +1,4 @@
-package publish
+package history
 
 import (
 	"crypto/sha256"
@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
 // The previous release kept a fleet's history in the ConfigMap <envoy>-xds
@@ -17,12 +19,12 @@ import (
 // records vouch for it, and no further (AdoptLegacy); once the fleet's
 // history is recorded in the operator's namespace, the leader deletes it.
 
-// LegacyComponent is ComponentLabel's value on a legacy history.
+// LegacyComponent is objects.ComponentLabel's value on a legacy history.
 const LegacyComponent = "xds-revisions"
 
-// LegacyHistoryName is the name the previous release gave the history of
+// LegacyName is the name the previous release gave the history of
 // the fleet whose Envoy is named envoy, in the fleet's namespace.
-func LegacyHistoryName(envoy string) string {
+func LegacyName(envoy string) string {
 	const suffix = "-xds"
 	if len(envoy)+len(suffix) <= 253 {
 		return envoy + suffix
@@ -32,10 +34,10 @@ func LegacyHistoryName(envoy string) string {
 }
 
 // LegacyFleet returns the fleet whose legacy history o says it is, when o
-// is labelled as one. Only IsLegacyHistoryOf tells whether it is where the
+// is labelled as one. Only IsLegacyOf tells whether it is where the
 // previous release kept that fleet's history.
 func LegacyFleet(o metav1.Object) (fleet.ID, bool) {
-	if o.GetLabels()[ComponentLabel] != LegacyComponent {
+	if o.GetLabels()[objects.ComponentLabel] != LegacyComponent {
 		return fleet.ID{}, false
 	}
 	id := fleet.ID{Namespace: o.GetNamespace(), Name: o.GetAnnotations()[FleetAnnotation]}
@@ -43,11 +45,11 @@ func LegacyFleet(o metav1.Object) (fleet.ID, bool) {
 	return id, err == nil
 }
 
-// IsLegacyHistoryOf reports whether o is, by its metadata, where the
+// IsLegacyOf reports whether o is, by its metadata, where the
 // previous release kept the history of fleet id.
-func IsLegacyHistoryOf(o metav1.Object, id fleet.ID) bool {
+func IsLegacyOf(o metav1.Object, id fleet.ID) bool {
 	got, ok := LegacyFleet(o)
-	return ok && got == id && o.GetName() == LegacyHistoryName(id.Name)
+	return ok && got == id && o.GetName() == LegacyName(id.Name)
 }
 
 // AdoptLegacy returns what may be taken from fleet id's legacy history cm:
@@ -59,21 +61,21 @@ func IsLegacyHistoryOf(o metav1.Object, id fleet.ID) bool {
 // marks nor its other revisions are taken, since nothing vouches for them;
 // the proxies mark the revision acked again, and rejections are kept in the
 // EnvoyConfigs' status.
-func AdoptLegacy(cm *corev1.ConfigMap, id fleet.ID, vouched string) (History, bool) {
-	if vouched == "" || !IsLegacyHistoryOf(cm, id) {
-		return History{}, false
+func AdoptLegacy(cm *corev1.ConfigMap, id fleet.ID, vouched string) (publish.History, bool) {
+	if vouched == "" || !IsLegacyOf(cm, id) {
+		return publish.History{}, false
 	}
 	legacy, err := decode(cm.BinaryData[historyKey])
 	if err != nil || legacy.Current != vouched {
-		return History{}, false
+		return publish.History{}, false
 	}
 	served := legacy.Served()
 	if served == nil {
-		return History{}, false
+		return publish.History{}, false
 	}
-	r := Revision{Version: served.Version, Configs: served.Configs}
-	if r.check(id, true) != nil {
-		return History{}, false
+	r := publish.Revision{Version: served.Version, Configs: served.Configs}
+	if checkRevision(r, id, true) != nil {
+		return publish.History{}, false
 	}
-	return History{Fleet: id.String(), Current: r.Version, Revisions: []Revision{r}}, true
+	return publish.History{Fleet: id.String(), Current: r.Version, Revisions: []publish.Revision{r}}, true
 }

@@ -1,4 +1,4 @@
-package publish
+package history
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -32,9 +33,9 @@ func content(ns, name string) []translate.Config {
 }
 
 // stored returns a revision that holds content, with the version it hashes to.
-func stored(name string, acked bool) Revision {
+func stored(name string, acked bool) publish.Revision {
 	c := content(edge.Namespace, name)
-	return Revision{Version: translate.VersionOf(c), Configs: c, Acked: acked}
+	return publish.Revision{Version: translate.VersionOf(c), Configs: c, Acked: acked}
 }
 
 // A fleet's history reads back as it was; it is always the same bytes for
@@ -42,16 +43,16 @@ func stored(name string, acked bool) Revision {
 // namespace, under a name of its own.
 func TestHistoryRoundTrip(t *testing.T) {
 	served, accepted := stored("b", false), stored("a", true)
-	h := History{Current: served.Version, Revisions: []Revision{served, accepted, {Version: "0123456789abcdef", Rejected: "bad"}}}
-	a, err := HistoryConfigMap(operatorNS, edge, h)
+	h := publish.History{Current: served.Version, Revisions: []publish.Revision{served, accepted, {Version: "0123456789abcdef", Rejected: "bad"}}}
+	a, err := ConfigMap(operatorNS, edge, h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := HistoryConfigMap(operatorNS, edge, h)
+	b, _ := ConfigMap(operatorNS, edge, h)
 	if !bytes.Equal(a.BinaryData[historyKey], b.BinaryData[historyKey]) {
 		t.Error("the same history encoded twice differs")
 	}
-	got, err := ReadHistory(a, operatorNS, edge)
+	got, err := Read(a, operatorNS, edge)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,11 +62,11 @@ func TestHistoryRoundTrip(t *testing.T) {
 	if a.Namespace != operatorNS || !strings.HasPrefix(a.Name, "kube-envoy-controller-xds-history-") || len(a.Name) > 253 {
 		t.Errorf("stored as %s/%s", a.Namespace, a.Name)
 	}
-	if id, ok := HistoryFleet(a, operatorNS); !ok || id != edge {
-		t.Errorf("HistoryFleet = %v %v", id, ok)
+	if id, ok := Fleet(a, operatorNS); !ok || id != edge {
+		t.Errorf("Fleet = %v %v", id, ok)
 	}
-	if _, ok := HistoryFleet(a, "elsewhere"); ok {
-		t.Error("HistoryFleet takes a history outside the operator's namespace")
+	if _, ok := Fleet(a, "elsewhere"); ok {
+		t.Error("Fleet takes a history outside the operator's namespace")
 	}
 }
 
@@ -79,7 +80,7 @@ func TestHistoryNames(t *testing.T) {
 	}
 	seen := map[string]fleet.ID{}
 	for _, id := range ids {
-		name := HistoryName(id)
+		name := Name(id)
 		if other, dup := seen[name]; dup {
 			t.Errorf("%s and %s share the history %s", id, other, name)
 		}
@@ -96,8 +97,8 @@ func TestHistoryNames(t *testing.T) {
 // does not hash to its versions.
 func TestReadHistoryRefuses(t *testing.T) {
 	served := stored("b", false)
-	good := History{Current: served.Version, Revisions: []Revision{served, stored("a", true)}}
-	encoded := func(h History) []byte {
+	good := publish.History{Current: served.Version, Revisions: []publish.Revision{served, stored("a", true)}}
+	encoded := func(h publish.History) []byte {
 		b, err := encode(h)
 		if err != nil {
 			t.Fatal(err)
@@ -113,7 +114,7 @@ func TestReadHistoryRefuses(t *testing.T) {
 		want   string
 	}{
 		{"another namespace", func(cm *corev1.ConfigMap) { cm.Namespace = edge.Namespace }, "not the fleet's"},
-		{"another name", func(cm *corev1.ConfigMap) { cm.Name = LegacyHistoryName(edge.Name) }, "not the fleet's"},
+		{"another name", func(cm *corev1.ConfigMap) { cm.Name = LegacyName(edge.Name) }, "not the fleet's"},
 		{"without the managed-by label", func(cm *corev1.ConfigMap) { delete(cm.Labels, objects.ManagedByLabel) }, "not the fleet's"},
 		{"another fleet named", func(cm *corev1.ConfigMap) { cm.Annotations[FleetAnnotation] = "shop/other" }, "not the fleet's"},
 		{"another fleet inside", func(cm *corev1.ConfigMap) {
@@ -122,22 +123,22 @@ func TestReadHistoryRefuses(t *testing.T) {
 			cm.BinaryData[historyKey] = encoded(h)
 		}, `of fleet "shop/other"`},
 		{"content that is not the version's", func(cm *corev1.ConfigMap) {
-			cm.BinaryData[historyKey] = encoded(History{Fleet: "shop/edge", Current: forged.Version, Revisions: []Revision{forged}})
+			cm.BinaryData[historyKey] = encoded(publish.History{Fleet: "shop/edge", Current: forged.Version, Revisions: []publish.Revision{forged}})
 		}, "holds content whose version is"},
 		{"an EnvoyConfig of another namespace", func(cm *corev1.ConfigMap) {
-			r := Revision{Version: translate.VersionOf(other), Configs: other}
-			cm.BinaryData[historyKey] = encoded(History{Fleet: "shop/edge", Current: r.Version, Revisions: []Revision{r}})
+			r := publish.Revision{Version: translate.VersionOf(other), Configs: other}
+			cm.BinaryData[historyKey] = encoded(publish.History{Fleet: "shop/edge", Current: r.Version, Revisions: []publish.Revision{r}})
 		}, "not of namespace shop"},
 		{"a version twice", func(cm *corev1.ConfigMap) {
-			cm.BinaryData[historyKey] = encoded(History{Fleet: "shop/edge", Current: served.Version, Revisions: []Revision{served, served}})
+			cm.BinaryData[historyKey] = encoded(publish.History{Fleet: "shop/edge", Current: served.Version, Revisions: []publish.Revision{served, served}})
 		}, "recorded twice"},
 		{"a served version it lacks", func(cm *corev1.ConfigMap) {
-			cm.BinaryData[historyKey] = encoded(History{Fleet: "shop/edge", Current: "0123456789abcdef", Revisions: []Revision{served}})
+			cm.BinaryData[historyKey] = encoded(publish.History{Fleet: "shop/edge", Current: "0123456789abcdef", Revisions: []publish.Revision{served}})
 		}, "not among the revisions"},
 		{"a rejected revision with content", func(cm *corev1.ConfigMap) {
 			r := stored("c", false)
 			r.Rejected = "bad"
-			cm.BinaryData[historyKey] = encoded(History{Fleet: "shop/edge", Current: served.Version, Revisions: []Revision{served, r}})
+			cm.BinaryData[historyKey] = encoded(publish.History{Fleet: "shop/edge", Current: served.Version, Revisions: []publish.Revision{served, r}})
 		}, "rejected and keeps content"},
 		{"not gzip", func(cm *corev1.ConfigMap) { cm.BinaryData[historyKey] = []byte("edited by hand") }, "gzip: invalid header"},
 		{"not JSON", func(cm *corev1.ConfigMap) { cm.BinaryData[historyKey] = gzipped(t, []byte("edited")) }, "invalid character"},
@@ -150,14 +151,14 @@ func TestReadHistoryRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cm, err := HistoryConfigMap(operatorNS, edge, good)
+			cm, err := ConfigMap(operatorNS, edge, good)
 			if err != nil {
 				t.Fatal(err)
 			}
 			tt.change(cm)
-			_, err = ReadHistory(cm, operatorNS, edge)
+			_, err = Read(cm, operatorNS, edge)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("ReadHistory = %v, want an error with %q", err, tt.want)
+				t.Errorf("Read = %v, want an error with %q", err, tt.want)
 			}
 			if notOurs := errors.Is(err, ErrNotHistory); notOurs != (tt.want == "not the fleet's") {
 				t.Errorf("errors.Is(%v, ErrNotHistory) = %v", err, notOurs)
@@ -180,15 +181,15 @@ func gzipped(t *testing.T, b []byte) []byte {
 }
 
 // legacy returns the previous release's history of edge, as it stored it.
-func legacy(t *testing.T, h History) *corev1.ConfigMap {
+func legacy(t *testing.T, h publish.History) *corev1.ConfigMap {
 	t.Helper()
 	b, err := json.Marshal(h)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cm := &corev1.ConfigMap{BinaryData: map[string][]byte{historyKey: gzipped(t, b)}}
-	cm.Namespace, cm.Name = edge.Namespace, LegacyHistoryName(edge.Name)
-	cm.Labels = map[string]string{objects.ManagedByLabel: objects.ManagedByValue, ComponentLabel: LegacyComponent}
+	cm.Namespace, cm.Name = edge.Namespace, LegacyName(edge.Name)
+	cm.Labels = map[string]string{objects.ManagedByLabel: objects.ManagedByValue, objects.ComponentLabel: LegacyComponent}
 	cm.Annotations = map[string]string{FleetAnnotation: edge.Name}
 	return cm
 }
@@ -198,12 +199,12 @@ func legacy(t *testing.T, h History) *corev1.ConfigMap {
 // it; a forgery gives nothing.
 func TestAdoptLegacy(t *testing.T) {
 	served, accepted := stored("b", false), stored("a", true)
-	h := History{Current: served.Version, Revisions: []Revision{served, accepted, {Version: "0123456789abcdef", Rejected: "bad"}}}
+	h := publish.History{Current: served.Version, Revisions: []publish.Revision{served, accepted, {Version: "0123456789abcdef", Rejected: "bad"}}}
 	got, ok := AdoptLegacy(legacy(t, h), edge, served.Version)
 	if !ok || versions(got) != served.Version+"*" || got.Fleet != "shop/edge" {
 		t.Fatalf("adopted %q %v, want only the served revision, unmarked", versions(got), ok)
 	}
-	if _, err := HistoryConfigMap(operatorNS, edge, got); err != nil {
+	if _, err := ConfigMap(operatorNS, edge, got); err != nil {
 		t.Fatal(err)
 	}
 
@@ -211,10 +212,10 @@ func TestAdoptLegacy(t *testing.T) {
 	forged.Configs[0].Spec.Resources.Clusters[0].Raw = []byte(`{"name": "attacker"}`)
 	other := content("other", "b")
 	for name, cm := range map[string]*corev1.ConfigMap{
-		"the status vouches for another version": legacy(t, History{Current: accepted.Version, Revisions: []Revision{accepted, served}}),
-		"content that is not the version's":      legacy(t, History{Current: served.Version, Revisions: []Revision{forged}}),
-		"an EnvoyConfig of another namespace": legacy(t, History{Current: translate.VersionOf(other),
-			Revisions: []Revision{{Version: translate.VersionOf(other), Configs: other}}}),
+		"the status vouches for another version": legacy(t, publish.History{Current: accepted.Version, Revisions: []publish.Revision{accepted, served}}),
+		"content that is not the version's":      legacy(t, publish.History{Current: served.Version, Revisions: []publish.Revision{forged}}),
+		"an EnvoyConfig of another namespace": legacy(t, publish.History{Current: translate.VersionOf(other),
+			Revisions: []publish.Revision{{Version: translate.VersionOf(other), Configs: other}}}),
 		"another fleet": func() *corev1.ConfigMap {
 			cm := legacy(t, h)
 			cm.Annotations[FleetAnnotation] = "other"
@@ -238,4 +239,23 @@ func TestAdoptLegacy(t *testing.T) {
 	if _, ok := AdoptLegacy(legacy(t, h), edge, ""); ok {
 		t.Error("adopted a legacy history that no status vouches for")
 	}
+}
+
+// versions lists a history as "v1* v2+ v3!": * served, + acked, ! rejected.
+func versions(h publish.History) string {
+	var out []string
+	for _, r := range h.Revisions {
+		s := r.Version
+		if r.Version == h.Current {
+			s += "*"
+		}
+		if r.Acked {
+			s += "+"
+		}
+		if r.Rejected != "" {
+			s += "!"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " ")
 }

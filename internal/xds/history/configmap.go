@@ -1,4 +1,4 @@
-package publish
+package history
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -24,7 +25,7 @@ import (
 // may write ConfigMaps, or anything else, in the fleet's namespace cannot
 // touch it. Its name is a hash of the fleet's identity, so that no two
 // fleets share one however long their names; the identity is in it too,
-// and everything read back is checked (ReadHistory), so that a copy
+// and everything read back is checked (Read), so that a copy
 // elsewhere, or one for another fleet, is never taken for the fleet's.
 // A revision holds no Secret's data and no spec.resources.secrets: those
 // are served from the Secrets and EnvoyConfigs as they are
@@ -33,10 +34,8 @@ import (
 // listener's or a cluster's transport socket): it is served, and recorded,
 // as it is.
 const (
-	// ComponentLabel marks the control plane's ConfigMaps; its value says which.
-	ComponentLabel = "app.kubernetes.io/component"
-	// HistoryComponent is ComponentLabel's value on a fleet's history.
-	HistoryComponent = "xds-history"
+	// Component is objects.ComponentLabel's value on a fleet's history.
+	Component = "xds-history"
 	// FleetNamespaceLabel is the namespace of the fleet a history belongs
 	// to, for people (kubectl get -l) and for listing.
 	FleetNamespaceLabel = "kube-envoy-controller.io/fleet-namespace"
@@ -54,28 +53,27 @@ const (
 // the tests' sake).
 var maxDecoded = 64 << 20
 
-// HistoryName is the name of the ConfigMap that holds the history of fleet
+// Name is the name of the ConfigMap that holds the history of fleet
 // id: the SHA-256 of its identity, which namespace and name (up to 63 and
 // 253 characters) could not spell within a name's limit without colliding.
-func HistoryName(id fleet.ID) string {
+func Name(id fleet.ID) string {
 	sum := sha256.Sum256([]byte(id.String()))
 	return historyPrefix + hex.EncodeToString(sum[:])
 }
 
-// HistoryConfigMap returns the ConfigMap, in namespace (the operator's),
+// ConfigMap returns the ConfigMap, in namespace (the operator's),
 // that stores h for fleet id. When h does not fit, the contents of
 // revisions other than the served one and its rollback target are dropped
 // first.
-func HistoryConfigMap(namespace string, id fleet.ID, h History) (*corev1.ConfigMap, error) {
+func ConfigMap(namespace string, id fleet.ID, h publish.History) (*corev1.ConfigMap, error) {
 	h.Fleet = id.String()
 	data, err := encode(h)
 	if err != nil {
 		return nil, err
 	}
 	if len(data) > maxStored {
-		h = h.clone()
-		target := h.rollbackTarget()
-		kept := h.Revisions[:0]
+		target := h.RollbackTarget()
+		kept := make([]publish.Revision, 0, 2)
 		for _, r := range h.Revisions {
 			if r.Version == h.Current || (target != nil && r.Version == target.Version) {
 				kept = append(kept, r)
@@ -91,11 +89,11 @@ func HistoryConfigMap(namespace string, id fleet.ID, h History) (*corev1.ConfigM
 	}
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      HistoryName(id),
+			Name:      Name(id),
 			Namespace: namespace,
 			Labels: map[string]string{
 				objects.ManagedByLabel: objects.ManagedByValue,
-				ComponentLabel:         HistoryComponent,
+				objects.ComponentLabel: Component,
 				FleetNamespaceLabel:    id.Namespace,
 			},
 			Annotations: map[string]string{FleetAnnotation: id.String(), VersionAnnotation: h.Current},
@@ -104,53 +102,53 @@ func HistoryConfigMap(namespace string, id fleet.ID, h History) (*corev1.ConfigM
 	}, nil
 }
 
-// IsHistoryOf reports whether o, by its metadata, is the history of fleet
+// IsOf reports whether o, by its metadata, is the history of fleet
 // id in namespace (the operator's): its namespace, name, labels and the
 // fleet it names. An object of that name that is not is someone else's.
-func IsHistoryOf(o metav1.Object, namespace string, id fleet.ID) bool {
+func IsOf(o metav1.Object, namespace string, id fleet.ID) bool {
 	l := o.GetLabels()
-	return o.GetNamespace() == namespace && o.GetName() == HistoryName(id) &&
-		l[objects.ManagedByLabel] == objects.ManagedByValue && l[ComponentLabel] == HistoryComponent &&
+	return o.GetNamespace() == namespace && o.GetName() == Name(id) &&
+		l[objects.ManagedByLabel] == objects.ManagedByValue && l[objects.ComponentLabel] == Component &&
 		l[FleetNamespaceLabel] == id.Namespace && o.GetAnnotations()[FleetAnnotation] == id.String()
 }
 
-// HistoryFleet returns the fleet whose history o says it is, when o is
+// Fleet returns the fleet whose history o says it is, when o is
 // labelled as a history and lies in namespace (the operator's). Only
-// IsHistoryOf and ReadHistory tell whether it really is.
-func HistoryFleet(o metav1.Object, namespace string) (fleet.ID, bool) {
-	if o.GetNamespace() != namespace || o.GetLabels()[ComponentLabel] != HistoryComponent {
+// IsOf and Read tell whether it really is.
+func Fleet(o metav1.Object, namespace string) (fleet.ID, bool) {
+	if o.GetNamespace() != namespace || o.GetLabels()[objects.ComponentLabel] != Component {
 		return fleet.ID{}, false
 	}
 	id, err := fleet.Parse(o.GetAnnotations()[FleetAnnotation])
 	return id, err == nil
 }
 
-// ErrNotHistory: the ConfigMap is not the fleet's history (IsHistoryOf).
+// ErrNotHistory: the ConfigMap is not the fleet's history (IsOf).
 var ErrNotHistory = errors.New("not the fleet's revision history")
 
-// ReadHistory reads the history of fleet id from cm, and checks it: cm is
-// the fleet's history in namespace (IsHistoryOf); its content decodes,
+// Read reads the history of fleet id from cm, and checks it: cm is
+// the fleet's history in namespace (IsOf); its content decodes,
 // names the fleet, and is consistent: every revision that keeps content
 // (the served one, and every one not rejected) has the version its content
 // hashes to, every EnvoyConfig in it is of the fleet's namespace, no
 // version appears twice, and the served version is one of them. A history
 // that fails any of these is not used.
-func ReadHistory(cm *corev1.ConfigMap, namespace string, id fleet.ID) (History, error) {
-	if !IsHistoryOf(cm, namespace, id) {
-		return History{}, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, ErrNotHistory)
+func Read(cm *corev1.ConfigMap, namespace string, id fleet.ID) (publish.History, error) {
+	if !IsOf(cm, namespace, id) {
+		return publish.History{}, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, ErrNotHistory)
 	}
 	h, err := decode(cm.BinaryData[historyKey])
 	if err == nil {
-		err = h.check(id)
+		err = checkHistory(h, id)
 	}
 	if err != nil {
-		return History{}, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+		return publish.History{}, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	return h, nil
 }
 
-// check is ReadHistory's check of a decoded history's content.
-func (h History) check(id fleet.ID) error {
+// checkHistory is Read's check of a decoded history's content.
+func checkHistory(h publish.History, id fleet.ID) error {
 	if h.Fleet != id.String() {
 		return fmt.Errorf("the history is of fleet %q, not %s", h.Fleet, id)
 	}
@@ -160,7 +158,7 @@ func (h History) check(id fleet.ID) error {
 			return fmt.Errorf("version %q is empty or recorded twice", r.Version)
 		}
 		seen[r.Version] = true
-		if err := r.check(id, r.Version == h.Current); err != nil {
+		if err := checkRevision(r, id, r.Version == h.Current); err != nil {
 			return err
 		}
 	}
@@ -175,9 +173,9 @@ func (h History) check(id fleet.ID) error {
 	return nil
 }
 
-// check is ReadHistory's check of one revision; served tells whether it is
-// the served one, which always keeps its content.
-func (r Revision) check(id fleet.ID, served bool) error {
+// checkRevision is Read's check of one revision; served tells whether it
+// is the served one, which always keeps its content.
+func checkRevision(r publish.Revision, id fleet.ID, served bool) error {
 	if r.Rejected != "" && !served {
 		if len(r.Configs) > 0 {
 			return fmt.Errorf("version %s was rejected and keeps content", r.Version)
@@ -195,7 +193,7 @@ func (r Revision) check(id fleet.ID, served bool) error {
 	return nil
 }
 
-func encode(h History) ([]byte, error) {
+func encode(h publish.History) ([]byte, error) {
 	b, err := json.Marshal(h)
 	if err != nil {
 		return nil, err
@@ -211,8 +209,8 @@ func encode(h History) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func decode(data []byte) (History, error) {
-	var h History
+func decode(data []byte) (publish.History, error) {
+	var h publish.History
 	zr, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
 		return h, err
