@@ -8,14 +8,62 @@
 //     in, the fleet's IR out: what is served, and what is wrong with each
 //     EnvoyConfig. Admission and the controller decide with it.
 //   - publish: pure. The IR, the fleet's history and its proxies' answers
-//     in; which revision is served, and the new history, out.
+//     in; which revision is served, and the new history, out. It holds the
+//     history's type, the rejections recorded in the EnvoyConfigs' status,
+//     and the state machine of a progressive rollout (not yet wired in).
+//   - history: where the histories are recorded. The ConfigMap that holds
+//     a fleet's history in the operator's namespace, the checks of what is
+//     read back, the previous release's layout, and the Store that alone
+//     reads and writes them.
+//   - report: the format of each replica's report of its proxies' answers,
+//     in shards, which the leader adds up for publish.
 //   - server: the runtime. Each replica's ADS server, its limits, the
 //     proxies' identity, the tracker of what they accepted, health checks,
-//     metrics, and the replica's report of its proxies.
+//     metrics, and the writer of the replica's report.
 //   - debug: what each replica's debug endpoint answers, as kubectl envoy
 //     reads it; debug/endpoint serves it.
 //
 // authority, the xDS certificate authority, stands aside: the server speaks
 // mutual TLS with its certificates. xdstest holds test support: real ADS
 // clients, proxies and certificates.
+//
+// # Words
+//
+// Each of these words means one thing throughout the rooms.
+//
+//   - revision: one state of a fleet's content, the content chosen of each
+//     of its EnvoyConfigs (translate.IR.Revision, publish.Revision), as it
+//     is recorded: no Secret's data, no inline secret, no endpoint.
+//   - version: the name of a revision, a hash of its recorded content
+//     (translate.VersionOf): the same content is the same version, on any
+//     replica. The type versions a proxy is sent change with what is live
+//     too; a revision's version does not.
+//   - served: what the fleet's proxies are sent. The served revision is
+//     the history's Current, every proxy's (a progressive rollout, not yet
+//     wired in, would serve some of them another: Rollout.Serves); an
+//     EnvoyConfig's content is served when that revision takes it. Publishing a revision makes it the served one, and
+//     an EnvoyConfig's published content is what the served revision holds
+//     of it.
+//   - live: served from the objects as they are now, never from a
+//     revision: the endpoints of the Services that spec.serviceEndpoints
+//     names, the Secrets that spec.tlsSecrets names, and inline secrets. A
+//     change of them changes what proxies are sent, under the same version.
+//     (kubectl envoy diff calls the EnvoyConfigs in the cluster live, as
+//     against those of its files.)
+//   - held: the served revision stays, whole, while newer content waits.
+//     translate holds a fleet (IR.Held) when content it serves would have
+//     references that lead nowhere; publish holds (Hold) the IR's content
+//     when it is a revision every proxy rejected, until the content
+//     changes.
+//   - recorded: written where a restarted or another replica reads it back:
+//     the fleet's history (internal/xds/history), and the rejections that
+//     outlive it in the EnvoyConfigs' status. What is served is decided
+//     from what is recorded alone. translate.Config.Recorded is an
+//     EnvoyConfig as a revision records it.
+//   - withheld: an EnvoyConfig's content that every proxy rejected, when
+//     the rejection is attributed to its change (translate.Attribute). It
+//     is recorded in the history (History.Withheld), and while the
+//     EnvoyConfig's content is that, the fleet's revisions take its content
+//     from before the change, and the other EnvoyConfigs' changes are
+//     served.
 package xds

@@ -10,8 +10,10 @@ import (
 const module = "github.com/kube-envoy-controller/kube-envoy-controller"
 
 // stages are the rooms of internal/xds in their order, each with the rooms
-// it may import: none later than itself. authority, the xDS CA, stands
-// aside: only the runtime uses it.
+// it may import: none later than itself. history and report stand side by
+// side after publish, whose history and answers they keep: the controller
+// uses both, the server writes reports, the debug endpoint reads
+// histories. authority, the xDS CA, stands aside: only the runtime uses it.
 var stages = []struct {
 	name string
 	may  []string
@@ -42,9 +44,21 @@ var metricsImports = []string{
 	"sigs.k8s.io/controller-runtime/pkg/metrics",
 }
 
+// apiClients are client-go and controller-runtime, the libraries that talk
+// to the API server.
+var apiClients = []string{"sigs.k8s.io/controller-runtime/", "k8s.io/client-go/"}
+
+// noIO are the rooms that read and write nothing themselves: the decision,
+// and the formats of what is recorded and reported. history's Store, the
+// server and the debug endpoint do the reading and writing. They still
+// link controller-runtime's client, through internal/fleet and
+// internal/objects, which hold more than their names and labels: what is
+// checked is what they import themselves.
+var noIO = []string{"resource", "translate", "publish", "report", "debug"}
+
 // pure are the stages before the runtime, and kubectl envoy, which reads
 // what they give.
-var pure = []string{"internal/xds/resource", "internal/xds/translate", "internal/xds/publish", "internal/xds/debug", "cmd/kubectl-envoy"}
+var pure = []string{"internal/xds/resource", "internal/xds/translate", "internal/xds/publish", "internal/xds/report", "internal/xds/debug", "cmd/kubectl-envoy"}
 
 // deps returns, by import path, the imports of each package that pkgs link
 // (go list -deps), tests left out.
@@ -107,6 +121,19 @@ func TestPureStagesLinkNoRuntime(t *testing.T) {
 				if matches(imp, metricsImports) {
 					t.Errorf("%s links %s, which imports %s", p, dep, imp)
 				}
+			}
+		}
+	}
+}
+
+// The decision and the formats import no client of the API server: what
+// is recorded and reported is read and written elsewhere.
+func TestDecisionAndFormatsImportNoClient(t *testing.T) {
+	for _, room := range noIO {
+		pkg := "internal/xds/" + room
+		for _, imp := range deps(t, pkg)[module+"/"+pkg] {
+			if matches(imp, apiClients) {
+				t.Errorf("%s imports %s: only history, the server and the debug endpoint talk to the API server", room, imp)
 			}
 		}
 	}
