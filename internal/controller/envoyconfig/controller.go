@@ -11,6 +11,7 @@
 package envoyconfig
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,10 @@ type Reconciler struct {
 	Namespace string
 	// Policy is the content policy: what is refused is never served.
 	Policy translate.Policy
+	// Name, when set, names the controller instead of ControllerName, in
+	// its metrics too: a test that runs more than one replica in a process
+	// tells their queues apart by it.
+	Name string
 
 	mu      sync.Mutex
 	reports map[string]parsedReport // by ConfigMap name
@@ -131,7 +136,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		Named(ControllerName).
+		Named(cmp.Or(r.Name, ControllerName)).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
 		Watches(&examplev1.EnvoyConfig{}, fleetsOfConfig{}).
 		Watches(&examplev1.Envoy{}, &handler.EnqueueRequestForObject{}).

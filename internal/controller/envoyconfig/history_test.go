@@ -205,6 +205,9 @@ func follower(t *testing.T, name string) *server.Server {
 	}
 	r := NewReconciler(mgr, srv, operatorNamespace)
 	r.IsLeader = func() bool { return false }
+	// A name of its own, so that its queue does not count in the suite's
+	// controller's metrics, which testenv.Idle reads.
+	r.Name = ControllerName + "-" + name
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

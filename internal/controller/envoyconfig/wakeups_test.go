@@ -85,6 +85,9 @@ func startReplica(t *testing.T, name string, leader bool) *countedReplica {
 	rep.reconciles = &fleetReads{Client: r.Client, n: map[string]int{}}
 	r.Client = rep.reconciles
 	r.IsLeader = func() bool { return leader }
+	// A name of its own: the workqueue and reconcile metrics are the
+	// process's, and the suite waits on those of ControllerName (Idle).
+	r.Name = ControllerName + "-" + name
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -176,17 +179,18 @@ func (rep *countedReplica) cost(fleetID string, since int) cost {
 }
 
 // quiet waits until the replicas have sent no write request and begun no
-// reconcile of the fleet for a second, and no controller of that name has
-// anything queued or running.
+// reconcile of the fleet for a second, and neither their controllers nor
+// the suite's have anything queued or running.
 func quiet(t *testing.T, fleetID string, reps ...*countedReplica) {
 	t.Helper()
 	last := ""
 	testenv.Eventually(t, "the replicas to go quiet", func() (bool, error) {
-		now := ""
+		now, idle := "", testenv.Idle(ControllerName)
 		for _, rep := range reps {
 			now += fmt.Sprintf("%d/%d ", len(rep.writes.Writes()), rep.reconciles.of(fleetID))
+			idle = idle && testenv.Idle(ControllerName+"-"+rep.name)
 		}
-		if now == last && testenv.Idle(ControllerName) {
+		if now == last && idle {
 			return true, nil
 		}
 		last = now
