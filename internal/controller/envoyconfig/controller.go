@@ -186,7 +186,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// what the status tells.
 	var reports []report.Report
 	if leader {
-		reports = r.readReports(ctx)
+		if reports, err = r.readReports(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	rec := stored(w)
 	if leader && !w.unrecorded() {

@@ -2,6 +2,7 @@ package envoyconfig
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -98,13 +99,15 @@ type parsedReport struct {
 	report          report.Report
 }
 
-// readReports returns every replica's report, parsing each only when it changed.
-func (r *Reconciler) readReports(ctx context.Context) []report.Report {
+// readReports returns every replica's report, parsing each only when it
+// changed. A report that does not parse is left out (its replica writes it
+// again); a failed list is an error: a decision or a status made on no
+// reports would count no proxy.
+func (r *Reconciler) readReports(ctx context.Context) ([]report.Report, error) {
 	var list corev1.ConfigMapList
 	if err := r.Client.List(ctx, &list, client.InNamespace(r.Namespace),
 		client.MatchingLabels{objects.ComponentLabel: report.Component}); err != nil {
-		logf.FromContext(ctx).Error(err, "listing the replicas' proxy reports")
-		return nil
+		return nil, fmt.Errorf("listing the replicas' proxy reports: %w", err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -130,7 +133,7 @@ func (r *Reconciler) readReports(ctx context.Context) []report.Report {
 			delete(r.reports, name)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // slices returns, by Service, the EndpointSlices of the Services that the

@@ -2,6 +2,7 @@ package envoyconfig
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,5 +76,44 @@ func TestReportsAreReadOnce(t *testing.T) {
 	}
 	if got.Status.Proxies != cfg.Status.Proxies {
 		t.Errorf("status.proxies = %+v, want %+v, what the decision was made on", got.Status.Proxies, cfg.Status.Proxies)
+	}
+}
+
+// A failed read of the replicas' reports fails the reconcile, to be tried
+// again: a decision and a status made on no reports would count no proxy.
+func TestFailedReportListIsAnError(t *testing.T) {
+	ctx := context.Background()
+	ns, _ := newFleet(t)
+	cfg := newConfig(ns, "a", cluster("a", "1s"))
+	create(t, cfg)
+	cfg = waitStatus(t, cfg, "the config to be published", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionPublished).Status == metav1.ConditionTrue
+	})
+	pauseLeader(t) // the suite's replica writes no status meanwhile
+
+	failed := errors.New("the reports cannot be listed")
+	c := testenv.Faulty(suite.Manager.GetClient(), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			o := (&client.ListOptions{}).ApplyOptions(opts)
+			if _, ok := list.(*corev1.ConfigMapList); ok && o.LabelSelector != nil && o.LabelSelector.Matches(labels.Set{objects.ComponentLabel: report.Component}) {
+				return failed
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+	r := &Reconciler{Client: c, Recorder: suite.Manager.GetEventRecorder(ControllerName), Server: xdsServer,
+		Status:    status.Writer{Client: c, Recorder: suite.Manager.GetEventRecorder(ControllerName)},
+		Histories: history.Store{Client: c, APIReader: suite.Manager.GetAPIReader(), Namespace: operatorNamespace},
+		IsLeader:  func() bool { return true }, Namespace: operatorNamespace, Policy: suite.Reconciler.(*Reconciler).Policy,
+		reports: map[string]parsedReport{}}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "edge"}}); !errors.Is(err, failed) {
+		t.Fatalf("the reconcile returned %v, want the failed list", err)
+	}
+	got := &examplev1.EnvoyConfig{}
+	if err := suite.Client.Get(ctx, client.ObjectKeyFromObject(cfg), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != cfg.ResourceVersion {
+		t.Errorf("the EnvoyConfig was written (status %+v), though the reports could not be read", got.Status)
 	}
 }
