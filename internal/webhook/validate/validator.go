@@ -44,7 +44,8 @@ const Configuration = "kube-envoy-controller-validator"
 type EnvoyConfigValidator struct {
 	// Client reads the fleet's other EnvoyConfigs (from the cache).
 	Client client.Reader
-	// APIReader reads a namespace, uncached, when a delete would break references.
+	// APIReader reads uncached: the fleet's other EnvoyConfigs again before
+	// a refusal, and a namespace when a delete would break references.
 	APIReader client.Reader
 	Decoder   admission.Decoder
 	// Policy is the content policy, the one the controller applies.
@@ -87,11 +88,35 @@ func (v *EnvoyConfigValidator) Handle(ctx context.Context, req admission.Request
 		// check existed, with a private key inline.
 		return admission.Allowed("the EnvoyConfig is being deleted")
 	}
-	var list examplev1.EnvoyConfigList
-	if err := v.Client.List(ctx, &list, client.InNamespace(cfg.Namespace)); err != nil {
+	deleting := req.Operation == admissionv1.Delete
+	problems, err := v.judge(ctx, v.Client, cfg, deleting)
+	if err == nil && len(problems) > 0 && v.APIReader != nil {
+		// The cache may not hold yet an EnvoyConfig the API server stored a
+		// moment ago, as when kubectl applies a directory of them, each
+		// naming what another defines: a refusal is judged again on the
+		// API server's own view, so that a change is never refused for what
+		// the cache has not seen. Only refusals cost that read.
+		problems, err = v.judge(ctx, v.APIReader, cfg, deleting)
+	}
+	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	name := cfg.Namespace + "/" + cfg.Name
+	if len(problems) == 0 {
+		return admission.Allowed("")
+	}
+	if deleting && v.namespaceTerminating(ctx, cfg.Namespace) {
+		return admission.Allowed("the namespace is being deleted")
+	}
+	return admission.Denied(translate.Refusal(cfg.Name, deleting, problems))
+}
+
+// judge returns what is wrong with the change of cfg (its deletion when
+// deleting), with the fleet's other EnvoyConfigs as reader lists them.
+func (v *EnvoyConfigValidator) judge(ctx context.Context, reader client.Reader, cfg *examplev1.EnvoyConfig, deleting bool) ([]string, error) {
+	var list examplev1.EnvoyConfigList
+	if err := reader.List(ctx, &list, client.InNamespace(cfg.Namespace)); err != nil {
+		return nil, err
+	}
 	var before []translate.Config
 	for i := range list.Items {
 		o := &list.Items[i]
@@ -100,19 +125,11 @@ func (v *EnvoyConfigValidator) Handle(ctx context.Context, req admission.Request
 		}
 	}
 	var after *translate.Config
-	if req.Operation != admissionv1.Delete {
+	if !deleting {
 		c := translate.FromObject(cfg)
 		after = &c
 	}
-	problems := translate.Admit(v.Policy, before, name, after)
-	if len(problems) == 0 {
-		return admission.Allowed("")
-	}
-	deleting := req.Operation == admissionv1.Delete
-	if deleting && v.namespaceTerminating(ctx, cfg.Namespace) {
-		return admission.Allowed("the namespace is being deleted")
-	}
-	return admission.Denied(translate.Refusal(cfg.Name, deleting, problems))
+	return translate.Admit(v.Policy, before, cfg.Namespace+"/"+cfg.Name, after), nil
 }
 
 func (v *EnvoyConfigValidator) namespaceTerminating(ctx context.Context, name string) bool {

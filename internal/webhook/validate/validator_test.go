@@ -2,18 +2,23 @@ package validate
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
+	admissionreview "k8s.io/api/admission/v1"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 func rawList(items ...string) []runtime.RawExtension {
@@ -260,4 +265,42 @@ func TestEnvoyConfigStoredWithInlineKey(t *testing.T) {
 
 func clientKey(ns, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+// staleCache is a cache that has not seen any EnvoyConfig yet.
+type staleCache struct{ client.Reader }
+
+func (staleCache) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+// kubectl apply of a directory creates EnvoyConfigs one after another,
+// faster than the webhook's cache sees them: an EnvoyConfig that names what
+// one created a moment ago defines is admitted all the same, since a
+// refusal is judged again on the API server's view. What the API server
+// does not hold either is refused.
+func TestEnvoyConfigAdmittedBeforeTheCacheSeesItsReferences(t *testing.T) {
+	ctx := context.Background()
+	waitForServer(t)
+	ns := suite.Namespace(t)
+	if err := suite.Client.Create(ctx, envoyConfig(ns, "clusters", examplev1.EnvoyResources{Clusters: rawList(edsCluster)})); err != nil {
+		t.Fatal(err)
+	}
+	routes := envoyConfig(ns, "routes", examplev1.EnvoyResources{Routes: rawList(toBackend)})
+	routes.TypeMeta = metav1.TypeMeta{APIVersion: examplev1.GroupVersion.String(), Kind: "EnvoyConfig"}
+	raw, err := json.Marshal(routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := admission.Request{AdmissionRequest: admissionreview.AdmissionRequest{Operation: admissionreview.Create, Object: runtime.RawExtension{Raw: raw}}}
+	validator := func(live client.Reader) *EnvoyConfigValidator {
+		return &EnvoyConfigValidator{Client: staleCache{suite.Client}, APIReader: live,
+			Decoder: admission.NewDecoder(suite.Manager.GetScheme()), Policy: translate.Policy{Namespace: operatorNamespace}}
+	}
+	if resp := validator(suite.Client).Handle(ctx, req); !resp.Allowed {
+		t.Errorf("refused while the cache had not seen EnvoyConfig clusters: %v", resp.Result)
+	}
+	// The same with no view but the stale cache's: refused, so the first
+	// answer is the API server's view's doing.
+	if resp := validator(staleCache{suite.Client}).Handle(ctx, req); resp.Allowed || !strings.Contains(resp.Result.Message, `cluster "backend" does not exist`) {
+		t.Errorf("judged on the stale cache alone: allowed %v, %v; want the dangling reference refused", resp.Allowed, resp.Result)
+	}
 }
