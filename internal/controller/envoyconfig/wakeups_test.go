@@ -264,13 +264,15 @@ func TestOneChangeCostsFewWritesAndWakeUps(t *testing.T) {
 	lc, fc := leader.cost(fleetID, leaderSince), follower.cost(fleetID, followerSince)
 	t.Logf("one change, %d proxies on each of 2 replicas, 3 EnvoyConfigs: leader %v; follower %v", perReplica, lc, fc)
 
-	// Each replica writes its report once, when its proxies have answered.
+	// Each replica writes its report when its proxies have answered: once,
+	// or twice when they take longer than the report interval to answer
+	// (the write at the interval, then the one with their answers).
 	for _, c := range []struct {
 		name string
 		cost
 	}{{"leader", lc}, {"follower", fc}} {
-		if n := c.writes["report shard"]; n != 1 {
-			t.Errorf("the %s wrote its report %d times, want once: %v", c.name, n, c)
+		if n := c.writes["report shard"]; n < 1 || n > 2 {
+			t.Errorf("the %s wrote its report %d times, want once, or twice for proxies slower than the interval: %v", c.name, n, c)
 		}
 	}
 	// The follower writes nothing else. It is woken by the edit, by the
@@ -284,11 +286,14 @@ func TestOneChangeCostsFewWritesAndWakeUps(t *testing.T) {
 	if max := 2 + len(configs); fc.reconciles > max {
 		t.Errorf("the follower reconciled the fleet %d times, want at most %d", fc.reconciles, max)
 	}
-	// The leader is woken by the edit and by each replica's report, not by
-	// its own writes; and each status write it sends changes the
-	// EnvoyConfig.
-	if max := 1 + lc.writes["report shard"] + fc.writes["report shard"]; lc.reconciles > max {
-		t.Errorf("the leader reconciled the fleet %d times, want at most %d: the edit, and each report written", lc.reconciles, max)
+	// The leader is woken by the edit, by each replica's report, and, as
+	// the follower is, by its own first status write of each EnvoyConfig,
+	// which moves status.publishedVersion; not by its history writes or
+	// its other status writes. (Wake-ups that come while a reconcile is
+	// queued are one, so fewer is usual.) Each status write it sends
+	// changes the EnvoyConfig.
+	if max := 1 + lc.writes["report shard"] + fc.writes["report shard"] + len(configs); lc.reconciles > max {
+		t.Errorf("the leader reconciled the fleet %d times, want at most %d: the edit, each report written, and each EnvoyConfig's new publishedVersion", lc.reconciles, max)
 	}
 	if got, want := lc.writes["EnvoyConfig status"], updates()-1; got != want {
 		t.Errorf("the leader sent %d status writes, and %d changed an EnvoyConfig", got, want)
