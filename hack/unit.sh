@@ -30,7 +30,10 @@ mapfile -t raced < <(go list ./... | grep -vxF -f <(printf '%s\n' "${plain[@]}")
 RACED="${raced[*]}" PLAIN="${plain[*]}" setsid -w bash -c \
   'rc=0; CGO_ENABLED=1 go test -vet=off -count=1 -shuffle=on -race -p 4 $RACED "$@" || rc=1; go test -vet=off -count=1 -shuffle=on -p 4 $PLAIN "$@" || rc=1; exit $rc' unit "$@" &
 group=$!
-trap 'kill -KILL -- -"$group" 2>/dev/null || true' EXIT
+# envtest starts etcd and kube-apiserver in process groups of their own
+# (Setpgid), so a test binary killed by its -timeout leaves them out of the
+# group; they stay in the session setsid made, whose id is the group's.
+trap 'pkill -KILL -s "$group" 2>/dev/null || true; kill -KILL -- -"$group" 2>/dev/null || true' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 wait "$group"
