@@ -21,6 +21,16 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
 
+// leaderOver is a leader of the suite's fleets that reads and writes
+// through c.
+func leaderOver(c client.Client) *Reconciler {
+	return &Reconciler{Client: c, Recorder: suite.Manager.GetEventRecorder(ControllerName), Server: xdsServer,
+		Status:    status.Writer{Client: c, Recorder: suite.Manager.GetEventRecorder(ControllerName)},
+		Histories: history.Store{Client: c, APIReader: suite.Manager.GetAPIReader(), Namespace: operatorNamespace},
+		IsLeader:  func() bool { return true }, Namespace: operatorNamespace, Policy: suite.Reconciler.(*Reconciler).Policy,
+		reports: map[string]parsedReport{}}
+}
+
 // The leader reads the replicas' reports once a reconcile: the status
 // tells what the decision was made on. Here every read after the first
 // finds another replica's report too, with five proxies that accepted the
@@ -59,11 +69,7 @@ func TestReportsAreReadOnce(t *testing.T) {
 			return nil
 		},
 	})
-	r := &Reconciler{Client: c, Recorder: suite.Manager.GetEventRecorder(ControllerName), Server: xdsServer,
-		Status:    status.Writer{Client: c, Recorder: suite.Manager.GetEventRecorder(ControllerName)},
-		Histories: history.Store{Client: c, APIReader: suite.Manager.GetAPIReader(), Namespace: operatorNamespace},
-		IsLeader:  func() bool { return true }, Namespace: operatorNamespace, Policy: suite.Reconciler.(*Reconciler).Policy,
-		reports: map[string]parsedReport{}}
+	r := leaderOver(c)
 	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "edge"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -101,11 +107,7 @@ func TestFailedReportListIsAnError(t *testing.T) {
 			return c.List(ctx, list, opts...)
 		},
 	})
-	r := &Reconciler{Client: c, Recorder: suite.Manager.GetEventRecorder(ControllerName), Server: xdsServer,
-		Status:    status.Writer{Client: c, Recorder: suite.Manager.GetEventRecorder(ControllerName)},
-		Histories: history.Store{Client: c, APIReader: suite.Manager.GetAPIReader(), Namespace: operatorNamespace},
-		IsLeader:  func() bool { return true }, Namespace: operatorNamespace, Policy: suite.Reconciler.(*Reconciler).Policy,
-		reports: map[string]parsedReport{}}
+	r := leaderOver(c)
 	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "edge"}}); !errors.Is(err, failed) {
 		t.Fatalf("the reconcile returned %v, want the failed list", err)
 	}

@@ -56,8 +56,8 @@ func TestHistoryRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if versions(got) != versions(h) || got.Fleet != "shop/edge" || got.Served().Configs[0].Name != "shop/b" {
-		t.Errorf("read back %q of %q", versions(got), got.Fleet)
+	if got.String() != h.String() || got.Fleet != "shop/edge" || got.Served().Configs[0].Name != "shop/b" {
+		t.Errorf("read back %q of %q", got.String(), got.Fleet)
 	}
 	if a.Namespace != operatorNS || !strings.HasPrefix(a.Name, "kube-envoy-controller-xds-history-") || len(a.Name) > 253 {
 		t.Errorf("stored as %s/%s", a.Namespace, a.Name)
@@ -201,8 +201,8 @@ func TestAdoptLegacy(t *testing.T) {
 	served, accepted := stored("b", false), stored("a", true)
 	h := publish.History{Current: served.Version, Revisions: []publish.Revision{served, accepted, {Version: "0123456789abcdef", Rejected: "bad"}}}
 	got, ok := AdoptLegacy(legacy(t, h), edge, served.Version)
-	if !ok || versions(got) != served.Version+"*" || got.Fleet != "shop/edge" {
-		t.Fatalf("adopted %q %v, want only the served revision, unmarked", versions(got), ok)
+	if !ok || got.String() != served.Version+"*" || got.Fleet != "shop/edge" {
+		t.Fatalf("adopted %q %v, want only the served revision, unmarked", got.String(), ok)
 	}
 	if _, err := ConfigMap(operatorNS, edge, got); err != nil {
 		t.Fatal(err)
@@ -233,29 +233,10 @@ func TestAdoptLegacy(t *testing.T) {
 		}(),
 	} {
 		if got, ok := AdoptLegacy(cm, edge, served.Version); ok {
-			t.Errorf("%s: adopted %q", name, versions(got))
+			t.Errorf("%s: adopted %q", name, got.String())
 		}
 	}
 	if _, ok := AdoptLegacy(legacy(t, h), edge, ""); ok {
 		t.Error("adopted a legacy history that no status vouches for")
 	}
-}
-
-// versions lists a history as "v1* v2+ v3!": * served, + acked, ! rejected.
-func versions(h publish.History) string {
-	var out []string
-	for _, r := range h.Revisions {
-		s := r.Version
-		if r.Version == h.Current {
-			s += "*"
-		}
-		if r.Acked {
-			s += "+"
-		}
-		if r.Rejected != "" {
-			s += "!"
-		}
-		out = append(out, s)
-	}
-	return strings.Join(out, " ")
 }

@@ -57,6 +57,26 @@ type History struct {
 	Withheld map[string]translate.Withheld `json:"withheld,omitempty"`
 }
 
+// String lists the history's versions, most recent first, as
+// "v1* v2+ v3!": * served, + acked, ! rejected.
+func (h History) String() string {
+	out := make([]string, 0, len(h.Revisions))
+	for _, r := range h.Revisions {
+		s := r.Version
+		if r.Version == h.Current {
+			s += "*"
+		}
+		if r.Acked {
+			s += "+"
+		}
+		if r.Rejected != "" {
+			s += "!"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " ")
+}
+
 // Served returns the revision served, or nil.
 func (h History) Served() *Revision { return h.find(h.Current) }
 

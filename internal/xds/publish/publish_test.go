@@ -34,25 +34,6 @@ func known(versions ...string) Rejections {
 	return out
 }
 
-// versions lists a history as "v1* v2+ v3!": * served, + acked, ! rejected.
-func versions(h History) string {
-	var out []string
-	for _, r := range h.Revisions {
-		s := r.Version
-		if r.Version == h.Current {
-			s += "*"
-		}
-		if r.Acked {
-			s += "+"
-		}
-		if r.Rejected != "" {
-			s += "!"
-		}
-		out = append(out, s)
-	}
-	return strings.Join(out, " ")
-}
-
 func TestDecide(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -115,13 +96,13 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := versions(tt.prev)
+			before := tt.prev.String()
 			d := Decide(tt.prev, ir(tt.ir), tt.acks, tt.rejected)
-			if d.Action != tt.action || versions(d.History) != tt.want {
-				t.Errorf("got %s %q, want %s %q", d.Action, versions(d.History), tt.action, tt.want)
+			if d.Action != tt.action || d.History.String() != tt.want {
+				t.Errorf("got %s %q, want %s %q", d.Action, d.History.String(), tt.action, tt.want)
 			}
-			if versions(tt.prev) != before {
-				t.Errorf("Decide changed its input history: %q, was %q", versions(tt.prev), before)
+			if tt.prev.String() != before {
+				t.Errorf("Decide changed its input history: %q, was %q", tt.prev.String(), before)
 			}
 			var reasons []string
 			for _, e := range d.Events {
@@ -198,13 +179,13 @@ func TestDecideWithholdsTheRejectedChange(t *testing.T) {
 	v2 := translated(h, A2, B)
 	h = Decide(h, v2, Acks{}, nil).History
 	if h.Current != v2.Version {
-		t.Fatalf("A's change is not published: %s", versions(h))
+		t.Fatalf("A's change is not published: %s", h.String())
 	}
 
 	d := Decide(h, v2, everyProxyRejects, nil)
 	h = d.History
 	if d.Action != RollBack || h.Current != v1.Version || !slices.Equal(d.Withheld, []string{"ns/a"}) {
-		t.Fatalf("after every proxy rejected A's change: %s %s, withheld %v", d.Action, versions(h), d.Withheld)
+		t.Fatalf("after every proxy rejected A's change: %s %s, withheld %v", d.Action, h.String(), d.Withheld)
 	}
 	want := translate.Withheld{Content: translate.ContentOf(A2), Version: v2.Version, TypeURL: resourcev3.ClusterType, Detail: "cluster extra: unsupported", Node: "pod-1", Previous: &A}
 	if got := h.Withheld["ns/a"]; !reflect.DeepEqual(got, want) || len(h.Withheld) != 1 {
@@ -219,7 +200,7 @@ func TestDecideWithholdsTheRejectedChange(t *testing.T) {
 	d = Decide(h, v3, Acks{Connected: 2, Acked: 2}, nil)
 	h = d.History
 	if d.Action != Publish || h.Current != v3.Version || v3.Version == v2.Version {
-		t.Fatalf("B's change: %s %s", d.Action, versions(h))
+		t.Fatalf("B's change: %s %s", d.Action, h.String())
 	}
 	if got := v3.Revision; len(got) != 2 || translate.ContentOf(got[0]) != translate.ContentOf(A) || translate.ContentOf(got[1]) != translate.ContentOf(B2) {
 		t.Errorf("the revision published with B's change holds %+v, want A's accepted content and B's new one", got)
@@ -232,7 +213,7 @@ func TestDecideWithholdsTheRejectedChange(t *testing.T) {
 	v4 := translated(h, A3, B2)
 	d = Decide(h, v4, Acks{}, nil)
 	if d.Action != Publish || d.History.Current != v4.Version || d.History.Withheld != nil {
-		t.Errorf("A's next change: %s %s, withheld %v", d.Action, versions(d.History), d.History.Withheld)
+		t.Errorf("A's next change: %s %s, withheld %v", d.Action, d.History.String(), d.History.Withheld)
 	}
 
 	// A rejection of what no EnvoyConfig changed (endpoints) cannot be
@@ -258,14 +239,14 @@ func TestDecideWithholdsWithoutAnAcceptedRevision(t *testing.T) {
 	h = Decide(h, v2, Acks{}, nil).History
 	d := Decide(h, v2, Acks{Connected: 2, Nacked: 2, LastNACK: "cluster extra: no", LastNACKType: resourcev3.ClusterType}, nil)
 	if d.Action != Unchanged || d.History.Current != v2.Version || !slices.Equal(d.Withheld, []string{"ns/a"}) {
-		t.Fatalf("every proxy rejected A's change, none accepted a revision: %s %s, withheld %v", d.Action, versions(d.History), d.Withheld)
+		t.Fatalf("every proxy rejected A's change, none accepted a revision: %s %s, withheld %v", d.Action, d.History.String(), d.Withheld)
 	}
 	next := translated(d.History, A2, B)
 	if next.Version != v1.Version {
 		t.Errorf("with A's change withheld the fleet's content is %s, want what it was before the change, %s", next.Version, v1.Version)
 	}
 	if d = Decide(d.History, next, Acks{}, nil); d.Action != Publish || d.History.Current != v1.Version {
-		t.Errorf("then: %s %s, want %s published", d.Action, versions(d.History), v1.Version)
+		t.Errorf("then: %s %s, want %s published", d.Action, d.History.String(), v1.Version)
 	}
 }
 
