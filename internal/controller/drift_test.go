@@ -13,7 +13,6 @@ package controller_test
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -313,16 +312,8 @@ func TestDrift(t *testing.T) {
 	ns := suite.Namespace(t)
 	used := map[string]bool{}
 	var stats []string
-	// The leader makes the xDS certificate authority once the suite's
-	// manager runs; a fleet's children include a certificate it issues, so
-	// the owners are created only once it exists, whichever test ran first.
-	testenv.Eventually(t, "the xDS certificate authority", func() (bool, error) {
-		_, err := ca.Authority(ctx)
-		if errors.Is(err, authority.ErrNoAuthority) {
-			return false, nil
-		}
-		return err == nil, err
-	})
+	// A fleet's children include a certificate the authority issues.
+	testenv.Authority(t, ca)
 	for _, o := range owners(ns) {
 		t.Run(o.controller+"/"+o.obj.GetName(), func(t *testing.T) {
 			if err := suite.Client.Create(ctx, o.obj); err != nil {

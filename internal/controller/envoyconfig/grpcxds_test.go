@@ -58,10 +58,7 @@ func TestProxylessGRPCClient(t *testing.T) {
 
 	// The client holds the fleet's certificate, as its files, and verifies
 	// the server against the fleet's CAs: mutual TLS, as for a proxy.
-	a, err := ca.Authority(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := testenv.Authority(t, ca)
 	leaf, err := pki.IssueClient(a, fleet.ID{Namespace: ns, Name: "edge"}, time.Now(), testPKI)
 	if err != nil {
 		t.Fatal(err)
