@@ -116,6 +116,12 @@ func (r Rollout) Serves(node string) string {
 	return r.Revision
 }
 
+// Key is what Serves depends on, as one string: two rollouts of one key
+// serve every proxy alike.
+func (r Rollout) Key() string {
+	return strings.Join([]string{r.Revision, r.Previous, string(r.Phase), r.Cut}, "/")
+}
+
 // leads reports whether node is among the current step's proxies. A Cut
 // that does not parse leads nobody: every proxy keeps the previous revision
 // until the leader chooses the step's proxies again.

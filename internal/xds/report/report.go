@@ -40,7 +40,9 @@ const (
 	ShardAnnotation = "kube-envoy-controller.io/report-shard"
 	// ShardBytes bounds the data of one shard. A fleet's entry takes the
 	// length of its identity and about 60 bytes, and up to publish.MaxDetail and
-	// 350 more (the type and the proxy) while its proxies reject a version.
+	// 350 more (the type and the proxy) while its proxies reject a version;
+	// while a revision rolls out, each proxy adds its node id and about 40
+	// bytes (and a rejection's detail).
 	ShardBytes = 256 << 10
 	// MaxShards bounds a replica's shards: ShardBytes × MaxShards holds the
 	// entries of far more fleets than a replica can hold proxies of.
@@ -61,6 +63,16 @@ type FleetProxies struct {
 	// proxy that gave it; a replica of an earlier release leaves them out.
 	LastNACKType string `json:"lastNACKType,omitempty"`
 	LastNACKNode string `json:"lastNACKNode,omitempty"`
+	// Proxies is what each proxy answered, by node id, while a revision of
+	// the fleet rolls out: the leader steps the rollout on from them
+	// (publish.StepRollout). Left out otherwise, so that a settled fleet's
+	// entry does not grow with its proxies.
+	Proxies map[string]publish.ProxyAnswer `json:"proxies,omitempty"`
+}
+
+// Equal reports whether f and o are the same entry.
+func (f FleetProxies) Equal(o FleetProxies) bool {
+	return reflect.DeepEqual(f, o)
 }
 
 // Report is one replica's proxies, by fleet ID; fleets without a connected
@@ -105,6 +117,21 @@ func Sum(reports []Report, fleetID, version string) publish.Acks {
 		}
 	}
 	return a
+}
+
+// Answers gathers what each of a fleet's proxies answered, on every
+// replica, by node id. A proxy connected to two replicas at once (as it
+// moves from one to the other) answers as the one where it answered.
+func Answers(reports []Report, fleetID string) map[string]publish.ProxyAnswer {
+	out := map[string]publish.ProxyAnswer{}
+	for _, r := range reports {
+		for node, a := range r[fleetID].Proxies {
+			if prev, ok := out[node]; !ok || prev == (publish.ProxyAnswer{}) {
+				out[node] = a
+			}
+		}
+	}
+	return out
 }
 
 // Name is the name that the shards of replica's report start with;

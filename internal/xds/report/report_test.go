@@ -68,7 +68,7 @@ func TestShards(t *testing.T) {
 				got[id] = f
 			}
 		}
-		if !maps.Equal(got, r) {
+		if !maps.EqualFunc(got, r, FleetProxies.Equal) {
 			t.Errorf("%d fleets: the shards hold %d fleets", n, len(got))
 		}
 		if n > 0 {
@@ -108,5 +108,22 @@ func TestSum(t *testing.T) {
 	}
 	if got := Changed(reports[0], reports[1]); strings.Join(got, ",") != "ns/edge,ns/other" {
 		t.Errorf("Changed = %v", got)
+	}
+}
+
+// The leader gathers each proxy's answer from every replica's report; a
+// proxy reported by two replicas (as it moves) answers as the one where it
+// answered.
+func TestAnswers(t *testing.T) {
+	a := Report{"ns/edge": {Version: "v2", Connected: 2, Proxies: map[string]publish.ProxyAnswer{
+		"pod-1": {Acked: "v2"}, "pod-2": {}}}}
+	b := Report{"ns/edge": {Version: "v2", Connected: 2, Proxies: map[string]publish.ProxyAnswer{
+		"pod-2": {Acked: "v1", Nacked: "v2", Detail: "no"}, "pod-3": {Acked: "v1"}}},
+		"ns/other": {Version: "v9", Connected: 1, Proxies: map[string]publish.ProxyAnswer{"pod-9": {Acked: "v9"}}}}
+	want := map[string]publish.ProxyAnswer{"pod-1": {Acked: "v2"}, "pod-2": {Acked: "v1", Nacked: "v2", Detail: "no"}, "pod-3": {Acked: "v1"}}
+	for _, reports := range [][]Report{{a, b}, {b, a}} {
+		if got := Answers(reports, "ns/edge"); !maps.Equal(got, want) {
+			t.Errorf("Answers = %v, want %v", got, want)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
@@ -57,9 +59,10 @@ import (
 //   - Only the types the server serves are watched, secrets only by name,
 //     and a stream subscribes to a bounded number of names of each type.
 //
-// Each fleet serves one publication to all of its streams (served). A
-// progressive rollout would have the cache choose, per stream, which of a
-// fleet's publications it serves: the choice would be made there.
+// A fleet serves one publication to all of its streams, or, while a
+// revision rolls out, two: the new one to the proxies that lead the
+// rollout's step, the previous one to the others (served, by the stream's
+// node id and publish.Rollout.Serves, which every replica computes alike).
 type fleetCache struct {
 	// mu guards fleets; a fleet's own lock guards the rest. Lock order:
 	// mu, then a fleet's lock.
@@ -74,14 +77,25 @@ type fleetEntry struct {
 	mu sync.Mutex
 	// current is the fleet's publication; nil while it is not published.
 	current *snapshot
+	// staged, while a revision rolls out, is the previous publication and
+	// the rollout that says which proxies are served it instead of current.
+	staged *staging
 	// streams holds the fleet's streams, by their response channel.
 	streams map[any]*streamState
 	// gone is set when the entry left the cache: who holds it looks again.
 	gone bool
 }
 
+// staging is what a fleet serves the proxies that a rollout does not lead.
+type staging struct {
+	previous *snapshot
+	rollout  publish.Rollout
+}
+
 // streamState is what the cache knows of one stream.
 type streamState struct {
+	// node is the proxy's node id, as its requests give it.
+	node string
 	// handles counts the stream's watches that the stream server has not
 	// cancelled, answered or not. It cancels a type's watch when the
 	// stream next asks for the type, or ends: a stream that asked for any
@@ -273,7 +287,7 @@ func (c *fleetCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription,
 	if err := c.admit(req.GetTypeUrl(), sub, true); err != nil {
 		return nil, err
 	}
-	return c.watch(claimedFleet(req.GetNode()), ch, kindIndex(req.GetTypeUrl()), &sotwWatch{req: req, sub: sub, ch: ch}), nil
+	return c.watch(req.GetNode(), ch, kindIndex(req.GetTypeUrl()), &sotwWatch{req: req, sub: sub, ch: ch}), nil
 }
 
 // CreateDeltaWatch implements cachev3.ConfigWatcher, for delta streams.
@@ -285,7 +299,7 @@ func (c *fleetCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Sub
 	if err := c.admit(req.GetTypeUrl(), sub, len(req.GetResourceNamesSubscribe()) > 0); err != nil {
 		return nil, err
 	}
-	return c.watch(claimedFleet(req.GetNode()), ch, kindIndex(req.GetTypeUrl()), &deltaWatch{req: req, sub: sub, ch: ch}), nil
+	return c.watch(req.GetNode(), ch, kindIndex(req.GetTypeUrl()), &deltaWatch{req: req, sub: sub, ch: ch}), nil
 }
 
 // errNoFetch refuses REST fetches, which the server does not serve.
@@ -325,9 +339,11 @@ func (c *fleetCache) lock(fleet string) *fleetEntry {
 	}
 }
 
-// watch opens w, the watch of type kind of the stream whose channel is
-// stream, and answers it if it can. It returns the watch's cancel.
-func (c *fleetCache) watch(fleet string, stream any, kind int, w watch) func() {
+// watch opens w, the watch of type kind of the stream of node whose
+// channel is stream, and answers it if it can. It returns the watch's
+// cancel.
+func (c *fleetCache) watch(node *corev3.Node, stream any, kind int, w watch) func() {
+	fleet := claimedFleet(node)
 	f := c.lock(fleet)
 	defer f.mu.Unlock()
 	if f.streams == nil {
@@ -337,6 +353,9 @@ func (c *fleetCache) watch(fleet string, stream any, kind int, w watch) func() {
 	if st == nil {
 		st = &streamState{}
 		f.streams[stream] = st
+	}
+	if id := node.GetId(); id != "" {
+		st.node = id
 	}
 	st.handles++
 	st.types[kind].subscribed, st.types[kind].open = true, w
@@ -349,7 +368,7 @@ func (c *fleetCache) watch(fleet string, stream any, kind int, w watch) func() {
 // resource.PushOrder: a type waits while the stream was not sent the served version
 // of a type before it that it subscribes to.
 func (f *fleetEntry) serve(st *streamState) {
-	p := f.served()
+	p := f.served(st)
 	if p == nil {
 		return
 	}
@@ -413,8 +432,14 @@ func (st *streamState) warm(p *snapshot) bool {
 	return true
 }
 
-// served is the publication the fleet's streams are served.
-func (f *fleetEntry) served() *snapshot { return f.current }
+// served is the publication the stream is served: the previous one while
+// a rollout does not lead its proxy, else the fleet's.
+func (f *fleetEntry) served(st *streamState) *snapshot {
+	if s := f.staged; s != nil && f.current != nil && s.rollout.Serves(st.node) == s.previous.version {
+		return s.previous
+	}
+	return f.current
+}
 
 // cancel forgets a watch the stream server no longer needs, the stream if
 // it has no watch left, and the fleet's entry if nothing is left of it.
@@ -448,12 +473,13 @@ func (c *fleetCache) dropLocked(fleet string, f *fleetEntry) {
 	}
 }
 
-// publish makes p what fleet serves, and answers what it may of each
+// publish makes p what fleet serves, with staged, when set, served to the
+// proxies its rollout does not lead, and answers what it may of each
 // stream's open watches.
-func (c *fleetCache) publish(fleet string, p *snapshot) {
+func (c *fleetCache) publish(fleet string, p *snapshot, staged *staging) {
 	f := c.lock(fleet)
 	defer f.mu.Unlock()
-	f.current = p
+	f.current, f.staged = p, staged
 	for _, st := range f.streams {
 		f.serve(st)
 	}
@@ -469,7 +495,7 @@ func (c *fleetCache) clear(fleet string) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.current = nil
+	f.current, f.staged = nil, nil
 	c.dropLocked(fleet, f)
 }
 

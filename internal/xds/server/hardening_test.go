@@ -151,7 +151,7 @@ func mustSnapshot(t *testing.T, version string, resources map[string][]types.Res
 func TestFleetCacheRefusesUnknownTypes(t *testing.T) {
 	c := newFleetCache()
 	node := &corev3.Node{Id: "x", Cluster: "ns/other"}
-	c.publish(fleet, mustSnapshot(t, "v1", clusters("a")))
+	c.publish(fleet, mustSnapshot(t, "v1", clusters("a")), nil)
 	_, err := c.CreateWatch(&cachev3.Request{Node: node, TypeUrl: "type.googleapis.com/other.T", VersionInfo: "x"},
 		stream.NewSotwSubscription(nil, true), make(chan cachev3.Response, 1))
 	wantCode(t, "sotw", err, codes.InvalidArgument)
@@ -232,7 +232,7 @@ func TestWildcardSecretsAreRefused(t *testing.T) {
 // answer tells where it stands with the version.
 func TestUnsubscribingFromEverySecretGetsNothing(t *testing.T) {
 	c := newFleetCache()
-	c.publish(fleet, mustSnapshot(t, "v1", secrets("s1")))
+	c.publish(fleet, mustSnapshot(t, "v1", secrets("s1")), nil)
 	sub := stream.NewSotwSubscription([]string{"s1"}, true)
 	sub.SetResourceSubscription(nil) // the names are dropped
 	if sub.IsWildcard() {

@@ -37,7 +37,7 @@ func TestReportNeverSeesHalfAPublication(t *testing.T) {
 	s.tracker.OnStreamResponse(ctx, 1, nil, &discoveryv3.DiscoveryResponse{TypeUrl: cds, VersionInfo: s.TypeVersion(fleet, cds), Nonce: "1"})
 	_ = s.tracker.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{TypeUrl: cds, VersionInfo: s.TypeVersion(fleet, cds), ResponseNonce: "1"})
 	want := report.FleetProxies{Version: "v1", Connected: 1, Acked: 1}
-	if got := s.ProxyReport()[fleet]; got != want {
+	if got := s.ProxyReport()[fleet]; !got.Equal(want) {
 		t.Fatalf("before: %+v, want %+v", got, want)
 	}
 
@@ -53,7 +53,7 @@ func TestReportNeverSeesHalfAPublication(t *testing.T) {
 		}
 	}
 	want.Version = "v2"
-	if got := s.ProxyReport()[fleet]; got != want {
+	if got := s.ProxyReport()[fleet]; !got.Equal(want) {
 		t.Errorf("after: %+v, want %+v", got, want)
 	}
 }

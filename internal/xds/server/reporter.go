@@ -114,7 +114,7 @@ func NewReporter(mgr ctrl.Manager, proxies Proxies, namespace, replica, pod stri
 // it tells their answers.
 func unanswered(current, written report.Report) bool {
 	for id, f := range current {
-		if f.Connected > f.Acked+f.Nacked && f != written[id] {
+		if f.Connected > f.Acked+f.Nacked && !f.Equal(written[id]) {
 			return true
 		}
 	}
@@ -167,7 +167,7 @@ func (r *Reporter) Start(ctx context.Context) error {
 	)
 	for {
 		if retry == nil && paced == nil {
-			if current := r.proxies.ProxyReport(); first || !maps.Equal(current, written) || r.isTampered() {
+			if current := r.proxies.ProxyReport(); first || !maps.EqualFunc(current, written, report.FleetProxies.Equal) || r.isTampered() {
 				switch wait := r.Interval - time.Since(lastWrite); {
 				case !first && !heldOut && unanswered(current, written) && !r.isTampered():
 					if held == nil {

@@ -95,6 +95,9 @@ type fleetVersions struct {
 	// content is a hash of every type's version: the same version may be
 	// published again with other endpoints or secrets, which are live.
 	content string
+	// staged, while a revision rolls out, is the previous version's content
+	// hash and the rollout's state (publish.Rollout.Key).
+	staged string
 }
 
 // publicationStripes is the number of publication locks: fleets share them
@@ -148,9 +151,31 @@ func (s *Server) ProxyReport() report.Report {
 		pub.Lock()
 		version := s.Version(id)
 		c := s.tracker.Counts(id, version)
+		var answers map[string]publish.ProxyAnswer
+		if s.tracker.Rolling(id) {
+			answers = s.tracker.Answers(id)
+		}
 		pub.Unlock()
 		out[id] = report.FleetProxies{Version: version, Connected: c.Connected, Acked: c.Acked, Nacked: c.Nacked, LastNACK: publish.Truncate(c.LastNACK),
-			LastNACKType: c.LastNACKType, LastNACKNode: conditions.Truncate(c.LastNACKNode, maxNodeID)}
+			LastNACKType: c.LastNACKType, LastNACKNode: conditions.Truncate(c.LastNACKNode, maxNodeID), Proxies: reportable(answers)}
+	}
+	return out
+}
+
+// reportable cuts what proxies claim (their node ids) and what they say
+// (a rejection's detail) to what a report keeps; a node id cut to the
+// bound stands for no pod, whose names are never longer.
+func reportable(answers map[string]publish.ProxyAnswer) map[string]publish.ProxyAnswer {
+	if len(answers) == 0 {
+		return nil
+	}
+	out := make(map[string]publish.ProxyAnswer, len(answers))
+	for node, a := range answers {
+		if len(node) > maxNodeID {
+			continue
+		}
+		a.Detail = publish.Truncate(a.Detail)
+		out[node] = a
 	}
 	return out
 }
@@ -176,22 +201,46 @@ func (s *Server) Addr(ctx context.Context) (net.Addr, error) {
 // gives the same content the same version. Publishing what is already
 // published does nothing. The fleet's version, the tracker's record and
 // the cache change in one step, under the fleet's publication lock.
-func (s *Server) SetFleet(_ context.Context, fleet, version string, resources map[string][]types.Resource) error {
+func (s *Server) SetFleet(ctx context.Context, fleet, version string, resources map[string][]types.Resource) error {
+	return s.SetFleetRollout(ctx, fleet, version, resources, nil)
+}
+
+// Staged is what a fleet serves, while a revision rolls out, to the proxies
+// that the rollout's step does not lead: the previous revision.
+type Staged struct {
+	// Rollout is the recorded rollout: Rollout.Serves says, by node id,
+	// which proxies are served Previous.
+	Rollout publish.Rollout
+	// Version and Resources are the previous revision's.
+	Version   string
+	Resources map[string][]types.Resource
+}
+
+// SetFleetRollout publishes a fleet's configuration as version, as
+// SetFleet does, and, with staged set while a revision rolls out, the
+// previous revision to the proxies that the rollout's step does not lead.
+// Each stream is served by its proxy's node id; the tracker learns the
+// previous revision's type versions, so that its proxies' answers count.
+func (s *Server) SetFleetRollout(_ context.Context, fleet, version string, resources map[string][]types.Resource, staged *Staged) error {
 	// p is what the streams are served: each resource marshalled once, here
 	// (encoded.go). check holds the same resources as they are, for the
 	// consistency check, which looks into Envoy's own types.
-	p, err := newSnapshot(version, resources)
+	p, typeVersions, content, err := encodeFleet(version, resources)
 	if err != nil {
 		return fmt.Errorf("xds: fleet %s: %w", fleet, err)
 	}
-	typeVersions := map[string]string{}
-	content := resource.NewHash()
-	for i, k := range resource.Kinds {
-		v := p.types[i].version
-		typeVersions[k.TypeURL] = v
-		content.Add(k.TypeURL, v)
+	fv := &fleetVersions{version: version, content: content}
+	var st *staging
+	var stagedTypes map[string]string
+	if staged != nil && staged.Rollout.Phase != publish.RolloutComplete && staged.Version != version {
+		prev, types, prevContent, err := encodeFleet(staged.Version, staged.Resources)
+		if err != nil {
+			return fmt.Errorf("xds: fleet %s, version %s: %w", fleet, staged.Version, err)
+		}
+		st, stagedTypes = &staging{previous: prev, rollout: staged.Rollout}, types
+		fv.staged = prevContent + " " + staged.Rollout.Key()
 	}
-	if !s.publish(fleet, &fleetVersions{version: version, content: content.Sum()}, p, typeVersions) {
+	if !s.publish(fleet, fv, p, typeVersions, st, stagedTypes) {
 		return nil
 	}
 	if debug := s.log.V(1); debug.Enabled() {
@@ -210,9 +259,27 @@ func (s *Server) SetFleet(_ context.Context, fleet, version string, resources ma
 	return nil
 }
 
-// publish makes fv, p and typeVersions the fleet's publication, unless fv
-// is already, and reports whether it did.
-func (s *Server) publish(fleet string, fv *fleetVersions, p *snapshot, typeVersions map[string]string) bool {
+// encodeFleet encodes a publication of resources as version, and returns
+// it with each type's version and a hash of them.
+func encodeFleet(version string, resources map[string][]types.Resource) (*snapshot, map[string]string, string, error) {
+	p, err := newSnapshot(version, resources)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	typeVersions := map[string]string{}
+	content := resource.NewHash()
+	for i, k := range resource.Kinds {
+		v := p.types[i].version
+		typeVersions[k.TypeURL] = v
+		content.Add(k.TypeURL, v)
+	}
+	return p, typeVersions, content.Sum(), nil
+}
+
+// publish makes fv, p and typeVersions the fleet's publication, with st
+// (of stagedTypes) staged when set, unless fv is already, and reports
+// whether it did.
+func (s *Server) publish(fleet string, fv *fleetVersions, p *snapshot, typeVersions map[string]string, st *staging, stagedTypes map[string]string) bool {
 	pub := s.publicationLock(fleet)
 	pub.Lock()
 	defer pub.Unlock()
@@ -226,8 +293,13 @@ func (s *Server) publish(fleet string, fv *fleetVersions, p *snapshot, typeVersi
 	// The tracker learns the versions before any proxy can answer them: a
 	// proxy that was waiting for the fleet may answer as soon as the cache
 	// has the publication.
+	if st != nil {
+		s.tracker.Staged(fleet, st.previous.version, stagedTypes)
+	} else {
+		s.tracker.Staged(fleet, "", nil)
+	}
 	s.tracker.Published(fleet, fv.version, typeVersions)
-	s.cache.publish(fleet, p)
+	s.cache.publish(fleet, p, st)
 	return true
 }
 

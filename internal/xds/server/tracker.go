@@ -10,6 +10,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
 // Tracker follows every proxy's streams: which fleet it belongs to, what
@@ -37,6 +39,9 @@ type Tracker struct {
 	// versions there, from the least recently published.
 	typeVersions map[string]map[string]map[string]string
 	versions     map[string][]string
+	// staged holds, by fleet, the previous version served while a revision
+	// rolls out (Staged).
+	staged map[string]string
 	// changed holds a signal while a change is not yet taken (Changed).
 	changed chan struct{}
 	now     func() time.Time
@@ -96,7 +101,8 @@ type rejection struct{ typeURL, detail string }
 // NewTracker returns a Tracker that follows no stream yet.
 func NewTracker() *Tracker {
 	return &Tracker{streams: map[int64]*proxyStream{}, fleets: map[string]*fleetProxies{}, published: map[string]publication{},
-		typeVersions: map[string]map[string]map[string]string{}, versions: map[string][]string{}, changed: make(chan struct{}, 1), now: time.Now}
+		typeVersions: map[string]map[string]map[string]string{}, versions: map[string][]string{}, staged: map[string]string{},
+		changed: make(chan struct{}, 1), now: time.Now}
 }
 
 // Changed is signalled when a fleet's proxies connect, disconnect, ACK or
@@ -267,11 +273,7 @@ func (t *Tracker) Published(fleet, version string, typeVersions map[string]strin
 func (t *Tracker) recordPublication(fleet, version string, typeVersions map[string]string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.typeVersions[fleet] == nil {
-		t.typeVersions[fleet] = map[string]map[string]string{}
-	}
-	t.typeVersions[fleet][version] = typeVersions
-	t.versions[fleet] = append(slices.DeleteFunc(t.versions[fleet], func(v string) bool { return v == version }), version)
+	t.rememberLocked(fleet, version, typeVersions)
 	p, known := t.published[fleet]
 	if !known || p.version != version {
 		t.published[fleet] = publication{version: version, at: t.now()}
@@ -287,16 +289,85 @@ func (t *Tracker) recordPublication(fleet, version string, typeVersions map[stri
 	t.changedLocked(fleet)
 }
 
+// rememberLocked records each type's version in fleet's version.
+func (t *Tracker) rememberLocked(fleet, version string, typeVersions map[string]string) {
+	if t.typeVersions[fleet] == nil {
+		t.typeVersions[fleet] = map[string]map[string]string{}
+	}
+	t.typeVersions[fleet][version] = typeVersions
+	t.versions[fleet] = append(slices.DeleteFunc(t.versions[fleet], func(v string) bool { return v == version }), version)
+}
+
+// Staged records that, while a revision of fleet rolls out, the proxies its
+// step does not lead are served version, with each type at the version
+// typeVersions gives it, so that their answers are judged; version "" says
+// that no rollout is under way. Published follows it, and signals.
+func (t *Tracker) Staged(fleet, version string, typeVersions map[string]string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if version == "" {
+		delete(t.staged, fleet)
+		return
+	}
+	t.staged[fleet] = version
+	t.rememberLocked(fleet, version, typeVersions)
+}
+
+// Rolling reports whether a revision of fleet rolls out (Staged).
+func (t *Tracker) Rolling(fleet string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.staged[fleet] != ""
+}
+
+// Answers returns what each connected proxy of fleet answered, by node id:
+// the published version or the staged one, whichever it accepted for every
+// type it asked for, and the published version if it rejected it. The
+// leader decides a rollout's steps from them (publish.StepRollout).
+func (t *Tracker) Answers(fleet string) map[string]publish.ProxyAnswer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f, p := t.fleets[fleet], t.published[fleet]
+	if f == nil || p.version == "" {
+		return nil
+	}
+	out := make(map[string]publish.ProxyAnswer, len(f.streams))
+	var staged func(string) string
+	if v := t.staged[fleet]; v != "" {
+		staged = t.labels(fleet, v)
+	}
+	for _, s := range f.streams {
+		var a publish.ProxyAnswer
+		switch s.standing {
+		case accepted:
+			a.Acked = p.version
+		case rejected:
+			a.Nacked, a.Detail = p.version, s.rejection.detail
+		}
+		if a.Acked == "" && staged != nil {
+			if st, _ := judge(s, staged); st == accepted {
+				a.Acked = t.staged[fleet]
+			}
+		}
+		// A proxy with two streams (the old one closing as it reconnects)
+		// answers as the one that answered.
+		if prev, ok := out[s.node]; !ok || prev == (publish.ProxyAnswer{}) {
+			out[s.node] = a
+		}
+	}
+	return out
+}
+
 // forgetVersionLocked forgets one of fleet's versions, other than the
 // published one: the least recently published that no proxy of the fleet
 // stands with (accepted, or rejected), so that counts of it stay true; if
 // every one has proxies, the least recently published.
 func (t *Tracker) forgetVersionLocked(fleet string) {
 	vs := t.versions[fleet]
-	published := t.published[fleet].version
+	published, staged := t.published[fleet].version, t.staged[fleet]
 	forget := -1
 	for i, v := range vs {
-		if v == published {
+		if v == published || v == staged {
 			continue
 		}
 		if forget < 0 {
@@ -337,6 +408,7 @@ func (t *Tracker) Forget(fleet string) {
 	delete(t.published, fleet)
 	delete(t.typeVersions, fleet)
 	delete(t.versions, fleet)
+	delete(t.staged, fleet)
 	for _, m := range []interface{ DeleteLabelValues(...string) bool }{metricConnected, metricPushes, metricAcks, metricNacks} {
 		m.DeleteLabelValues(fleet)
 	}
