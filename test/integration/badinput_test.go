@@ -598,6 +598,16 @@ var invalidManifests = []badInput{
   podDisruptionBudget: {minAvailable: -1}`},
 	{name: "envoy budget not a number", field: "spec.podDisruptionBudget.minAvailable", why: "percentage", manifest: envoyHead + `spec:
   podDisruptionBudget: {minAvailable: half}`},
+	{name: "envoy rollout step of both kinds", field: "spec.configRollout.steps[0]", why: "exactly one of proxies and percent", manifest: envoyHead + `spec:
+  configRollout: {steps: [{proxies: 1, percent: 10}]}`},
+	{name: "envoy rollout step of neither kind", field: "spec.configRollout.steps[0]", why: "exactly one of proxies and percent", manifest: envoyHead + `spec:
+  configRollout: {steps: [{}]}`},
+	{name: "envoy rollout step over 100%", field: "spec.configRollout.steps[0].percent", why: "100", manifest: envoyHead + `spec:
+  configRollout: {steps: [{percent: 150}]}`},
+	{name: "envoy rollout without steps", field: "spec.configRollout.steps", why: "1 item", manifest: envoyHead + `spec:
+  configRollout: {steps: []}`},
+	{name: "envoy rollout negative bake", field: "spec.configRollout.bakeSeconds", why: "0", manifest: envoyHead + `spec:
+  configRollout: {steps: [{proxies: 1}], bakeSeconds: -1}`},
 	{name: "envoy autoscaling without a CPU request", field: "spec.autoscaling", why: "resources.requests.cpu", manifest: envoyHead + `spec:
   autoscaling: {maxReplicas: 4}`},
 	{name: "envoy autoscaling without maxReplicas", field: "spec.autoscaling.maxReplicas", why: "Required", manifest: envoyHead + `spec:
@@ -723,6 +733,10 @@ func podSetTemplate(meta, container string) string {
 
 // validManifests are edge cases that must be admitted.
 var validManifests = []struct{ name, manifest string }{
+	{"envoy rollout of proxies, then percentages, no bake", head("Envoy", "rollout") + `spec:
+  configRollout:
+    steps: [{proxies: 1}, {percent: 25}, {percent: 100}]
+    bakeSeconds: 0`},
 	{"envoy port without targetPort", head("Envoy", "no-target-port") + `spec:
   ports:
   - {name: http, port: 8080}`},

@@ -70,6 +70,19 @@ const (
 	// fleet's newest configuration, and none accepted an earlier one to go
 	// back to. Recorded as EnvoyEventRolledBack is.
 	EnvoyEventRejected = "Rejected"
+	// EnvoyEventRolloutStarted, EnvoyEventRolloutPromoted,
+	// EnvoyEventRolloutCompleted and EnvoyEventRolloutSuperseded (Normal),
+	// and EnvoyEventRolloutAborted (Warning), tell how a change of the
+	// fleet's configuration rolls out across its proxies
+	// (spec.configRollout): served to a step's proxies, to the next step's,
+	// to every proxy, cut short by a newer change, or sent back to the
+	// previous configuration because a proxy rejected it. Recorded as
+	// EnvoyEventRolledBack is.
+	EnvoyEventRolloutStarted    = "RolloutStarted"
+	EnvoyEventRolloutPromoted   = "RolloutPromoted"
+	EnvoyEventRolloutCompleted  = "RolloutCompleted"
+	EnvoyEventRolloutSuperseded = "RolloutSuperseded"
+	EnvoyEventRolloutAborted    = "RolloutAborted"
 )
 
 // The condition types of an EnvoyConfig, and the reasons of each. Every
@@ -120,6 +133,16 @@ const (
 	// EnvoyConfigReasonNotPublished (Published False): the current content is
 	// not served; the message says what the fleet keeps.
 	EnvoyConfigReasonNotPublished = "NotPublished"
+	// EnvoyConfigReasonRollingOut (Published True): the current content is
+	// served to the proxies of a rollout's step (spec.configRollout of the
+	// Envoy), the others keep the previous version; the message names the
+	// step and why it waits.
+	EnvoyConfigReasonRollingOut = "RollingOut"
+	// EnvoyConfigReasonRolloutAborted (Published False, Degraded True): a
+	// proxy rejected the current content during its rollout, and every
+	// proxy is served the previous version until the content changes; the
+	// message names the proxy and its error.
+	EnvoyConfigReasonRolloutAborted = "RolloutAborted"
 	// EnvoyConfigReasonRolledBack (Published False, Degraded True): every
 	// proxy rejected the fleet's newest version, and the newest version they
 	// all accepted is served again.

@@ -152,6 +152,58 @@ type EnvoySpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k.lowerAscii()).hasValue())",message="every key must be a valid annotation key: an optional DNS subdomain prefix and '/', then a name of at most 63 alphanumeric characters, '-', '_' or '.' that starts and ends with an alphanumeric character"
 	// +kubebuilder:validation:XValidation:rule="!('kube-envoy-controller.io/bootstrap-hash' in self)",message="kube-envoy-controller.io/bootstrap-hash is set by the operator"
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+
+	// ConfigRollout has a change of the fleet's EnvoyConfigs served to a few
+	// of its proxies first, then to more, step by step, and to all of them
+	// last. A step goes on once every proxy of it accepted the new
+	// configuration and bakeSeconds passed; one proxy's rejection serves
+	// every proxy the previous configuration again, and the change is not
+	// rolled out again until the content changes. The same proxies lead
+	// every rollout (the first in the order of a hash of their pod's name).
+	// Endpoints and Secrets are not staged: they follow the pods and the
+	// Secrets at once. Without it, a change is served to every proxy at
+	// once. Applies to fleets of the built-in xDS server.
+	// +optional
+	ConfigRollout *EnvoyConfigRollout `json:"configRollout,omitempty"`
+}
+
+// EnvoyConfigRollout is how a change of a fleet's configuration is rolled
+// out across its proxies.
+type EnvoyConfigRollout struct {
+	// Steps are how many of the fleet's connected proxies are served the
+	// new configuration at each step, as a number or a percentage (rounded
+	// up); a step serves at least one proxy, and every step's proxies
+	// include the previous step's. After the last step, every proxy is.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=10
+	Steps []EnvoyConfigRolloutStep `json:"steps"`
+
+	// BakeSeconds is how long a step's proxies run the new configuration,
+	// all of them having accepted it, before the next step. Defaults to 60.
+	// +optional
+	// +kubebuilder:default=60
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	BakeSeconds *int32 `json:"bakeSeconds,omitempty"`
+}
+
+// EnvoyConfigRolloutStep is one step of a rollout: a number of proxies or a
+// percentage of them.
+// +kubebuilder:validation:XValidation:rule="has(self.proxies) != has(self.percent)",message="set exactly one of proxies and percent"
+type EnvoyConfigRolloutStep struct {
+	// Proxies is how many proxies the step serves.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	Proxies *int32 `json:"proxies,omitempty"`
+
+	// Percent is the share of the fleet's connected proxies the step serves.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Percent *int32 `json:"percent,omitempty"`
 }
 
 // EnvoySpreadConstraint spreads a fleet's proxies over a topology: the

@@ -15,6 +15,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -65,6 +66,8 @@ type Reconciler struct {
 	Namespace string
 	// Policy is the content policy: what is refused is never served.
 	Policy translate.Policy
+	// Now is the clock of rollouts' bake times; nil is time.Now.
+	Now func() time.Time
 	// Name, when set, names the controller instead of ControllerName, in
 	// its metrics too: a test that runs more than one replica in a process
 	// tells their queues apart by it.
@@ -203,5 +206,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.retireLegacy(ctx, w, rec); err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.report(ctx, w, ir, rec, reports)
+	res, err := r.report(ctx, w, ir, rec, reports)
+	if after := rec.rollout.RecheckAfter; err == nil && after > 0 && (res.RequeueAfter == 0 || after < res.RequeueAfter) {
+		res.RequeueAfter = after // the step's bake ends: decide again then
+	}
+	return res, err
 }

@@ -9,13 +9,16 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
@@ -37,6 +40,8 @@ type recording struct {
 	unusable error
 	// err is why the leader's decision could not be recorded.
 	err error
+	// rollout is the leader's decision on the served revision's rollout.
+	rollout publish.RolloutDecision
 }
 
 // stored is the recording of what was read, before any decision.
@@ -62,11 +67,13 @@ func (rec recording) ends() (ctrl.Result, bool) {
 func (rec recording) clashed() bool { return apierrors.IsAlreadyExists(rec.err) }
 
 // record is the leader's phase: it decides what the fleet is served next
-// (publish.Decide), from the replicas' reports, and, when that changes the
-// history or the stored one is unreadable, records it and announces it.
+// (publish.Decide) and how far its rollout goes (publish.Roll), from the
+// replicas' reports, and, when that changes the history or the stored one
+// is unreadable, records it and announces it.
 func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR, reports []report.Report) recording {
 	rec := stored(w)
 	d := publish.Decide(rec.history, ir, acks(reports, w, rec.history), publish.RejectionsOf(w.configs, ir.Version))
+	rec.rollout = publish.Roll(rec.history, &d, rolloutPolicy(w.envoy), report.Answers(reports, w.id.String()), r.now())
 	if rec.readable && !d.Changed(rec.history) {
 		return rec
 	}
@@ -86,6 +93,30 @@ func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR, repo
 		rec.history, rec.readable = d.History, true
 	}
 	return rec
+}
+
+// rolloutPolicy is the rollout policy of the fleet of Envoy e (nil when
+// there is none, or no Envoy): a rollout serves two revisions of the
+// built-in xDS server, so a fleet of another server has none.
+func rolloutPolicy(e *examplev1.Envoy) *publish.RolloutPolicy {
+	if e == nil || e.Spec.ConfigRollout == nil || !fleet.BuiltinXDS(e) {
+		return nil
+	}
+	p := &publish.RolloutPolicy{Bake: 60 * time.Second}
+	if b := e.Spec.ConfigRollout.BakeSeconds; b != nil {
+		p.Bake = time.Duration(*b) * time.Second
+	}
+	for _, st := range e.Spec.ConfigRollout.Steps {
+		p.Steps = append(p.Steps, publish.RolloutStep{Proxies: ptr.Deref(st.Proxies, 0), Percent: ptr.Deref(st.Percent, 0)})
+	}
+	return p
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
 }
 
 // acks counts the fleet's proxies, on every replica (reports), with

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -61,6 +62,7 @@ func fleetState(ir translate.IR, rec recording, acks publish.Acks, envoyMissing 
 	if rev := h.Served(); rev != nil && rev.Rejected != "" && s.Rejected == "" {
 		s.ServedRejected = rev.Rejected
 	}
+	s.Rollout = rolloutState(h, rec.rollout)
 	if rec.unusable != nil {
 		s.HistoryUnusable = fmt.Sprintf("the fleet's revision history in %s was unusable (%v): ", where, rec.unusable)
 		if rec.readable {
@@ -78,6 +80,31 @@ func fleetState(ir translate.IR, rec recording, acks publish.Acks, envoyMissing 
 		s.PublishError = p
 	}
 	return s
+}
+
+// rolloutState says where the rollout of h's served revision stands, as
+// the leader decided it (d), for the status: nil when every proxy is
+// served it. It names no time that passes: a step that bakes says until
+// when, so that the status is not written again as the time passes.
+func rolloutState(h publish.History, d publish.RolloutDecision) *RolloutState {
+	r := h.Rollout
+	if r == nil || r.Revision != h.Current {
+		return nil
+	}
+	st := &RolloutState{Rollout: *r, Proxies: len(d.Serve)}
+	for _, v := range d.Serve {
+		if v == r.Revision {
+			st.Served++
+		}
+	}
+	switch {
+	case r.Phase != publish.RolloutProgressing:
+	case !d.BakeEnds.IsZero():
+		st.Waiting = "its proxies accepted it; the step bakes until " + d.BakeEnds.UTC().Format(time.RFC3339)
+	default:
+		st.Waiting = d.Waiting
+	}
+	return st
 }
 
 // ownStatuses remembers, by EnvoyConfig (its UID), the last status write

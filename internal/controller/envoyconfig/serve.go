@@ -7,6 +7,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -46,7 +47,18 @@ func (r *Reconciler) serve(ctx context.Context, w *world, ir translate.IR, rec r
 	switch servingOf(rec.history, rec.readable, w.unrecorded()) {
 	case serveRevision:
 		resources, _ := translate.Render(r.Policy, rec.history.Served().Configs, w.current, w.slices, w.secrets)
-		return r.set(ctx, w, rec.history.Current, resources)
+		var staged *server.Staged
+		if prev, ok := rec.history.Staged(); ok {
+			// While the served revision rolls out, the proxies its step does
+			// not lead are served the previous one, with the same endpoints
+			// and Secrets: those are not staged.
+			prevResources, _ := translate.Render(r.Policy, prev.Configs, w.current, w.slices, w.secrets)
+			staged = &server.Staged{Rollout: *rec.history.Rollout, Version: prev.Version, Resources: prevResources}
+		}
+		if err := r.Server.SetFleetRollout(ctx, w.id.String(), rec.history.Current, resources, staged); err != nil {
+			return fmt.Errorf("serving %s: %w", w.id, err)
+		}
+		return nil
 	case serveIR:
 		return r.set(ctx, w, ir.Version, ir.Resources)
 	case serveNothing:

@@ -43,6 +43,37 @@ type State struct {
 	// HistoryUnusable, when set, says that the fleet's stored history was
 	// unusable, and what became of it.
 	HistoryUnusable string
+	// Rollout is where the served version's rollout stands, while it is
+	// under way or aborted.
+	Rollout *RolloutState
+}
+
+// RolloutState is where the rollout of the served version stands.
+type RolloutState struct {
+	publish.Rollout
+	// Served of Proxies connected proxies are served the version.
+	Served, Proxies int
+	// Waiting says why its step is not promoted yet.
+	Waiting string
+}
+
+// message describes the rollout for the Published condition.
+func (r RolloutState) message() string {
+	msg := fmt.Sprintf("rolling out as version %s: step %d, served to %d of %d connected proxies; the others keep version %s",
+		r.Revision, r.Step+1, r.Served, r.Proxies, r.Previous)
+	if r.Waiting != "" {
+		msg += "; " + r.Waiting
+	}
+	return msg
+}
+
+// aborted describes an aborted rollout.
+func (r RolloutState) aborted() string {
+	why := "it was aborted by hand"
+	if a := r.Aborted; a != nil && !a.ByHand {
+		why = fmt.Sprintf("proxy %q rejected it: %s", a.Proxy, a.Detail)
+	}
+	return fmt.Sprintf("the rollout of version %s was aborted (%s); every proxy is served version %s until the content changes", r.Revision, why, r.Previous)
 }
 
 // Status returns the status c should have. Conditions start from c's current
@@ -100,6 +131,10 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 		set(examplev1.EnvoyConfigConditionPublished, metav1.ConditionFalse, examplev1.EnvoyConfigReasonRejected, "every proxy rejected the newest version: "+s.Rejected)
 	case s.PublishError != nil:
 		set(examplev1.EnvoyConfigConditionPublished, metav1.ConditionFalse, examplev1.EnvoyConfigReasonPublishFailed, s.PublishError.Message)
+	case s.Rollout != nil && s.Rollout.Phase == publish.RolloutAborted && cs.Choice == translate.ChoiceCurrent:
+		set(examplev1.EnvoyConfigConditionPublished, metav1.ConditionFalse, examplev1.EnvoyConfigReasonRolloutAborted, s.Rollout.aborted())
+	case s.Rollout != nil && s.Rollout.Phase == publish.RolloutProgressing && cs.Choice == translate.ChoiceCurrent:
+		set(examplev1.EnvoyConfigConditionPublished, metav1.ConditionTrue, examplev1.EnvoyConfigReasonRollingOut, s.Rollout.message())
 	case cs.Choice != translate.ChoiceCurrent:
 		set(examplev1.EnvoyConfigConditionPublished, metav1.ConditionFalse, examplev1.EnvoyConfigReasonNotPublished, "this version is not served: "+kept)
 	default:
@@ -120,6 +155,8 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, s.PublishError.Reason, s.PublishError.Message)
 	case s.HistoryUnusable != "":
 		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonHistoryUnusable, s.HistoryUnusable)
+	case s.Rollout != nil && s.Rollout.Phase == publish.RolloutAborted:
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonRolloutAborted, s.Rollout.aborted())
 	case s.Proxies.Nacked > 0:
 		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonNacked,
 			fmt.Sprintf("%d of %d proxies rejected version %s: %s", s.Proxies.Nacked, s.Proxies.Connected, s.PublishedVersion, s.Proxies.LastNACK))

@@ -208,7 +208,8 @@ func (fleetsOfConfig) Generic(_ context.Context, e event.GenericEvent, q workque
 // (enqueueOnElection), and reads them all. Nor is a follower woken by an
 // update of a history that leaves what it serves as it is: one whose
 // served version, as the history's metadata names it, was and is the
-// version this replica serves the fleet, such as the leader's mark that
+// version this replica serves the fleet, and whose rollout, if any, serves
+// the same proxies, such as the leader's mark that
 // the proxies accepted it. The served revision's content is the content
 // that hashes to its version, and a follower serves nothing else of the
 // history. The leader is woken by every change of a history but its own
@@ -277,5 +278,6 @@ func (h controlPlaneConfigMaps) servesAsIs(id fleet.ID, old, o client.Object) bo
 	}
 	v, ok := o.GetAnnotations()[history.VersionAnnotation]
 	w, wok := old.GetAnnotations()[history.VersionAnnotation]
-	return ok && wok && v == w && h.r.Server.Version(id.String()) == v
+	rolling := o.GetAnnotations()[history.RolloutAnnotation] != old.GetAnnotations()[history.RolloutAnnotation]
+	return ok && wok && v == w && !rolling && h.r.Server.Version(id.String()) == v
 }

@@ -43,6 +43,10 @@ const (
 	FleetAnnotation = "kube-envoy-controller.io/fleet"
 	// VersionAnnotation shows the served version, for people.
 	VersionAnnotation = "kube-envoy-controller.io/xds-version"
+	// RolloutAnnotation shows, while the served version rolls out, which
+	// proxies are served it (publish.Rollout.Key): a replica serves anew
+	// when it changes.
+	RolloutAnnotation = "kube-envoy-controller.io/xds-rollout"
 	historyKey        = "history.json.gz"
 	historyPrefix     = "kube-envoy-controller-xds-history-"
 	// maxStored stays under the API server's 1 MiB limit on a ConfigMap.
@@ -63,8 +67,8 @@ func Name(id fleet.ID) string {
 
 // ConfigMap returns the ConfigMap, in namespace (the operator's),
 // that stores h for fleet id. When h does not fit, the contents of
-// revisions other than the served one and its rollback target are dropped
-// first.
+// revisions other than the served one, its rollback target and the one a
+// rollout serves the other proxies are dropped first.
 func ConfigMap(namespace string, id fleet.ID, h publish.History) (*corev1.ConfigMap, error) {
 	h.Fleet = id.String()
 	data, err := encode(h)
@@ -73,9 +77,10 @@ func ConfigMap(namespace string, id fleet.ID, h publish.History) (*corev1.Config
 	}
 	if len(data) > maxStored {
 		target := h.RollbackTarget()
-		kept := make([]publish.Revision, 0, 2)
+		staged, _ := h.Staged()
+		kept := make([]publish.Revision, 0, 3)
 		for _, r := range h.Revisions {
-			if r.Version == h.Current || (target != nil && r.Version == target.Version) {
+			if r.Version == h.Current || (target != nil && r.Version == target.Version) || (staged != nil && r.Version == staged.Version) {
 				kept = append(kept, r)
 			}
 		}
@@ -87,6 +92,10 @@ func ConfigMap(namespace string, id fleet.ID, h publish.History) (*corev1.Config
 			return nil, fmt.Errorf("the fleet's configuration takes %d KiB compressed, more than a ConfigMap holds (%d KiB)", len(data)>>10, maxStored>>10)
 		}
 	}
+	annotations := map[string]string{FleetAnnotation: id.String(), VersionAnnotation: h.Current}
+	if h.Rollout != nil {
+		annotations[RolloutAnnotation] = h.Rollout.Key()
+	}
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      Name(id),
@@ -96,7 +105,7 @@ func ConfigMap(namespace string, id fleet.ID, h publish.History) (*corev1.Config
 				objects.ComponentLabel: Component,
 				FleetNamespaceLabel:    id.Namespace,
 			},
-			Annotations: map[string]string{FleetAnnotation: id.String(), VersionAnnotation: h.Current},
+			Annotations: annotations,
 		},
 		BinaryData: map[string][]byte{historyKey: data},
 	}, nil

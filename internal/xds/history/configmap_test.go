@@ -3,6 +3,8 @@ package history
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -239,4 +241,57 @@ func TestAdoptLegacy(t *testing.T) {
 	if _, ok := AdoptLegacy(legacy(t, h), edge, ""); ok {
 		t.Error("adopted a legacy history that no status vouches for")
 	}
+}
+
+// A history that records a rollout reads back with it, says in its
+// metadata which proxies it serves (for the replicas' watches), and, when
+// it must drop the content of revisions to fit, keeps the content of the
+// revision the rollout serves the other proxies.
+func TestHistoryKeepsItsRollout(t *testing.T) {
+	served, previous := stored("b", false), stored("a", false)
+	r := publish.Rollout{Revision: served.Version, Previous: previous.Version, Phase: publish.RolloutProgressing, Cut: "00000000000000ff"}
+	h := publish.History{Current: served.Version, Revisions: []publish.Revision{served, previous}, Rollout: &r}
+	cm, err := ConfigMap(operatorNS, edge, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cm.Annotations[RolloutAnnotation]; got != r.Key() {
+		t.Errorf("rollout annotation %q, want %q", got, r.Key())
+	}
+	got, err := Read(cm, operatorNS, edge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Rollout == nil || *got.Rollout != r {
+		t.Errorf("read back rollout %+v, want %+v", got.Rollout, r)
+	}
+
+	// Too large to keep every revision's content: the staged one stays.
+	big := func(name string) publish.Revision {
+		c := content(edge.Namespace, name)
+		c[0].Spec.Resources.Clusters[0].Raw = []byte(`{"name": "` + name + `", "alt_stat_name": "` + randomText(t, 450<<10) + `", "connect_timeout": "1s"}`)
+		return publish.Revision{Version: translate.VersionOf(c), Configs: c}
+	}
+	cur, prev, other := big("c"), big("d"), big("e")
+	r = publish.Rollout{Revision: cur.Version, Previous: prev.Version, Phase: publish.RolloutProgressing}
+	h = publish.History{Current: cur.Version, Revisions: []publish.Revision{cur, other, prev}, Rollout: &r}
+	if cm, err = ConfigMap(operatorNS, edge, h); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = Read(cm, operatorNS, edge); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := got.Staged(); !ok || s.Version != prev.Version || got.Find(other.Version) != nil {
+		t.Errorf("kept %s; staged %v", got.String(), ok)
+	}
+}
+
+// randomText is n bytes of base64 text that gzip cannot shrink much.
+func randomText(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n*3/4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
 }

@@ -55,6 +55,9 @@ type History struct {
 	// in a revision, as Decide attributed it: translation serves the
 	// EnvoyConfig's published content instead while its content is that.
 	Withheld map[string]translate.Withheld `json:"withheld,omitempty"`
+	// Rollout is the rollout of Current while it is under way or aborted
+	// (Roll); nil when every proxy is served Current.
+	Rollout *Rollout `json:"rollout,omitempty"`
 }
 
 // String lists the history's versions, most recent first, as
@@ -98,6 +101,10 @@ func (h History) clone() History {
 	if len(h.Withheld) > 0 {
 		out.Withheld = make(map[string]translate.Withheld, len(h.Withheld))
 		maps.Copy(out.Withheld, h.Withheld)
+	}
+	if h.Rollout != nil {
+		r := h.Rollout.clone()
+		out.Rollout = &r
 	}
 	return out
 }
@@ -152,7 +159,8 @@ type Decision struct {
 // Changed reports whether the history must be written.
 func (d Decision) Changed(prev History) bool {
 	if d.History.Fleet != prev.Fleet || d.History.Current != prev.Current || len(d.History.Revisions) != len(prev.Revisions) ||
-		!maps.Equal(d.History.Withheld, prev.Withheld) {
+		!maps.Equal(d.History.Withheld, prev.Withheld) || (d.History.Rollout == nil) != (prev.Rollout == nil) ||
+		d.History.Rollout != nil && !d.History.Rollout.equal(*prev.Rollout) {
 		return true
 	}
 	for i, r := range d.History.Revisions {
@@ -347,6 +355,9 @@ func (h *History) prune(offered string) {
 	keep := map[string]bool{}
 	if h.Current != "" {
 		keep[h.Current] = true
+	}
+	if h.Rollout != nil && h.Rollout.Previous != "" {
+		keep[h.Rollout.Previous] = true // what the proxies outside the rollout are served
 	}
 	if target != nil {
 		keep[target.Version] = true

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 )
 
 // A progressive rollout serves a fleet's new revision to a few of its
@@ -138,6 +140,54 @@ func (r Rollout) settled() string {
 	return r.Previous
 }
 
+func (r Rollout) clone() Rollout {
+	if r.Aborted != nil {
+		a := *r.Aborted
+		r.Aborted = &a
+	}
+	return r
+}
+
+// Staged returns the previous revision the proxies outside h's rollout are
+// served, and whether there is one: while a rollout of Current is under way
+// or aborted, and the history keeps that revision's content.
+func (h History) Staged() (*Revision, bool) {
+	if h.Rollout == nil || h.Rollout.Phase == RolloutComplete || h.Rollout.Revision != h.Current {
+		return nil, false
+	}
+	r := h.Find(h.Rollout.Previous)
+	return r, r != nil && r.Rejected == ""
+}
+
+// Roll steps the rollout of d's served revision on, from the rollout
+// recorded in prev (StepRollout), under policy (nil: none), and records it
+// in d's history: nil once every proxy is served the revision. Its events
+// join d's. A history of an earlier release, which records no rollout,
+// counts as one complete at its served revision. When the history does not
+// keep the content of the revision every proxy ran before (it was rejected,
+// or pruned), there is nothing to serve the other proxies, and the
+// revision is served to all at once.
+func Roll(prev History, d *Decision, policy *RolloutPolicy, proxies map[string]ProxyAnswer, now time.Time) RolloutDecision {
+	state := Rollout{}
+	switch {
+	case prev.Rollout != nil:
+		state = prev.Rollout.clone()
+	case prev.Current != "":
+		state = Rollout{Revision: prev.Current, Phase: RolloutComplete}
+	}
+	if r := d.History.Find(state.settled()); r == nil || r.Rejected != "" {
+		policy = nil
+	}
+	rd := StepRollout(RolloutInput{Policy: policy, State: state, Target: d.History.Current, Rollback: d.Action == RollBack, Proxies: proxies, Now: now})
+	d.History.Rollout = nil
+	if rd.Rollout.Phase != RolloutComplete && d.History.Current != "" {
+		r := rd.Rollout
+		d.History.Rollout = &r
+	}
+	d.Events = append(d.Events, rd.Events...)
+	return rd
+}
+
 func (r Rollout) equal(o Rollout) bool {
 	return r.Revision == o.Revision && r.Previous == o.Previous && r.Phase == o.Phase && r.Step == o.Step &&
 		r.StepStarted.Equal(o.StepStarted) && r.Cut == o.Cut && r.PromotedByHand == o.PromotedByHand &&
@@ -265,11 +315,11 @@ const (
 
 // Event reasons of rollouts.
 const (
-	ReasonRolloutStarted    = "RolloutStarted"
-	ReasonRolloutSuperseded = "RolloutSuperseded"
-	ReasonRolloutPromoted   = "RolloutPromoted"
-	ReasonRolloutCompleted  = "RolloutCompleted"
-	ReasonRolloutAborted    = "RolloutAborted"
+	ReasonRolloutStarted    = examplev1.EnvoyEventRolloutStarted
+	ReasonRolloutSuperseded = examplev1.EnvoyEventRolloutSuperseded
+	ReasonRolloutPromoted   = examplev1.EnvoyEventRolloutPromoted
+	ReasonRolloutCompleted  = examplev1.EnvoyEventRolloutCompleted
+	ReasonRolloutAborted    = examplev1.EnvoyEventRolloutAborted
 )
 
 // RolloutDecision is what StepRollout decided.
@@ -281,8 +331,10 @@ type RolloutDecision struct {
 	Serve map[string]string
 	// Waiting says why a step that is under way is not promoted yet.
 	Waiting string
-	// RecheckAfter, when not zero, is when the step's bake ends: decide again then.
+	// RecheckAfter, when not zero, is when the step's bake ends: decide again
+	// then. BakeEnds is that time.
 	RecheckAfter time.Duration
+	BakeEnds     time.Time
 	// Superseded is the revision whose rollout a new one cut short.
 	Superseded string
 	Events     []Event
@@ -420,7 +472,7 @@ func StepRollout(in RolloutInput) RolloutDecision {
 	}
 	if left := s.StepStarted.Add(in.Policy.Bake).Sub(now); left > 0 && !s.PromotedByHand {
 		d.Action, d.Waiting = RolloutWaits, fmt.Sprintf("step %d of %d: baking, %s left", step+1, len(steps), left.Round(time.Second))
-		d.RecheckAfter = left
+		d.RecheckAfter, d.BakeEnds = left, s.StepStarted.Add(in.Policy.Bake)
 		return d.finish(s, nodes)
 	}
 

@@ -633,3 +633,57 @@ func BenchmarkStepRollout(b *testing.B) {
 		})
 	}
 }
+
+// Roll records in the decision's history the rollout of its served
+// revision: none without a policy, or once complete; a history of an
+// earlier release counts as complete at its served revision; a revision
+// whose predecessor the history cannot serve goes to every proxy at once.
+func TestRoll(t *testing.T) {
+	policy := &RolloutPolicy{Steps: []RolloutStep{{Proxies: 1}}, Bake: time.Minute}
+	proxies := map[string]ProxyAnswer{"pod-a": {Acked: "v1"}, "pod-b": {Acked: "v1"}}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	settled := History{Current: "v1", Revisions: []Revision{rev("v1", true, "")}}
+	tests := []struct {
+		name   string
+		prev   History
+		policy *RolloutPolicy
+		action RolloutAction
+		phase  RolloutPhase // "" when the history records no rollout
+	}{
+		{"no policy: served to all", settled, nil, RolloutCompletes, ""},
+		{"a policy: the first step", settled, policy, RolloutStarts, RolloutProgressing},
+		{"nothing served before: served to all", History{}, policy, RolloutCompletes, ""},
+		{"the predecessor was rejected: served to all", History{Current: "v1", Revisions: []Revision{rev("v1", false, "refused")}}, policy, RolloutCompletes, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.prev, ir("v2"), Acks{}, nil)
+			rd := Roll(tc.prev, &d, tc.policy, proxies, now)
+			if rd.Action != tc.action {
+				t.Errorf("action %s, want %s", rd.Action, tc.action)
+			}
+			switch r := d.History.Rollout; {
+			case tc.phase == "" && r != nil:
+				t.Errorf("the history records a rollout: %+v", *r)
+			case tc.phase != "" && (r == nil || r.Phase != tc.phase || r.Revision != "v2" || r.Previous != "v1"):
+				t.Errorf("the history records %+v, want v2 %s after v1", r, tc.phase)
+			}
+			if tc.phase == "" {
+				return
+			}
+			if !d.Changed(tc.prev) || len(d.Events) == 0 {
+				t.Errorf("changed %v, events %v", d.Changed(tc.prev), d.Events)
+			}
+			staged, ok := d.History.Staged()
+			if !ok || staged.Version != "v1" {
+				t.Errorf("staged %+v (%v), want v1", staged, ok)
+			}
+			// The next decision, with nothing new, keeps the rollout as it is.
+			next := Decide(d.History, ir("v2"), Acks{Connected: 2, Acked: 0}, nil)
+			Roll(d.History, &next, tc.policy, proxies, now)
+			if next.Changed(d.History) {
+				t.Errorf("a decision on nothing new changed the history: %v", next.History)
+			}
+		})
+	}
+}

@@ -40,6 +40,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.EnvoyAutoscalingApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyConfig"):
 		return &examplev1.EnvoyConfigApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("EnvoyConfigRollout"):
+		return &examplev1.EnvoyConfigRolloutApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("EnvoyConfigRolloutStep"):
+		return &examplev1.EnvoyConfigRolloutStepApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyConfigSpec"):
 		return &examplev1.EnvoyConfigSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyConfigStatus"):

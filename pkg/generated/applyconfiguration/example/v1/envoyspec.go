@@ -76,6 +76,17 @@ type EnvoySpecApplyConfiguration struct {
 	PodLabels map[string]string `json:"podLabels,omitempty"`
 	// PodAnnotations are added to the annotations of the fleet's pods.
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+	// ConfigRollout has a change of the fleet's EnvoyConfigs served to a few
+	// of its proxies first, then to more, step by step, and to all of them
+	// last. A step goes on once every proxy of it accepted the new
+	// configuration and bakeSeconds passed; one proxy's rejection serves
+	// every proxy the previous configuration again, and the change is not
+	// rolled out again until the content changes. The same proxies lead
+	// every rollout (the first in the order of a hash of their pod's name).
+	// Endpoints and Secrets are not staged: they follow the pods and the
+	// Secrets at once. Without it, a change is served to every proxy at
+	// once. Applies to fleets of the built-in xDS server.
+	ConfigRollout *EnvoyConfigRolloutApplyConfiguration `json:"configRollout,omitempty"`
 }
 
 // EnvoySpecApplyConfiguration constructs a declarative configuration of the EnvoySpec type for use with
@@ -231,5 +242,13 @@ func (b *EnvoySpecApplyConfiguration) WithPodAnnotations(entries map[string]stri
 	for k, v := range entries {
 		b.PodAnnotations[k] = v
 	}
+	return b
+}
+
+// WithConfigRollout sets the ConfigRollout field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ConfigRollout field is set to the value of the last call.
+func (b *EnvoySpecApplyConfiguration) WithConfigRollout(value *EnvoyConfigRolloutApplyConfiguration) *EnvoySpecApplyConfiguration {
+	b.ConfigRollout = value
 	return b
 }

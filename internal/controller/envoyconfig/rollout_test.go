@@ -1,0 +1,176 @@
+package envoyconfig
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
+)
+
+// sentClusters returns the version of clusters the server last sent each
+// proxy of fleetID, by node id, as its tracker saw the responses go.
+func sentClusters(fleetID string) map[string]string {
+	out := map[string]string{}
+	for _, p := range xdsServer.Tracker().Proxies() {
+		if p.Fleet == fleetID {
+			out[p.Node] = p.Types[resourcev3.ClusterType].Sent
+		}
+	}
+	return out
+}
+
+// waitRollout waits until the EnvoyConfig's Published condition has reason
+// and a message that contains each of want.
+func waitRollout(t *testing.T, cfg *examplev1.EnvoyConfig, reason string, want ...string) *examplev1.EnvoyConfig {
+	t.Helper()
+	return waitStatus(t, cfg, fmt.Sprintf("Published %s %q", reason, want), func(c *examplev1.EnvoyConfig) bool {
+		p := condition(c, examplev1.EnvoyConfigConditionPublished)
+		if p.Reason != reason {
+			return false
+		}
+		for _, w := range want {
+			if !strings.Contains(p.Message, w) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// A fleet with a rollout policy (one proxy, then half of them, no bake) is
+// served a change step by step, through its own replica's report of each
+// proxy's answer: the first step's proxy alone, then half of the fleet,
+// then all of it. A change that the first step's proxy rejects is aborted:
+// that proxy is served the previous version again, and no other proxy is
+// ever sent the change. The EnvoyConfig's status and the Envoy's events say
+// where the rollout stands.
+func TestRolloutStepByStep(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	steps := []examplev1.EnvoyConfigRolloutStep{{Proxies: ptr.To[int32](1)}, {Percent: ptr.To[int32](50)}}
+	e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns},
+		Spec: examplev1.EnvoySpec{ConfigRollout: &examplev1.EnvoyConfigRollout{Steps: steps, BakeSeconds: ptr.To[int32](0)}}}
+	create(t, e)
+	fleetID := ns + "/edge"
+	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
+	create(t, cfg)
+
+	var nodes []string
+	proxies := map[string]*xdstest.Proxy{}
+	addr := xdsClient(t)
+	for i := range 6 {
+		node := fmt.Sprintf("edge-%d", i)
+		nodes = append(nodes, node)
+		proxies[node] = xdstest.Connect(t, dialFleet(t, addr, fleetID), fleetID, node, resourcev3.ClusterType)
+	}
+	var v1 string
+	for _, node := range nodes {
+		v1, _ = firstClusters(t, proxies[node])
+	}
+	waitStatus(t, cfg, "every proxy to ACK", func(c *examplev1.EnvoyConfig) bool {
+		return c.Status.Proxies.Acked == 6 && condition(c, examplev1.EnvoyConfigConditionPublished).Reason == examplev1.EnvoyConfigReasonPublished
+	})
+
+	edit := func(clusters ...string) {
+		t.Helper()
+		patch := client.MergeFrom(cfg.DeepCopy())
+		cfg.Spec.Resources.Clusters = cfg.Spec.Resources.Clusters[:1]
+		for _, c := range clusters {
+			cfg.Spec.Resources.Clusters = append(cfg.Spec.Resources.Clusters, cluster(c, "2s"))
+		}
+		if err := suite.Client.Patch(ctx, cfg, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// receive has each of nodes take its next response, and answers it.
+	receive := func(nodes []string, nack string) string {
+		t.Helper()
+		var version string
+		for _, node := range nodes {
+			v, names := clusterNames(t, proxies[node], nack)
+			if version != "" && v != version {
+				t.Fatalf("%s was sent %s %v, another proxy %s", node, v, names, version)
+			}
+			version = v
+		}
+		return version
+	}
+	// onlyLead checks that no proxy but those of lead was sent version v.
+	onlyLead := func(lead []string, v string) {
+		t.Helper()
+		for node, sent := range sentClusters(fleetID) {
+			if sent == v && !slices.Contains(lead, node) {
+				t.Fatalf("proxy %s, not in the step's %v, was sent %s", node, lead, v)
+			}
+		}
+	}
+	policy := []publish.RolloutStep{{Proxies: 1}, {Percent: 50}}
+
+	// Step 1: one proxy.
+	edit("canary")
+	first := publish.SelectProxies(policy, 0, nodes)
+	v2 := receive(first, "")
+	if v2 == v1 {
+		t.Fatalf("the first step's proxy was sent %s again", v1)
+	}
+	onlyLead(first, v2)
+	// Step 2: half of them, the first one among them.
+	second := publish.SelectProxies(policy, 1, nodes)
+	if len(second) != 3 || second[0] != first[0] {
+		t.Fatalf("the second step leads %v after %v", second, first)
+	}
+	if got := receive(second[1:], ""); got != v2 {
+		t.Fatalf("the second step's proxies were sent %s, want %s", got, v2)
+	}
+	onlyLead(second, v2)
+	// Complete: every proxy.
+	var rest []string
+	for _, node := range nodes {
+		if !slices.Contains(second, node) {
+			rest = append(rest, node)
+		}
+	}
+	if got := receive(rest, ""); got != v2 {
+		t.Fatalf("the last proxies were sent %s, want %s", got, v2)
+	}
+	waitStatus(t, cfg, "the rollout to complete", func(c *examplev1.EnvoyConfig) bool {
+		return c.Status.Proxies.Acked == 6 && condition(c, examplev1.EnvoyConfigConditionPublished).Reason == examplev1.EnvoyConfigReasonPublished
+	})
+	for _, ev := range []string{"Normal RolloutStarted", "Normal RolloutPromoted", "Normal RolloutCompleted"} {
+		suite.WaitEvent(t, ns, "edge", ev)
+	}
+
+	// A change the first step's proxy rejects: aborted, and served to no
+	// other proxy; that proxy is sent v2 again.
+	edit("canary", "bad")
+	if v3 := receive(first, "cluster bad: refused"); v3 == v2 {
+		t.Fatalf("the first step's proxy was sent %s again", v2)
+	}
+	got := waitRollout(t, cfg, examplev1.EnvoyConfigReasonRolloutAborted, first[0], "cluster bad: refused", "version "+xdsServer.Version(fleetID))
+	if d := condition(got, examplev1.EnvoyConfigConditionDegraded); d.Reason != examplev1.EnvoyConfigReasonRolloutAborted || d.Status != metav1.ConditionTrue {
+		t.Errorf("Degraded = %+v", d)
+	}
+	if again := receive(first, ""); again != v2 {
+		t.Fatalf("after the abort the first step's proxy was sent %s, want %s again", again, v2)
+	}
+	for node, sent := range sentClusters(fleetID) {
+		if sent != v2 {
+			t.Errorf("after the abort, proxy %s was last sent %s, want %s", node, sent, v2)
+		}
+	}
+	suite.WaitEvent(t, ns, "edge", "Warning RolloutAborted")
+	readHistory(t, fleet.ID{Namespace: ns, Name: "edge"}, "the abort recorded", func(h publish.History) bool {
+		return h.Rollout != nil && h.Rollout.Phase == publish.RolloutAborted && h.Rollout.Aborted.Proxy == first[0]
+	})
+}
