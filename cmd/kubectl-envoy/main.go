@@ -88,7 +88,7 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		"host:port of a replica's debug endpoint, reached directly instead of through port forwarding to the operator's pods; repeatable. "+
 			"Without it, when the operator has no pod, the loopback addresses that an operator run on this host records in Leases of its namespace are used.")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "How long to wait for the operator's replicas.")
-	root.AddCommand(o.proxyStatusCommand(), o.configDumpCommand(), o.validateCommand(), o.diffCommand(), o.versionCommand())
+	root.AddCommand(o.proxyStatusCommand(), o.configDumpCommand(), o.validateCommand(), o.diffCommand(), o.rolloutCommand(), o.versionCommand())
 	return root
 }
 

@@ -150,12 +150,51 @@ type EnvoyConfigStatus struct {
 	// +kubebuilder:validation:MaxItems=5
 	// +listType=atomic
 	RejectedVersions []string `json:"rejectedVersions,omitempty"`
+	// Rollout is where the rollout of the published version stands, while it
+	// rolls out across the fleet's proxies or after it was aborted (the
+	// Envoy's spec.configRollout).
+	// +optional
+	Rollout *ConfigRolloutStatus `json:"rollout,omitempty"`
 	// Conditions: Accepted, Published and Degraded.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// ConfigRolloutStatus is where the rollout of a fleet's published version
+// stands.
+type ConfigRolloutStatus struct {
+	// Version is the version rolled out: the published version.
+	Version string `json:"version"`
+	// PreviousVersion is the version the proxies outside the step are
+	// served: the last one rolled out to every proxy.
+	PreviousVersion string `json:"previousVersion"`
+	// Phase is Progressing, or Aborted: every proxy is served
+	// previousVersion until the content changes.
+	// +kubebuilder:validation:Enum=Progressing;Aborted
+	Phase string `json:"phase"`
+	// Step is the current step, from 1.
+	Step int32 `json:"step"`
+	// ServedProxies of ConnectedProxies are served version.
+	ServedProxies    int32 `json:"servedProxies"`
+	ConnectedProxies int32 `json:"connectedProxies"`
+	// Message says why the step waits, or why the rollout was aborted.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// RolloutPromoteAnnotation, set on an Envoy to <version>/<step>, promotes
+// the rollout of that version past that step without waiting for its bake
+// time; its proxies must still have accepted it. RolloutAbortAnnotation,
+// set to <version>, aborts that version's rollout: every proxy is served
+// the previous version until the content changes. Each names what it was
+// given for, so that one left in place acts once, and never on a later
+// rollout. kubectl envoy rollout promote and abort set them.
+const (
+	RolloutPromoteAnnotation = "kube-envoy-controller.io/rollout-promote"
+	RolloutAbortAnnotation   = "kube-envoy-controller.io/rollout-abort"
+)
 
 // EnvoyConfig declares listeners, routes, clusters, endpoints and secrets for
 // the proxies of one Envoy fleet. The operator validates them and serves them

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,7 +75,9 @@ func (rec recording) clashed() bool { return apierrors.IsAlreadyExists(rec.err) 
 func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR, reports []report.Report) recording {
 	rec := stored(w)
 	d := publish.Decide(rec.history, ir, acks(reports, w, rec.history), publish.RejectionsOf(w.configs, ir.Version))
-	rec.rollout = publish.Roll(rec.history, &d, rolloutPolicy(w.envoy), report.Answers(reports, w.id.String()), r.now())
+	in := publish.RolloutInput{Policy: rolloutPolicy(w.envoy), Proxies: report.Answers(reports, w.id.String()), Now: r.now()}
+	in.Promote, in.Abort = rolloutOrders(w.envoy)
+	rec.rollout = publish.Roll(rec.history, &d, in)
 	if rec.readable && !d.Changed(rec.history) {
 		return rec
 	}
@@ -110,6 +114,24 @@ func rolloutPolicy(e *examplev1.Envoy) *publish.RolloutPolicy {
 		p.Steps = append(p.Steps, publish.RolloutStep{Proxies: ptr.Deref(st.Proxies, 0), Percent: ptr.Deref(st.Percent, 0)})
 	}
 	return p
+}
+
+// rolloutOrders reads the orders to promote or abort a rollout given on
+// Envoy e (examplev1.RolloutPromoteAnnotation and RolloutAbortAnnotation).
+// One that does not parse is no order.
+func rolloutOrders(e *examplev1.Envoy) (promote, abort *publish.RolloutOrder) {
+	if e == nil {
+		return nil, nil
+	}
+	if v, step, ok := strings.Cut(e.Annotations[examplev1.RolloutPromoteAnnotation], "/"); ok {
+		if n, err := strconv.Atoi(step); err == nil && n >= 1 && v != "" {
+			promote = &publish.RolloutOrder{Revision: v, Step: n - 1}
+		}
+	}
+	if v := strings.TrimSpace(e.Annotations[examplev1.RolloutAbortAnnotation]); v != "" {
+		abort = &publish.RolloutOrder{Revision: v}
+	}
+	return promote, abort
 }
 
 func (r *Reconciler) now() time.Time {

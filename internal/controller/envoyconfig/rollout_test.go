@@ -174,3 +174,87 @@ func TestRolloutStepByStep(t *testing.T) {
 		return h.Rollout != nil && h.Rollout.Phase == publish.RolloutAborted && h.Rollout.Aborted.Proxy == first[0]
 	})
 }
+
+// A step that bakes for an hour is promoted by hand (the Envoy's promote
+// annotation, naming the version and the step), and a later rollout is
+// aborted by hand; the EnvoyConfig's status.rollout says where each stands.
+func TestRolloutOrdersByHand(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns},
+		Spec: examplev1.EnvoySpec{ConfigRollout: &examplev1.EnvoyConfigRollout{
+			Steps: []examplev1.EnvoyConfigRolloutStep{{Proxies: ptr.To[int32](1)}}, BakeSeconds: ptr.To[int32](3600)}}}
+	create(t, e)
+	fleetID := ns + "/edge"
+	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
+	create(t, cfg)
+	var nodes []string
+	proxies := map[string]*xdstest.Proxy{}
+	for i := range 3 {
+		node := fmt.Sprintf("edge-%d", i)
+		nodes = append(nodes, node)
+		proxies[node] = xdstest.Connect(t, dialFleet(t, xdsClient(t), fleetID), fleetID, node, resourcev3.ClusterType)
+		firstClusters(t, proxies[node])
+	}
+	waitStatus(t, cfg, "every proxy to ACK", func(c *examplev1.EnvoyConfig) bool { return c.Status.Proxies.Acked == 3 })
+	edit := func(name string) {
+		t.Helper()
+		patch := client.MergeFrom(cfg.DeepCopy())
+		cfg.Spec.Resources.Clusters = append(cfg.Spec.Resources.Clusters, cluster(name, "2s"))
+		if err := suite.Client.Patch(ctx, cfg, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	annotate := func(key, value string) {
+		t.Helper()
+		patch := client.MergeFrom(e.DeepCopy())
+		metav1.SetMetaDataAnnotation(&e.ObjectMeta, key, value)
+		if err := suite.Client.Patch(ctx, e, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	edit("canary")
+	first := publish.SelectProxies([]publish.RolloutStep{{Proxies: 1}}, 0, nodes)[0]
+	clusterNames(t, proxies[first], "")
+	got := waitStatus(t, cfg, "the step to bake", func(c *examplev1.EnvoyConfig) bool {
+		r := c.Status.Rollout
+		return r != nil && r.Phase == "Progressing" && strings.Contains(r.Message, "bakes until")
+	})
+	r := got.Status.Rollout
+	if r.Version != got.Status.PublishedVersion || r.Step != 1 || r.ServedProxies != 1 || r.ConnectedProxies != 3 || r.PreviousVersion == "" {
+		t.Errorf("status.rollout = %+v", *r)
+	}
+	if p := condition(got, examplev1.EnvoyConfigConditionPublished); p.Reason != examplev1.EnvoyConfigReasonRollingOut || p.Status != metav1.ConditionTrue {
+		t.Errorf("Published = %+v", p)
+	}
+	annotate(examplev1.RolloutPromoteAnnotation, fmt.Sprintf("%s/%d", r.Version, r.Step))
+	for _, node := range nodes {
+		if node != first {
+			clusterNames(t, proxies[node], "")
+		}
+	}
+	waitStatus(t, cfg, "the rollout to complete", func(c *examplev1.EnvoyConfig) bool {
+		return c.Status.Rollout == nil && c.Status.Proxies.Acked == 3
+	})
+	suite.WaitEvent(t, ns, "edge", "Normal RolloutCompleted")
+
+	// The next change is aborted by hand while its first step bakes.
+	edit("second")
+	clusterNames(t, proxies[first], "")
+	got = waitStatus(t, cfg, "the next step to bake", func(c *examplev1.EnvoyConfig) bool {
+		r := c.Status.Rollout
+		return r != nil && r.Version != got.Status.PublishedVersion && strings.Contains(r.Message, "bakes until")
+	})
+	annotate(examplev1.RolloutAbortAnnotation, got.Status.Rollout.Version)
+	got = waitStatus(t, cfg, "the rollout aborted", func(c *examplev1.EnvoyConfig) bool {
+		return c.Status.Rollout != nil && c.Status.Rollout.Phase == "Aborted"
+	})
+	if !strings.Contains(got.Status.Rollout.Message, "aborted by hand") {
+		t.Errorf("status.rollout = %+v", *got.Status.Rollout)
+	}
+	// The first proxy is served the previous version again.
+	if v, names := clusterNames(t, proxies[first], ""); len(names) != 2 {
+		t.Errorf("after the abort, the first proxy got %s %v, want the two clusters of the previous version", v, names)
+	}
+}

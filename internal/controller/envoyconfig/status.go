@@ -67,6 +67,19 @@ func (r RolloutState) message() string {
 	return msg
 }
 
+// status is the rollout's part of an EnvoyConfig's status; nil for none.
+func (r *RolloutState) status() *examplev1.ConfigRolloutStatus {
+	if r == nil {
+		return nil
+	}
+	st := &examplev1.ConfigRolloutStatus{Version: r.Revision, PreviousVersion: r.Previous, Phase: string(r.Phase),
+		Step: int32(r.Step + 1), ServedProxies: int32(r.Served), ConnectedProxies: int32(r.Proxies), Message: r.Waiting}
+	if r.Phase == publish.RolloutAborted {
+		st.Message = r.aborted()
+	}
+	return st
+}
+
 // aborted describes an aborted rollout.
 func (r RolloutState) aborted() string {
 	why := "it was aborted by hand"
@@ -88,6 +101,7 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 			Nacked: int32(s.Proxies.Nacked), LastNACK: publish.Truncate(s.Proxies.LastNACK),
 		},
 		RejectedVersions: rejectedVersions(c, s.RejectedVersion),
+		Rollout:          s.Rollout.status(),
 		Conditions:       append([]metav1.Condition(nil), c.Status.Conditions...),
 	}
 	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {

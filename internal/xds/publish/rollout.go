@@ -160,14 +160,16 @@ func (h History) Staged() (*Revision, bool) {
 }
 
 // Roll steps the rollout of d's served revision on, from the rollout
-// recorded in prev (StepRollout), under policy (nil: none), and records it
+// recorded in prev (StepRollout), and records it
 // in d's history: nil once every proxy is served the revision. Its events
 // join d's. A history of an earlier release, which records no rollout,
 // counts as one complete at its served revision. When the history does not
 // keep the content of the revision every proxy ran before (it was rejected,
 // or pruned), there is nothing to serve the other proxies, and the
 // revision is served to all at once.
-func Roll(prev History, d *Decision, policy *RolloutPolicy, proxies map[string]ProxyAnswer, now time.Time) RolloutDecision {
+// The input's Policy, Proxies, Now and orders are the caller's; its
+// State, Target and Rollback are set here.
+func Roll(prev History, d *Decision, in RolloutInput) RolloutDecision {
 	state := Rollout{}
 	switch {
 	case prev.Rollout != nil:
@@ -176,9 +178,10 @@ func Roll(prev History, d *Decision, policy *RolloutPolicy, proxies map[string]P
 		state = Rollout{Revision: prev.Current, Phase: RolloutComplete}
 	}
 	if r := d.History.Find(state.settled()); r == nil || r.Rejected != "" {
-		policy = nil
+		in.Policy = nil
 	}
-	rd := StepRollout(RolloutInput{Policy: policy, State: state, Target: d.History.Current, Rollback: d.Action == RollBack, Proxies: proxies, Now: now})
+	in.State, in.Target, in.Rollback = state, d.History.Current, d.Action == RollBack
+	rd := StepRollout(in)
 	d.History.Rollout = nil
 	if rd.Rollout.Phase != RolloutComplete && d.History.Current != "" {
 		r := rd.Rollout

@@ -658,7 +658,7 @@ func TestRoll(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			d := Decide(tc.prev, ir("v2"), Acks{}, nil)
-			rd := Roll(tc.prev, &d, tc.policy, proxies, now)
+			rd := Roll(tc.prev, &d, RolloutInput{Policy: tc.policy, Proxies: proxies, Now: now})
 			if rd.Action != tc.action {
 				t.Errorf("action %s, want %s", rd.Action, tc.action)
 			}
@@ -680,7 +680,7 @@ func TestRoll(t *testing.T) {
 			}
 			// The next decision, with nothing new, keeps the rollout as it is.
 			next := Decide(d.History, ir("v2"), Acks{Connected: 2, Acked: 0}, nil)
-			Roll(d.History, &next, tc.policy, proxies, now)
+			Roll(d.History, &next, RolloutInput{Policy: tc.policy, Proxies: proxies, Now: now})
 			if next.Changed(d.History) {
 				t.Errorf("a decision on nothing new changed the history: %v", next.History)
 			}

@@ -34,6 +34,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &demov1alpha1.PodSetStatusApplyConfiguration{}
 
 		// Group=example.com, Version=v1
+	case v1.SchemeGroupVersion.WithKind("ConfigRolloutStatus"):
+		return &examplev1.ConfigRolloutStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("Envoy"):
 		return &examplev1.EnvoyApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyAutoscaling"):

@@ -28,6 +28,10 @@ type EnvoyConfigStatusApplyConfiguration struct {
 	// again, even if the fleet's revision history is lost; they are
 	// forgotten when this EnvoyConfig's content changes.
 	RejectedVersions []string `json:"rejectedVersions,omitempty"`
+	// Rollout is where the rollout of the published version stands, while it
+	// rolls out across the fleet's proxies or after it was aborted (the
+	// Envoy's spec.configRollout).
+	Rollout *ConfigRolloutStatusApplyConfiguration `json:"rollout,omitempty"`
 	// Conditions: Accepted, Published and Degraded.
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
@@ -77,6 +81,14 @@ func (b *EnvoyConfigStatusApplyConfiguration) WithRejectedVersions(values ...str
 	for i := range values {
 		b.RejectedVersions = append(b.RejectedVersions, values[i])
 	}
+	return b
+}
+
+// WithRollout sets the Rollout field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Rollout field is set to the value of the last call.
+func (b *EnvoyConfigStatusApplyConfiguration) WithRollout(value *ConfigRolloutStatusApplyConfiguration) *EnvoyConfigStatusApplyConfiguration {
+	b.Rollout = value
 	return b
 }
 
