@@ -48,17 +48,17 @@ func waitRollout(t *testing.T, cfg *examplev1.EnvoyConfig, reason string, want .
 	})
 }
 
-// A fleet with a rollout policy (one proxy, then half of them, no bake) is
-// served a change step by step, through its own replica's report of each
-// proxy's answer: the first step's proxy alone, then half of the fleet,
-// then all of it. A change that the first step's proxy rejects is aborted:
+// A fleet of 20 proxies with a rollout policy (one proxy, then a quarter
+// of them, then all, no bake) is served a change step by step, through its
+// own replica's report of each proxy's answer: the first step's proxy
+// alone, then a quarter of the fleet, then all of it. A change that the first step's proxy rejects is aborted:
 // that proxy is served the previous version again, and no other proxy is
 // ever sent the change. The EnvoyConfig's status and the Envoy's events say
 // where the rollout stands.
 func TestRolloutStepByStep(t *testing.T) {
 	ctx := context.Background()
 	ns := suite.Namespace(t)
-	steps := []examplev1.EnvoyConfigRolloutStep{{Proxies: ptr.To[int32](1)}, {Percent: ptr.To[int32](50)}}
+	steps := []examplev1.EnvoyConfigRolloutStep{{Proxies: ptr.To[int32](1)}, {Percent: ptr.To[int32](25)}, {Percent: ptr.To[int32](100)}}
 	e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns},
 		Spec: examplev1.EnvoySpec{ConfigRollout: &examplev1.EnvoyConfigRollout{Steps: steps, BakeSeconds: ptr.To[int32](0)}}}
 	create(t, e)
@@ -69,7 +69,7 @@ func TestRolloutStepByStep(t *testing.T) {
 	var nodes []string
 	proxies := map[string]*xdstest.Proxy{}
 	addr := xdsClient(t)
-	for i := range 6 {
+	for i := range 20 {
 		node := fmt.Sprintf("edge-%d", i)
 		nodes = append(nodes, node)
 		proxies[node] = xdstest.Connect(t, dialFleet(t, addr, fleetID), fleetID, node, resourcev3.ClusterType)
@@ -79,7 +79,7 @@ func TestRolloutStepByStep(t *testing.T) {
 		v1, _ = firstClusters(t, proxies[node])
 	}
 	waitStatus(t, cfg, "every proxy to ACK", func(c *examplev1.EnvoyConfig) bool {
-		return c.Status.Proxies.Acked == 6 && condition(c, examplev1.EnvoyConfigConditionPublished).Reason == examplev1.EnvoyConfigReasonPublished
+		return c.Status.Proxies.Acked == 20 && condition(c, examplev1.EnvoyConfigConditionPublished).Reason == examplev1.EnvoyConfigReasonPublished
 	})
 
 	edit := func(clusters ...string) {
@@ -115,7 +115,7 @@ func TestRolloutStepByStep(t *testing.T) {
 			}
 		}
 	}
-	policy := []publish.RolloutStep{{Proxies: 1}, {Percent: 50}}
+	policy := []publish.RolloutStep{{Proxies: 1}, {Percent: 25}, {Percent: 100}}
 
 	// Step 1: one proxy.
 	edit("canary")
@@ -125,16 +125,16 @@ func TestRolloutStepByStep(t *testing.T) {
 		t.Fatalf("the first step's proxy was sent %s again", v1)
 	}
 	onlyLead(first, v2)
-	// Step 2: half of them, the first one among them.
+	// Step 2: a quarter of them, the first one among them.
 	second := publish.SelectProxies(policy, 1, nodes)
-	if len(second) != 3 || second[0] != first[0] {
+	if len(second) != 5 || second[0] != first[0] {
 		t.Fatalf("the second step leads %v after %v", second, first)
 	}
 	if got := receive(second[1:], ""); got != v2 {
 		t.Fatalf("the second step's proxies were sent %s, want %s", got, v2)
 	}
 	onlyLead(second, v2)
-	// Complete: every proxy.
+	// Step 3, the last: every proxy.
 	var rest []string
 	for _, node := range nodes {
 		if !slices.Contains(second, node) {
@@ -145,7 +145,7 @@ func TestRolloutStepByStep(t *testing.T) {
 		t.Fatalf("the last proxies were sent %s, want %s", got, v2)
 	}
 	waitStatus(t, cfg, "the rollout to complete", func(c *examplev1.EnvoyConfig) bool {
-		return c.Status.Proxies.Acked == 6 && condition(c, examplev1.EnvoyConfigConditionPublished).Reason == examplev1.EnvoyConfigReasonPublished
+		return c.Status.Proxies.Acked == 20 && condition(c, examplev1.EnvoyConfigConditionPublished).Reason == examplev1.EnvoyConfigReasonPublished
 	})
 	for _, ev := range []string{"Normal RolloutStarted", "Normal RolloutPromoted", "Normal RolloutCompleted"} {
 		suite.WaitEvent(t, ns, "edge", ev)
