@@ -207,8 +207,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	res, err := r.report(ctx, w, ir, rec, reports)
-	if after := rec.rollout.RecheckAfter; err == nil && after > 0 && (res.RequeueAfter == 0 || after < res.RequeueAfter) {
-		res.RequeueAfter = after // the step's bake ends: decide again then
+	after := rec.rollout.RecheckAfter // the step's bake ends: decide again then
+	if rec.again {
+		after = time.Millisecond
+	}
+	if err == nil && after > 0 && (res.RequeueAfter == 0 || after < res.RequeueAfter) {
+		res.RequeueAfter = after
 	}
 	return res, err
 }

@@ -44,6 +44,11 @@ type recording struct {
 	err error
 	// rollout is the leader's decision on the served revision's rollout.
 	rollout publish.RolloutDecision
+	// again: the recorded decision withholds a change the proxies of a
+	// rollout rejected, which the revision it serves still holds. The fleet
+	// is decided on again at once: its content without that change is its
+	// next revision, though nothing else wakes the leader for it.
+	again bool
 }
 
 // stored is the recording of what was read, before any decision.
@@ -95,6 +100,7 @@ func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR, repo
 	} else {
 		r.announce(ctx, w, rec.history, d)
 		rec.history, rec.readable = d.History, true
+		rec.again = len(d.Withheld) > 0 && rec.rollout.Action == publish.RolloutAborts
 	}
 	return rec
 }

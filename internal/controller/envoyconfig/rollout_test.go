@@ -258,3 +258,86 @@ func TestRolloutOrdersByHand(t *testing.T) {
 		t.Errorf("after the abort, the first proxy got %s %v, want the two clusters of the previous version", v, names)
 	}
 }
+
+// Two tenants in a fleet with a rollout policy: the first proxy of tenant
+// A's change rejects it. The rollout is aborted, the rejection attributed
+// to A, and A's change withheld; tenant B's next change rolls out to every
+// proxy, which never sees A's.
+func TestRolloutRejectionStaysWithItsAuthor(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	// The policy comes once the fleet settled, as on a fleet that runs.
+	e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns}}
+	create(t, e)
+	fleetID := ns + "/edge"
+	a, b := newConfig(ns, "tenant-a", cluster("a", "1s")), newConfig(ns, "tenant-b", cluster("b", "1s"))
+	create(t, a)
+	create(t, b)
+	var nodes []string
+	proxies := map[string]*xdstest.Proxy{}
+	for i := range 4 {
+		node := fmt.Sprintf("edge-%d", i)
+		nodes = append(nodes, node)
+		proxies[node] = xdstest.Connect(t, dialFleet(t, xdsClient(t), fleetID), fleetID, node, resourcev3.ClusterType)
+	}
+	// A fleet whose Envoy existed before its EnvoyConfigs may be served
+	// empty, then one of them, first.
+	for _, node := range nodes {
+		for i := 0; ; i++ {
+			if _, names := clusterNames(t, proxies[node], ""); sameNames(names, "a", "b") {
+				break
+			} else if i == 5 {
+				t.Fatalf("%s: no response with both tenants' clusters", node)
+			}
+		}
+	}
+	waitStatus(t, b, "every proxy to ACK", func(c *examplev1.EnvoyConfig) bool { return c.Status.Proxies.Acked == 4 })
+	patch := client.MergeFrom(e.DeepCopy())
+	e.Spec.ConfigRollout = &examplev1.EnvoyConfigRollout{Steps: []examplev1.EnvoyConfigRolloutStep{{Proxies: ptr.To[int32](1)}}, BakeSeconds: ptr.To[int32](0)}
+	if err := suite.Client.Patch(ctx, e, patch); err != nil {
+		t.Fatal(err)
+	}
+	edit := func(c *examplev1.EnvoyConfig, name string) {
+		t.Helper()
+		patch := client.MergeFrom(c.DeepCopy())
+		c.Spec.Resources.Clusters = append(c.Spec.Resources.Clusters, cluster(name, "2s"))
+		if err := suite.Client.Patch(ctx, c, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	edit(a, "a-bad")
+	first := publish.SelectProxies([]publish.RolloutStep{{Proxies: 1}}, 0, nodes)[0]
+	if _, names := clusterNames(t, proxies[first], "cluster a-bad: refused"); !sameNames(names, "a", "a-bad", "b") {
+		t.Fatalf("the first proxy was sent %v", names)
+	}
+	got := waitStatus(t, a, "A's change withheld", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionAccepted).Reason == examplev1.EnvoyConfigReasonWithheld
+	})
+	if msg := condition(got, examplev1.EnvoyConfigConditionAccepted).Message; !strings.Contains(msg, "cluster a-bad: refused") ||
+		!strings.Contains(msg, first) || !strings.Contains(msg, "first proxies of its rollout") {
+		t.Errorf("A's Accepted: %s", msg)
+	}
+	suite.WaitEvent(t, ns, "edge", "Warning RolloutAborted")
+	// The first proxy is sent the previous version again.
+	if _, names := clusterNames(t, proxies[first], ""); !sameNames(names, "a", "b") {
+		t.Fatalf("after the abort the first proxy was sent %v", names)
+	}
+
+	// B's change rolls out to every proxy, without A's.
+	edit(b, "b2")
+	if _, names := clusterNames(t, proxies[first], ""); !sameNames(names, "a", "b", "b2") {
+		t.Fatalf("B's change reached the first proxy as %v", names)
+	}
+	for _, node := range nodes {
+		if node == first {
+			continue
+		}
+		if _, names := clusterNames(t, proxies[node], ""); !sameNames(names, "a", "b", "b2") {
+			t.Fatalf("B's change reached %s as %v", node, names)
+		}
+	}
+	waitStatus(t, b, "B's change served to all", func(c *examplev1.EnvoyConfig) bool {
+		return c.Status.Proxies.Acked == 4 && condition(c, examplev1.EnvoyConfigConditionPublished).Reason == examplev1.EnvoyConfigReasonPublished
+	})
+}

@@ -114,7 +114,10 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 	}[cs.Choice]
 
 	withheld := ""
-	if w := cs.Withheld; w != nil {
+	if w := cs.Withheld; w != nil && w.Rollout {
+		withheld = fmt.Sprintf("proxy %q, of the first proxies of its rollout, rejected this change in version %s (%s); it is withheld until the content changes, and the fleet's other EnvoyConfigs are served; %s",
+			w.Node, w.Version, w.Detail, kept)
+	} else if w != nil {
 		withheld = fmt.Sprintf("every proxy rejected this change in version %s (proxy %q: %s); it is withheld until the content changes, and the fleet's other EnvoyConfigs are served; %s",
 			w.Version, w.Node, w.Detail, kept)
 	}

@@ -97,8 +97,10 @@ type Rollout struct {
 type RolloutAbort struct {
 	// Proxy is the node id of the proxy that rejected the revision.
 	Proxy string `json:"proxy,omitempty"`
-	// Detail is its error_detail, cut to MaxDetail.
+	// Detail is its error_detail, cut to MaxDetail, and Type the type URL
+	// it rejected.
 	Detail string `json:"detail"`
+	Type   string `json:"type,omitempty"`
 	// ByHand: aborted by a person, not by a rejection.
 	ByHand bool `json:"byHand,omitempty"`
 }
@@ -188,7 +190,31 @@ func Roll(prev History, d *Decision, in RolloutInput) RolloutDecision {
 		d.History.Rollout = &r
 	}
 	d.Events = append(d.Events, rd.Events...)
+	if a := rd.Rollout.Aborted; rd.Action == RolloutAborts && !a.ByHand {
+		d.withholdAborted(rd.Rollout)
+	}
 	return rd
+}
+
+// withholdAborted attributes the rejection that aborted r, the rollout of
+// the served revision, to the EnvoyConfigs whose change it refused since
+// the revision every proxy runs (r.Previous), and withholds their change,
+// as Decide does when every proxy rejects a revision: the fleet's next
+// revision leaves it out, and rolls out the other EnvoyConfigs' changes.
+func (d *Decision) withholdAborted(r Rollout) {
+	cur := d.History.Served()
+	if cur == nil || cur.Version != r.Revision {
+		return
+	}
+	rejected := *cur
+	rejected.Rejected = r.Aborted.Detail
+	names := d.History.withhold(rejected, d.History.Find(r.Previous), Acks{LastNACK: r.Aborted.Detail, LastNACKType: r.Aborted.Type, LastNACKNode: r.Aborted.Proxy})
+	for _, name := range names {
+		w := d.History.Withheld[name]
+		w.Rollout = true
+		d.History.Withheld[name] = w
+	}
+	d.Withheld = append(d.Withheld, names...)
 }
 
 func (r Rollout) equal(o Rollout) bool {
@@ -266,9 +292,12 @@ func cutFor(steps []RolloutStep, i int, nodes []string) string {
 // replica it is connected to.
 type ProxyAnswer struct {
 	// Acked is the version it accepted for every type it asked for.
-	Acked string
-	// Nacked is the version it last rejected, and Detail its error_detail.
-	Nacked, Detail string
+	Acked string `json:"acked,omitempty"`
+	// Nacked is the version it last rejected, Detail its error_detail, and
+	// Type the type URL it rejected.
+	Nacked string `json:"nacked,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	Type   string `json:"type,omitempty"`
 }
 
 // RolloutOrder is a person's order to promote or abort a rollout. It names
@@ -429,7 +458,7 @@ func StepRollout(in RolloutInput) RolloutDecision {
 	} else {
 		for _, node := range nodes {
 			if a := in.Proxies[node]; a.Nacked == s.Revision {
-				abort = &RolloutAbort{Proxy: node, Detail: Truncate(cmp.Or(a.Detail, "no error_detail given"))}
+				abort = &RolloutAbort{Proxy: node, Detail: Truncate(cmp.Or(a.Detail, "no error_detail given")), Type: a.Type}
 				break
 			}
 		}

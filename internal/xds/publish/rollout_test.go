@@ -12,6 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -685,5 +689,50 @@ func TestRoll(t *testing.T) {
 				t.Errorf("a decision on nothing new changed the history: %v", next.History)
 			}
 		})
+	}
+}
+
+// A proxy of the first step rejects A's change: the rollout is aborted,
+// the rejection attributed to A and its change withheld, so that the
+// fleet's next revision leaves it out and rolls B's change out.
+func TestRollWithholdsWhatAbortedIt(t *testing.T) {
+	A, B := clusters("a", "a1"), clusters("b", "b1")
+	A2, B2 := clusters("a", "a1", "extra"), clusters("b", "b1", "b2")
+	policy := &RolloutPolicy{Steps: []RolloutStep{{Proxies: 1}}}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	roll := func(h History, ir translate.IR, proxies map[string]ProxyAnswer) (Decision, RolloutDecision) {
+		d := Decide(h, ir, Acks{}, nil)
+		return d, Roll(h, &d, RolloutInput{Policy: policy, Proxies: proxies, Now: now})
+	}
+	v1 := translated(History{}, A, B)
+	h, _ := roll(History{Fleet: "ns/edge"}, v1, nil)
+	on := func(v string) map[string]ProxyAnswer {
+		return map[string]ProxyAnswer{"pod-1": {Acked: v}, "pod-2": {Acked: v}, "pod-3": {Acked: v}}
+	}
+	v2 := translated(h.History, A2, B)
+	d, rd := roll(h.History, v2, on(v1.Version))
+	if rd.Action != RolloutStarts {
+		t.Fatalf("A's change: %s", rd.Action)
+	}
+	answers := on(v1.Version)
+	for node, v := range rd.Serve {
+		if v == v2.Version {
+			answers[node] = ProxyAnswer{Acked: v1.Version, Nacked: v2.Version, Detail: "cluster extra: unsupported", Type: resourcev3.ClusterType}
+		}
+	}
+	d, rd = roll(d.History, v2, answers)
+	if rd.Action != RolloutAborts || !slices.Equal(d.Withheld, []string{"ns/a"}) {
+		t.Fatalf("after the first proxy rejected A's change: %s, withheld %v", rd.Action, d.Withheld)
+	}
+	if w := d.History.Withheld["ns/a"]; !w.Rollout || w.Version != v2.Version || w.Detail != "cluster extra: unsupported" || w.Node == "" {
+		t.Errorf("withheld %+v", w)
+	}
+	// B's change rolls out, without A's.
+	v3 := translated(d.History, A2, B2)
+	if want := translated(History{}, A, B2); v3.Version != want.Version {
+		t.Fatalf("with A's change withheld, the fleet's content is %s, want A's before and B's new: %s", v3.Version, want.Version)
+	}
+	if _, rd = roll(d.History, v3, on(v1.Version)); rd.Action != RolloutStarts || rd.Rollout.Previous != v1.Version {
+		t.Errorf("B's change: %s from %s", rd.Action, rd.Rollout.Previous)
 	}
 }

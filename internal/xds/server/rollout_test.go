@@ -217,7 +217,7 @@ func testRollout(t *testing.T, protocol string) {
 		t.Fatalf("%s: sent %q (%v), want %s", first[1], v, err, at3)
 	}
 	// It runs v2 still, as Envoy does when it rejects an update.
-	answers[first[0]] = publish.ProxyAnswer{Acked: "v2", Nacked: "v3", Detail: "cluster c: refused"}
+	answers[first[0]] = publish.ProxyAnswer{Acked: "v2", Nacked: "v3", Detail: "cluster c: refused", Type: resourcev3.ClusterType}
 	answers[first[1]] = publish.ProxyAnswer{Acked: "v3"}
 	waitAnswers(t, s, answers)
 	d := step("v3", v3, v2, publish.RolloutAborts)

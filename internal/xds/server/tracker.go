@@ -342,7 +342,7 @@ func (t *Tracker) Answers(fleet string) map[string]publish.ProxyAnswer {
 		case accepted:
 			a.Acked = p.version
 		case rejected:
-			a.Nacked, a.Detail = p.version, s.rejection.detail
+			a.Nacked, a.Detail, a.Type = p.version, s.rejection.detail, s.rejection.typeURL
 		}
 		if a.Acked == "" && staged != nil {
 			if st, _ := judge(s, staged); st == accepted {

@@ -21,8 +21,12 @@ import (
 type Withheld struct {
 	// Content is the rejected content's ContentOf.
 	Content string `json:"content"`
-	// Version is the fleet's revision that every proxy rejected.
+	// Version is the fleet's revision that every proxy rejected, or, with
+	// Rollout, that a proxy of its rollout's step rejected.
 	Version string `json:"version"`
+	// Rollout: the rejection aborted the revision's rollout, whose other
+	// proxies were never served it.
+	Rollout bool `json:"rollout,omitempty"`
 	// TypeURL is the type the proxies rejected ("" when not known); Detail
 	// the error_detail a proxy gave, and Node that proxy's node id.
 	TypeURL string `json:"typeURL,omitempty"`
