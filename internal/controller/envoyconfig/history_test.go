@@ -195,6 +195,13 @@ func TestForgedHistoryChangesNothing(t *testing.T) {
 // EnvoyConfig controller, never elected: it serves what the leader records.
 func follower(t *testing.T, name string) *server.Server {
 	t.Helper()
+	return replica(t, name, func() bool { return false })
+}
+
+// replica starts a second replica, as follower does, that leads while
+// leads says so.
+func replica(t *testing.T, name string, leads func() bool) *server.Server {
+	t.Helper()
 	mgr, err := manager.New(adminConfig(), manager.Options{MetricsAddr: "0", PanicOnReconcilePanic: true, SkipControllerNameValidation: true})
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +211,7 @@ func follower(t *testing.T, name string) *server.Server {
 		t.Fatal(err)
 	}
 	r := NewReconciler(mgr, srv, operatorNamespace)
-	r.IsLeader = func() bool { return false }
+	r.IsLeader = leads
 	// A name of its own, so that its queue does not count in the suite's
 	// controller's metrics, which testenv.Idle reads.
 	r.Name = ControllerName + "-" + name

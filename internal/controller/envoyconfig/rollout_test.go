@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -340,4 +341,115 @@ func TestRolloutRejectionStaysWithItsAuthor(t *testing.T) {
 	waitStatus(t, b, "B's change served to all", func(c *examplev1.EnvoyConfig) bool {
 		return c.Status.Proxies.Acked == 4 && condition(c, examplev1.EnvoyConfigConditionPublished).Reason == examplev1.EnvoyConfigReasonPublished
 	})
+}
+
+// Every replica serves each proxy what the recorded rollout says, and a
+// new leader goes on from the recorded step: during the first step of a
+// rollout whose step bakes for an hour, a proxy of the second replica is
+// served what its place in the order says; the leader hands over to that
+// replica, which neither starts the rollout again nor skips the step, and
+// promotes it when told to.
+func TestRolloutSurvivesFailover(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns}}
+	create(t, e)
+	fleetID, id := ns+"/edge", fleet.ID{Namespace: ns, Name: "edge"}
+	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
+	create(t, cfg)
+	var otherLeads atomic.Bool
+	other := replica(t, "replica-b", otherLeads.Load)
+	otherAddr, err := other.Addr(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Six proxies: four on the suite's replica, two on the other.
+	var nodes []string
+	proxies := map[string]*xdstest.Proxy{}
+	for i := range 6 {
+		node := fmt.Sprintf("edge-%d", i)
+		nodes = append(nodes, node)
+		c := dialFleet(t, xdsClient(t), fleetID)
+		if i >= 4 {
+			c = xdstest.Dial(t, otherAddr.String())
+		}
+		proxies[node] = xdstest.Connect(t, c, fleetID, node, resourcev3.ClusterType)
+		firstClusters(t, proxies[node])
+	}
+	waitStatus(t, cfg, "every proxy to ACK", func(c *examplev1.EnvoyConfig) bool { return c.Status.Proxies.Acked == 6 })
+	patch := client.MergeFrom(e.DeepCopy())
+	e.Spec.ConfigRollout = &examplev1.EnvoyConfigRollout{BakeSeconds: ptr.To[int32](3600),
+		Steps: []examplev1.EnvoyConfigRolloutStep{{Proxies: ptr.To[int32](2)}, {Percent: ptr.To[int32](50)}}}
+	if err := suite.Client.Patch(ctx, e, patch); err != nil {
+		t.Fatal(err)
+	}
+
+	patch = client.MergeFrom(cfg.DeepCopy())
+	cfg.Spec.Resources.Clusters = append(cfg.Spec.Resources.Clusters, cluster("canary", "2s"))
+	if err := suite.Client.Patch(ctx, cfg, patch); err != nil {
+		t.Fatal(err)
+	}
+	policy := []publish.RolloutStep{{Proxies: 2}, {Percent: 50}}
+	first, second := publish.SelectProxies(policy, 0, nodes), publish.SelectProxies(policy, 1, nodes)
+	// The first step's proxies are the other replica's, the second step's
+	// third one the suite's: each replica serves a step's proxies while the
+	// other leads.
+	if !slices.Equal(first, []string{"edge-5", "edge-4"}) || !slices.Equal(second[2:], []string{"edge-2"}) {
+		t.Fatalf("the steps lead %v, then %v: the test's proxies are not where it needs them", first, second)
+	}
+	for _, node := range first {
+		if _, names := clusterNames(t, proxies[node], ""); !sameNames(names, "backend", "canary") {
+			t.Fatalf("%s of the first step was sent %v", node, names)
+		}
+	}
+	baking := readHistory(t, id, "the first step to bake", func(h publish.History) bool {
+		return h.Rollout != nil && h.Rollout.Phase == publish.RolloutProgressing && h.Rollout.Cut != ""
+	})
+	waitStatus(t, cfg, "the first step to bake", func(c *examplev1.EnvoyConfig) bool {
+		return c.Status.Rollout != nil && strings.Contains(c.Status.Rollout.Message, "bakes until")
+	})
+
+	// The other replica leads now. Told nothing, it goes on baking the step.
+	pauseLeader(t)
+	otherLeads.Store(true)
+	patch = client.MergeFrom(e.DeepCopy())
+	metav1.SetMetaDataAnnotation(&e.ObjectMeta, "example.com/note", "the new leader reconciles the fleet")
+	if err := suite.Client.Patch(ctx, e, patch); err != nil {
+		t.Fatal(err)
+	}
+	// Promoted by hand, it goes on to the second step.
+	patch = client.MergeFrom(e.DeepCopy())
+	metav1.SetMetaDataAnnotation(&e.ObjectMeta, examplev1.RolloutPromoteAnnotation, baking.Rollout.Revision+"/1")
+	if err := suite.Client.Patch(ctx, e, patch); err != nil {
+		t.Fatal(err)
+	}
+	promoted := readHistory(t, id, "the second step", func(h publish.History) bool {
+		return h.Rollout != nil && h.Rollout.Step == 1
+	})
+	if promoted.Rollout.Revision != baking.Rollout.Revision || promoted.Rollout.Previous != baking.Rollout.Previous {
+		t.Errorf("the new leader rolls out %s after %s, want %s after %s", promoted.Rollout.Revision, promoted.Rollout.Previous,
+			baking.Rollout.Revision, baking.Rollout.Previous)
+	}
+	for _, node := range second {
+		if slices.Contains(first, node) {
+			continue
+		}
+		if _, names := clusterNames(t, proxies[node], ""); !sameNames(names, "backend", "canary") {
+			t.Fatalf("%s of the second step was sent %v", node, names)
+		}
+	}
+	started := 0
+	evs, err := suite.Events(ns, "edge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if strings.HasPrefix(ev, "Normal RolloutStarted") {
+			started++
+		}
+	}
+	if started != 1 {
+		t.Errorf("the rollout started %d times: %v", started, evs)
+	}
 }
