@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -31,22 +32,35 @@ func sentClusters(fleetID string) map[string]string {
 	return out
 }
 
-// waitRollout waits until the EnvoyConfig's Published condition has reason
-// and a message that contains each of want.
-func waitRollout(t *testing.T, cfg *examplev1.EnvoyConfig, reason string, want ...string) *examplev1.EnvoyConfig {
+// rolloutEnvoy creates the fleet edge in ns, with a rollout policy of
+// steps baking bake seconds each; none without steps.
+func rolloutEnvoy(t *testing.T, ns string, bake int32, steps ...examplev1.EnvoyConfigRolloutStep) *examplev1.Envoy {
 	t.Helper()
-	return waitStatus(t, cfg, fmt.Sprintf("Published %s %q", reason, want), func(c *examplev1.EnvoyConfig) bool {
-		p := condition(c, examplev1.EnvoyConfigConditionPublished)
-		if p.Reason != reason {
-			return false
-		}
-		for _, w := range want {
-			if !strings.Contains(p.Message, w) {
-				return false
-			}
-		}
-		return true
-	})
+	e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns}}
+	if len(steps) > 0 {
+		e.Spec.ConfigRollout = &examplev1.EnvoyConfigRollout{Steps: steps, BakeSeconds: ptr.To(bake)}
+	}
+	create(t, e)
+	return e
+}
+
+// connectProxies connects n proxies of fleetID, edge-0 and on, each
+// through the client dial gives it, subscribed to every cluster.
+func connectProxies(t *testing.T, fleetID string, n int, dial func(i int) discoveryv3.AggregatedDiscoveryServiceClient) ([]string, map[string]*xdstest.Proxy) {
+	t.Helper()
+	var nodes []string
+	proxies := map[string]*xdstest.Proxy{}
+	for i := range n {
+		node := fmt.Sprintf("edge-%d", i)
+		nodes = append(nodes, node)
+		proxies[node] = xdstest.Connect(t, dial(i), fleetID, node, resourcev3.ClusterType)
+	}
+	return nodes, proxies
+}
+
+// overTLS dials the suite's replica as a proxy of fleetID.
+func overTLS(t *testing.T, fleetID string) func(int) discoveryv3.AggregatedDiscoveryServiceClient {
+	return func(int) discoveryv3.AggregatedDiscoveryServiceClient { return dialFleet(t, xdsClient(t), fleetID) }
 }
 
 // A fleet of 20 proxies with a rollout policy (one proxy, then a quarter
@@ -59,22 +73,12 @@ func waitRollout(t *testing.T, cfg *examplev1.EnvoyConfig, reason string, want .
 func TestRolloutStepByStep(t *testing.T) {
 	ctx := context.Background()
 	ns := suite.Namespace(t)
-	steps := []examplev1.EnvoyConfigRolloutStep{{Proxies: ptr.To[int32](1)}, {Percent: ptr.To[int32](25)}, {Percent: ptr.To[int32](100)}}
-	e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns},
-		Spec: examplev1.EnvoySpec{ConfigRollout: &examplev1.EnvoyConfigRollout{Steps: steps, BakeSeconds: ptr.To[int32](0)}}}
-	create(t, e)
+	rolloutEnvoy(t, ns, 0, examplev1.EnvoyConfigRolloutStep{Proxies: ptr.To[int32](1)},
+		examplev1.EnvoyConfigRolloutStep{Percent: ptr.To[int32](25)}, examplev1.EnvoyConfigRolloutStep{Percent: ptr.To[int32](100)})
 	fleetID := ns + "/edge"
 	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
 	create(t, cfg)
-
-	var nodes []string
-	proxies := map[string]*xdstest.Proxy{}
-	addr := xdsClient(t)
-	for i := range 20 {
-		node := fmt.Sprintf("edge-%d", i)
-		nodes = append(nodes, node)
-		proxies[node] = xdstest.Connect(t, dialFleet(t, addr, fleetID), fleetID, node, resourcev3.ClusterType)
-	}
+	nodes, proxies := connectProxies(t, fleetID, 20, overTLS(t, fleetID))
 	var v1 string
 	for _, node := range nodes {
 		v1, _ = firstClusters(t, proxies[node])
@@ -158,9 +162,16 @@ func TestRolloutStepByStep(t *testing.T) {
 	if v3 := receive(first, "cluster bad: refused"); v3 == v2 {
 		t.Fatalf("the first step's proxy was sent %s again", v2)
 	}
-	got := waitRollout(t, cfg, examplev1.EnvoyConfigReasonRolloutAborted, first[0], "cluster bad: refused", "version "+xdsServer.Version(fleetID))
-	if d := condition(got, examplev1.EnvoyConfigConditionDegraded); d.Reason != examplev1.EnvoyConfigReasonRolloutAborted || d.Status != metav1.ConditionTrue {
-		t.Errorf("Degraded = %+v", d)
+	// The rejection is the EnvoyConfig's change: withheld, the fleet is
+	// served the previous version as its own again.
+	got := waitStatus(t, cfg, "the change withheld", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionAccepted).Reason == examplev1.EnvoyConfigReasonWithheld
+	})
+	for _, typ := range []string{examplev1.EnvoyConfigConditionAccepted, examplev1.EnvoyConfigConditionDegraded} {
+		if c := condition(got, typ); !strings.Contains(c.Message, first[0]) || !strings.Contains(c.Message, "cluster bad: refused") ||
+			!strings.Contains(c.Message, "first proxies of its rollout") {
+			t.Errorf("%s = %+v", typ, c)
+		}
 	}
 	if again := receive(first, ""); again != v2 {
 		t.Fatalf("after the abort the first step's proxy was sent %s, want %s again", again, v2)
@@ -182,19 +193,12 @@ func TestRolloutStepByStep(t *testing.T) {
 func TestRolloutOrdersByHand(t *testing.T) {
 	ctx := context.Background()
 	ns := suite.Namespace(t)
-	e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns},
-		Spec: examplev1.EnvoySpec{ConfigRollout: &examplev1.EnvoyConfigRollout{
-			Steps: []examplev1.EnvoyConfigRolloutStep{{Proxies: ptr.To[int32](1)}}, BakeSeconds: ptr.To[int32](3600)}}}
-	create(t, e)
+	e := rolloutEnvoy(t, ns, 3600, examplev1.EnvoyConfigRolloutStep{Proxies: ptr.To[int32](1)})
 	fleetID := ns + "/edge"
 	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
 	create(t, cfg)
-	var nodes []string
-	proxies := map[string]*xdstest.Proxy{}
-	for i := range 3 {
-		node := fmt.Sprintf("edge-%d", i)
-		nodes = append(nodes, node)
-		proxies[node] = xdstest.Connect(t, dialFleet(t, xdsClient(t), fleetID), fleetID, node, resourcev3.ClusterType)
+	nodes, proxies := connectProxies(t, fleetID, 3, overTLS(t, fleetID))
+	for _, node := range nodes {
 		firstClusters(t, proxies[node])
 	}
 	waitStatus(t, cfg, "every proxy to ACK", func(c *examplev1.EnvoyConfig) bool { return c.Status.Proxies.Acked == 3 })
@@ -268,19 +272,12 @@ func TestRolloutRejectionStaysWithItsAuthor(t *testing.T) {
 	ctx := context.Background()
 	ns := suite.Namespace(t)
 	// The policy comes once the fleet settled, as on a fleet that runs.
-	e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns}}
-	create(t, e)
+	e := rolloutEnvoy(t, ns, 0)
 	fleetID := ns + "/edge"
 	a, b := newConfig(ns, "tenant-a", cluster("a", "1s")), newConfig(ns, "tenant-b", cluster("b", "1s"))
 	create(t, a)
 	create(t, b)
-	var nodes []string
-	proxies := map[string]*xdstest.Proxy{}
-	for i := range 4 {
-		node := fmt.Sprintf("edge-%d", i)
-		nodes = append(nodes, node)
-		proxies[node] = xdstest.Connect(t, dialFleet(t, xdsClient(t), fleetID), fleetID, node, resourcev3.ClusterType)
-	}
+	nodes, proxies := connectProxies(t, fleetID, 4, overTLS(t, fleetID))
 	// A fleet whose Envoy existed before its EnvoyConfigs may be served
 	// empty, then one of them, first.
 	for _, node := range nodes {
@@ -352,8 +349,7 @@ func TestRolloutRejectionStaysWithItsAuthor(t *testing.T) {
 func TestRolloutSurvivesFailover(t *testing.T) {
 	ctx := context.Background()
 	ns := suite.Namespace(t)
-	e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns}}
-	create(t, e)
+	e := rolloutEnvoy(t, ns, 0)
 	fleetID, id := ns+"/edge", fleet.ID{Namespace: ns, Name: "edge"}
 	cfg := newConfig(ns, "clusters", cluster("backend", "1s"))
 	create(t, cfg)
@@ -365,16 +361,13 @@ func TestRolloutSurvivesFailover(t *testing.T) {
 	}
 
 	// Six proxies: four on the suite's replica, two on the other.
-	var nodes []string
-	proxies := map[string]*xdstest.Proxy{}
-	for i := range 6 {
-		node := fmt.Sprintf("edge-%d", i)
-		nodes = append(nodes, node)
-		c := dialFleet(t, xdsClient(t), fleetID)
+	nodes, proxies := connectProxies(t, fleetID, 6, func(i int) discoveryv3.AggregatedDiscoveryServiceClient {
 		if i >= 4 {
-			c = xdstest.Dial(t, otherAddr.String())
+			return xdstest.Dial(t, otherAddr.String())
 		}
-		proxies[node] = xdstest.Connect(t, c, fleetID, node, resourcev3.ClusterType)
+		return dialFleet(t, xdsClient(t), fleetID)
+	})
+	for _, node := range nodes {
 		firstClusters(t, proxies[node])
 	}
 	waitStatus(t, cfg, "every proxy to ACK", func(c *examplev1.EnvoyConfig) bool { return c.Status.Proxies.Acked == 6 })

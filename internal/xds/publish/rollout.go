@@ -434,8 +434,10 @@ func StepRollout(in RolloutInput) RolloutDecision {
 		}
 		s = Rollout{Revision: in.Target, Previous: prev, Phase: RolloutProgressing, StepStarted: now, Cut: cutFor(steps, 0, nodes)}
 		d.Action = RolloutStarts
-		d.Events = append(d.Events, Event{Reason: ReasonRolloutStarted, Message: fmt.Sprintf(
-			"version %s is served to %s; the other proxies keep version %s", s.Revision, stepProxies(s, 0, steps, nodes), prev)})
+		if s.Cut != "" { // else its event comes once its proxies are chosen (below)
+			d.Events = append(d.Events, Event{Reason: ReasonRolloutStarted, Message: fmt.Sprintf(
+				"version %s is served to %s; the other proxies keep version %s", s.Revision, stepProxies(s, 0, steps, nodes), prev)})
+		}
 		return d.finish(s, nodes)
 	}
 	if s.Phase != RolloutProgressing {
@@ -490,7 +492,15 @@ func StepRollout(in RolloutInput) RolloutDecision {
 	}
 	switch {
 	case len(nodes) == 0:
-		d.Action, d.Waiting = RolloutWaits, fmt.Sprintf("step %d of %d: no proxy of the fleet is connected", step+1, len(steps))
+		d.Action, d.Waiting = RolloutWaits, fmt.Sprintf("step %d of %d: no proxy of the fleet is known to be connected yet", step+1, len(steps))
+		return d.finish(s, nodes)
+	case len(leading) == 0 && s.Cut == "" && step == 0:
+		// Started before any proxy was known: its proxies are chosen now.
+		s.Cut, s.StepStarted = cutFor(steps, step, nodes), now
+		who := stepProxies(s, step, steps, nodes)
+		d.Action, d.Waiting = RolloutWaits, fmt.Sprintf("step %d of %d: version %s is served to %s", step+1, len(steps), s.Revision, who)
+		d.Events = append(d.Events, Event{Reason: ReasonRolloutStarted, Message: fmt.Sprintf(
+			"version %s is served to %s; the other proxies keep version %s", s.Revision, who, s.Previous)})
 		return d.finish(s, nodes)
 	case len(leading) == 0:
 		s.Cut, s.StepStarted = cutFor(steps, step, nodes), now
@@ -545,7 +555,7 @@ func stepProxies(s Rollout, i int, steps []RolloutStep, nodes []string) string {
 		}
 	}
 	if len(leading) == 0 {
-		return "no proxy yet (none is connected)"
+		return "no proxy yet: its proxies are chosen once the replicas report the fleet's proxies"
 	}
 	what := fmt.Sprintf("%d of %d proxies", len(leading), len(nodes))
 	if st := steps[i]; st.Percent > 0 {

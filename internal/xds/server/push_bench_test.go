@@ -52,17 +52,23 @@ func BenchmarkPush(b *testing.B) {
 	}
 }
 
-// benchPush is BenchmarkPush for n proxies in mode (sotw or delta).
-func benchPush(b *testing.B, mode string, n int) {
+// startBench runs a plaintext server for a benchmark, until it ends.
+func startBench(b *testing.B) (context.Context, *Server, string) {
 	s := New("127.0.0.1:0", logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	b.Cleanup(func() { cancel(); <-done })
 	addr, err := s.Addr(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return ctx, s, addr.String()
+}
+
+// benchPush is BenchmarkPush for n proxies in mode (sotw or delta).
+func benchPush(b *testing.B, mode string, n int) {
+	ctx, s, addr := startBench(b)
 	if err := s.SetFleet(ctx, fleet, "v0", benchFleet(9000)); err != nil {
 		b.Fatal(err)
 	}
@@ -72,7 +78,7 @@ func benchPush(b *testing.B, mode string, n int) {
 	}
 	var conns []discoveryv3.AggregatedDiscoveryServiceClient
 	for range 20 {
-		conns = append(conns, xdstest.Dial(b, addr.String()))
+		conns = append(conns, xdstest.Dial(b, addr))
 	}
 	acked := make(chan string, n*4)
 	var wg sync.WaitGroup

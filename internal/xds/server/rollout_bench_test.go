@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/go-logr/logr"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
@@ -25,15 +23,7 @@ import (
 // (staged-KiB), which every stream shares; a stream adds only its node id.
 func BenchmarkRolloutStep(b *testing.B) {
 	const n = 1000
-	s := New("127.0.0.1:0", logr.Discard())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Start(ctx) }()
-	defer func() { cancel(); <-done }()
-	addr, err := s.Addr(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	ctx, s, addr := startBench(b)
 	fleetOf := func(i int) map[string][]types.Resource {
 		f := benchFleet(9000)
 		f[resourcev3.ClusterType][0] = cluster("c0", i) // a changed cluster
@@ -44,7 +34,7 @@ func BenchmarkRolloutStep(b *testing.B) {
 	}
 	var conns []discoveryv3.AggregatedDiscoveryServiceClient
 	for range 20 {
-		conns = append(conns, xdstest.Dial(b, addr.String()))
+		conns = append(conns, xdstest.Dial(b, addr))
 	}
 	type ack struct{ node, version string }
 	acked := make(chan ack, n*4)
