@@ -121,11 +121,18 @@ func Sum(reports []Report, fleetID, version string) publish.Acks {
 
 // Answers gathers what each of a fleet's proxies answered, on every
 // replica, by node id. A proxy connected to two replicas at once (as it
-// moves from one to the other) answers as the one where it answered.
+// moves from one to the other) answers as the one where it answered. It
+// returns nil until every replica with a proxy of the fleet lists its
+// proxies (it serves the fleet's rollout): a step chosen among the proxies
+// of some replicas would take in more of the others than it should.
 func Answers(reports []Report, fleetID string) map[string]publish.ProxyAnswer {
 	out := map[string]publish.ProxyAnswer{}
 	for _, r := range reports {
-		for node, a := range r[fleetID].Proxies {
+		f, ok := r[fleetID]
+		if ok && f.Connected > 0 && len(f.Proxies) == 0 {
+			return nil
+		}
+		for node, a := range f.Proxies {
 			if prev, ok := out[node]; !ok || prev == (publish.ProxyAnswer{}) {
 				out[node] = a
 			}

@@ -126,4 +126,13 @@ func TestAnswers(t *testing.T) {
 			t.Errorf("Answers = %v, want %v", got, want)
 		}
 	}
+	// A replica with proxies of the fleet that does not list them yet:
+	// nothing is known until it does.
+	lagging := Report{"ns/edge": {Version: "v2", Connected: 3}}
+	if got := Answers([]Report{a, b, lagging}, "ns/edge"); got != nil {
+		t.Errorf("with a replica that lists none of its 3 proxies, Answers = %v, want nil", got)
+	}
+	if got := Answers([]Report{a, {"ns/edge": {Version: "v2"}}}, "ns/edge"); len(got) != 2 {
+		t.Errorf("a replica without proxies of the fleet is no matter: Answers = %v", got)
+	}
 }
