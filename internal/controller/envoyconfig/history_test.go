@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -202,7 +203,21 @@ func follower(t *testing.T, name string) *server.Server {
 // leads says so.
 func replica(t *testing.T, name string, leads func() bool) *server.Server {
 	t.Helper()
-	mgr, err := manager.New(adminConfig(), manager.Options{MetricsAddr: "0", PanicOnReconcilePanic: true, SkipControllerNameValidation: true})
+	srv, _ := startReplicaWith(t, name, adminConfig(), leads, nil)
+	return srv
+}
+
+// replicaRuns numbers the replicas started in this process.
+var replicaRuns atomic.Int64
+
+// startReplicaWith starts a replica beside the suite's, until the test
+// ends: its own manager over cfg, xDS server (plaintext: what it serves is
+// read from it directly) and EnvoyConfig controller, which leads while
+// leads says so, changed by configure when set. It returns the server and
+// the controller's name.
+func startReplicaWith(t *testing.T, name string, cfg *rest.Config, leads func() bool, configure func(*Reconciler)) (*server.Server, string) {
+	t.Helper()
+	mgr, err := manager.New(cfg, manager.Options{MetricsAddr: "0", PanicOnReconcilePanic: true, SkipControllerNameValidation: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,9 +227,14 @@ func replica(t *testing.T, name string, leads func() bool) *server.Server {
 	}
 	r := NewReconciler(mgr, srv, operatorNamespace)
 	r.IsLeader = leads
-	// A name of its own, so that its queue does not count in the suite's
-	// controller's metrics, which testenv.Idle reads.
-	r.Name = ControllerName + "-" + name
+	if configure != nil {
+		configure(r)
+	}
+	// A name of its own: the workqueue and reconcile metrics are the
+	// process's, and the suite waits on those of ControllerName (Idle).
+	// Unique too across runs in one process (-count): a stopped replica's
+	// metrics stay.
+	r.Name = fmt.Sprintf("%s-%s-%d", ControllerName, name, replicaRuns.Add(1))
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -224,10 +244,10 @@ func replica(t *testing.T, name string, leads func() bool) *server.Server {
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("follower: %v", err)
+			t.Errorf("replica %s: %v", name, err)
 		}
 	})
-	return srv
+	return srv, r.Name
 }
 
 // deleteHistory deletes the fleet's history, as an admin or an accident may.

@@ -44,10 +44,10 @@ type recording struct {
 	err error
 	// rollout is the leader's decision on the served revision's rollout.
 	rollout publish.RolloutDecision
-	// again: the recorded decision withholds a change the proxies of a
-	// rollout rejected, which the revision it serves still holds. The fleet
-	// is decided on again at once: its content without that change is its
-	// next revision, though nothing else wakes the leader for it.
+	// again: the recorded decision changed what the history withholds,
+	// which translation reads. The fleet is decided on again at once, from
+	// what was recorded (its content without a change withheld now is its
+	// next revision), since the leader's own write does not wake it.
 	again bool
 }
 
@@ -99,8 +99,8 @@ func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR, repo
 		r.ownHistories.forget(w.id)
 	} else {
 		r.announce(ctx, w, rec.history, d)
+		rec.again = !maps.Equal(d.History.Withheld, rec.history.Withheld)
 		rec.history, rec.readable = d.History, true
-		rec.again = len(d.Withheld) > 0 && rec.rollout.Action == publish.RolloutAborts
 	}
 	return rec
 }

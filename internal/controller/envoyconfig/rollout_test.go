@@ -432,6 +432,9 @@ func TestRolloutSurvivesFailover(t *testing.T) {
 			t.Fatalf("%s of the second step was sent %v", node, names)
 		}
 	}
+	// The events are recorded asynchronously: those asserted are waited for.
+	suite.WaitEvent(t, ns, "edge", "Normal RolloutStarted")
+	suite.WaitEvent(t, ns, "edge", "Normal RolloutPromoted")
 	started := 0
 	evs, err := suite.Events(ns, "edge")
 	if err != nil {

@@ -24,7 +24,6 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
@@ -72,40 +71,12 @@ type countedReplica struct {
 	reconciles *fleetReads
 }
 
-// replicaRuns numbers the replicas started in this process.
-var replicaRuns atomic.Int64
-
 func startReplica(t *testing.T, name string, leader bool) *countedReplica {
 	t.Helper()
 	rep := &countedReplica{name: name, writes: &testenv.RequestCounter{}}
-	mgr, err := manager.New(rep.writes.Wrap(adminConfig()), manager.Options{MetricsAddr: "0", PanicOnReconcilePanic: true, SkipControllerNameValidation: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.srv, err = server.Add(mgr, server.Options{BindAddress: "127.0.0.1:0", Namespace: operatorNamespace, Replica: name}); err != nil {
-		t.Fatal(err)
-	}
-	r := NewReconciler(mgr, rep.srv, operatorNamespace)
-	rep.reconciles = &fleetReads{Client: r.Client, n: map[string]int{}}
-	r.Client = rep.reconciles
-	r.IsLeader = func() bool { return leader }
-	// A name of its own: the workqueue and reconcile metrics are the
-	// process's, and the suite waits on those of ControllerName (Idle).
-	// Unique too across runs in one process (-count): a stopped replica's
-	// metrics stay.
-	rep.controller = fmt.Sprintf("%s-%s-%d", ControllerName, name, replicaRuns.Add(1))
-	r.Name = rep.controller
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("replica %s: %v", name, err)
-		}
+	rep.srv, rep.controller = startReplicaWith(t, name, rep.writes.Wrap(adminConfig()), func() bool { return leader }, func(r *Reconciler) {
+		rep.reconciles = &fleetReads{Client: r.Client, n: map[string]int{}}
+		r.Client = rep.reconciles
 	})
 	return rep
 }

@@ -132,8 +132,9 @@ func testRollout(t *testing.T, protocol string) {
 		}
 		return d
 	}
-	// expect checks what each proxy was sent: the new revision's clusters
-	// at atNew for the proxies of lead, atOld for the others.
+	// expect waits until each proxy was sent the new revision's clusters
+	// at atNew if it is of lead, atOld if not. A proxy's next watch opens
+	// a moment after its ACK: it is answered then.
 	expect := func(lead []string, atNew, atOld string) {
 		t.Helper()
 		want := map[string]string{}
@@ -143,8 +144,12 @@ func testRollout(t *testing.T, protocol string) {
 				want[node] = atNew
 			}
 		}
-		if got := sentClusters(s); !maps.Equal(got, want) {
-			t.Fatalf("clusters sent, by proxy: %v, want %v", got, want)
+		deadline := time.Now().Add(time.Minute) // no speed goal: it ends a test that will not pass
+		for got := sentClusters(s); !maps.Equal(got, want); got = sentClusters(s) {
+			if time.Now().After(deadline) {
+				t.Fatalf("clusters sent, by proxy: %v, want %v", got, want)
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 
