@@ -673,7 +673,51 @@ var conformance = []struct {
 			c.expectDelta(d, resourcev3.RouteType, []string{"r1"}, nil)
 		},
 	},
-}
+	{
+		// A proxy may ask for a type the server does not serve: an HTTP
+		// filter's configuration by extension config discovery, scoped
+		// routes. It is sent nothing of it, and its other subscriptions go
+		// on: their answers, and the next push. The stream's first request,
+		// which carries the node, is of such a type; the proxy counts as
+		// having accepted what it is served.
+		name: "a type the server does not serve is left unanswered, and the stream goes on",
+		sotw: func(c *conf) {
+			v1 := c.publish(baseFleet(0))
+			a := c.sotw("p")
+			must(c.t, a.Subscribe(extensionConfigType, "filter"))
+			must(c.t, a.Subscribe(resourcev3.ClusterType))
+			c.expect(a, resourcev3.ClusterType, "c1", "c2", "c3")
+			must(c.t, a.Subscribe(scopedRouteType))
+			must(c.t, a.Subscribe(resourcev3.ListenerType))
+			c.expect(a, resourcev3.ListenerType, "l1", "l2")
+			waitCounts(c.t, c.s, v1, ProxyCounts{Connected: 1, Acked: 1})
+			// A new name of the type, then a push.
+			must(c.t, a.Subscribe(extensionConfigType, "filter", "other"))
+			v2 := c.publish(baseFleet(1))
+			c.expect(a, resourcev3.ClusterType, "c1", "c2", "c3")
+			c.expect(a, resourcev3.ListenerType, "l1", "l2")
+			c.barrier(a)
+			waitCounts(c.t, c.s, v2, ProxyCounts{Connected: 1, Acked: 1})
+		},
+		delta: func(c *conf) {
+			v1 := c.publish(baseFleet(0))
+			d := c.delta("p")
+			must(c.t, d.Subscribe(extensionConfigType, "filter"))
+			must(c.t, d.Subscribe(resourcev3.ClusterType))
+			c.expectDelta(d, resourcev3.ClusterType, []string{"c1", "c2", "c3"}, nil)
+			must(c.t, d.Subscribe(scopedRouteType))
+			must(c.t, d.Subscribe(resourcev3.ListenerType))
+			c.expectDelta(d, resourcev3.ListenerType, []string{"l1", "l2"}, nil)
+			waitCounts(c.t, c.s, v1, ProxyCounts{Connected: 1, Acked: 1})
+			must(c.t, d.Subscribe(extensionConfigType, "other"))
+			must(c.t, d.Unsubscribe(extensionConfigType, "filter"))
+			v2 := c.publish(baseFleet(1))
+			c.expectDelta(d, resourcev3.ClusterType, []string{"c1", "c2", "c3"}, nil)
+			c.expectDelta(d, resourcev3.ListenerType, []string{"l1", "l2"}, nil)
+			c.barrierDelta(d)
+			waitCounts(c.t, c.s, v2, ProxyCounts{Connected: 1, Acked: 1})
+		},
+	}}
 
 // warmFleet is a listener l1 whose route r1 names the cluster target, and
 // the clusters target and also with their endpoints.
@@ -684,6 +728,12 @@ func warmFleet(target string, also ...string) map[string][]types.Resource {
 	}
 	return fleetOf(rs...)
 }
+
+// Types Envoy may ask for over ADS that the server does not serve.
+const (
+	extensionConfigType = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig"
+	scopedRouteType     = "type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration"
+)
 
 // pushOrderForTest is the order the protocol's make-before-break asks for:
 // a cluster before its endpoints, both before the listener that uses them,

@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
@@ -57,7 +56,9 @@ import (
 //     that is cleared keeps its streams waiting, and they keep what they
 //     have.
 //   - Only the types the server serves are watched, secrets only by name,
-//     and a stream subscribes to a bounded number of names of each type.
+//     and a stream subscribes to a bounded number of names of each type. A
+//     watch of a type the server does not serve is never answered, and the
+//     cache keeps nothing of it (unserved.go).
 //
 // A fleet serves one publication to all of its streams, or, while a
 // revision rolls out, two: the new one to the proxies that lead the
@@ -237,16 +238,6 @@ func newFleetCache() *fleetCache {
 	return &fleetCache{fleets: map[string]*fleetEntry{}, names: DefaultLimits.names()}
 }
 
-// servedType refuses a type URL the server does not serve.
-func servedType(typeURL string) error {
-	if resource.KindOf(typeURL).TypeURL == "" {
-		// The type URL is the client's: keep the message short.
-		return status.Errorf(codes.InvalidArgument, "type %q is not served: only %s are",
-			conditions.Truncate(typeURL, 200), servedFields)
-	}
-	return nil
-}
-
 // servedFields names the types served, e.g. "listeners, routes and secrets".
 var servedFields = func() string {
 	fields := make([]string, len(resource.Kinds))
@@ -264,14 +255,10 @@ func wildcardRefused(k resource.Kind) error {
 	return status.Errorf(codes.InvalidArgument, "%s are served by name only, not to a wildcard subscription", k.Field)
 }
 
-// admit checks a watch of typeURL with sub: a served type, secrets by name
-// only, and, when names is set, no more names than a stream may subscribe
-// to.
+// admit checks a watch of typeURL, a served type, with sub: secrets by
+// name only and, when names is set, no more names than a stream may
+// subscribe to.
 func (c *fleetCache) admit(typeURL string, sub cachev3.Subscription, names bool) error {
-	if err := servedType(typeURL); err != nil {
-		metricRefused.WithLabelValues(refusedType).Inc()
-		return err
-	}
 	if k := resource.KindOf(typeURL); k.ByName && sub.IsWildcard() {
 		metricRefused.WithLabelValues(refusedWildcardSecret).Inc()
 		return wildcardRefused(k)
@@ -282,8 +269,15 @@ func (c *fleetCache) admit(typeURL string, sub cachev3.Subscription, names bool)
 	return c.names.check(typeURL, len(sub.SubscribedResources()), maps.Keys(sub.SubscribedResources()))
 }
 
+// unservedWatch is the cancel of a watch of a type the server does not serve:
+// the cache keeps nothing of it, and never answers it (unserved.go).
+func unservedWatch() {}
+
 // CreateWatch implements cachev3.ConfigWatcher, for state-of-the-world streams.
 func (c *fleetCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
+	if kindIndex(req.GetTypeUrl()) < 0 {
+		return unservedWatch, nil
+	}
 	if err := c.admit(req.GetTypeUrl(), sub, true); err != nil {
 		return nil, err
 	}
@@ -296,6 +290,9 @@ func (c *fleetCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription,
 // stream with the names an earlier watch of the type was admitted with, or
 // fewer, and they are not counted again.
 func (c *fleetCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
+	if kindIndex(req.GetTypeUrl()) < 0 {
+		return unservedWatch, nil
+	}
 	if err := c.admit(req.GetTypeUrl(), sub, len(req.GetResourceNamesSubscribe()) > 0); err != nil {
 		return nil, err
 	}
@@ -563,7 +560,7 @@ var errEmptyName = status.Error(codes.InvalidArgument, "a resource name may not 
 func (l nameLimits) check(typeURL string, n int, names iter.Seq[string]) error {
 	if n > l.count {
 		metricRefused.WithLabelValues(refusedNames).Inc()
-		return status.Errorf(codes.ResourceExhausted, "the stream subscribes to %d %s names, more than the %d one stream may", n, resource.KindOf(typeURL).Field, l.count)
+		return status.Errorf(codes.ResourceExhausted, "the stream subscribes to %d %s, more than the %d one stream may", n, namesOf(typeURL), l.count)
 	}
 	size := 0
 	for name := range names {
@@ -572,8 +569,16 @@ func (l nameLimits) check(typeURL string, n int, names iter.Seq[string]) error {
 		}
 		if size += len(name); size > l.bytes {
 			metricRefused.WithLabelValues(refusedNames).Inc()
-			return status.Errorf(codes.ResourceExhausted, "the stream subscribes to %s names of more than %d bytes in all, more than one stream may", resource.KindOf(typeURL).Field, l.bytes)
+			return status.Errorf(codes.ResourceExhausted, "the stream subscribes to %s of more than %d bytes in all, more than one stream may", namesOf(typeURL), l.bytes)
 		}
 	}
 	return nil
+}
+
+// namesOf says whose names a stream subscribes to, e.g. "secrets names".
+func namesOf(typeURL string) string {
+	if f := resource.KindOf(typeURL).Field; f != "" {
+		return f + " names"
+	}
+	return "names of a type not served"
 }

@@ -15,16 +15,20 @@ import (
 
 // guard checks each stream and request before the server's other callbacks
 // and the cache see it: a stream whose peer or node is not who it must be
-// ends (identities), a type the server does not serve ends the stream
-// (InvalidArgument), a request that names more resources than a stream may
-// subscribe to ends it (ResourceExhausted) before go-control-plane keeps
-// them, and a NACK's error_detail, which the proxy chooses, is cut to
-// MaxNACKDetail bytes, so that no copy of it is larger. The cache checks
-// what a delta stream's requests add up to.
+// ends (identities); a request for a type the server does not serve is let
+// through to the cache, which leaves it unanswered, but not to the callbacks
+// behind the guard, and the stream goes on (unserved.go), unless it asks for
+// more such types than a stream may (ResourceExhausted); a request that
+// names more resources than a stream may subscribe to ends the stream
+// (ResourceExhausted) before go-control-plane keeps them; and a NACK's
+// error_detail, which the proxy chooses, is cut to MaxNACKDetail bytes, so
+// that no copy of it is larger. The cache checks what a delta stream's
+// requests add up to.
 type guard struct {
 	serverv3.Callbacks
-	ids   *identities
-	names nameLimits
+	ids      *identities
+	names    nameLimits
+	unserved *unserved
 }
 
 var _ serverv3.Callbacks = guard{}
@@ -40,6 +44,7 @@ func (g guard) OnStreamOpen(ctx context.Context, id int64, typeURL string) error
 	if err := g.ids.open(ctx, id); err != nil {
 		return err
 	}
+	g.unserved.open(id)
 	return g.Callbacks.OnStreamOpen(ctx, id, typeURL)
 }
 
@@ -49,12 +54,14 @@ func (g guard) OnDeltaStreamOpen(ctx context.Context, id int64, typeURL string) 
 	if err := g.ids.open(ctx, id); err != nil {
 		return err
 	}
+	g.unserved.open(id)
 	return g.Callbacks.OnDeltaStreamOpen(ctx, id, typeURL)
 }
 
 // OnStreamClosed implements sotw.Callbacks.
 func (g guard) OnStreamClosed(id int64, node *corev3.Node) {
 	g.ids.closed(id)
+	g.unserved.closed(id)
 	g.Callbacks.OnStreamClosed(id, node)
 }
 
@@ -62,6 +69,7 @@ func (g guard) OnStreamClosed(id int64, node *corev3.Node) {
 func (g guard) OnDeltaStreamClosed(id int64, node *corev3.Node) {
 	id = deltaStream(id)
 	g.ids.closed(id)
+	g.unserved.closed(id)
 	g.Callbacks.OnDeltaStreamClosed(id, node)
 }
 
@@ -70,14 +78,18 @@ func (g guard) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) error 
 	if err := g.ids.check(id, r.GetNode()); err != nil {
 		return err
 	}
-	if err := servedType(r.GetTypeUrl()); err != nil {
-		metricRefused.WithLabelValues(refusedType).Inc()
+	served, err := g.unserved.served(id, r.GetNode(), r.GetTypeUrl(), func() (string, string) { return g.ids.node(id) })
+	if err != nil {
 		return err
 	}
 	if err := g.names.check(r.GetTypeUrl(), len(r.GetResourceNames()), slices.Values(r.GetResourceNames())); err != nil {
 		return err
 	}
+	if !served {
+		return nil
+	}
 	cutDetail(r.GetErrorDetail())
+	r.Node = g.unserved.passOn(id, r.GetNode())
 	return g.Callbacks.OnStreamRequest(id, r)
 }
 
@@ -87,8 +99,8 @@ func (g guard) OnStreamDeltaRequest(id int64, r *discoveryv3.DeltaDiscoveryReque
 	if err := g.ids.check(id, r.GetNode()); err != nil {
 		return err
 	}
-	if err := servedType(r.GetTypeUrl()); err != nil {
-		metricRefused.WithLabelValues(refusedType).Inc()
+	served, err := g.unserved.served(id, r.GetNode(), r.GetTypeUrl(), func() (string, string) { return g.ids.node(id) })
+	if err != nil {
 		return err
 	}
 	sub, unsub, initial := r.GetResourceNamesSubscribe(), r.GetResourceNamesUnsubscribe(), r.GetInitialResourceVersions()
@@ -109,7 +121,11 @@ func (g guard) OnStreamDeltaRequest(id int64, r *discoveryv3.DeltaDiscoveryReque
 	if err := g.names.check(r.GetTypeUrl(), len(sub)+len(unsub)+len(initial), names); err != nil {
 		return err
 	}
+	if !served {
+		return nil
+	}
 	cutDetail(r.GetErrorDetail())
+	r.Node = g.unserved.passOn(id, r.GetNode())
 	return g.Callbacks.OnStreamDeltaRequest(id, r)
 }
 

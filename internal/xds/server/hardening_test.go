@@ -60,7 +60,8 @@ func wantCode(t *testing.T, what string, err error, code codes.Code) {
 }
 
 // A client that pipelines 2000 requests for types the server does not serve
-// is refused at its first one, and does not hold up another fleet's push.
+// is refused at the first one past maxUnservedTypes, and does not hold up
+// another fleet's push.
 func TestUnknownTypesAreRefused(t *testing.T) {
 	ctx := context.Background()
 	s, addr := startServer(t)
@@ -122,12 +123,12 @@ func TestUnknownTypesAreRefused(t *testing.T) {
 		t.Fatalf("the other fleet got version %s with %d clusters, want v2's two", resp.GetVersionInfo(), len(resp.GetResources()))
 	}
 	_, err = hostile.Recv()
-	wantCode(t, "the hostile stream", err, codes.InvalidArgument)
+	wantCode(t, "the hostile stream", err, codes.ResourceExhausted)
 	cancel()
 	n := <-sent
 	t.Logf("the other fleet's push reached its proxy %v after publication, during %d hostile requests sent", delay, n)
 	if got := refusals(t, refusedType) - refused; got != 1 {
-		t.Errorf("%v refusals counted, want 1: the stream ends at its first unknown type", got)
+		t.Errorf("%v refusals counted, want 1: the stream ends at its first type past maxUnservedTypes", got)
 	}
 	// The victim fleet is still served.
 	q := xdstest.Connect(t, xdstest.Dial(t, addr), victim, "pod-2", resourcev3.ClusterType)
@@ -146,21 +147,39 @@ func mustSnapshot(t *testing.T, version string, resources map[string][]types.Res
 	return p
 }
 
-// The cache is guarded on its own too: a watch of an unknown type is
-// refused, whoever creates it, and leaves nothing in the cache.
-func TestFleetCacheRefusesUnknownTypes(t *testing.T) {
+// The cache is guarded on its own too: a watch of a type the server does
+// not serve is never answered, whoever creates it, and leaves nothing in
+// the cache.
+func TestFleetCacheLeavesUnknownTypesUnanswered(t *testing.T) {
 	c := newFleetCache()
-	node := &corev3.Node{Id: "x", Cluster: "ns/other"}
+	// A proxy of the published fleet, at a version the cache does not have:
+	// a watch of a served type would be answered at once.
+	node := &corev3.Node{Id: "x", Cluster: fleet}
 	c.publish(fleet, mustSnapshot(t, "v1", clusters("a")), nil)
-	_, err := c.CreateWatch(&cachev3.Request{Node: node, TypeUrl: "type.googleapis.com/other.T", VersionInfo: "x"},
-		stream.NewSotwSubscription(nil, true), make(chan cachev3.Response, 1))
-	wantCode(t, "sotw", err, codes.InvalidArgument)
-	_, err = c.CreateDeltaWatch(&cachev3.DeltaRequest{Node: node, TypeUrl: "type.googleapis.com/other.T"},
-		stream.NewDeltaSubscription(nil, nil, nil, true), make(chan cachev3.DeltaResponse, 1))
-	wantCode(t, "delta", err, codes.InvalidArgument)
+	sotw, deltas := make(chan cachev3.Response, 1), make(chan cachev3.DeltaResponse, 1)
+	cancelSotw, err := c.CreateWatch(&cachev3.Request{Node: node, TypeUrl: "type.googleapis.com/other.T", VersionInfo: "x"},
+		stream.NewSotwSubscription(nil, true), sotw)
+	if err != nil {
+		t.Fatalf("sotw: %v", err)
+	}
+	cancelDelta, err := c.CreateDeltaWatch(&cachev3.DeltaRequest{Node: node, TypeUrl: "type.googleapis.com/other.T"},
+		stream.NewDeltaSubscription(nil, nil, nil, true), deltas)
+	if err != nil {
+		t.Fatalf("delta: %v", err)
+	}
+	// A publication answers every watch it can: none of these.
+	c.publish(fleet, mustSnapshot(t, "v2", clusters("a", "b")), nil)
+	if len(sotw) != 0 || len(deltas) != 0 {
+		t.Errorf("answered %d state-of-the-world and %d delta watches of a type not served, want none", len(sotw), len(deltas))
+	}
 	if n := len(c.fleets); n != 1 {
 		t.Errorf("the cache has %d fleets, want the published one alone", n)
 	}
+	if f := c.fleets[fleet]; f == nil || len(f.streams) != 0 {
+		t.Errorf("the cache keeps streams of watches of a type not served")
+	}
+	cancelSotw()
+	cancelDelta()
 }
 
 func secrets(names ...string) map[string][]types.Resource {

@@ -104,6 +104,16 @@ func (i *identities) check(id int64, node *corev3.Node) error {
 	return nil
 }
 
+// node returns the node id and cluster of the stream's first request.
+func (i *identities) node(id int64) (string, string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if st := i.streams[id]; st != nil {
+		return st.id, st.cluster
+	}
+	return "", ""
+}
+
 func (i *identities) closed(id int64) {
 	i.mu.Lock()
 	delete(i.streams, id)

@@ -29,6 +29,12 @@ var (
 		Name: "kube_envoy_controller_xds_refused_total",
 		Help: "Streams and connections the xDS server refused, by reason: unknown_type, wildcard_secret, names, identity (streams); handshake, connection_limit, source_connections, source_handshakes (connections).",
 	}, []string{"reason"})
+	// metricUnserved is labelled by a fixed table of types (unservedLabel):
+	// a type URL is what the client names.
+	metricUnserved = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kube_envoy_controller_xds_unserved_subscriptions_total",
+		Help: "Subscriptions, one per stream and type, to a type the xDS server does not serve, left unanswered while the stream's other subscriptions go on, by type: extension_config, scoped_route, virtual_host, runtime, lb_endpoint, other.",
+	}, []string{"type"})
 	metricPublishToAck = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "kube_envoy_controller_xds_publish_to_ack_seconds",
 		Help:    "Time from publishing a fleet's new configuration to its acceptance by every connected proxy of the fleet.",
@@ -38,6 +44,8 @@ var (
 
 // The reasons of metricRefused.
 const (
+	// refusedType: more types the server does not serve than a stream may
+	// ask for (maxUnservedTypes).
 	refusedType           = "unknown_type"
 	refusedWildcardSecret = "wildcard_secret"
 	// refusedNames: more resource names than a stream may subscribe to.
@@ -56,5 +64,5 @@ const (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(metricConnected, metricPushes, metricAcks, metricNacks, metricPublishToAck, metricRefused)
+	ctrlmetrics.Registry.MustRegister(metricConnected, metricPushes, metricAcks, metricNacks, metricPublishToAck, metricRefused, metricUnserved)
 }

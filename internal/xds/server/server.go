@@ -8,10 +8,12 @@
 // (Reporter) for the leader to add up.
 //
 // Its invariant: a proxy is served only its own fleet's configuration, as
-// published, and nothing else. What serves gRPC, links go-control-plane's
-// server or registers metrics lives here (or in the debug endpoint after
-// it), so that the stages before it (resource, translate, publish) stay
-// pure; package xds tests that they do.
+// published, and nothing else. It serves five types (resource.Kinds); a
+// proxy's subscription to any other is left unanswered, and its stream and
+// other subscriptions go on (unserved.go). What serves gRPC, links
+// go-control-plane's server or registers metrics lives here (or in the
+// debug endpoint after it), so that the stages before it (resource,
+// translate, publish) stay pure; package xds tests that they do.
 package server
 
 import (
@@ -407,7 +409,7 @@ func (s *Server) Start(ctx context.Context) error {
 	// A connection counts against MaxConnections once its handshake is done.
 	opts = append(opts, grpc.Creds(gatedCreds{creds}))
 	g := grpc.NewServer(opts...)
-	callbacks := guard{Callbacks: newNoResend(s.tracker), ids: newIdentities(s.trustDomain), names: s.limits.names()}
+	callbacks := guard{Callbacks: newNoResend(s.tracker), ids: newIdentities(s.trustDomain), names: s.limits.names(), unserved: newUnserved(s.log)}
 	// Ordered: a state-of-the-world stream's responses go out in the order
 	// the cache answers them (delta streams always do).
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, s.cache, callbacks, sotwv3.WithOrderedADS()))
