@@ -6,9 +6,10 @@
 //   - the EnvoyConfig validator (package validate) at
 //     /validate-example-com-v1-envoyconfig, for EnvoyConfigs as they are
 //     created, updated and deleted;
-//   - the Watcher and PodSet validators (package podtemplate) at
-//     /validate-watch-my-domain-v1alpha1-watcher and
-//     /validate-demo-k8s-io-v1alpha1-podset, for Watchers and PodSets as
+//   - the Watcher, PodSet and Envoy validators (package podtemplate) at
+//     /validate-watch-my-domain-v1alpha1-watcher,
+//     /validate-demo-k8s-io-v1alpha1-podset and
+//     /validate-example-com-v1-envoy, for Watchers, PodSets and Envoys as
 //     they are created and updated: pod content the API server would
 //     refuse in every pod made from them;
 //   - and, unless it comes from elsewhere (cert-manager, say), their serving

@@ -647,7 +647,7 @@ var invalidManifests = []badInput{
 	{name: "watcher nativeSidecar not a boolean", field: "spec.nativeSidecar", why: "boolean", manifest: watcherHead + watcherContainer + `  nativeSidecar: "yes"`},
 
 	// Pod content that the API server refuses in every pod, refused by the
-	// Watcher and PodSet validating webhook (package podtemplate).
+	// Watcher, PodSet and Envoy validating webhook (package podtemplate).
 	// Label and annotation keys and values.
 	{name: "podset template label key name part over 63 characters", webhook: true, field: "spec.template.metadata.labels", why: "name part must be no more than 63", manifest: podSetTemplate(`
     metadata:
@@ -694,6 +694,18 @@ var invalidManifests = []badInput{
 	{name: "podset template extended resource requested without a limit", webhook: true, field: "spec.template.spec.containers[0].resources.limits[example.com/gpu]", why: "never overcommitted", manifest: podSetTemplate("", `
         resources: {requests: {example.com/gpu: 1}}`)},
 	{name: "watcher container extended resource request under its limit", webhook: true, field: "spec.container.resources.requests[example.com/gpu]", why: "must equal the limit 2", manifest: watcherHead + watcherContainer + `    resources: {requests: {example.com/gpu: 1}, limits: {example.com/gpu: 2}}`},
+	// An Envoy's resources, which are every proxy's: what its schema's CEL
+	// cannot judge.
+	{name: "envoy resources hugepages not a whole number of pages", webhook: true, field: "spec.resources.limits[hugepages-2Mi]", why: "whole number of pages of 2Mi", manifest: envoyHead + `spec:
+  resources:
+    limits: {hugepages-2Mi: 3Mi, memory: 1Gi}`},
+	{name: "envoy resources hugepages request above its limit", webhook: true, field: "spec.resources.requests[hugepages-2Mi]", why: "must equal the limit 2Mi", manifest: envoyHead + `spec:
+  resources:
+    requests: {hugepages-2Mi: 4Mi, memory: 1Gi}
+    limits: {hugepages-2Mi: 2Mi, memory: 1Gi}`},
+	{name: "envoy resources half an extended resource", webhook: true, field: "spec.resources.limits[example.com/gpu]", why: "must be a whole number", manifest: envoyHead + `spec:
+  resources:
+    limits: {example.com/gpu: 500m}`},
 	{name: "podset template hugepages without cpu or memory", webhook: true, field: "spec.template.spec.containers[0].resources", why: "hugepages need a cpu or memory", manifest: podSetTemplate("", `
         resources: {limits: {hugepages-2Mi: 2Mi}}`)},
 	{name: "podset template resource name no container has", webhook: true, field: "spec.template.spec.containers[0].resources.limits[gpu]", why: "must be cpu, memory, ephemeral-storage, hugepages-<page size>", manifest: podSetTemplate("", `
@@ -1048,7 +1060,7 @@ func TestInProcessSchemaAgrees(t *testing.T) {
 		return s.Admit(u.Object)
 	}
 	// webhook is what the validating webhooks say of an EnvoyConfig created
-	// alone in its fleet, and of a Watcher or a PodSet.
+	// alone in its fleet, and of a Watcher, a PodSet or an Envoy.
 	webhook := func(t *testing.T, manifest string) []string {
 		t.Helper()
 		u, _ := decode(t, manifest)
@@ -1060,6 +1072,8 @@ func TestInProcessSchemaAgrees(t *testing.T) {
 			obj = &watchv1alpha1.Watcher{}
 		case "PodSet":
 			obj = &demov1alpha1.PodSet{}
+		case "Envoy":
+			obj = &examplev1.Envoy{}
 		default:
 			return nil
 		}
@@ -1075,6 +1089,8 @@ func TestInProcessSchemaAgrees(t *testing.T) {
 			errs = podtemplate.Watcher(o)
 		case *demov1alpha1.PodSet:
 			errs = podtemplate.PodSet(o)
+		case *examplev1.Envoy:
+			errs = podtemplate.Envoy(o)
 		}
 		var problems []string
 		for _, e := range errs {

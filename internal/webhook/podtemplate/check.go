@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
 )
 
@@ -35,6 +36,15 @@ func Watcher(w *watchv1alpha1.Watcher) field.ErrorList {
 		errs = append(errs, volume(&w.Spec.Volume, spec.Child("volume"))...)
 	}
 	return errs
+}
+
+// Envoy returns what the API server would refuse of every pod of the
+// fleet, of what the Envoy sets in them: its proxy container's compute
+// resources (spec.resources), the only quantities it takes. Its pod labels
+// and annotations, ports and spread constraints are its CRD schema's to
+// check.
+func Envoy(e *examplev1.Envoy) field.ErrorList {
+	return resources(&e.Spec.Resources, field.NewPath("spec", "resources"))
 }
 
 // PodSet returns what the API server would refuse of every pod the PodSet

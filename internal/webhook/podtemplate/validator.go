@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
 )
 
@@ -21,14 +22,16 @@ import (
 const (
 	WatcherPath = "/validate-watch-my-domain-v1alpha1-watcher"
 	PodSetPath  = "/validate-demo-k8s-io-v1alpha1-podset"
+	EnvoyPath   = "/validate-example-com-v1-envoy"
 )
 
-// Both validators are webhooks of the EnvoyConfig validator's configuration
+// The validators are webhooks of the EnvoyConfig validator's configuration
 // (package validate), whose caBundle the operator keeps, and likewise see
 // nothing of kube-system or the operator's own namespace.
 //
 // +kubebuilder:webhook:path=/validate-watch-my-domain-v1alpha1-watcher,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=watch.my.domain,resources=watchers,verbs=create;update,versions=v1alpha1,name=validate.watcher.watch.my.domain,admissionReviewVersions=v1,timeoutSeconds=5,serviceName=kube-envoy-controller-webhook,serviceNamespace=kube-envoy-controller,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","kube-envoy-controller"]}]}}`
 // +kubebuilder:webhook:path=/validate-demo-k8s-io-v1alpha1-podset,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=demo.k8s.io,resources=podsets,verbs=create;update,versions=v1alpha1,name=validate.podset.demo.k8s.io,admissionReviewVersions=v1,timeoutSeconds=5,serviceName=kube-envoy-controller-webhook,serviceNamespace=kube-envoy-controller,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","kube-envoy-controller"]}]}}`
+// +kubebuilder:webhook:path=/validate-example-com-v1-envoy,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=example.com,resources=envoys,verbs=create;update,versions=v1,name=validate.envoy.example.com,admissionReviewVersions=v1,timeoutSeconds=5,serviceName=kube-envoy-controller-webhook,serviceNamespace=kube-envoy-controller,patch=`{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","kube-envoy-controller"]}]}}`
 
 // Validator refuses a create or an update of one kind whose pod content
 // the API server would refuse later, in every pod made from it.
@@ -61,6 +64,22 @@ func NewPodSetWebhook(mgr ctrl.Manager) *admission.Webhook {
 		Check:   PodSet,
 		Spec:    func(ps *demov1alpha1.PodSet) any { return ps.Spec.Template },
 	}, RecoverPanic: ptr.To(true)}
+}
+
+// NewEnvoyWebhook returns the Envoy validator as mgr's webhook server serves it.
+func NewEnvoyWebhook(mgr ctrl.Manager) *admission.Webhook {
+	return &admission.Webhook{Handler: envoyValidator(admission.NewDecoder(mgr.GetScheme())), RecoverPanic: ptr.To(true)}
+}
+
+// envoyValidator is the Envoy validator: it judges an Envoy's resources,
+// and admits an update that leaves them as they are.
+func envoyValidator(d admission.Decoder) *Validator[*examplev1.Envoy] {
+	return &Validator[*examplev1.Envoy]{
+		Decoder: d,
+		New:     func() *examplev1.Envoy { return &examplev1.Envoy{} },
+		Check:   Envoy,
+		Spec:    func(e *examplev1.Envoy) any { return &e.Spec.Resources },
+	}
 }
 
 // Handle implements admission.Handler.
