@@ -15,6 +15,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"maps"
+	"net/netip"
 	"reflect"
 	"regexp"
 	"slices"
@@ -27,6 +28,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -70,7 +72,8 @@ var (
 
 // builtin: fleets reach the built-in xDS server over mutual TLS, so that an
 // Envoy renders every kind of child it can have, its certificate's Secret too.
-var builtin = fleet.Defaults{XDS: proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: "builtin.svc", Port: 18000, MutualTLS: true}}
+var builtin = fleet.Defaults{XDS: proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: "builtin.svc", Port: 18000, MutualTLS: true},
+	Namespace: "default", XDSPorts: []int32{18000, 18001}}
 
 func TestMain(m *testing.M) {
 	suite.Main(m, func(mgr ctrl.Manager) error {
@@ -82,7 +85,7 @@ func TestMain(m *testing.M) {
 		}
 		// What the controllers' SetupWithManager would register, but their watches.
 		for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{},
-			&policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{}, &batchv1.Job{}} {
+			&policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{}, &batchv1.Job{}, &networkingv1.NetworkPolicy{}} {
 			if err := objects.IndexByController(context.Background(), mgr.GetFieldIndexer(), obj); err != nil {
 				return err
 			}
@@ -177,6 +180,9 @@ func renderEnvoy(ctx context.Context, t *testing.T, live client.Object) []client
 	if want.HorizontalPodAutoscaler != nil {
 		out = append(out, want.HorizontalPodAutoscaler)
 	}
+	if want.NetworkPolicy != nil {
+		out = append(out, want.NetworkPolicy)
+	}
 	if !want.XDS.MutualTLS {
 		return out
 	}
@@ -233,6 +239,10 @@ var excluded = map[string]map[string]string{
 	"Secret": {
 		"type": "immutable",
 	},
+	"NetworkPolicy": {
+		"spec.egress[*].to[*].ipBlock.cidr": "0.0.0.0/0 and ::/0, which the render writes without an allowlist, are the only ranges of their family " +
+			"that hold every except entry (the metadata ranges lie at both ends of the address space): the API server refuses any other; the excepts are edited",
+	},
 	"HorizontalPodAutoscaler": {
 		"spec.metrics[*].type":                 "names which of the metric's sources is set: the API server refuses another with the same source",
 		"spec.metrics[*].resource.target.type": "names which of the target's values is set: the API server refuses another with the same value",
@@ -256,7 +266,7 @@ var extraWrites = map[string]map[string]string{}
 func init() {
 	// The manager's cache holds the objects of these kinds that carry the
 	// label (manager.CacheOptions); it holds Secrets by another.
-	for _, kind := range []string{"ConfigMap", "Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler"} {
+	for _, kind := range []string{"ConfigMap", "Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler", "NetworkPolicy"} {
 		extraWrites[kind] = map[string]string{
 			"metadata.labels[\"app.kubernetes.io/managed-by\"]": "it takes the object out of the manager's cache: " +
 				"the reconcile's create is refused first, then the object read past the cache is updated",
@@ -826,6 +836,9 @@ func number(v any) any {
 // values of enumerations that the renders set or it defaults.
 var alternatives = map[string]string{
 	"TCP":                "UDP",
+	"UDP":                "SCTP",
+	"NotIn":              "In",
+	"Egress":             "Ingress",
 	"ClusterIP":          "NodePort",
 	"NodePort":           "LoadBalancer",
 	"RuntimeDefault":     "Unconfined",
@@ -871,6 +884,14 @@ func different(kind string, path []any, v any) any {
 		}
 		if alt, ok := alternatives[t]; ok {
 			return alt
+		}
+		if p, err := netip.ParsePrefix(t); err == nil {
+			// Another range of the same family: one bit longer, or shorter.
+			bits := p.Bits() + 1
+			if bits > p.Addr().BitLen() {
+				bits = p.Bits() - 1
+			}
+			return netip.PrefixFrom(p.Addr(), bits).Masked().String()
 		}
 		if n, ok := strings.CutSuffix(t, "%"); ok {
 			if i, err := strconv.Atoi(n); err == nil {

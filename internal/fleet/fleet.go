@@ -146,6 +146,13 @@ type Defaults struct {
 	// Its MutualTLS says whether they reach it over mutual TLS, each with
 	// its client certificate (ClientSecretName).
 	XDS proxy.XDSServer
+	// Namespace is the operator's namespace, and XDSPorts the ports its
+	// xDS server's pods listen on (a Service's target port: what a
+	// NetworkPolicy sees): the egress NetworkPolicy of each fleet of the
+	// built-in server closes the namespace to the proxies but for those
+	// ports. Without a namespace, no namespace is closed.
+	Namespace string
+	XDSPorts  []int32
 }
 
 // BuiltinXDS reports whether e's fleet takes its configuration from the

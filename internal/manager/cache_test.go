@@ -9,6 +9,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,6 +58,9 @@ var childKinds = []struct {
 			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "example.com/v1", Kind: "Envoy", Name: m.Name},
 			MaxReplicas:    2,
 		}}
+	}, nil},
+	{"NetworkPolicy", func(m metav1.ObjectMeta) client.Object {
+		return &networkingv1.NetworkPolicy{ObjectMeta: m, Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}}}
 	}, nil},
 	// Of Secrets, only those the xDS control plane may read, whatever the value.
 	{"Secret", func(m metav1.ObjectMeta) client.Object {

@@ -12,6 +12,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -168,6 +169,7 @@ func CacheOptions() cache.Options {
 			&batchv1.Job{}:                           owned,
 			&policyv1.PodDisruptionBudget{}:          owned,
 			&autoscalingv2.HorizontalPodAutoscaler{}: owned,
+			&networkingv1.NetworkPolicy{}:            owned,
 			&corev1.Secret{}:                         {Label: labels.NewSelector().Add(*xdsSecrets)},
 		},
 	}

@@ -7,6 +7,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 )
@@ -102,6 +103,23 @@ var PodDisruptionBudgets = Child[*policyv1.PodDisruptionBudget]{
 		return ok && equality.Semantic.DeepEqual(existing.Spec, desired.Spec), err
 	},
 	Merge: func(existing, desired *policyv1.PodDisruptionBudget) *policyv1.PodDisruptionBudget {
+		out := existing.DeepCopy()
+		out.Labels = MergeMaps(existing.Labels, desired.Labels)
+		out.Spec = *desired.Spec.DeepCopy()
+		return out
+	},
+}
+
+// NetworkPolicies compares a policy's labels, and its spec exactly: a rule
+// someone added opens what the policy closes, so it is removed. An update
+// puts the spec back, keeping the labels others added.
+var NetworkPolicies = Child[*networkingv1.NetworkPolicy]{
+	Kind: "NetworkPolicy",
+	Matches: func(existing, desired *networkingv1.NetworkPolicy) (bool, error) {
+		ok, err := Contains(existing.Labels, desired.Labels)
+		return ok && equality.Semantic.DeepEqual(existing.Spec, desired.Spec), err
+	},
+	Merge: func(existing, desired *networkingv1.NetworkPolicy) *networkingv1.NetworkPolicy {
 		out := existing.DeepCopy()
 		out.Labels = MergeMaps(existing.Labels, desired.Labels)
 		out.Spec = *desired.Spec.DeepCopy()

@@ -58,6 +58,7 @@ var allowlist = []grant{
 	{everywhere, "apps", "deployments", "", "create,delete,get,list,patch,update,watch", "Envoy fleets and Foos"},
 	{everywhere, "policy", "poddisruptionbudgets", "", "create,delete,get,list,update,watch", "Envoy fleets' disruption budgets, deleted when a fleet no longer has one"},
 	{everywhere, "autoscaling", "horizontalpodautoscalers", "", "create,delete,get,list,update,watch", "Envoy fleets' autoscalers (spec.autoscaling), deleted when the spec drops it"},
+	{everywhere, "networking.k8s.io", "networkpolicies", "", "create,delete,get,list,update,watch", "Envoy fleets' egress NetworkPolicies, deleted when a fleet opts out or takes another xDS server"},
 	{everywhere, "", "pods", "", "create,delete,get,list,watch", "PodSets; a replica's own pod, which owns its proxy report"},
 	{everywhere, "", "namespaces", "", "get,list,watch", "the EnvoyConfig validator lets every EnvoyConfig of a namespace being deleted go; the injector checks a namespace's opt-in label itself, from a cache of namespaces' metadata"},
 	{everywhere, "batch", "jobs", "", "create,delete,get,list,watch", "FooBars"},

@@ -165,6 +165,72 @@ type EnvoySpec struct {
 	// once. Applies to fleets of the built-in xDS server.
 	// +optional
 	ConfigRollout *EnvoyConfigRollout `json:"configRollout,omitempty"`
+
+	// Egress is where the fleet's proxies may connect to. Whoever runs the
+	// fleet writes it, not the authors of its EnvoyConfigs: it narrows what
+	// their clusters and the other destinations the content policy judges
+	// may reach, and the fleet's egress NetworkPolicy. Applies to fleets of
+	// the built-in xDS server.
+	// +optional
+	Egress *EnvoyEgress `json:"egress,omitempty"`
+}
+
+// EnvoyEgress is where a fleet's proxies may connect to.
+type EnvoyEgress struct {
+	// Allowed, when set, is every destination the fleet's EnvoyConfigs may
+	// name: an EnvoyConfig with a destination outside it is refused at
+	// admission and not served, and an endpoint of a Service outside it is
+	// left out. The fleet's NetworkPolicy then allows only its CIDRs (and
+	// DNS and the built-in xDS server), when it has any.
+	// +optional
+	Allowed *EnvoyEgressAllowlist `json:"allowed,omitempty"`
+
+	// NetworkPolicy is whether the operator keeps an egress NetworkPolicy
+	// for the fleet's pods: Enabled (the default) or Disabled. The policy
+	// allows every destination but the cloud metadata services and
+	// link-local addresses, and the operator's namespace but for its xDS
+	// port (or, with allowed.cidrs, only those CIDRs). NetworkPolicies
+	// add up: where the fleet's namespace has stricter egress policies of
+	// its own, this one would open what they close, and Disabled leaves
+	// them alone.
+	// +optional
+	// +kubebuilder:validation:Enum=Enabled;Disabled
+	NetworkPolicy EnvoyNetworkPolicy `json:"networkPolicy,omitempty"`
+}
+
+// EnvoyNetworkPolicy is whether a fleet has an egress NetworkPolicy.
+type EnvoyNetworkPolicy string
+
+const (
+	EnvoyNetworkPolicyEnabled  EnvoyNetworkPolicy = "Enabled"
+	EnvoyNetworkPolicyDisabled EnvoyNetworkPolicy = "Disabled"
+)
+
+// EnvoyEgressAllowlist is the destinations a fleet's proxies may reach.
+// A destination written as an IP address must lie in one of its CIDRs; one
+// written as a host name must match one of its domains. The content policy
+// refuses the cloud metadata services, link-local addresses and the
+// operator's names whatever the allowlist says.
+// +kubebuilder:validation:XValidation:rule="(has(self.cidrs) && size(self.cidrs) > 0) || (has(self.domains) && size(self.domains) > 0)",message="needs at least one of cidrs and domains: an empty allowlist would allow no destination"
+type EnvoyEgressAllowlist struct {
+	// CIDRs are the address ranges the proxies may reach, such as
+	// 10.0.0.0/8 or 2001:db8::/32.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=43
+	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self) && cidr(self) == cidr(self).masked()",message="must be a CIDR in its canonical form, such as 10.0.0.0/8 (no host bits set)"
+	CIDRs []string `json:"cidrs,omitempty"`
+
+	// Domains are the host names the proxies may reach: a name
+	// (api.example.com), or every name below a domain (*.example.com, which
+	// does not match example.com itself). Lower case.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:XValidation:rule="self.matches('^([*][.])?[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a lower-case DNS name, or *. and a DNS name for every name below it, such as api.example.com or *.example.com"
+	Domains []string `json:"domains,omitempty"`
 }
 
 // EnvoyConfigRollout is how a change of a fleet's configuration is rolled

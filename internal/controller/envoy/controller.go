@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,8 +30,8 @@ import (
 const ControllerName = "envoy"
 
 // Reconciler makes each Envoy's ConfigMap, Deployment, Service,
-// PodDisruptionBudget and HorizontalPodAutoscaler match its spec and reports
-// the fleet's status.
+// PodDisruptionBudget, HorizontalPodAutoscaler and NetworkPolicy match its
+// spec and reports the fleet's status.
 type Reconciler struct {
 	objects.Kit
 	Defaults fleet.Defaults
@@ -60,7 +61,7 @@ func (r *Reconciler) mutualTLS(e *examplev1.Envoy) bool {
 // or one of its children changes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{},
-		&policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{}} {
+		&policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{}, &networkingv1.NetworkPolicy{}} {
 		if err := objects.IndexByController(context.Background(), mgr.GetFieldIndexer(), obj); err != nil {
 			return err
 		}
@@ -72,7 +73,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
-		Owns(&autoscalingv2.HorizontalPodAutoscaler{})
+		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
+		Owns(&networkingv1.NetworkPolicy{})
 	if r.Defaults.XDS.MutualTLS && r.Authority != nil {
 		// A changed CA changes every fleet's trusted CAs, and may have
 		// its certificates reissued.
@@ -109,6 +111,7 @@ func (r *Reconciler) fleetsOfCA(ctx context.Context, obj client.Object) []reconc
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings one Envoy's children to its spec. When everything already
@@ -154,6 +157,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		objects.Ensure(kids, objects.HorizontalPodAutoscalers, hpa)
 	} else {
 		kids.DeleteRenamed("HorizontalPodAutoscaler", &autoscalingv2.HorizontalPodAutoscalerList{}, "")
+	}
+	// So does a NetworkPolicy: a fleet of another xDS server, or one that
+	// opted out, has none.
+	if np := want.NetworkPolicy; np != nil {
+		kids.DeleteRenamed("NetworkPolicy", &networkingv1.NetworkPolicyList{}, np.Name)
+		objects.Ensure(kids, objects.NetworkPolicies, np)
+	} else {
+		kids.DeleteRenamed("NetworkPolicy", &networkingv1.NetworkPolicyList{}, "")
 	}
 
 	res, err := status.Finish(ctx, r.Status, e, kids, func(out *examplev1.Envoy) {

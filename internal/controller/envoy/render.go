@@ -1,7 +1,8 @@
 // Package envoy is the Envoy controller: each Envoy object becomes a fleet of
 // Envoy proxies: a ConfigMap with the bootstrap, a Deployment and a Service,
 // with a PodDisruptionBudget and a HorizontalPodAutoscaler where the fleet
-// has them.
+// has them, and an egress NetworkPolicy for a fleet of the built-in xDS
+// server.
 //
 // render.go holds the pure part: the children an Envoy wants (Desired) and the
 // status it reports. controller.go reads, compares, writes and reports.
@@ -9,10 +10,13 @@ package envoy
 
 import (
 	"fmt"
+	"net/netip"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -24,6 +28,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 // Children are the objects a fleet is made of, and what they were made from.
@@ -39,6 +44,9 @@ type Children struct {
 	// fleet has none.
 	PodDisruptionBudget     *policyv1.PodDisruptionBudget
 	HorizontalPodAutoscaler *autoscalingv2.HorizontalPodAutoscaler
+	// NetworkPolicy is nil for a fleet of another xDS server, or one whose
+	// spec.egress.networkPolicy is Disabled.
+	NetworkPolicy *networkingv1.NetworkPolicy
 }
 
 // Desired returns every child that e wants, each with its controller
@@ -59,6 +67,7 @@ func Desired(e *examplev1.Envoy, d fleet.Defaults) (Children, error) {
 		Service:                 service(e),
 		PodDisruptionBudget:     podDisruptionBudget(e),
 		HorizontalPodAutoscaler: horizontalPodAutoscaler(e),
+		NetworkPolicy:           networkPolicy(e, d),
 	}, nil
 }
 
@@ -181,6 +190,99 @@ func horizontalPodAutoscaler(e *examplev1.Envoy) *autoscalingv2.HorizontalPodAut
 			}},
 		},
 	}
+}
+
+// networkPolicy closes, at the network layer, what the content policy
+// refuses by the text of a destination: a host name may resolve to any
+// address at run time (a record that says 169.254.169.254, a Service in the
+// operator's namespace), and a Service's endpoints change after admission.
+// It selects the fleet's pods and allows their egress:
+//
+//   - to every address but the link-local ranges and the cloud metadata
+//     services (translate.MetadataPrefixes), as excepts of 0.0.0.0/0 and
+//     ::/0; or, when the Envoy's spec.egress.allowed has CIDRs, to those
+//     alone, less the metadata ranges inside them;
+//   - without allowed CIDRs, to the pods of every namespace but the
+//     operator's (the namespaceSelector matches kubernetes.io/metadata.name,
+//     which the API server sets and no one else can);
+//   - to the operator's namespace at the built-in xDS server's ports alone,
+//     which the proxies need;
+//   - to port 53, over UDP and TCP, anywhere: DNS, whether the cluster's
+//     resolver runs as pods or on a node-local address.
+//
+// NetworkPolicies add up: this one opens no more than the rules above, and
+// a stricter one of the namespace's own still applies to what it does not
+// allow. How a CNI treats an ipBlock that holds pod addresses varies (docs/
+// concepts/security-model.md says which enforce what). It is nil for a
+// fleet of another xDS server, whose destinations this operator does not
+// serve, and when spec.egress.networkPolicy is Disabled.
+func networkPolicy(e *examplev1.Envoy, d fleet.Defaults) *networkingv1.NetworkPolicy {
+	if !fleet.BuiltinXDS(e) || (e.Spec.Egress != nil && e.Spec.Egress.NetworkPolicy == examplev1.EnvoyNetworkPolicyDisabled) {
+		return nil
+	}
+	closed := translate.MetadataPrefixes()
+	var cidrs []string
+	if e.Spec.Egress != nil && e.Spec.Egress.Allowed != nil {
+		cidrs = e.Spec.Egress.Allowed.CIDRs
+	}
+	var rules []networkingv1.NetworkPolicyEgressRule
+	if len(cidrs) == 0 {
+		rules = append(rules, networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{
+			{IPBlock: ipBlock(netip.MustParsePrefix("0.0.0.0/0"), closed)},
+			{IPBlock: ipBlock(netip.MustParsePrefix("::/0"), closed)},
+		}})
+		others := &metav1.LabelSelector{}
+		if d.Namespace != "" {
+			others.MatchExpressions = []metav1.LabelSelectorRequirement{{
+				Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{d.Namespace}}}
+		}
+		rules = append(rules, networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: others}}})
+	} else {
+		var to []networkingv1.NetworkPolicyPeer
+		for _, c := range cidrs {
+			p, err := netip.ParsePrefix(c)
+			if err != nil || slices.ContainsFunc(closed, func(m netip.Prefix) bool { return m.Bits() <= p.Bits() && m.Contains(p.Addr()) }) {
+				continue // refused at admission; wholly closed
+			}
+			to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: ipBlock(p, closed)})
+		}
+		if len(to) > 0 {
+			rules = append(rules, networkingv1.NetworkPolicyEgressRule{To: to})
+		}
+	}
+	if d.Namespace != "" && len(d.XDSPorts) > 0 {
+		var ports []networkingv1.NetworkPolicyPort
+		for _, p := range d.XDSPorts {
+			ports = append(ports, networkingv1.NetworkPolicyPort{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(p))})
+		}
+		rules = append(rules, networkingv1.NetworkPolicyEgressRule{
+			To:    []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: d.Namespace}}}},
+			Ports: ports,
+		})
+	}
+	rules = append(rules, networkingv1.NetworkPolicyEgressRule{Ports: []networkingv1.NetworkPolicyPort{
+		{Protocol: ptr.To(corev1.ProtocolUDP), Port: ptr.To(intstr.FromInt32(53))},
+		{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(53))},
+	}})
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: objectMeta(e, fleet.Name(e)),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: fleet.SelectorLabels(e)},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress:      rules,
+		},
+	}
+}
+
+// ipBlock is within, less the ranges of closed inside it (of its family).
+func ipBlock(within netip.Prefix, closed []netip.Prefix) *networkingv1.IPBlock {
+	b := &networkingv1.IPBlock{CIDR: within.String()}
+	for _, c := range closed {
+		if c.Addr().Is4() == within.Addr().Is4() && c.Bits() > within.Bits() && within.Contains(c.Addr()) {
+			b.Except = append(b.Except, c.String())
+		}
+	}
+	return b
 }
 
 // service selects only this Envoy's pods.

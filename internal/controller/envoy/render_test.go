@@ -35,7 +35,8 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/vocabulary"
 )
 
-var builtin = fleet.Defaults{XDS: proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: "builtin.svc", Port: 18000, MutualTLS: true}}
+var builtin = fleet.Defaults{XDS: proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: "builtin.svc", Port: 18000, MutualTLS: true},
+	Namespace: caNamespace, XDSPorts: []int32{18000}}
 
 // seedSample is config/samples/example_v1_envoy.yaml.
 func seedSample() *examplev1.Envoy {
@@ -221,6 +222,21 @@ var renderCases = []struct {
 }{
 	{"seed-sample", func(*examplev1.Envoy) {}},
 	{"built-in-server", func(e *examplev1.Envoy) { e.Spec.XDS, e.Spec.Replicas = nil, nil }},
+	{"egress-allowlist", func(e *examplev1.Envoy) {
+		e.Spec.XDS = nil
+		e.Spec.Egress = &examplev1.EnvoyEgress{Allowed: &examplev1.EnvoyEgressAllowlist{
+			CIDRs:   []string{"10.0.0.0/8", "100.64.0.0/10", "169.254.0.0/24", "fd00::/8"},
+			Domains: []string{"*.example.com"},
+		}}
+	}},
+	{"egress-domains-only", func(e *examplev1.Envoy) {
+		e.Spec.XDS = nil
+		e.Spec.Egress = &examplev1.EnvoyEgress{Allowed: &examplev1.EnvoyEgressAllowlist{Domains: []string{"api.example.com"}}}
+	}},
+	{"egress-network-policy-disabled", func(e *examplev1.Envoy) {
+		e.Spec.XDS = nil
+		e.Spec.Egress = &examplev1.EnvoyEgress{NetworkPolicy: examplev1.EnvoyNetworkPolicyDisabled}
+	}},
 	{"one-replica", func(e *examplev1.Envoy) { e.Spec.Replicas = ptr.To[int32](1) }},
 	{"one-replica-budget", func(e *examplev1.Envoy) {
 		e.Spec.Replicas = ptr.To[int32](1)
@@ -258,7 +274,7 @@ var renderCases = []struct {
 func renderYAML(t *testing.T, c Children) []byte {
 	t.Helper()
 	var out bytes.Buffer
-	for _, obj := range []client.Object{c.ConfigMap, c.Deployment, c.Service, c.PodDisruptionBudget, c.HorizontalPodAutoscaler} {
+	for _, obj := range []client.Object{c.ConfigMap, c.Deployment, c.Service, c.PodDisruptionBudget, c.HorizontalPodAutoscaler, c.NetworkPolicy} {
 		if reflect.ValueOf(obj).IsNil() {
 			continue
 		}

@@ -3,7 +3,9 @@ package translate
 import (
 	"cmp"
 	"fmt"
+	"net"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -21,15 +23,28 @@ import (
 const UnknownZone = "unknown"
 
 // LoadAssignment builds an EDS cluster's ClusterLoadAssignment from the
-// EndpointSlices of the Service it names: every ready endpoint address, at
-// the port se.Port names, grouped by zone (UnknownZone when the slice gives none). The result is sorted, so that the
-// same endpoints always make the same resource (and the same version).
-func LoadAssignment(se examplev1.ServiceEndpoints, slices []discoveryv1.EndpointSlice) *endpointv3.ClusterLoadAssignment {
+// EndpointSlices of the Service it names, in namespace ns: every ready
+// endpoint address, at the port se.Port names, grouped by zone (UnknownZone
+// when the slice gives none), but those that pol refuses as a destination
+// (leftOut says which, and why). A Service's endpoints are whatever its
+// EndpointSlices say, and anyone who may write an EndpointSlice in the
+// namespace may write any address there: they are judged as the endpoints
+// an EnvoyConfig writes are. The result is sorted, so that the same
+// endpoints always make the same resource (and the same version).
+func LoadAssignment(pol Policy, ns string, se examplev1.ServiceEndpoints, slices []discoveryv1.EndpointSlice) *endpointv3.ClusterLoadAssignment {
+	cla, _ := loadAssignment(pol, ns, se, slices)
+	return cla
+}
+
+// loadAssignment is LoadAssignment, and the endpoints it leaves out, each
+// as address:port and why.
+func loadAssignment(pol Policy, ns string, se examplev1.ServiceEndpoints, slices []discoveryv1.EndpointSlice) (*endpointv3.ClusterLoadAssignment, []string) {
 	type hostPort struct {
 		host string
 		port int32
 	}
 	byZone := map[string]map[hostPort]bool{}
+	var leftOut []string
 	for _, s := range slices {
 		port, ok := matchPort(s.Ports, se.Port)
 		if !ok {
@@ -47,6 +62,10 @@ func LoadAssignment(se examplev1.ServiceEndpoints, slices []discoveryv1.Endpoint
 				byZone[zone] = map[hostPort]bool{}
 			}
 			for _, a := range ep.Addresses {
+				if err := pol.endpointRefusal(ns, a, uint32(port)); err != nil {
+					leftOut = append(leftOut, fmt.Sprintf("%s: %v", net.JoinHostPort(a, strconv.Itoa(int(port))), err))
+					continue
+				}
 				byZone[zone][hostPort{a, port}] = true
 			}
 		}
@@ -85,7 +104,7 @@ func LoadAssignment(se examplev1.ServiceEndpoints, slices []discoveryv1.Endpoint
 		}
 		cla.Endpoints = append(cla.Endpoints, loc)
 	}
-	return cla
+	return cla, unique(leftOut)
 }
 
 // matchPort finds the slice port that want names: by name, or by number.
@@ -107,13 +126,20 @@ func matchPort(ports []discoveryv1.EndpointPort, want intstr.IntOrString) (int32
 var endpointKind = resource.KindOf(resourcev3.EndpointType)
 
 // endpointWarnings explains serviceEndpoints that can yield no endpoints
-// although their Service has some: a port that none of its EndpointSlices has.
-func endpointWarnings(ses []examplev1.ServiceEndpoints, slices map[string][]discoveryv1.EndpointSlice) []string {
+// although their Service has some: a port that none of its EndpointSlices
+// has; and the endpoints that the content policy pol leaves out (ns is the
+// EnvoyConfig's namespace).
+func endpointWarnings(pol Policy, ns string, ses []examplev1.ServiceEndpoints, slices map[string][]discoveryv1.EndpointSlice) []string {
 	var out []string
 	for i, se := range ses {
 		ss := slices[se.Service]
 		if len(ss) == 0 {
 			continue // no endpoints yet: nothing to say about the port
+		}
+		if _, leftOut := loadAssignment(pol, ns, se, ss); len(leftOut) > 0 {
+			for _, l := range leftOut {
+				out = append(out, fmt.Sprintf("spec.serviceEndpoints[%d]: Service %q's endpoint %s; it is left out of cluster %q", i, se.Service, l, se.Cluster))
+			}
 		}
 		found := false
 		var have []string

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 )
 
@@ -24,29 +25,66 @@ type metadataService struct {
 	// host is an IP address or a DNS name, lower case, without a final dot.
 	host string
 	// what it is, and the provider's documentation that says where it is
-	// (the page's title).
-	what, source string
+	// (the page's title, and its address).
+	what, source, url string
 }
 
 // metadataServices are the cloud metadata services and host agents that are
-// not link-local: those on 169.254.0.0/16 and fe80::/10 (169.254.169.254,
-// 169.254.170.2, 169.254.170.23, fe80::a9fe:a9fe...) are refused as
-// link-local already, whatever their provider. A name is refused in every
-// form a resolver reads as that name (case, a final dot); an address in every
-// notation parseIP reads. The short name "metadata" is the form a node's
-// search domain (google.internal on Compute Engine) completes.
+// not link-local, each with the provider's page that documents it. Those on
+// 169.254.0.0/16 and fe80::/10 are refused as link-local already, whatever
+// their provider: 169.254.169.254 (the instance metadata service of AWS,
+// Google Cloud, Azure, Oracle Cloud, IBM Cloud, OpenStack, DigitalOcean,
+// Hetzner, Huawei Cloud and most others), AWS's ECS task metadata and
+// credentials (169.254.170.2) and EKS Pod Identity Agent (169.254.170.23).
+// A name is refused in every form a resolver reads as that name (case, a
+// final dot); an address in every notation parseIP reads. The short name
+// "metadata" is the form a node's search domain (google.internal on Compute
+// Engine) completes. The fleet's egress NetworkPolicy closes the addresses
+// (MetadataPrefixes) at the network layer too, whatever a name resolves to.
 var metadataServices = []metadataService{
-	{"metadata.google.internal", "Google Cloud's metadata server", "Compute Engine documentation: About VM metadata"},
-	{"metadata.goog", "Google Cloud's metadata server", "Compute Engine documentation: About VM metadata"},
-	{"metadata", "Google Cloud's metadata server by its short name", "Compute Engine documentation: About VM metadata"},
-	{"fd20:ce::254", "Google Cloud's metadata server over IPv6", "Compute Engine documentation: About VM metadata"},
-	{"fd00:ec2::254", "AWS's instance metadata service over IPv6", "Amazon EC2 User Guide: Retrieve instance metadata"},
-	{"fd00:ec2::23", "the EKS Pod Identity Agent over IPv6, which hands out pods' AWS credentials", "Amazon EKS User Guide: Set up the Amazon EKS Pod Identity Agent"},
-	{"100.100.100.200", "Alibaba Cloud's instance metadata service", "Alibaba Cloud Elastic Compute Service documentation: Instance metadata"},
-	{"168.63.129.16", "Azure's WireServer, the host's channel to the platform (VM agent, DHCP, DNS)", "Azure Virtual Network documentation: What is IP address 168.63.129.16?"},
-	{"192.0.0.192", "Oracle Cloud's instance metadata service (Compute Classic)", "Oracle Cloud Infrastructure Compute Classic documentation: Retrieving Instance Metadata"},
-	{"metadata.tencentyun.com", "Tencent Cloud's instance metadata service", "Tencent Cloud Virtual Machine documentation: Querying Instance Metadata"},
-	{"100.80.80.80", "UCloud's (SurferCloud's) metadata server", "SurferCloud UHost documentation: Metadata Server"},
+	{"metadata.google.internal", "Google Cloud's metadata server", "Compute Engine documentation: View and query VM metadata",
+		"https://cloud.google.com/compute/docs/metadata/querying-metadata"},
+	{"metadata.goog", "Google Cloud's metadata server", "Compute Engine documentation: About VM metadata",
+		"https://cloud.google.com/compute/docs/metadata/overview"},
+	{"metadata", "Google Cloud's metadata server by its short name", "Compute Engine documentation: About VM metadata",
+		"https://cloud.google.com/compute/docs/metadata/overview"},
+	{"fd20:ce::254", "Google Cloud's metadata server over IPv6", "Compute Engine documentation: About VM metadata",
+		"https://cloud.google.com/compute/docs/metadata/overview"},
+	{"fd00:ec2::254", "AWS's instance metadata service over IPv6", "Amazon EC2 User Guide: Retrieve instance metadata",
+		"https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html"},
+	{"fd00:ec2::23", "the EKS Pod Identity Agent over IPv6, which hands out pods' AWS credentials", "Amazon EKS User Guide: Set up the Amazon EKS Pod Identity Agent",
+		"https://docs.aws.amazon.com/eks/latest/userguide/pod-id-agent-setup.html"},
+	{"168.63.129.16", "Azure's WireServer, the host's channel to the platform (VM agent, DHCP, DNS)", "Azure Virtual Network documentation: What is IP address 168.63.129.16?",
+		"https://learn.microsoft.com/en-us/azure/virtual-network/what-is-ip-address-168-63-129-16"},
+	{"192.0.0.192", "Oracle's instance metadata service (Compute Cloud at Customer, Compute Classic)", "Oracle Cloud at Customer documentation: Retrieve Predefined Instance Metadata",
+		"https://docs.oracle.com/en/cloud/cloud-at-customer/occ-get-started/retrieve-predefined-instance-metadata.html"},
+	{"api.metadata.cloud.ibm.com", "IBM Cloud's VPC instance metadata service by its name", "IBM Cloud API Docs: VPC Instance Metadata API",
+		"https://cloud.ibm.com/apidocs/vpc-metadata"},
+	{"100.100.100.200", "Alibaba Cloud's instance metadata service", "Alibaba Cloud Elastic Compute Service documentation: Instance metadata",
+		"https://www.alibabacloud.com/help/en/ecs/user-guide/view-instance-metadata"},
+	{"metadata.tencentyun.com", "Tencent Cloud's instance metadata service", "Tencent Cloud Virtual Machine documentation: Querying Instance Metadata",
+		"https://www.tencentcloud.com/document/product/213/4934"},
+	{"100.80.80.80", "UCloud's (SurferCloud's) metadata server", "SurferCloud UHost documentation: Metadata Server",
+		"https://www.surfercloud.com/docs/uhost/guide/metadata/metadata-server"},
+	{"100.96.0.96", "Volcano Engine's instance metadata service", "Volcano Engine ECS documentation: View instance metadata",
+		"https://www.volcengine.com/docs/6396/113780"},
+}
+
+// linkLocal are the link-local ranges, where every node's own services
+// answer (the metadata services among them).
+var linkLocal = []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("fe80::/10")}
+
+// MetadataPrefixes are the ranges no proxy may reach, as a NetworkPolicy
+// closes them: the link-local ranges, and each metadata service that is not
+// link-local by its address (/32 or /128).
+func MetadataPrefixes() []netip.Prefix {
+	out := slices.Clone(linkLocal)
+	for _, m := range metadataServices {
+		if a, err := netip.ParseAddr(m.host); err == nil {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return out
 }
 
 // metadataServiceAt returns the metadata service at ip, or at the DNS name
@@ -69,8 +107,8 @@ func metadataRefusal(host string, m metadataService) error {
 	if !strings.Contains(m.host, ".") && !strings.Contains(m.host, ":") {
 		hint = fmt.Sprintf("; a Service called %s is reached by its name with its namespace (%s.<namespace>)", m.host, m.host)
 	}
-	return fmt.Errorf("%q is a cloud metadata service: %s (%s), which answers with the credentials of the node or the pod, or the platform's own configuration%s",
-		host, m.what, m.source, hint)
+	return fmt.Errorf("%q is a cloud metadata service: %s (%s, %s), which answers with the credentials of the node or the pod, or the platform's own configuration%s",
+		host, m.what, m.source, m.url, hint)
 }
 
 // destinationUse is how a field outside a cluster's endpoints names a
@@ -205,7 +243,7 @@ func (c checker) destination(host string, port uint32) error {
 		case slices.ContainsFunc(c.pol.Hosts, func(o string) bool { a, ok := parseIP(o); return ok && a == ip }):
 			return operatorsOwn(host)
 		}
-		return nil
+		return c.pol.allowedAddress(host, ip)
 	}
 	if m, ok := metadataServiceAt(netip.Addr{}, h); ok {
 		return metadataRefusal(host, m)
@@ -220,7 +258,7 @@ func (c checker) destination(host string, port uint32) error {
 	case c.operatorName(h):
 		return operatorsOwn(host)
 	}
-	return nil
+	return c.pol.allowedName(host, h)
 }
 
 func adminPortByName(host string) error {
@@ -303,4 +341,76 @@ func parseIP(h string) (netip.Addr, bool) {
 		seen++
 	}
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
+}
+
+// ForFleet returns pol for the fleet of e (nil when the fleet has no
+// Envoy): with the allowlist of its spec.egress.allowed.
+func (pol Policy) ForFleet(e *examplev1.Envoy) Policy {
+	pol.Allowed = nil
+	if e != nil && e.Spec.Egress != nil {
+		pol.Allowed = e.Spec.Egress.Allowed
+	}
+	return pol
+}
+
+// allowedAddress returns why the fleet's allowlist refuses ip (written as
+// host), or nil: outside every one of its CIDRs.
+func (pol Policy) allowedAddress(host string, ip netip.Addr) error {
+	a := pol.Allowed
+	if a == nil {
+		return nil
+	}
+	for _, c := range a.CIDRs {
+		if p, err := netip.ParsePrefix(c); err == nil && p.Contains(ip) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is outside the fleet's allowlist: its Envoy's spec.egress.allowed.cidrs (%s) hold no such address", host, listOrNone(a.CIDRs))
+}
+
+// allowedName returns why the fleet's allowlist refuses the DNS name h
+// (lower case, without a final dot; written as host), or nil: it matches
+// none of its domains, exactly or, for *.suffix, as a name below suffix.
+func (pol Policy) allowedName(host, h string) error {
+	a := pol.Allowed
+	if a == nil {
+		return nil
+	}
+	for _, d := range a.Domains {
+		if suffix, ok := strings.CutPrefix(d, "*."); ok {
+			if strings.HasSuffix(h, "."+suffix) {
+				return nil
+			}
+		} else if h == d {
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is outside the fleet's allowlist: its Envoy's spec.egress.allowed.domains (%s) match no such name", host, listOrNone(a.Domains))
+}
+
+func listOrNone(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
+}
+
+// allowlistIdentity is a string that differs between allowlists that judge
+// differently.
+func allowlistIdentity(a *examplev1.EnvoyEgressAllowlist) string {
+	if a == nil {
+		return "-"
+	}
+	return strings.Join(a.CIDRs, "\x00") + "\x02" + strings.Join(a.Domains, "\x00")
+}
+
+// endpointRefusal returns why the proxies of a fleet may not reach an
+// endpoint address of a Service's EndpointSlice (in namespace ns) at port,
+// or nil: the rule of a cluster's endpoints written in an EnvoyConfig.
+// Kubernetes refuses loopback and link-local addresses in an EndpointSlice
+// already; a hand-written slice may still hold any other address (a
+// metadata service that is not link-local, one outside the allowlist) or,
+// of type FQDN, any name.
+func (pol Policy) endpointRefusal(ns, address string, port uint32) error {
+	return checker{pol: pol, namespace: ns, destinations: true}.destination(address, port)
 }

@@ -52,6 +52,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.EnvoyConfigStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyDisruptionBudget"):
 		return &examplev1.EnvoyDisruptionBudgetApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("EnvoyEgress"):
+		return &examplev1.EnvoyEgressApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("EnvoyEgressAllowlist"):
+		return &examplev1.EnvoyEgressAllowlistApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyPort"):
 		return &examplev1.EnvoyPortApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyResources"):

@@ -87,6 +87,12 @@ type EnvoySpecApplyConfiguration struct {
 	// Secrets at once. Without it, a change is served to every proxy at
 	// once. Applies to fleets of the built-in xDS server.
 	ConfigRollout *EnvoyConfigRolloutApplyConfiguration `json:"configRollout,omitempty"`
+	// Egress is where the fleet's proxies may connect to. Whoever runs the
+	// fleet writes it, not the authors of its EnvoyConfigs: it narrows what
+	// their clusters and the other destinations the content policy judges
+	// may reach, and the fleet's egress NetworkPolicy. Applies to fleets of
+	// the built-in xDS server.
+	Egress *EnvoyEgressApplyConfiguration `json:"egress,omitempty"`
 }
 
 // EnvoySpecApplyConfiguration constructs a declarative configuration of the EnvoySpec type for use with
@@ -250,5 +256,13 @@ func (b *EnvoySpecApplyConfiguration) WithPodAnnotations(entries map[string]stri
 // If called multiple times, the ConfigRollout field is set to the value of the last call.
 func (b *EnvoySpecApplyConfiguration) WithConfigRollout(value *EnvoyConfigRolloutApplyConfiguration) *EnvoySpecApplyConfiguration {
 	b.ConfigRollout = value
+	return b
+}
+
+// WithEgress sets the Egress field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Egress field is set to the value of the last call.
+func (b *EnvoySpecApplyConfiguration) WithEgress(value *EnvoyEgressApplyConfiguration) *EnvoySpecApplyConfiguration {
+	b.Egress = value
 	return b
 }
