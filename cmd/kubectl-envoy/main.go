@@ -276,6 +276,7 @@ func (o *options) validateCommand() *cobra.Command {
 		recursive bool
 		pol       translate.Policy
 		envoy     string
+		bounds    string
 	)
 	cmd := &cobra.Command{
 		Use:   "validate -f <file|dir>",
@@ -285,7 +286,9 @@ operator's admission webhook: strict decoding into Envoy's v3 API, Envoy's
 validation rules, no secret material inline, the content policy (no file or
 environment variable of the proxy but those --allowed-files and --allowed-env
 allow, as the operator's --envoyconfig-allowed-files and --envoyconfig-allowed-env
-do; no configuration from another server; no destination at the proxy's admin
+do; every field classified, no extension the operator does not serve, bounded
+fields within --bounds, as the operator's --envoyconfig-bounds; no configuration
+from another server; no destination at the proxy's admin
 port, a link-local address, a cloud metadata service or the operator's namespace,
 --operator-namespace), and references (route configurations, clusters, SDS
 secrets) that lead somewhere in each fleet, the fleet being the EnvoyConfigs of
@@ -312,6 +315,9 @@ something would be refused.`,
 			if err := pol.Check(); err != nil {
 				return err
 			}
+			if pol.Bounds, err = translate.ParseBounds(bounds); err != nil {
+				return err
+			}
 			res := validate(docs, ns, pol)
 			if envoy != "" && len(res.problems) == 0 {
 				bin, err := envoyBinary(envoy)
@@ -329,6 +335,7 @@ something would be refused.`,
 	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "Read the directories given with -f recursively.")
 	cmd.Flags().StringSliceVar(&pol.Files, "allowed-files", nil, "Files the operator allows EnvoyConfigs to name (its --envoyconfig-allowed-files); a directory ends in /.")
 	cmd.Flags().StringSliceVar(&pol.Env, "allowed-env", nil, "Environment variables the operator allows EnvoyConfigs to name (its --envoyconfig-allowed-env).")
+	cmd.Flags().StringVar(&bounds, "bounds", "", "Bounds of the fields that size the proxy's memory, CPU or connections, as the operator's --envoyconfig-bounds: <field>=<min>:<max>,...")
 	cmd.Flags().StringVar(&envoy, "envoy", "", "Also have this Envoy binary load what each fleet would be served; --envoy alone takes $ENVOY, or envoy on PATH.")
 	cmd.Flags().Lookup("envoy").NoOptDefVal = envoyOnPath
 	return cmd

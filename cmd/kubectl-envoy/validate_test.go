@@ -218,6 +218,7 @@ spec:
     - name: xds
       type: STRICT_DNS
       connect_timeout: 1s
+      dns_refresh_rate: 0.1s
       load_assignment:
         cluster_name: xds
         endpoints:
@@ -238,6 +239,7 @@ spec:
 		`virtual_hosts[0].routes[0].direct_response.body.filename names the file "/etc/pages/index.html"`,
 		`virtual_hosts[0].routes[1].direct_response.body.environment_variable names the environment variable "GREETING"`,
 		`load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address "kec-xds.kec-system.svc.cluster.local" is the operator's`,
+		`dns_refresh_rate is 100ms, below its floor 1s`,
 	} {
 		if err == nil || !strings.Contains(out, want) {
 			t.Errorf("with the default policy: error %v, output\n%s\nwant %q", err, out, want)
@@ -247,7 +249,11 @@ spec:
 	if err == nil || strings.Contains(out, "/etc/pages") || strings.Contains(out, "GREETING") || !strings.Contains(out, "is the operator's") {
 		t.Errorf("with the file and the variable allowed: error %v, output\n%s", err, out)
 	}
-	if out, err = run("--allowed-files", "/etc/pages/", "--allowed-env", "GREETING"); err != nil {
+	if _, err := run("--bounds", "envoy.config.cluster.v3.Cluster.dns_refresh_rate=1ms"); err == nil || !strings.Contains(err.Error(), "is not <field>=<min>:<max>") {
+		t.Errorf("bounds that do not read: %v", err)
+	}
+	bounds := "--bounds=envoy.config.cluster.v3.Cluster.dns_refresh_rate=100ms:"
+	if out, err = run("--allowed-files", "/etc/pages/", "--allowed-env", "GREETING", bounds); err != nil {
 		t.Errorf("with the operator in its default namespace: %v\n%s", err, out)
 	}
 	if _, err := run("--allowed-files", "/etc/envoy/xds-tls/"); err == nil || !strings.Contains(err.Error(), "the fleet's xDS client certificate") {

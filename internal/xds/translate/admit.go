@@ -45,6 +45,9 @@ func Admit(pol Policy, before []Config, name string, after *Config) []string {
 	}
 	// A listener address the change makes two EnvoyConfigs share.
 	var out []string
+	if after != nil {
+		out = append(out, pol.Bounds.fleetCounts(was, will)...)
+	}
 	shared := map[string]bool{}
 	for _, s := range sharedAddresses(was) {
 		shared[s.message(s.a, s.b)] = true

@@ -13,12 +13,11 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
@@ -43,15 +42,16 @@ import (
 //     source read from a file, an access log, health check event log or TLS
 //     key log written to a file, a Unix socket, a network namespace, a
 //     tracer's library or token file: any field that makes the proxy read,
-//     write or open a path (fileFields lists them; a test finds every such
-//     field in the protos the operator decodes). A cluster administrator
-//     may allow files (Policy.Files); never the fleet's xDS client
-//     certificate, which would let a cluster present the fleet's identity.
-//     Access logs may always go to /dev/stdout and /dev/stderr: the
-//     container's log, which whoever may read the pod's logs reads anyway.
+//     write or open a path (the file fields of the classification table,
+//     fields.txt). A cluster administrator may allow files (Policy.Files);
+//     never the fleet's xDS client certificate, which would let a cluster
+//     present the fleet's identity. Access logs may always go to
+//     /dev/stdout and /dev/stderr: the container's log, which whoever may
+//     read the pod's logs reads anyway; a TLS key log never does, since it
+//     holds the keys that decrypt the connections it logs.
 //     Secrets come from Kubernetes Secrets, through spec.tlsSecrets.
 //   - Environment variables, unless allowed (Policy.Env), through every
-//     door Envoy has to them (envFields): a DataSource's
+//     door Envoy has to them (the table's environment fields): a DataSource's
 //     environment_variable, a tracing custom tag's environment, and the
 //     substitution formatter's %ENVIRONMENT(NAME)% in any string (header
 //     values to add, access log formats, local replies' body formats...).
@@ -91,6 +91,13 @@ import (
 //     server, which carries the fleet's certificate, and the one to the
 //     admin interface.
 //
+//   - Whatever nobody classified. An Any may hold only an admitted
+//     extension, and every field an EnvoyConfig sets has a class in the
+//     classification table (fields.go, fields.txt): a field the table
+//     lacks is refused, and so is a forbidden one (discovery the server
+//     does not serve, requests that choose their cluster, google_grpc,
+//     socket options); bounded fields stay within their bounds (bounds.go).
+//
 // Admission refuses such content (Admit), naming the resource and the
 // field, and translation never serves it (Translate, Render): an
 // EnvoyConfig that holds any is served none of its content, and a revision
@@ -113,6 +120,13 @@ type Policy struct {
 	// address as fleets reach it, the webhook's DNS name): no destination
 	// may be one of them.
 	Hosts []string `json:"hosts,omitempty"`
+	// Allowed, when set, is the fleet's allowlist (its Envoy's
+	// spec.egress.allowed; see ForFleet): every destination must be in it.
+	Allowed *examplev1.EnvoyEgressAllowlist `json:"allowed,omitempty"`
+	// Bounds are the floors and ceilings of the bounded fields, and of a
+	// fleet's resources of each kind, that differ from the defaults
+	// (defaultBounds, bounds.go).
+	Bounds Bounds `json:"bounds,omitempty"`
 }
 
 // FilesFlag and EnvFlag are the operator's flags that fill Policy.Files and
@@ -136,8 +150,8 @@ var aliasDirs = []string{"/proc/", "/dev/fd/", "/sys/"}
 // entry may cover them: an EnvoyConfig may write what is allowed.
 var configDirs = []string{proxy.BootstrapDir + "/"}
 
-// consoles are the files an access log may always write: the container's
-// log.
+// consoles are the files an access log (any field that writes, but a TLS
+// key log) may always write: the container's log.
 var consoles = []string{"/dev/stdout", "/dev/stderr"}
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -191,6 +205,9 @@ const (
 	watches fileUse = "watch"
 	opens   fileUse = "open"
 	loads   fileUse = "load"
+	// writesKeys: the proxy writes TLS session keys to the file, which
+	// decrypt the connections; never to the container's log (consoles).
+	writesKeys fileUse = "write keys to"
 	// configures: the proxy loads configuration from the file. Never
 	// allowed: see neverLoaded.
 	configures fileUse = "load configuration from"
@@ -202,46 +219,23 @@ const (
 // allows, so that one resource could write what another loads.
 var neverLoaded = []fileUse{configures, loads}
 
-// fileFields are the fields, in every message the operator decodes (inside
-// typed_config too), whose value is a path of the proxy's file system, and
-// what the proxy does with it. TestFileFieldsAreAllKnown finds every string
-// field that may hold a path and fails on one that is neither here nor
-// known not to be a file.
-var fileFields = map[protoreflect.FullName]fileUse{
-	"envoy.config.core.v3.DataSource.filename":                                                  reads,
-	"envoy.config.core.v3.WatchedDirectory.path":                                                watches,
-	"envoy.config.core.v3.ConfigSource.path":                                                    configures,
-	"envoy.config.core.v3.PathConfigSource.path":                                                configures,
-	"envoy.config.core.v3.Pipe.path":                                                            opens,
-	"envoy.config.core.v3.SocketAddress.network_namespace_filepath":                             opens,
-	"envoy.config.core.v3.HealthCheck.event_log_path":                                           writes,
-	"envoy.config.core.v3.GrpcService.GoogleGrpc.CallCredentials.StsService.subject_token_path": reads,
-	"envoy.config.core.v3.GrpcService.GoogleGrpc.CallCredentials.StsService.actor_token_path":   reads,
-	"envoy.extensions.access_loggers.file.v3.FileAccessLog.path":                                writes,
-	"envoy.extensions.transport_sockets.tls.v3.TlsKeyLog.path":                                  writes,
-	"envoy.config.trace.v3.DynamicOtConfig.library":                                             loads,
-	"envoy.config.trace.v3.LightstepConfig.access_token_file":                                   reads,
-	// The bootstrap's own messages configure no resource, but decode inside
-	// an Any like any other.
-	"envoy.config.bootstrap.v3.Admin.access_log_path":                          writes,
-	"envoy.config.bootstrap.v3.Admin.profile_path":                             writes,
-	"envoy.config.bootstrap.v3.ClusterManager.OutlierDetection.event_log_path": writes,
-	"envoy.config.bootstrap.v3.Bootstrap.flags_path":                           reads,
-	"envoy.config.bootstrap.v3.Bootstrap.perf_tracing_file_path":               writes,
-	"envoy.config.bootstrap.v3.RuntimeLayer.DiskLayer.symlink_root":            reads,
-	"envoy.config.bootstrap.v3.RuntimeLayer.DiskLayer.subdirectory":            reads,
-	"envoy.config.bootstrap.v3.Runtime.symlink_root":                           reads,
-	"envoy.config.bootstrap.v3.Runtime.subdirectory":                           reads,
-	"envoy.config.bootstrap.v3.Runtime.override_subdirectory":                  reads,
-}
+// fileUses are the uses a file field of the classification table
+// (fields.txt) may name.
+var fileUses = []fileUse{reads, writes, writesKeys, watches, opens, loads, configures}
 
 // file returns why the proxy may not use the file at p, or nil.
 func (pol Policy) file(p string, use fileUse) error {
 	if clean := path.Clean(p); path.IsAbs(p) && below(clean, neverAllowed) {
 		return fmt.Errorf("names %q, the fleet's xDS client certificate, which no EnvoyConfig may use", p)
 	}
-	if use == writes && slices.Contains(consoles, p) {
-		return nil
+	if slices.Contains(consoles, p) {
+		switch use {
+		case writes:
+			return nil
+		case writesKeys:
+			return fmt.Errorf("names %q, the container's log, which whoever may read the pod's logs reads: a TLS key log holds the keys "+
+				"that decrypt every connection it logs; write it to a file that %s allows", p, FilesFlag)
+		}
 	}
 	if slices.Contains(neverLoaded, use) {
 		return fmt.Errorf("names %q, which the proxy would %s: never allowed, whatever %s allows, since what it loads never passes the content policy "+
@@ -271,16 +265,11 @@ func (pol Policy) env(name string) error {
 	return fmt.Errorf("names the environment variable %q, which an EnvoyConfig may not read: only those that %s allows", name, EnvFlag)
 }
 
-// envFields are the fields whose value names an environment variable of
-// the proxy, which the policy judges by Policy.Env. Envoy's substitution
-// formatter reads one too, as %ENVIRONMENT(NAME)% in a format string:
-// every string of a resource is judged for it (formattedEnv), wherever
-// Envoy formats it. TestEnvFieldsAreAllKnown fails on a field that may
-// name an environment variable and is not here.
-var envFields = map[protoreflect.FullName]bool{
-	"envoy.config.core.v3.DataSource.environment_variable": true,
-	"envoy.type.tracing.v3.CustomTag.environment":          true,
-}
+// The fields that name an environment variable of the proxy are the
+// table's environment fields (fields.txt), judged by Policy.Env. Envoy's
+// substitution formatter reads one too, as %ENVIRONMENT(NAME)% in a format
+// string: every string of a resource is judged for it (formattedEnv),
+// wherever Envoy formats it.
 
 // formattedEnv returns the environment variables that the substitution
 // formatter's %ENVIRONMENT(NAME)% (with or without a length, :N) would read
@@ -379,7 +368,8 @@ func (pol Policy) refusals(name string, rs []resource.Resource) []string {
 // namespace ns, each as the field and why.
 func (pol Policy) check(r resource.Resource, ns string) []string {
 	var out []string
-	c := checker{pol: pol, namespace: ns, destinations: r.Kind.TypeURL == resourcev3.ClusterType || r.Kind.TypeURL == resourcev3.EndpointType}
+	c := checker{pol: pol, namespace: ns, destinations: r.Kind.TypeURL == resourcev3.ClusterType || r.Kind.TypeURL == resourcev3.EndpointType,
+		refused: map[string]bool{}}
 	c.refuse = func(field string, err error) {
 		out = append(out, fmt.Sprintf("%s %v", field, err))
 	}
@@ -393,7 +383,8 @@ func (pol Policy) check(r resource.Resource, ns string) []string {
 
 // identity is a string that differs between policies that judge differently.
 func (pol Policy) identity() string {
-	return strings.Join(pol.Files, "\x00") + "\x01" + strings.Join(pol.Env, "\x00") + "\x01" + pol.Namespace + "\x01" + strings.Join(pol.Hosts, "\x00")
+	return strings.Join(pol.Files, "\x00") + "\x01" + strings.Join(pol.Env, "\x00") + "\x01" + pol.Namespace + "\x01" + strings.Join(pol.Hosts, "\x00") +
+		"\x01" + allowlistIdentity(pol.Allowed) + "\x01" + pol.Bounds.String()
 }
 
 // refused reports whether pol refuses anything in c's valid resources.
@@ -410,6 +401,9 @@ type checker struct {
 	// cluster or its endpoints), not where it listens.
 	destinations bool
 	refuse       func(field string, err error)
+	// refused are the paths of the fields refused whole (forbidden, not
+	// classified): what they hold is not judged further.
+	refused map[string]bool
 }
 
 func field(path, name string) string {
@@ -421,21 +415,20 @@ func field(path, name string) string {
 
 // visit checks one message of a resource, at path.
 func (c checker) visit(m proto.Message, at string) bool {
-	if isContentOfAny(m, at) {
+	if c.refused[fieldOf(at)] {
+		return false
+	}
+	if isContentOfAny(m, at) && !isAdmitted(proto.MessageName(m)) {
 		switch proto.MessageName(m) {
 		case "xds.type.v3.TypedStruct", "udpa.type.v1.TypedStruct", "google.protobuf.Struct":
 			c.refuse(at, errors.New("names its extension's type only as a string, which hides the extension from this check: "+
 				"write the extension's own type in @type"))
-			return false
+		default:
+			c.refuse(at, fmt.Errorf("holds the type %s, which is not an extension the operator serves", proto.MessageName(m)))
 		}
+		return false
 	}
-	for _, f := range fileFieldsOf(m.ProtoReflect().Descriptor()) {
-		if v := m.ProtoReflect().Get(f.fd).String(); v != "" {
-			if err := c.pol.file(v, f.use); err != nil {
-				c.refuse(field(at, string(f.fd.Name())), err)
-			}
-		}
-	}
+	c.classify(m.ProtoReflect(), at)
 	for _, fd := range clusterFieldsOf(m.ProtoReflect().Descriptor()) {
 		for _, name := range stringValues(m.ProtoReflect(), fd) {
 			if slices.Contains(reservedClusters, name) {
@@ -449,23 +442,6 @@ func (c checker) visit(m proto.Message, at string) bool {
 	c.formatEnv(m.ProtoReflect(), at)
 	c.destinationsIn(m.ProtoReflect(), at)
 	switch t := m.(type) {
-	case *tracingv3.CustomTag_Environment:
-		if err := c.pol.env(t.GetName()); err != nil {
-			c.refuse(field(at, "name"), fmt.Errorf("(a tracing tag's value) %w", err))
-		}
-	case *corev3.DataSource:
-		if v := t.GetEnvironmentVariable(); v != "" {
-			if err := c.pol.env(v); err != nil {
-				c.refuse(field(at, "environment_variable"), err)
-			}
-		}
-	case *corev3.ConfigSource:
-		if t.GetApiConfigSource() != nil {
-			c.refuse(field(at, "api_config_source"), errors.New("asks another server for configuration, which would bypass this check: use ads: {}"))
-		}
-	case *corev3.GrpcService_GoogleGrpc:
-		c.refuse(at, errors.New("is a google_grpc service, with credentials and a target of its own: use envoy_grpc and a cluster of the fleet"))
-		return false
 	case *corev3.BindConfig:
 		// Where the proxy connects from, not to: only the other rules apply.
 		if !c.destinations {
@@ -484,26 +460,8 @@ func (c checker) visit(m proto.Message, at string) bool {
 	case *endpointv3.LbEndpoint:
 		c.healthCheckPort(t, at)
 	case *clusterv3.Cluster:
-		switch {
-		case t.GetType() == clusterv3.Cluster_ORIGINAL_DST:
+		if t.GetType() == clusterv3.Cluster_ORIGINAL_DST {
 			c.refuse(field(at, "type"), errors.New("is ORIGINAL_DST, whose destination the client's connection, a PROXY protocol header or a request header sets"))
-		case t.GetClusterType() != nil:
-			c.refuse(field(at, "cluster_type"), fmt.Errorf("is the custom cluster type %q, whose destinations this check cannot see", t.GetClusterType().GetName()))
-		}
-	case *routev3.RouteAction:
-		switch {
-		case t.GetClusterHeader() != "":
-			c.refuse(field(at, "cluster_header"), errors.New("lets a request choose its cluster, the bootstrap's among them: name the cluster, or use weighted_clusters"))
-		case t.GetClusterSpecifierPlugin() != "" || t.GetInlineClusterSpecifierPlugin() != nil:
-			c.refuse(field(at, "cluster_specifier"), errors.New("lets a plugin choose the cluster for each request: name the cluster, or use weighted_clusters"))
-		}
-	case *routev3.WeightedCluster_ClusterWeight:
-		if t.GetClusterHeader() != "" {
-			c.refuse(field(at, "cluster_header"), errors.New("lets a request choose its cluster, the bootstrap's among them: name the cluster"))
-		}
-	case *routev3.RouteAction_RequestMirrorPolicy:
-		if t.GetClusterHeader() != "" {
-			c.refuse(field(at, "cluster_header"), errors.New("lets a request choose its mirror's cluster, the bootstrap's among them: name the cluster"))
 		}
 	}
 	return true
@@ -532,37 +490,30 @@ func (c checker) healthCheckPort(ep *endpointv3.LbEndpoint, at string) {
 	}
 }
 
+// fieldOf returns the path of the field that holds the message at path at:
+// at without the type of an Any's content and the index or key of an
+// element.
+func fieldOf(at string) string {
+	for {
+		switch {
+		case strings.HasSuffix(at, ")") && strings.LastIndexByte(at, '(') >= 0:
+			at = at[:strings.LastIndexByte(at, '(')]
+		case strings.HasSuffix(at, "]") && strings.LastIndexByte(at, '[') >= 0:
+			at = at[:strings.LastIndexByte(at, '[')]
+		default:
+			return at
+		}
+	}
+}
+
 // isContentOfAny reports whether m, at path, is what an Any holds: walk
 // names it "(Type)" after the Any's field.
 func isContentOfAny(m proto.Message, at string) bool {
 	return strings.HasSuffix(at, "("+string(proto.MessageName(m).Name())+")")
 }
 
-type fileField struct {
-	fd  protoreflect.FieldDescriptor
-	use fileUse
-}
-
-// Per message type, its fields that hold paths and those that name clusters.
-var (
-	fileFieldsByType    sync.Map // protoreflect.FullName -> []fileField
-	clusterFieldsByType sync.Map // protoreflect.FullName -> []protoreflect.FieldDescriptor
-)
-
-func fileFieldsOf(md protoreflect.MessageDescriptor) []fileField {
-	if v, ok := fileFieldsByType.Load(md.FullName()); ok {
-		return v.([]fileField)
-	}
-	var out []fileField
-	fs := md.Fields()
-	for i := range fs.Len() {
-		if use, ok := fileFields[fs.Get(i).FullName()]; ok {
-			out = append(out, fileField{fd: fs.Get(i), use: use})
-		}
-	}
-	fileFieldsByType.Store(md.FullName(), out)
-	return out
-}
+// Per message type, its fields that name clusters.
+var clusterFieldsByType sync.Map // protoreflect.FullName -> []protoreflect.FieldDescriptor
 
 // clusterFieldsOf returns md's string fields that name a cluster: those
 // called cluster, cluster_name, cluster_names, or ending in _cluster or
