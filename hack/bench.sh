@@ -96,6 +96,7 @@ plaintext=()
 # benchmark, not the server.
 sources=(--xds-max-connections-per-source 1000000 --xds-max-handshakes-per-source 1000000)
 env ${BENCH_OPERATOR_ENV:-} "$DIR/kube-envoy-controller" --kubeconfig "$KUBECONFIG" --controllers "${BENCH_CONTROLLERS:-*}" "${plaintext[@]}" "${sources[@]}" \
+  --envoy-path "${ENVOY:-$ROOT/bin/envoy}" \
   --metrics-secure=false --metrics-bind-address "127.0.0.1:$metrics_port" --health-probe-bind-address "127.0.0.1:$health_port" \
   --pprof-bind-address "127.0.0.1:$pprof_port" --xds-bind-address "127.0.0.1:$xds_port" --debug-bind-address "127.0.0.1:$debug_port" \
   --webhook-bind-address "127.0.0.1:$webhook_port" --webhook-cert-dns-name localhost \

@@ -61,7 +61,7 @@ ports=$(free_ports 4)
 # The sidecar-injection webhook, served by the operator on this host.
 hack/webhook-local.sh "$webhook_port"
 XDS_ADDR=127.0.0.1:$xds_port
-op_args=(--kubeconfig "$KUBECONFIG"
+op_args=(--kubeconfig "$KUBECONFIG" --envoy-path "${ENVOY:-$ROOT/bin/envoy}"
   --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address "127.0.0.1:$health_port"
   --xds-bind-address "$XDS_ADDR" --debug-bind-address "127.0.0.1:$debug_port"
   --webhook-bind-address "127.0.0.1:$webhook_port" --webhook-cert-dns-name localhost

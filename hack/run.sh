@@ -39,8 +39,11 @@ DEBUG_PORT=${DEBUG_PORT:-$free_debug}
 # The sidecar-injection webhook, served by the operator on this host.
 hack/webhook-local.sh "$WEBHOOK_PORT"
 
+# The operator loads EnvoyConfigs in the repository's Envoy (make envoy), or
+# in $ENVOY's; without one it says so, and admits on its rules alone.
+ENVOY=${ENVOY:-$ROOT/bin/envoy}
 # Metrics in plain HTTP, on the loopback interface only, for curl.
-bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" --zap-devel=false \
+bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" --zap-devel=false --envoy-path "$ENVOY" \
   --metrics-secure=false --metrics-bind-address "127.0.0.1:$METRICS_PORT" --health-probe-bind-address "127.0.0.1:$HEALTH_PORT" \
   --xds-bind-address "127.0.0.1:$XDS_PORT" --debug-bind-address "127.0.0.1:$DEBUG_PORT" \
   --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dns-name localhost \

@@ -7,11 +7,13 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/cmdline"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
@@ -47,6 +49,8 @@ type settings struct {
 	// policy is the content policy of EnvoyConfigs, for the validating
 	// webhook and the EnvoyConfig controller.
 	policy translate.Policy
+	// envoy is the real Envoy EnvoyConfigs are loaded in, and its bounds.
+	envoy envoyload.JudgeOptions
 	// showVersion asks for the version alone: the other flags are not checked.
 	showVersion bool
 }
@@ -119,6 +123,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	}
 	s.qps = float32(v.QPS)
 	s.policy = translate.Policy{Files: splitList(v.AllowedFiles), Env: splitList(v.AllowedEnv), Namespace: v.Webhook.Namespace}
+	if s.policy.Bounds, err = translate.ParseBounds(v.Bounds); err != nil {
+		return nil, err
+	}
+	if s.policy.Bounds, err = s.policy.Bounds.FitFleetCounts(s.xdsLimits.MaxNamesPerType); err != nil {
+		return nil, err
+	}
 	// The operator's other names, beside its namespace's: where fleets
 	// reach its xDS Service, and where the API server reaches its webhook
 	// (on the host, in development, loopback: the proxies' own).
@@ -130,6 +140,15 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	if err := s.policy.Check(); err != nil {
 		return nil, err
 	}
+	s.envoy = v.Envoy
+	switch {
+	case s.envoy.Envoy == "":
+		return nil, fmt.Errorf("--envoy-path: empty; the operator loads EnvoyConfigs in a real Envoy (default: envoy on PATH)")
+	case s.envoy.Concurrency < 1:
+		return nil, fmt.Errorf("--envoy-validation-concurrency %d: want at least 1", s.envoy.Concurrency)
+	case s.envoy.Timeout <= 0 || s.envoy.Timeout > maxEnvoyValidationTimeout:
+		return nil, fmt.Errorf("--envoy-validation-timeout %s: want a positive duration, at most %s (the validating webhook's own timeout)", s.envoy.Timeout, maxEnvoyValidationTimeout)
+	}
 	if v.Webhook.Enabled() {
 		if s.manager.WebhookHost, s.manager.WebhookPort, err = v.Webhook.Server(); err != nil {
 			return nil, err
@@ -140,6 +159,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (*settings, error) {
 	}
 	return &s, nil
 }
+
+// maxEnvoyValidationTimeout is the validating webhook's timeoutSeconds
+// (validate.EnvoyConfigValidator): a longer load is cut by the API server.
+const maxEnvoyValidationTimeout = 5 * time.Second
 
 // splitList splits a comma-separated flag value, without empty items.
 func splitList(v string) []string {

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
@@ -34,6 +35,7 @@ type parsed struct {
 	Webhook     *webhook.Options
 	XDSCA       *authority.Config
 	Policy      translate.Policy
+	Envoy       envoyload.JudgeOptions
 }
 
 func parse(args []string) (parsed, error) {
@@ -45,7 +47,7 @@ func parse(args []string) (parsed, error) {
 	}
 	cfg := &rest.Config{}
 	configureClient(cfg, s.qps, s.burst)
-	return parsed{s.controllers, s.builtinXDS, s.xdsBindAddress, s.xdsLimits, cfg.QPS, cfg.Burst, s.manager, s.webhook, s.xdsCA, s.policy}, nil
+	return parsed{s.controllers, s.builtinXDS, s.xdsBindAddress, s.xdsLimits, cfg.QPS, cfg.Burst, s.manager, s.webhook, s.xdsCA, s.policy, s.envoy}, nil
 }
 
 // The defaults of the flag table in docs/reference/flags.md.
@@ -67,6 +69,7 @@ func defaults() parsed {
 		},
 		Policy: translate.Policy{Namespace: "kube-envoy-controller", Hosts: []string{
 			"kube-envoy-controller-xds.kube-envoy-controller.svc", "kube-envoy-controller-webhook.kube-envoy-controller.svc"}},
+		Envoy: envoyload.JudgeOptions{Envoy: "envoy", Concurrency: 2, Timeout: 3 * time.Second},
 	}
 }
 
@@ -115,6 +118,8 @@ func TestFlags(t *testing.T) {
 		{"xds client limits", "--xds-handshake-timeout=2s --xds-max-connections-per-source=50 --xds-max-handshakes-per-source=10 --xds-max-request-bytes=65536 --xds-max-names-per-type=500", func(p *parsed) {
 			l := &p.XDSLimits
 			l.HandshakeTimeout, l.MaxConnectionsPerSource, l.HandshakesPerSecondPerSource, l.MaxRequestBytes, l.MaxNamesPerType = 2*time.Second, 50, 10, 65536, 500
+			// A fleet's resources of each kind stay below the names per type.
+			p.Policy.Bounds = translate.Bounds{"fleet.listeners": {Max: 499}, "fleet.routes": {Max: 499}, "fleet.clusters": {Max: 499}, "fleet.endpoints": {Max: 499}, "fleet.secrets": {Max: 499}}
 		}},
 		{"qps: burst at least twice", "--kube-api-qps=20", func(p *parsed) { p.QPS, p.Burst = 20, 40 }},
 		{"qps and burst", "--kube-api-qps=20 --kube-api-burst=100", func(p *parsed) { p.QPS, p.Burst = 20, 100 }},
@@ -153,11 +158,21 @@ func TestFlags(t *testing.T) {
 		{"content policy", "--envoyconfig-allowed-files=/etc/pages/,/etc/ca.pem, --envoyconfig-allowed-env=GREETING", func(p *parsed) {
 			p.Policy.Files, p.Policy.Env = []string{"/etc/pages/", "/etc/ca.pem"}, []string{"GREETING"}
 		}},
+		{"bounds", "--envoyconfig-bounds=envoy.config.core.v3.HealthCheck.interval=5s:,envoy.config.listener.v3.Listener.ignore_global_conn_limit=false:true,fleet.clusters=:9999", func(p *parsed) {
+			p.Policy.Bounds = translate.Bounds{
+				"envoy.config.core.v3.HealthCheck.interval":                  {Min: int64(5 * time.Second), Max: int64(time.Hour)},
+				"envoy.config.listener.v3.Listener.ignore_global_conn_limit": {Min: 0, Max: 1},
+				"fleet.clusters": {Min: 0, Max: 9999},
+			}
+		}},
 		{"webhook without rotation", "--webhook-bind-address=:9443 --webhook-cert-rotation=false", func(p *parsed) {
 			withWebhook(p, "", 9443)
 			p.Webhook.Certs = nil
 		}},
 		{"webhook disabled ignores its other flags", "--webhook-bind-address=0 --webhook-cert-rotation=false", func(*parsed) {}},
+		{"envoy", "--envoy-path=/usr/local/bin/envoy --envoy-validation-concurrency=4 --envoy-validation-timeout=1500ms", func(p *parsed) {
+			p.Envoy = envoyload.JudgeOptions{Envoy: "/usr/local/bin/envoy", Concurrency: 4, Timeout: 1500 * time.Millisecond}
+		}},
 		{"kubeconfig and logging", "--kubeconfig=/dev/null --zap-log-level=debug --zap-devel", func(*parsed) {}},
 	}
 	for _, tt := range tests {
@@ -218,6 +233,18 @@ func TestFlagErrors(t *testing.T) {
 		{"--envoyconfig-allowed-files=/proc/self/root/", "below /proc"},
 		{"--envoyconfig-allowed-files=etc/pages/", "not an absolute, clean path"},
 		{"--envoyconfig-allowed-env=A=B", "not an environment variable's name"},
+		{"--envoyconfig-bounds=envoy.config.core.v3.HealthCheck.interval", "is not <field>=<min>:<max>"},
+		{"--envoyconfig-bounds=envoy.config.core.v3.HealthCheck.name=1:2", "is no bounded field"},
+		{"--envoyconfig-bounds=envoy.config.core.v3.HealthCheck.interval=10:20", `"10" is not a duration`},
+		{"--envoyconfig-bounds=envoy.config.core.v3.HealthCheck.interval=1h:1s", "the floor 1h0m0s is above the ceiling 1s"},
+		{"--envoyconfig-bounds=envoy.config.listener.v3.Listener.ignore_global_conn_limit=false:yes", `"yes" is not true or false`},
+		{"--envoyconfig-bounds=fleet.clusters=:10000", "fewer than the xDS server's 10000 names per type"},
+		{"--envoyconfig-bounds=fleet.clusters=:500 --xds-max-names-per-type=500", "fewer than the xDS server's 500 names per type"},
+		{"--envoyconfig-bounds=fleet.clusters=:499 --xds-max-names-per-type=10", "fewer than the xDS server's 10 names per type"},
+		{"--envoy-path=", "--envoy-path: empty"},
+		{"--envoy-validation-concurrency=0", "--envoy-validation-concurrency 0: want at least 1"},
+		{"--envoy-validation-timeout=0s", "--envoy-validation-timeout 0s: want a positive duration"},
+		{"--envoy-validation-timeout=6s", "at most 5s (the validating webhook's own timeout)"},
 	}
 	for _, tt := range tests {
 		if _, err := parse(strings.Fields(tt.args)); err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -4,12 +4,14 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,6 +22,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoyconfig"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
@@ -59,7 +62,9 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	opts := controller.Options{Fleet: fleet.Defaults{XDS: s.builtinXDS}, Namespace: s.namespace, Policy: s.policy}
+	opts := controller.Options{Fleet: fleet.Defaults{XDS: s.builtinXDS, Namespace: s.namespace, XDSPorts: xdsPorts(s.builtinXDS, s.xdsBindAddress)},
+		Namespace: s.namespace, Policy: s.policy}
+	opts.Envoy = newJudge(log, s.envoy)
 	if s.xdsCA == nil {
 		log.Info("WARNING: the built-in xDS server serves plaintext (--xds-plaintext): any client that reaches its port can read any fleet's configuration and secrets")
 	} else if controller.Enabled(s.controllers, envoyconfig.ControllerName) || controller.Enabled(s.controllers, envoy.ControllerName) {
@@ -84,7 +89,7 @@ func run() error {
 		return err
 	}
 	if s.webhook != nil {
-		s.webhook.Fleet, s.webhook.Policy = opts.Fleet, s.policy
+		s.webhook.Fleet, s.webhook.Policy, s.webhook.Envoy = opts.Fleet, s.policy, opts.Envoy
 		if err := webhook.Setup(mgr, *s.webhook); err != nil {
 			return fmt.Errorf("setting up the webhook: %w", err)
 		}
@@ -107,6 +112,22 @@ func run() error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// newJudge returns the judge of EnvoyConfigs with o's Envoy, and says once,
+// in log, whether it has one: without it, EnvoyConfigs are admitted and
+// served on the operator's rules alone.
+func newJudge(log logr.Logger, o envoyload.JudgeOptions) *envoyload.Judge {
+	j := envoyload.NewJudge(context.Background(), o)
+	if err := j.Unavailable(); err != nil {
+		log.Info("WARNING: EnvoyConfigs are admitted and served on the operator's rules alone, not loaded in a real Envoy first; admission warns of it, status says it, and kube_envoy_controller_envoy_validation_available is 0",
+			"reason", err.Error())
+		return j
+	}
+	path, version := j.Envoy()
+	log.Info("EnvoyConfigs are loaded in a real Envoy before they are admitted or recorded", "envoy", path, "version", version,
+		"concurrency", o.Concurrency, "timeout", o.Timeout)
+	return j
 }
 
 // addDebug adds the xDS debug endpoint, when it is asked for and there is an
@@ -145,6 +166,19 @@ func addDebug(mgr ctrl.Manager, cfg *rest.Config, s *settings, opts controller.O
 	}
 	return mgr.Add(announce.New(announce.Options{Client: cs, Namespace: s.namespace, Replica: s.replica,
 		Addr: srv.Addr, Log: ctrl.Log.WithName("xds-debug")}))
+}
+
+// xdsPorts are the ports the proxies reach the built-in xDS server's pods
+// at, as a NetworkPolicy sees them: its bind address's port (the Service's
+// target port, by the chart), and the Service's port.
+func xdsPorts(service proxy.XDSServer, bindAddress string) []int32 {
+	out := []int32{int32(service.Port)}
+	if _, p, err := net.SplitHostPort(bindAddress); err == nil {
+		if n, err := strconv.ParseUint(p, 10, 16); err == nil && n != 0 && int32(n) != out[0] {
+			out = append(out, int32(n))
+		}
+	}
+	return out
 }
 
 // parseXDSAddress parses --xds-service-address.

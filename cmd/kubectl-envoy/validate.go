@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -24,8 +23,8 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -310,28 +309,20 @@ func loadServed(ctx context.Context, envoy, version string, resources map[string
 	if !errors.Is(err, envoyload.ErrRefused) {
 		return "", err
 	}
-	said := envoyload.Said(err)
-	if _, after, ok := strings.Cut(said, "envoy.pb': "); ok {
-		said = after // not the temporary file's name
-	}
+	said := envoyload.Words(err)
 	if strings.Contains(said, "missing the API listener extension") {
 		said += " (an api_listener is for proxyless gRPC clients, which take it; Envoy does not)"
 	}
 	return fmt.Sprintf("Envoy %s refuses what it would be served: %s", version, said), nil
 }
 
-var envoyVersionRE = regexp.MustCompile(`version: [0-9a-f]+/(\d+\.\d+\.\d+)/`)
-
 // envoyVersion is the release of the Envoy at path, from its --version.
 func envoyVersion(ctx context.Context, path string) (string, error) {
-	out, err := exec.CommandContext(ctx, path, "--version").CombinedOutput()
+	v, err := envoyload.Version(ctx, path)
 	if err != nil {
-		return "", fmt.Errorf("--envoy %s: %w: %s", path, err, bytes.TrimSpace(out))
+		return "", fmt.Errorf("--envoy: %w", err)
 	}
-	if m := envoyVersionRE.FindSubmatch(out); m != nil {
-		return string(m[1]), nil
-	}
-	return "", fmt.Errorf("--envoy %s: not an Envoy: %s", path, bytes.TrimSpace(out))
+	return v, nil
 }
 
 // envoyBinary resolves --envoy: a path, or, given without one, $ENVOY or

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
@@ -42,9 +43,14 @@ type Values struct {
 	PKI                  pki.Options
 	AllowedFiles         string
 	AllowedEnv           string
+	Bounds               string
 	Replica              string
 	ShowVersion          bool
 	Zap                  zap.Options
+
+	// Envoy holds --envoy-path, --envoy-validation-concurrency and
+	// --envoy-validation-timeout.
+	Envoy envoyload.JudgeOptions
 }
 
 // KubeconfigUsage replaces controller-runtime's usage string of --kubeconfig,
@@ -128,6 +134,17 @@ func Register(fs *flag.FlagSet, replica string) *Values {
 			"Configuration is never loaded from a file, and no entry may cover the proxy's own configuration in /etc/envoy/.")
 	fs.StringVar(&v.AllowedEnv, strings.TrimPrefix(translate.EnvFlag, "--"), "",
 		"Comma-separated environment variables of the proxies that EnvoyConfigs may name: in DataSources, tracing custom tags and %ENVIRONMENT(NAME)% in format strings. None by default.")
+	fs.StringVar(&v.Bounds, strings.TrimPrefix(translate.BoundsFlag, "--"), "",
+		"Comma-separated <field>=<min>:<max> that change the bounds of the EnvoyConfig fields that size the proxies' memory, CPU or connections (health check intervals, buffers, windows, circuit breakers, ignore_global_conn_limit...), "+
+			"by the field's full name (envoy.config.core.v3.HealthCheck.interval=5s:1h), and of a fleet's resources of each kind (fleet.clusters=:2000; below --xds-max-names-per-type). "+
+			"Durations for durations, true or false for bools, whole numbers otherwise; an empty side keeps the default. The defaults are in docs/concepts/security-model.md.")
+	fs.StringVar(&v.Envoy.Envoy, "envoy-path", "envoy",
+		"The Envoy binary (a path, or a name looked up on PATH) in which the operator loads each EnvoyConfig's resources (envoy --mode validate): at admission, and before the leader records a revision holding content that bypassed the webhook. "+
+			"What it refuses is refused, with its words. Without one the operator says so at start, in the metric kube_envoy_controller_envoy_validation_available and in admission warnings and status, and admits on its rules alone. The image has it at /usr/local/bin/envoy.")
+	fs.IntVar(&v.Envoy.Concurrency, "envoy-validation-concurrency", envoyload.DefaultConcurrency,
+		"How many Envoys load EnvoyConfigs at once, at most, on each replica; a load waits for its turn within --envoy-validation-timeout.")
+	fs.DurationVar(&v.Envoy.Timeout, "envoy-validation-timeout", envoyload.DefaultTimeout,
+		"How long loading an EnvoyConfig in Envoy may take, its wait for a turn included; content not loaded by then is refused, saying so. Less than the validating webhook's timeout (5s).")
 	fs.StringVar(&v.Replica, "replica-name", replica,
 		"Name of this replica in the reports of its xDS proxies, unique among the replicas; defaults to $POD_NAME, else the host name.")
 	fs.BoolVar(&v.ShowVersion, "version", false, "Print the version (git describe at build time) and exit.")

@@ -15,6 +15,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/foobar"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/podset"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/watcher"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
@@ -35,6 +36,9 @@ type Options struct {
 	Authority *authority.Store
 	// Policy is the content policy of EnvoyConfigs.
 	Policy translate.Policy
+	// Envoy is the real Envoy that the envoyconfig controller's leader
+	// loads content in before it records a revision.
+	Envoy *envoyload.Judge
 }
 
 // Entry is one controller: its name in --controllers, and how to start it.
@@ -53,7 +57,7 @@ var All = []Entry{
 			return fmt.Errorf("the envoyconfig controller needs the xDS server")
 		}
 		r := envoyconfig.NewReconciler(mgr, o.XDS, o.Namespace)
-		r.Policy = o.Policy
+		r.Policy, r.Envoy = o.Policy, o.Envoy
 		return r.SetupWithManager(mgr)
 	}},
 	{Name: foo.ControllerName, Setup: func(mgr ctrl.Manager, _ Options) error {

@@ -3,6 +3,7 @@ package webhook
 import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/certificates"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/inject"
@@ -27,10 +28,13 @@ type Options struct {
 	// Policy is the content policy that the EnvoyConfig validator applies;
 	// its Namespace is Namespace when not set.
 	Policy translate.Policy
+	// Envoy is the real Envoy the EnvoyConfig validator loads what the
+	// rules admit in (validate.EnvoyConfigValidator).
+	Envoy *envoyload.Judge
 }
 
-// Setup registers the injector, the EnvoyConfig validator and the Watcher
-// and PodSet validators on mgr's webhook server. With certificate
+// Setup registers the injector, the EnvoyConfig validator and the Watcher,
+// PodSet and Envoy validators on mgr's webhook server. With certificate
 // rotation the server starts only once its certificate is in place and the
 // CA is in the webhook configuration; until then the readiness check fails.
 func Setup(mgr ctrl.Manager, o Options) error {
@@ -41,13 +45,14 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
-	validator := validate.NewWebhook(mgr, o.Policy)
-	watchers, podSets := podtemplate.NewWatcherWebhook(mgr), podtemplate.NewPodSetWebhook(mgr)
+	validator := validate.NewWebhook(mgr, o.Policy, o.Envoy)
+	watchers, podSets, envoys := podtemplate.NewWatcherWebhook(mgr), podtemplate.NewPodSetWebhook(mgr), podtemplate.NewEnvoyWebhook(mgr)
 	register := func() {
 		mgr.GetWebhookServer().Register(inject.Path, hook)
 		mgr.GetWebhookServer().Register(validate.Path, validator)
 		mgr.GetWebhookServer().Register(podtemplate.WatcherPath, watchers)
 		mgr.GetWebhookServer().Register(podtemplate.PodSetPath, podSets)
+		mgr.GetWebhookServer().Register(podtemplate.EnvoyPath, envoys)
 	}
 	if o.Certs == nil {
 		register()

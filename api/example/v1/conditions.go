@@ -127,6 +127,12 @@ const (
 	// or a destination beyond what its author may reach. Admission refuses
 	// it; one that got past admission is not served, none of it.
 	EnvoyConfigReasonPolicyViolation = "PolicyViolation"
+	// EnvoyConfigReasonRefusedByEnvoy (Accepted False, Degraded True): a
+	// real Envoy refused to load the EnvoyConfig's content, or did not
+	// load it in time; the message gives Envoy's words. Admission refuses
+	// it; content that got past admission is not served, its published
+	// content is instead.
+	EnvoyConfigReasonRefusedByEnvoy = "RefusedByEnvoy"
 	// EnvoyConfigReasonPublished (Published True): the current content is
 	// served to the fleet; the message names the version.
 	EnvoyConfigReasonPublished = "Published"

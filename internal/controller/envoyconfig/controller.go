@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
@@ -66,6 +67,10 @@ type Reconciler struct {
 	Namespace string
 	// Policy is the content policy: what is refused is never served.
 	Policy translate.Policy
+	// Envoy is the real Envoy in which the leader loads content before it
+	// records a revision that holds it (judge.go); nil, or without an
+	// Envoy, content is recorded on the rules alone, and its status says so.
+	Envoy *envoyload.Judge
 	// Now is the clock of rollouts' bake times; nil is time.Now.
 	Now func() time.Time
 	// Name, when set, names the controller instead of ControllerName, in
@@ -184,7 +189,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if w.gone() {
 		return ctrl.Result{}, r.forget(ctx, w, leader)
 	}
-	ir := translate.Translate(w.input(r.Policy))
+	in := w.input(r.Policy.ForFleet(w.envoy))
+	ir := translate.Translate(in)
+	judgeAgain := false
+	if leader {
+		ir, judgeAgain = r.judge(ctx, w, in, ir)
+	}
 	// The leader reads the replicas' reports once: what it decides on is
 	// what the status tells.
 	var reports []report.Report
@@ -210,6 +220,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	after := rec.rollout.RecheckAfter // the step's bake ends: decide again then
 	if rec.again {
 		after = time.Millisecond
+	}
+	if judgeAgain && (after == 0 || judgeRetry < after) {
+		after = judgeRetry
 	}
 	if err == nil && after > 0 && (res.RequeueAfter == 0 || after < res.RequeueAfter) {
 		res.RequeueAfter = after

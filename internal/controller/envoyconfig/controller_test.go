@@ -32,8 +32,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
@@ -63,6 +65,10 @@ func TestMain(m *testing.M) {
 			return err
 		}
 		r := NewReconciler(mgr, xdsServer, operatorNamespace)
+		// The leader loads content in a real Envoy before it records it, as
+		// the operator does: bin/envoy, or $ENVOY (envoy_test.go).
+		envoy, _ := realenvoy.Binary()
+		r.Envoy = envoyload.NewJudge(context.Background(), envoyload.JudgeOptions{Envoy: envoy, Concurrency: 2, Timeout: envoyload.DefaultTimeout})
 		elected := r.IsLeader
 		r.IsLeader = func() bool { return !leaderPaused.Load() && elected() }
 		suite.Reconciler = r

@@ -46,13 +46,13 @@ func servingOf(h publish.History, readable, unrecorded bool) serving {
 func (r *Reconciler) serve(ctx context.Context, w *world, ir translate.IR, rec recording) error {
 	switch servingOf(rec.history, rec.readable, w.unrecorded()) {
 	case serveRevision:
-		resources, _ := translate.Render(r.Policy, rec.history.Served().Configs, w.current, w.slices, w.secrets)
+		resources, _ := translate.Render(r.Policy.ForFleet(w.envoy), rec.history.Served().Configs, w.current, w.slices, w.secrets)
 		var staged *server.Staged
 		if prev, ok := rec.history.Staged(); ok {
 			// While the served revision rolls out, the proxies its step does
 			// not lead are served the previous one, with the same endpoints
 			// and Secrets: those are not staged.
-			prevResources, _ := translate.Render(r.Policy, prev.Configs, w.current, w.slices, w.secrets)
+			prevResources, _ := translate.Render(r.Policy.ForFleet(w.envoy), prev.Configs, w.current, w.slices, w.secrets)
 			staged = &server.Staged{Rollout: *rec.history.Rollout, Version: prev.Version, Resources: prevResources}
 		}
 		if err := r.Server.SetFleetRollout(ctx, w.id.String(), rec.history.Current, resources, staged); err != nil {

@@ -128,11 +128,16 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 		set(examplev1.EnvoyConfigConditionAccepted, metav1.ConditionFalse, examplev1.EnvoyConfigReasonWithheld, withheld)
 	case len(cs.Invalid) > 0:
 		set(examplev1.EnvoyConfigConditionAccepted, metav1.ConditionFalse, examplev1.EnvoyConfigReasonInvalidResources, strings.Join(cs.Invalid, "; "))
+	case cs.EnvoyRefused != "":
+		set(examplev1.EnvoyConfigConditionAccepted, metav1.ConditionFalse, examplev1.EnvoyConfigReasonRefusedByEnvoy, cs.EnvoyRefused+"; "+kept)
 	case len(cs.Dangling) > 0 && cs.Choice != translate.ChoiceCurrent:
 		set(examplev1.EnvoyConfigConditionAccepted, metav1.ConditionFalse, examplev1.EnvoyConfigReasonReferencesMissing, strings.Join(cs.Dangling, "; ")+"; "+kept)
 	case len(s.Held) > 0 && cs.Choice != translate.ChoiceCurrent:
 		set(examplev1.EnvoyConfigConditionAccepted, metav1.ConditionFalse, examplev1.EnvoyConfigReasonHeld, "this change is not served: it would leave references in the fleet leading nowhere: "+
 			strings.Join(s.Held, "; ")+"; "+kept)
+	case cs.EnvoyUnjudged != "":
+		set(examplev1.EnvoyConfigConditionAccepted, metav1.ConditionTrue, examplev1.EnvoyConfigReasonValid,
+			"every resource is valid and its references exist, by the operator's rules; it was not loaded in a real Envoy: "+cs.EnvoyUnjudged)
 	default:
 		set(examplev1.EnvoyConfigConditionAccepted, metav1.ConditionTrue, examplev1.EnvoyConfigReasonValid, "every resource is valid and its references exist")
 	}
@@ -163,6 +168,8 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonPolicyViolation, "the content policy refuses: "+strings.Join(cs.Refused, "; ")+"; "+kept)
 	case withheld != "":
 		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonWithheld, withheld)
+	case cs.EnvoyRefused != "" && len(cs.Invalid) == 0:
+		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonRefusedByEnvoy, cs.EnvoyRefused+"; "+kept)
 	case s.RolledBack:
 		set(examplev1.EnvoyConfigConditionDegraded, metav1.ConditionTrue, examplev1.EnvoyConfigReasonRolledBack, "every connected proxy rejected the newest version: "+s.Rejected+unattributed(s))
 	case s.Rejected != "" || s.ServedRejected != "":

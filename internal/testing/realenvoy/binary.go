@@ -23,7 +23,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy/envoyload"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 )
 

@@ -3,7 +3,7 @@ package realenvoy
 import (
 	"context"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy/envoyload"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 )
 
 // Resources are xDS resources for one Envoy to load (envoyload.Resources).

@@ -17,8 +17,15 @@
 //     the change would leave leading nowhere, its own or those of another
 //     EnvoyConfig of the fleet.
 //
+// Once the rules admit a change, a real Envoy loads the changed
+// EnvoyConfig's resources, alone (envoyload.Judge, `envoy --mode
+// validate`): what Envoy refuses, or does not load within
+// --envoy-validation-timeout, is refused with Envoy's words. Without an
+// Envoy the change is admitted on the rules alone, with an admission
+// warning that says so.
+//
 // The message names the EnvoyConfig, the resource and the field
-// (translate.Refusal). It admits an update of an EnvoyConfig being deleted,
+// (translate.Refusal), or gives Envoy's words. It admits an update of an EnvoyConfig being deleted,
 // whose content is served no more, so that its finalizers can go, and any
 // delete in a namespace being deleted, in whatever order the namespace
 // controller deletes them.

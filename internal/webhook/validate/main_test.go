@@ -1,17 +1,25 @@
 package validate
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 var suite testenv.Suite
+
+// judge is the real Envoy the suite's validator loads EnvoyConfigs in:
+// bin/envoy, or $ENVOY. Without one it is Unavailable, and the tests that
+// need it say so (realenvoy.Require).
+var judge *envoyload.Judge
 
 // operatorNamespace is the operator's own namespace, which the generated
 // configuration leaves out, as the content policy knows it.
@@ -28,9 +36,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	suite.ValidatingWebhooks = validating
+	suite.ValidatingWebhooks = servedHere(validating)
+	envoy, _ := realenvoy.Binary()
+	judge = envoyload.NewJudge(context.Background(), envoyload.JudgeOptions{Envoy: envoy, Concurrency: 2, Timeout: envoyload.DefaultTimeout})
 	suite.Main(m, func(mgr ctrl.Manager) error {
-		mgr.GetWebhookServer().Register(Path, NewWebhook(mgr, translate.Policy{Namespace: operatorNamespace}))
+		mgr.GetWebhookServer().Register(Path, NewWebhook(mgr, translate.Policy{Namespace: operatorNamespace}, judge))
 		return nil
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -38,9 +39,13 @@ const Configuration = "kube-envoy-controller-validator"
 // what the author may reach: see translate.Policy), and references (to route configurations, clusters and
 // SDS secrets) that the change would leave leading nowhere, its own or
 // those of another EnvoyConfig of the fleet. It judges the fleet as it would be after the change, for CREATE,
-// UPDATE and DELETE, with the translation the controller uses. The message
-// names the EnvoyConfig, the resource and the field. The controller checks
-// again, for objects that got in another way.
+// UPDATE and DELETE, with the translation the controller uses, and then has
+// a real Envoy load the changed EnvoyConfig (Envoy). The message
+// names the EnvoyConfig, the resource and the field, or gives Envoy's
+// words. The controller checks again, for objects that got in another way.
+//
+// Its timeoutSeconds (5) holds --envoy-validation-timeout (at most 5s,
+// 3s by default): Envoy loads an EnvoyConfig in tens of milliseconds.
 type EnvoyConfigValidator struct {
 	// Client reads the fleet's other EnvoyConfigs (from the cache).
 	Client client.Reader
@@ -50,14 +55,20 @@ type EnvoyConfigValidator struct {
 	Decoder   admission.Decoder
 	// Policy is the content policy, the one the controller applies.
 	Policy translate.Policy
+	// Envoy loads a changed EnvoyConfig's resources in a real Envoy once
+	// the rules admit it: what Envoy refuses, or does not load in time, is
+	// refused. Without an Envoy (nil, or one that is Unavailable) the
+	// change is admitted on the rules alone, with a warning that says so.
+	Envoy *envoyload.Judge
 }
 
-// NewWebhook returns the validator, applying the content policy p, as mgr's
-// webhook server serves it: reading from mgr's cache and from the API server.
-func NewWebhook(mgr ctrl.Manager, p translate.Policy) *admission.Webhook {
+// NewWebhook returns the validator, applying the content policy p and
+// having envoy load what p admits, as mgr's webhook server serves it:
+// reading from mgr's cache and from the API server.
+func NewWebhook(mgr ctrl.Manager, p translate.Policy, envoy *envoyload.Judge) *admission.Webhook {
 	return &admission.Webhook{
 		Handler: &EnvoyConfigValidator{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Decoder: admission.NewDecoder(mgr.GetScheme()),
-			Policy: p},
+			Policy: p, Envoy: envoy},
 		RecoverPanic: ptr.To(true),
 	}
 }
@@ -66,6 +77,7 @@ func NewWebhook(mgr ctrl.Manager, p translate.Policy) *admission.Webhook {
 // whatever order the namespace controller deletes them.
 //
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// +kubebuilder:rbac:groups=example.com,resources=envoys,verbs=get;list;watch
 
 // Handle implements admission.Handler.
 func (v *EnvoyConfigValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
@@ -101,6 +113,9 @@ func (v *EnvoyConfigValidator) Handle(ctx context.Context, req admission.Request
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	if len(problems) == 0 && !deleting {
+		return v.load(ctx, cfg)
+	}
 	if len(problems) == 0 {
 		return admission.Allowed("")
 	}
@@ -129,7 +144,66 @@ func (v *EnvoyConfigValidator) judge(ctx context.Context, reader client.Reader, 
 		c := translate.FromObject(cfg)
 		after = &c
 	}
-	return translate.Admit(v.Policy, before, cfg.Namespace+"/"+cfg.Name, after), nil
+	// The fleet's Envoy may narrow its destinations (spec.egress.allowed),
+	// read past the cache when it can be: an allowlist narrowed a moment
+	// ago applies to the next admission.
+	envoyReader := reader
+	if v.APIReader != nil {
+		envoyReader = v.APIReader
+	}
+	var envoy *examplev1.Envoy
+	e := &examplev1.Envoy{}
+	switch err := envoyReader.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: cfg.Spec.EnvoyRef}, e); {
+	case err == nil:
+		envoy = e
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	return translate.Admit(v.Policy.ForFleet(envoy), before, cfg.Namespace+"/"+cfg.Name, after), nil
+}
+
+// load has a real Envoy load cfg's resources, alone, once the rules admit
+// them: a change is judged by what it is, whatever the fleet's other
+// EnvoyConfigs hold, and Envoy's refusal is of this EnvoyConfig's content
+// (Envoy's validate mode resolves no reference over ADS, so one that
+// leads to another EnvoyConfig loads as it is; the rules check references).
+// The clusters of the fleet's other EnvoyConfigs that it names are loaded
+// beside it as stand-ins (envoyload.Resources.WithClusters), since Envoy
+// checks that some references to a cluster lead to one.
+// What Envoy refuses, or does not load in time, is refused with its words;
+// without an Envoy the change is admitted with a warning that says so.
+func (v *EnvoyConfigValidator) load(ctx context.Context, cfg *examplev1.EnvoyConfig) admission.Response {
+	if v.Envoy == nil {
+		return admission.Allowed("").WithWarnings(NotLoaded("no Envoy was configured to load it in"))
+	}
+	r, err := envoyload.FromSpec(cfg.Spec.Resources)
+	if err != nil {
+		return admission.Denied(translate.Refusal(cfg.Name, false, []string{err.Error()}))
+	}
+	var fleet examplev1.EnvoyConfigList
+	if err := v.Client.List(ctx, &fleet, client.InNamespace(cfg.Namespace)); err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	var clusters []string
+	for i := range fleet.Items {
+		if o := &fleet.Items[i]; o.Spec.EnvoyRef == cfg.Spec.EnvoyRef && o.Name != cfg.Name {
+			clusters = append(clusters, envoyload.ClusterNames(o.Spec.Resources)...)
+		}
+	}
+	verdict := v.Envoy.Judge(ctx, r.WithClusters(clusters))
+	switch verdict.Outcome {
+	case envoyload.Loaded:
+		return admission.Allowed("")
+	case envoyload.Refused, envoyload.TimedOut:
+		return admission.Denied(translate.Refusal(cfg.Name, false, []string{verdict.Message}))
+	}
+	return admission.Allowed("").WithWarnings(NotLoaded(verdict.Message))
+}
+
+// NotLoaded is the warning of a change admitted on the rules alone, since
+// no Envoy loaded it, for the reason why.
+func NotLoaded(why string) string {
+	return "admitted on the operator's rules alone, not loaded in a real Envoy: " + why
 }
 
 func (v *EnvoyConfigValidator) namespaceTerminating(ctx context.Context, name string) bool {

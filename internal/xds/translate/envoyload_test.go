@@ -2,6 +2,7 @@ package translate
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
@@ -31,9 +33,11 @@ import (
 // kind): fields dropped, list items duplicated, values replaced by others
 // that the same field has elsewhere (addresses, regexes, typed_configs,
 // matchers, filter chains...), resources duplicated. For each, the change
-// is judged by Admit against the rest of the fleet as admission does; when
-// it is admitted, the fleet is translated and what it is served is loaded
-// into Envoy, which must accept it.
+// is judged as admission judges it: by Admit against the rest of the
+// fleet, then by a real Envoy that loads the changed EnvoyConfig alone
+// (envoyload.Judge). When both admit it, the fleet is translated and what
+// it is served is loaded into Envoy, which must accept it: admission and
+// Envoy never disagree.
 //
 // go test runs -envoy.cases cases from -envoy.seed, the same ones every
 // time; a longer run finds more:
@@ -168,7 +172,7 @@ secrets:
 
 // samplesFleet returns the EnvoyConfigs of the samples' fleet web-gateway,
 // and moreResources as one more of it.
-func samplesFleet(t *testing.T) []Config {
+func samplesFleet(t testing.TB) []Config {
 	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -368,9 +372,11 @@ func TestAdmittedLoadsInEnvoy(t *testing.T) {
 	if err := loadServed(t, envoy, fleet); err != nil {
 		t.Fatalf("Envoy refuses the fleet's own resources: %s", realenvoy.Said(err))
 	}
-	var admitted, loaded atomic.Int64
+	judge := envoyload.NewJudge(context.Background(), envoyload.JudgeOptions{Envoy: envoy, Concurrency: cap(envoys), Timeout: time.Minute})
+	var admitted, loaded, byEnvoy atomic.Int64
 	t.Cleanup(func() {
-		t.Logf("%d cases from seed %d: %d admitted and loaded, %d refused by admission", *envoyCases, *envoySeed, loaded.Load(), int64(*envoyCases)-admitted.Load())
+		t.Logf("%d cases from seed %d: %d admitted and loaded, %d refused by admission (%d of them by Envoy, past the rules)",
+			*envoyCases, *envoySeed, loaded.Load(), int64(*envoyCases)-admitted.Load(), byEnvoy.Load())
 	})
 	for i := range *envoyCases {
 		seed := *envoySeed + int64(i)
@@ -395,10 +401,31 @@ func TestAdmittedLoadsInEnvoy(t *testing.T) {
 			if problems := Admit(Policy{}, fleet, after.Name, &after); len(problems) > 0 {
 				return
 			}
+			alone, err := envoyload.FromSpec(after.Spec.Resources)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var clusters []string
+			for _, c := range fleet {
+				if c.Name != after.Name {
+					clusters = append(clusters, envoyload.ClusterNames(c.Spec.Resources)...)
+				}
+			}
+			switch v := judge.Judge(context.Background(), alone.WithClusters(clusters)); v.Outcome {
+			case envoyload.Refused:
+				// The rules admitted it; Envoy is the last word. Each such
+				// case is one for the rules' tables, whose field paths are
+				// more precise than Envoy's words.
+				t.Logf("the rules admit it (%s), Envoy refuses it: %s", strings.Join(did, ", "), v.Message)
+				byEnvoy.Add(1)
+				return
+			case envoyload.TimedOut, envoyload.Unjudged:
+				t.Fatalf("Envoy did not judge it: %s", v.Message)
+			}
 			admitted.Add(1)
 			configs := slices.Clone(fleet)
 			configs[which] = after
-			err := loadServed(t, envoy, configs)
+			err = loadServed(t, envoy, configs)
 			if err != nil {
 				js, _ := json.Marshal(after.Spec.Resources)
 				t.Fatalf("admitted (%s) but Envoy refuses it: %s\nEnvoyConfig %s:\n%s", strings.Join(did, ", "), realenvoy.Said(err), after.Name, js)

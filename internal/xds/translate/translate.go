@@ -14,18 +14,21 @@
 // admission can be bypassed.
 //
 // Second, a proxy never loses configuration because another
-// EnvoyConfig changed. A change whose content is invalid, or whose
-// references lead nowhere, is not served: its EnvoyConfig's published
-// content is, if it has any. When a change elsewhere breaks the references
-// of content that is served (a cluster a route needs was removed or its
-// EnvoyConfig deleted), the fleet is held: it keeps serving its published
-// revision whole, until the references are whole again.
+// EnvoyConfig changed. A change whose content is invalid, that a real Envoy
+// refused to load (Input.Envoy: translation runs no Envoy, it is told what
+// one said), or whose references lead nowhere, is not served: its
+// EnvoyConfig's published content is, if it has any. When a change
+// elsewhere breaks the references of content that is served (a cluster a
+// route needs was removed or its EnvoyConfig deleted), the fleet is held:
+// it keeps serving its published revision whole, until the references are
+// whole again.
 package translate
 
 import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -81,6 +84,27 @@ type Input struct {
 	// Withheld holds, by EnvoyConfig, content that the fleet's proxies
 	// rejected: while an EnvoyConfig's content is that, it is not served.
 	Withheld map[string]Withheld
+	// Envoy holds, by EnvoyConfig, what a real Envoy said when it loaded
+	// its current content alone (EnvoyVerdict). Content it refused is
+	// treated as invalid content is: not served, its published content
+	// served instead. An EnvoyConfig without a verdict for its current
+	// content is translated on the rules alone, as content that a recorded
+	// revision holds is (it was judged before it was recorded, or served
+	// before Envoy judged).
+	Envoy map[string]EnvoyVerdict
+}
+
+// EnvoyVerdict is what a real Envoy said of one EnvoyConfig's content.
+type EnvoyVerdict struct {
+	// Content is the ContentOf the content judged: the verdict says
+	// nothing of other content.
+	Content string `json:"content"`
+	// Refused is Envoy's words when it refused to load the content, or did
+	// not answer in time; empty when it loaded it.
+	Refused string `json:"refused,omitempty"`
+	// Unjudged is why no Envoy loaded the content, when none could: the
+	// content is translated on the rules alone, and its status says so.
+	Unjudged string `json:"unjudged,omitempty"`
 }
 
 // Choice says which content of an EnvoyConfig the fleet's next revision
@@ -125,6 +149,12 @@ type ConfigStatus struct {
 	// Withheld is set while its content is one that the fleet's proxies
 	// rejected (Input.Withheld): that content is not served.
 	Withheld *Withheld `json:"withheld,omitempty"`
+	// EnvoyRefused is what a real Envoy said when it refused to load its
+	// current content (Input.Envoy): that content is not served.
+	EnvoyRefused string `json:"envoyRefused,omitempty"`
+	// EnvoyUnjudged is why no real Envoy loaded its current content, when
+	// none could (Input.Envoy).
+	EnvoyUnjudged string `json:"envoyUnjudged,omitempty"`
 	// Content is its current content's ContentOf.
 	Content string `json:"-"`
 }
@@ -169,8 +199,11 @@ func Translate(in Input) IR {
 		st.Refused = in.Policy.refusals(c.Name, p.resources)
 		w, withheld := in.Withheld[c.Name]
 		withheld = withheld && w.Content == st.Content
+		if v, ok := in.Envoy[c.Name]; ok && v.Content == st.Content {
+			st.EnvoyRefused, st.EnvoyUnjudged = v.Refused, v.Unjudged
+		}
 		switch {
-		case len(errs) > 0 || len(st.Refused) > 0:
+		case len(errs) > 0 || len(st.Refused) > 0 || st.EnvoyRefused != "":
 			st.Invalid = messages(errs)
 			st.Choice = ChoiceNone
 			if p, ok := published[c.Name]; ok {
@@ -251,11 +284,11 @@ func Translate(in Input) IR {
 	var clashes map[string][]string
 	// What choice holds passed the policy; of the current EnvoyConfigs,
 	// translation has judged each.
-	ir.Resources, clashes = render(ir.Revision, nil, in.Configs, refusedNow, in.Slices, in.Secrets)
+	ir.Resources, clashes = render(in.Policy, ir.Revision, nil, in.Configs, refusedNow, in.Slices, in.Secrets)
 	for name, st := range ir.Configs {
 		st.Clashes = clashes[name]
 		spec := configNamed(in.Configs, name).Spec
-		st.Endpoints = endpointWarnings(spec.ServiceEndpoints, in.Slices)
+		st.Endpoints = endpointWarnings(in.Policy, namespaceOf(name), spec.ServiceEndpoints, in.Slices)
 		st.Secrets = secretWarnings(spec.TLSSecrets, in.Secrets)
 		ir.Configs[name] = st
 	}
@@ -272,18 +305,19 @@ func Translate(in Input) IR {
 // replica renders a revision with it, so every replica serves the same
 // content.
 func Render(pol Policy, served, current []Config, slices map[string][]discoveryv1.EndpointSlice, secrets map[string]corev1.Secret) (map[string][]types.Resource, map[string][]string) {
-	return render(served, pol.refused, current, pol.refused, slices, secrets)
+	return render(pol, served, pol.refused, current, pol.refused, slices, secrets)
 }
 
 // render is Render with the policy's verdicts: servedRefused and
 // currentRefused tell the EnvoyConfigs of served and current whose content
-// is refused; nil when all of them passed.
-func render(served []Config, servedRefused func(Config) bool, current []Config, currentRefused func(Config) bool,
+// is refused; nil when all of them passed. pol judges the endpoints of
+// their Services.
+func render(pol Policy, served []Config, servedRefused func(Config) bool, current []Config, currentRefused func(Config) bool,
 	slices map[string][]discoveryv1.EndpointSlice, secrets map[string]corev1.Secret) (map[string][]types.Resource, map[string][]string) {
 	parsedConfigs := make([]parsed, 0, len(served)+len(current))
 	for _, c := range served {
 		if servedRefused == nil || !servedRefused(c.Recorded()) {
-			parsedConfigs = append(parsedConfigs, withLive(c.Recorded(), slices, secrets))
+			parsedConfigs = append(parsedConfigs, withLive(pol, c.Recorded(), slices, secrets))
 		}
 	}
 	parsedConfigs = append(parsedConfigs, inlineSecrets(current, currentRefused)...)
@@ -313,6 +347,7 @@ type parsed struct {
 func parse(c Config) (parsed, []error) {
 	resources, errs := resource.Parse(c.Name, c.Spec.Resources)
 	errs = append(errs, duplicateSecretNames(c, resources)...)
+	errs = append(errs, duplicateLoadAssignments(c, resources)...)
 	return parsed{name: c.Name, created: c.Created, resources: resources}, errs
 }
 
@@ -320,11 +355,11 @@ func parse(c Config) (parsed, []error) {
 // the load assignment that slices give it, and for each of its tlsSecrets,
 // the secret that secrets give it (a placeholder, not served, when its
 // Secret serves none).
-func withLive(c Config, slices map[string][]discoveryv1.EndpointSlice, secrets map[string]corev1.Secret) parsed {
+func withLive(pol Policy, c Config, slices map[string][]discoveryv1.EndpointSlice, secrets map[string]corev1.Secret) parsed {
 	p, _ := parse(c)
 	for i, se := range c.Spec.ServiceEndpoints {
 		p.resources = append(p.resources, resource.Resource{
-			Kind: endpointKind, Name: se.Cluster, Message: LoadAssignment(se, slices[se.Service]),
+			Kind: endpointKind, Name: se.Cluster, Message: LoadAssignment(pol, namespaceOf(c.Name), se, slices[se.Service]),
 			Path: fmt.Sprintf("spec.serviceEndpoints[%d]", i), Source: c.Name,
 		})
 	}
@@ -356,7 +391,7 @@ func inlineSecrets(current []Config, refused func(Config) bool) []parsed {
 func mergeOf(configs, current []Config, refused func(Config) bool) map[resourceKey]resource.Resource {
 	ps := make([]parsed, 0, len(configs)+len(current))
 	for _, c := range configs {
-		ps = append(ps, withLive(c, nil, nil))
+		ps = append(ps, withLive(Policy{}, c, nil, nil))
 	}
 	ps = append(ps, inlineSecrets(current, refused)...)
 	merged, _ := merge(ps)
@@ -406,6 +441,12 @@ func heldBecause(dangling map[string][]error) []string {
 		}
 	}
 	return out
+}
+
+// namespaceOf returns the namespace of an EnvoyConfig named namespace/name.
+func namespaceOf(name string) string {
+	ns, _, _ := strings.Cut(name, "/")
+	return ns
 }
 
 // FromObject returns an EnvoyConfig as translation sees it.

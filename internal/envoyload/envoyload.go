@@ -2,8 +2,10 @@
 // be served them: Bootstrap puts them into the fleet's bootstrap as static
 // resources, and Validate runs `envoy --mode validate` on it, which builds
 // every static resource as Envoy builds what comes over xDS, opening no
-// port and no connection. kubectl envoy validate --envoy and diff --envoy
-// use it, and so do the tests that check admission against Envoy.
+// port and no connection. The operator judges EnvoyConfigs with it (Judge),
+// at admission and before the leader records a revision; kubectl envoy
+// validate --envoy and diff --envoy use it, and so do the tests that check
+// admission against Envoy.
 package envoyload
 
 import (
@@ -15,7 +17,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -25,8 +29,10 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 )
@@ -176,6 +182,30 @@ func (r Resources) Bootstrap() ([]byte, error) {
 	return json.Marshal(boot)
 }
 
+// hcmType is the type URL of the HTTP connection manager.
+const hcmType = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+
+// inlineRoutesUnvalidated sets validate_clusters false in every route
+// configuration inline in a connection manager within v that does not set
+// it (see FromSpec).
+func inlineRoutesUnvalidated(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		if rc, ok := v["route_config"].(map[string]any); ok && v["@type"] == hcmType {
+			if _, set := rc["validate_clusters"]; !set {
+				rc["validate_clusters"] = false
+			}
+		}
+		for _, c := range v {
+			inlineRoutesUnvalidated(c)
+		}
+	case []any:
+		for _, c := range v {
+			inlineRoutesUnvalidated(c)
+		}
+	}
+}
+
 // sdsOverGRPC returns v, a cluster or a part of it, with every SDS config
 // source that is ADS made a gRPC one to the xDS cluster. Envoy builds a
 // static cluster before its ADS stream, and crashes (SIGSEGV, in validate
@@ -237,6 +267,9 @@ func Validate(ctx context.Context, envoy, dir string, r Resources) error {
 func ValidateArgs(ctx context.Context, envoy, dir string, args ...string) error {
 	cmd := exec.CommandContext(ctx, envoy, append([]string{"--mode", "validate", "--log-format", "%v"}, args...)...)
 	cmd.Dir = dir
+	// Killed at ctx's end, an Envoy (or what runs in its place) may leave
+	// children holding its output open: its output is not waited for long.
+	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		return nil
@@ -260,4 +293,119 @@ func Said(err error) string {
 		return ""
 	}
 	return strings.Join(strings.Fields(debugMarker.ReplaceAllString(err.Error(), " ")), " ")
+}
+
+// FromSpec returns an EnvoyConfig's resources (spec.resources), as an Envoy
+// would load them, alone: the load assignments of its serviceEndpoints and
+// the secrets of its tlsSecrets come from the cluster and are not among
+// them, and a reference to one of them (over ADS) is accepted as it is.
+//
+// The fleet's other EnvoyConfigs are not loaded beside them: a route
+// configuration inline in a listener's connection manager that does not
+// say whether its clusters are validated is loaded without validating them,
+// as RDS loads one (Bootstrap), since its clusters may be another
+// EnvoyConfig's (admission's rules check that every reference leads
+// somewhere in the fleet).
+//
+// A listener with an api_listener is for proxyless gRPC clients, which take
+// it; Envoy has no such extension, and refuses it. Its connection manager
+// is what such a client builds, so it is loaded as the one filter of a
+// listener of its own that binds no port, as a route configuration is.
+func FromSpec(res examplev1.EnvoyResources) (Resources, error) {
+	var r Resources
+	for _, l := range []struct {
+		field string
+		items []runtime.RawExtension
+	}{{"listeners", res.Listeners}, {"routes", res.Routes}, {"clusters", res.Clusters}, {"endpoints", res.Endpoints}, {"secrets", res.Secrets}} {
+		for i, item := range l.items {
+			if err := r.Add(l.field, item.Raw); err != nil {
+				return Resources{}, fmt.Errorf("spec.resources.%s[%d]: %w", l.field, i, err)
+			}
+		}
+	}
+	for i, raw := range r.Listeners {
+		var l map[string]any
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return Resources{}, fmt.Errorf("spec.resources.listeners[%d]: %w", i, err)
+		}
+		if api, ok := l["api_listener"].(map[string]any); ok {
+			delete(l, "api_listener")
+			l["address"] = map[string]any{"pipe": map[string]any{"path": fmt.Sprintf("@envoyload-api-listeners-%d", i)}}
+			l["bind_to_port"] = false
+			l["filter_chains"] = []any{map[string]any{"filters": []any{map[string]any{
+				"name": "envoy.filters.network.http_connection_manager", "typed_config": api["api_listener"]}}}}
+		}
+		inlineRoutesUnvalidated(l)
+		js, err := json.Marshal(l)
+		if err != nil {
+			return Resources{}, err
+		}
+		r.Listeners[i] = js
+	}
+	return r, nil
+}
+
+// ClusterNames returns the names of the clusters among an EnvoyConfig's
+// resources (spec.resources.clusters); a cluster that does not decode has
+// none.
+func ClusterNames(res examplev1.EnvoyResources) []string {
+	var out []string
+	for _, item := range res.Clusters {
+		var c struct {
+			Name string `json:"name"`
+		}
+		// The API server stores JSON; a manifest's may be YAML.
+		if json.Unmarshal(item.Raw, &c) != nil {
+			if js, err := yaml.YAMLToJSON(item.Raw); err == nil {
+				_ = json.Unmarshal(js, &c)
+			}
+		}
+		if c.Name != "" {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// WithClusters returns r with a stand-in cluster of each of names that r
+// names (a string of r's, anywhere, is the name) and does not define: the
+// clusters of the fleet's other EnvoyConfigs that r may refer to. Envoy
+// checks, as it loads some resources, that a cluster they name exists (a
+// tracer's collector, an inline route configuration's clusters when it
+// validates them); loaded alone, r would be refused for a cluster the fleet
+// has. A stand-in is STATIC, without endpoints, and speaks HTTP/2, so that
+// what needs a gRPC cluster loads: what the cluster itself is, is judged
+// with its own EnvoyConfig.
+func (r Resources) WithClusters(names []string) Resources {
+	defined := map[string]bool{}
+	var text strings.Builder
+	for _, list := range [][]json.RawMessage{r.Listeners, r.Routes, r.Clusters, r.Endpoints, r.Secrets} {
+		for _, raw := range list {
+			text.Write(raw)
+		}
+	}
+	for _, raw := range r.Clusters {
+		var c struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(raw, &c) == nil {
+			defined[c.Name] = true
+		}
+	}
+	all := text.String()
+	clusters := slices.Clone(r.Clusters)
+	for _, name := range names {
+		quoted, _ := json.Marshal(name)
+		if defined[name] || !strings.Contains(all, string(quoted)) {
+			continue
+		}
+		defined[name] = true
+		stub, _ := json.Marshal(map[string]any{"name": name, "type": "STATIC", "connect_timeout": "1s",
+			"typed_extension_protocol_options": map[string]any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": map[string]any{
+				"@type":                "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+				"explicit_http_config": map[string]any{"http2_protocol_options": map[string]any{}}}}})
+		clusters = append(clusters, stub)
+	}
+	r.Clusters = clusters
+	return r
 }
