@@ -13,7 +13,7 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/cmdline"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
@@ -50,7 +50,7 @@ type settings struct {
 	// webhook and the EnvoyConfig controller.
 	policy translate.Policy
 	// envoy is the real Envoy EnvoyConfigs are loaded in, and its bounds.
-	envoy envoyload.JudgeOptions
+	envoy envoyjudge.Options
 	// showVersion asks for the version alone: the other flags are not checked.
 	showVersion bool
 }

@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
@@ -35,7 +35,7 @@ type parsed struct {
 	Webhook     *webhook.Options
 	XDSCA       *authority.Config
 	Policy      translate.Policy
-	Envoy       envoyload.JudgeOptions
+	Envoy       envoyjudge.Options
 }
 
 func parse(args []string) (parsed, error) {
@@ -69,7 +69,7 @@ func defaults() parsed {
 		},
 		Policy: translate.Policy{Namespace: "kube-envoy-controller", Hosts: []string{
 			"kube-envoy-controller-xds.kube-envoy-controller.svc", "kube-envoy-controller-webhook.kube-envoy-controller.svc"}},
-		Envoy: envoyload.JudgeOptions{Envoy: "envoy", Concurrency: 2, Timeout: 3 * time.Second},
+		Envoy: envoyjudge.Options{Envoy: "envoy", Concurrency: 2, Timeout: 3 * time.Second},
 	}
 }
 
@@ -171,7 +171,7 @@ func TestFlags(t *testing.T) {
 		}},
 		{"webhook disabled ignores its other flags", "--webhook-bind-address=0 --webhook-cert-rotation=false", func(*parsed) {}},
 		{"envoy", "--envoy-path=/usr/local/bin/envoy --envoy-validation-concurrency=4 --envoy-validation-timeout=1500ms", func(p *parsed) {
-			p.Envoy = envoyload.JudgeOptions{Envoy: "/usr/local/bin/envoy", Concurrency: 4, Timeout: 1500 * time.Millisecond}
+			p.Envoy = envoyjudge.Options{Envoy: "/usr/local/bin/envoy", Concurrency: 4, Timeout: 1500 * time.Millisecond}
 		}},
 		{"kubeconfig and logging", "--kubeconfig=/dev/null --zap-log-level=debug --zap-devel", func(*parsed) {}},
 	}

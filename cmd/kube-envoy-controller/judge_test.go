@@ -7,7 +7,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 )
 
@@ -22,7 +22,7 @@ func TestJudgeSaidAtStart(t *testing.T) {
 	} {
 		var lines []string
 		log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
-		newJudge(log, envoyload.JudgeOptions{Envoy: tt.envoy, Concurrency: 1, Timeout: time.Second})
+		newJudge(log, envoyjudge.Options{Envoy: tt.envoy, Concurrency: 1, Timeout: time.Second})
 		if len(lines) != 1 || !strings.Contains(lines[0], tt.want) {
 			t.Errorf("%s: logged %q; want one line with %s", tt.name, lines, tt.want)
 		}

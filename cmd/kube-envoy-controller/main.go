@@ -22,7 +22,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoyconfig"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
@@ -117,8 +117,8 @@ func run() error {
 // newJudge returns the judge of EnvoyConfigs with o's Envoy, and says once,
 // in log, whether it has one: without it, EnvoyConfigs are admitted and
 // served on the operator's rules alone.
-func newJudge(log logr.Logger, o envoyload.JudgeOptions) *envoyload.Judge {
-	j := envoyload.NewJudge(context.Background(), o)
+func newJudge(log logr.Logger, o envoyjudge.Options) *envoyjudge.Judge {
+	j := envoyjudge.New(context.Background(), o)
 	if err := j.Unavailable(); err != nil {
 		log.Info("WARNING: EnvoyConfigs are admitted and served on the operator's rules alone, not loaded in a real Envoy first; admission warns of it, status says it, and kube_envoy_controller_envoy_validation_available is 0",
 			"reason", err.Error())

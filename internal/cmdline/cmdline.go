@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
@@ -50,7 +50,7 @@ type Values struct {
 
 	// Envoy holds --envoy-path, --envoy-validation-concurrency and
 	// --envoy-validation-timeout.
-	Envoy envoyload.JudgeOptions
+	Envoy envoyjudge.Options
 }
 
 // KubeconfigUsage replaces controller-runtime's usage string of --kubeconfig,
@@ -141,9 +141,9 @@ func Register(fs *flag.FlagSet, replica string) *Values {
 	fs.StringVar(&v.Envoy.Envoy, "envoy-path", "envoy",
 		"The Envoy binary (a path, or a name looked up on PATH) in which the operator loads each EnvoyConfig's resources (envoy --mode validate): at admission, and before the leader records a revision holding content that bypassed the webhook. "+
 			"What it refuses is refused, with its words. Without one the operator says so at start, in the metric kube_envoy_controller_envoy_validation_available and in admission warnings and status, and admits on its rules alone. The image has it at /usr/local/bin/envoy.")
-	fs.IntVar(&v.Envoy.Concurrency, "envoy-validation-concurrency", envoyload.DefaultConcurrency,
+	fs.IntVar(&v.Envoy.Concurrency, "envoy-validation-concurrency", envoyjudge.DefaultConcurrency,
 		"How many Envoys load EnvoyConfigs at once, at most, on each replica; a load waits for its turn within --envoy-validation-timeout.")
-	fs.DurationVar(&v.Envoy.Timeout, "envoy-validation-timeout", envoyload.DefaultTimeout,
+	fs.DurationVar(&v.Envoy.Timeout, "envoy-validation-timeout", envoyjudge.DefaultTimeout,
 		"How long loading an EnvoyConfig in Envoy may take, its wait for a turn included; content not loaded by then is refused, saying so. Less than the validating webhook's timeout (5s).")
 	fs.StringVar(&v.Replica, "replica-name", replica,
 		"Name of this replica in the reports of its xDS proxies, unique among the replicas; defaults to $POD_NAME, else the host name.")

@@ -15,7 +15,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/foobar"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/podset"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/watcher"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
@@ -38,7 +38,7 @@ type Options struct {
 	Policy translate.Policy
 	// Envoy is the real Envoy that the envoyconfig controller's leader
 	// loads content in before it records a revision.
-	Envoy *envoyload.Judge
+	Envoy *envoyjudge.Judge
 }
 
 // Entry is one controller: its name in --controllers, and how to start it.

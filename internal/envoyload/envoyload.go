@@ -10,6 +10,8 @@ package envoyload
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -408,4 +410,53 @@ func (r Resources) WithClusters(names []string) Resources {
 	}
 	r.Clusters = clusters
 	return r
+}
+
+var versionRE = regexp.MustCompile(`version: [0-9a-f]+/(\d+\.\d+\.\d+)/`)
+
+// Version is the release of the Envoy at path, from its --version; an error
+// when it does not run or is not an Envoy.
+func Version(ctx context.Context, path string) (string, error) {
+	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w: %s", path, err, strings.TrimSpace(string(out)))
+	}
+	if m := versionRE.FindSubmatch(out); m != nil {
+		return string(m[1]), nil
+	}
+	return "", fmt.Errorf("%s is not an Envoy: its --version says %q", path, strings.TrimSpace(string(out)))
+}
+
+// Digest is a hash of r's content, every list in its order: the same
+// content, the same digest.
+func (r Resources) Digest() string {
+	h := sha256.New()
+	for _, list := range [][][]byte{raw(r.Listeners), raw(r.Routes), raw(r.Clusters), raw(r.Endpoints), raw(r.Secrets)} {
+		fmt.Fprintf(h, "%d;", len(list))
+		for _, b := range list {
+			fmt.Fprintf(h, "%d:", len(b))
+			h.Write(b)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func raw[T ~[]byte](l []T) [][]byte {
+	out := make([][]byte, len(l))
+	for i, b := range l {
+		out[i] = b
+	}
+	return out
+}
+
+// Words returns what Envoy said in err, Validate's error (Said), without
+// the name of the file it loaded, which was temporary.
+func Words(err error) string {
+	said := Said(err)
+	if _, after, ok := strings.Cut(said, "envoy.pb': "); ok {
+		said = after
+	}
+	return said
 }

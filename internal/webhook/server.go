@@ -3,7 +3,7 @@ package webhook
 import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/certificates"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/inject"
@@ -30,7 +30,7 @@ type Options struct {
 	Policy translate.Policy
 	// Envoy is the real Envoy the EnvoyConfig validator loads what the
 	// rules admit in (validate.EnvoyConfigValidator).
-	Envoy *envoyload.Judge
+	Envoy *envoyjudge.Judge
 }
 
 // Setup registers the injector, the EnvoyConfig validator and the Watcher,

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -24,8 +24,8 @@ import (
 func BenchmarkRevisionJudge(b *testing.B) {
 	envoy := realenvoy.Require(b)
 	ctx := context.Background()
-	newJudge := func() *envoyload.Judge {
-		return envoyload.NewJudge(ctx, envoyload.JudgeOptions{Envoy: envoy, Concurrency: envoyload.DefaultConcurrency, Timeout: envoyload.DefaultTimeout})
+	newJudge := func() *envoyjudge.Judge {
+		return envoyjudge.New(ctx, envoyjudge.Options{Envoy: envoy, Concurrency: envoyjudge.DefaultConcurrency, Timeout: envoyjudge.DefaultTimeout})
 	}
 	for _, size := range []int{50, 500} {
 		fleetOf := func(salt0 string) *world {

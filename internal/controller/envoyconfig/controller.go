@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
@@ -70,7 +70,7 @@ type Reconciler struct {
 	// Envoy is the real Envoy in which the leader loads content before it
 	// records a revision that holds it (judge.go); nil, or without an
 	// Envoy, content is recorded on the rules alone, and its status says so.
-	Envoy *envoyload.Judge
+	Envoy *envoyjudge.Judge
 	// Now is the clock of rollouts' bake times; nil is time.Now.
 	Now func() time.Time
 	// Name, when set, names the controller instead of ControllerName, in

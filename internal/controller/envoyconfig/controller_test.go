@@ -32,7 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
@@ -68,7 +68,7 @@ func TestMain(m *testing.M) {
 		// The leader loads content in a real Envoy before it records it, as
 		// the operator does: bin/envoy, or $ENVOY (envoy_test.go).
 		envoy, _ := realenvoy.Binary()
-		r.Envoy = envoyload.NewJudge(context.Background(), envoyload.JudgeOptions{Envoy: envoy, Concurrency: 2, Timeout: envoyload.DefaultTimeout})
+		r.Envoy = envoyjudge.New(context.Background(), envoyjudge.Options{Envoy: envoy, Concurrency: 2, Timeout: envoyjudge.DefaultTimeout})
 		elected := r.IsLeader
 		r.IsLeader = func() bool { return !leaderPaused.Load() && elected() }
 		suite.Reconciler = r

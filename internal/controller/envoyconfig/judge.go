@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
@@ -58,7 +59,7 @@ func (r *Reconciler) judge(ctx context.Context, w *world, in translate.Input, ir
 	}
 	// As many loads at once as the judge runs Envoys: each gets its turn
 	// as soon as another ends, and no load waits out its timeout in line.
-	got := make([]envoyload.Verdict, len(load))
+	got := make([]envoyjudge.Verdict, len(load))
 	next := make(chan int, len(load))
 	for i := range load {
 		next <- i
@@ -80,7 +81,7 @@ func (r *Reconciler) judge(ctx context.Context, w *world, in translate.Input, ir
 	for range workers {
 		wg.Go(func() {
 			for i := range next {
-				got[i] = envoyload.Verdict{Outcome: envoyload.Unjudged}
+				got[i] = envoyjudge.Verdict{Outcome: envoyjudge.Unjudged}
 				if res, err := envoyload.FromSpec(load[i].Spec.Resources); err != nil {
 					got[i].Message = err.Error()
 				} else {
@@ -91,7 +92,7 @@ func (r *Reconciler) judge(ctx context.Context, w *world, in translate.Input, ir
 	}
 	wg.Wait()
 	for i, c := range load {
-		retry = retry || got[i].Outcome == envoyload.TimedOut || got[i].Outcome == envoyload.Unjudged
+		retry = retry || got[i].Outcome == envoyjudge.TimedOut || got[i].Outcome == envoyjudge.Unjudged
 		verdicts[c.Name] = verdictOf(got[i], ir.Configs[c.Name].Content)
 	}
 	if len(verdicts) == 0 {
@@ -106,12 +107,12 @@ func (r *Reconciler) judge(ctx context.Context, w *world, in translate.Input, ir
 const judgeRetry = 10 * time.Second
 
 // verdictOf is the Judge's verdict v of content, as translation reads it.
-func verdictOf(v envoyload.Verdict, content string) translate.EnvoyVerdict {
+func verdictOf(v envoyjudge.Verdict, content string) translate.EnvoyVerdict {
 	out := translate.EnvoyVerdict{Content: content}
 	switch {
 	case v.Refuses():
 		out.Refused = v.Message
-	case v.Outcome == envoyload.Unjudged:
+	case v.Outcome == envoyjudge.Unjudged:
 		out.Unjudged = v.Message
 	}
 	return out

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -33,7 +33,7 @@ func judgeWorld() (*world, []*examplev1.EnvoyConfig) {
 func TestJudgeOnlyWhatIsNotRecorded(t *testing.T) {
 	ctx := context.Background()
 	w, configs := judgeWorld()
-	r := &Reconciler{Envoy: envoyload.NewJudge(ctx, envoyload.JudgeOptions{Envoy: realenvoy.Stalling(t), Concurrency: 1, Timeout: 100 * time.Millisecond})}
+	r := &Reconciler{Envoy: envoyjudge.New(ctx, envoyjudge.Options{Envoy: realenvoy.Stalling(t), Concurrency: 1, Timeout: 100 * time.Millisecond})}
 	in := w.input(r.Policy)
 	ir, retry := r.judge(ctx, w, in, translate.Translate(in))
 	if r.Envoy.Runs() != 1 {
@@ -58,7 +58,7 @@ func TestJudgeOnlyWhatIsNotRecorded(t *testing.T) {
 func TestJudgeWithoutEnvoy(t *testing.T) {
 	ctx := context.Background()
 	w, configs := judgeWorld()
-	r := &Reconciler{Envoy: envoyload.NewJudge(ctx, envoyload.JudgeOptions{Envoy: "no-such-envoy", Concurrency: 1, Timeout: time.Second})}
+	r := &Reconciler{Envoy: envoyjudge.New(ctx, envoyjudge.Options{Envoy: "no-such-envoy", Concurrency: 1, Timeout: time.Second})}
 	in := w.input(r.Policy)
 	ir, retry := r.judge(ctx, w, in, translate.Translate(in))
 	if retry || r.Envoy.Runs() != 0 {

@@ -29,6 +29,11 @@ func TestServedAcrossCARotation(t *testing.T) {
 	ns, fleetID := newFleet(t)
 	cfg := newConfig(ns, "clusters", cluster("one", "1s"))
 	create(t, cfg)
+	// Served first: the proxy below asserts the first answer it gets, and
+	// a fleet with nothing published yet is answered with no cluster.
+	waitStatus(t, cfg, "the clusters published", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionPublished).Status == "True"
+	})
 	addr := xdsClient(t)
 
 	// The CA enters the last third of its life: the rotator adds a successor.

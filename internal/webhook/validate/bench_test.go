@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
@@ -56,7 +56,7 @@ func BenchmarkAdmission(b *testing.B) {
 				v := &EnvoyConfigValidator{Client: fleetReader{configs: fleet}, Decoder: admission.NewDecoder(suite.Manager.GetScheme()),
 					Policy: translate.Policy{Namespace: operatorNamespace}}
 				if mode != "rules" {
-					v.Envoy = envoyload.NewJudge(ctx, envoyload.JudgeOptions{Envoy: envoy, Concurrency: 1, Timeout: envoyload.DefaultTimeout})
+					v.Envoy = envoyjudge.New(ctx, envoyjudge.Options{Envoy: envoy, Concurrency: 1, Timeout: envoyjudge.DefaultTimeout})
 				}
 				reqs := make([]admission.Request, b.N)
 				for i := range reqs {

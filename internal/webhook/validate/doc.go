@@ -18,7 +18,7 @@
 //     EnvoyConfig of the fleet.
 //
 // Once the rules admit a change, a real Envoy loads the changed
-// EnvoyConfig's resources, alone (envoyload.Judge, `envoy --mode
+// EnvoyConfig's resources, alone (envoyjudge.Judge, `envoy --mode
 // validate`): what Envoy refuses, or does not load within
 // --envoy-validation-timeout, is refused with Envoy's words. Without an
 // Envoy the change is admitted on the rules alone, with an admission

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -87,7 +88,7 @@ func TestEnvoyRefusesAtAdmission(t *testing.T) {
 				t.Fatal(err)
 			}
 			v := judge.Judge(ctx, res)
-			if v.Outcome != envoyload.Refused || !strings.Contains(v.Message, f.said) {
+			if v.Outcome != envoyjudge.Refused || !strings.Contains(v.Message, f.said) {
 				t.Errorf("Envoy's own verdict: %+v; want it refused, saying %q", v, f.said)
 			}
 			cfg := envoyConfig(ns, f.name, f.res)
@@ -145,13 +146,13 @@ func TestEnvoyConfigAdmissionWithoutAnswer(t *testing.T) {
 	ctx := context.Background()
 	waitForServer(t)
 	ns := suite.Namespace(t)
-	validator := func(j *envoyload.Judge) *EnvoyConfigValidator {
+	validator := func(j *envoyjudge.Judge) *EnvoyConfigValidator {
 		return &EnvoyConfigValidator{Client: suite.Client, APIReader: suite.Client, Decoder: admission.NewDecoder(suite.Manager.GetScheme()),
 			Policy: translate.Policy{Namespace: operatorNamespace}, Envoy: j}
 	}
 	req := createRequest(t, envoyConfig(ns, "app", examplev1.EnvoyResources{Clusters: rawList(app)}))
 
-	none := envoyload.NewJudge(ctx, envoyload.JudgeOptions{Envoy: "no-such-envoy", Concurrency: 1, Timeout: time.Second})
+	none := envoyjudge.New(ctx, envoyjudge.Options{Envoy: "no-such-envoy", Concurrency: 1, Timeout: time.Second})
 	resp := validator(none).Handle(ctx, req)
 	if !resp.Allowed || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "not loaded in a real Envoy: no Envoy to load EnvoyConfigs in (--envoy-path no-such-envoy)") {
 		t.Errorf("without an Envoy: allowed %v, warnings %q; want it admitted with a warning", resp.Allowed, resp.Warnings)
@@ -161,7 +162,7 @@ func TestEnvoyConfigAdmissionWithoutAnswer(t *testing.T) {
 		t.Errorf("without a judge: allowed %v, warnings %q; want it admitted with a warning", resp.Allowed, resp.Warnings)
 	}
 
-	stalling := envoyload.NewJudge(ctx, envoyload.JudgeOptions{Envoy: realenvoy.Stalling(t), Concurrency: 1, Timeout: 100 * time.Millisecond})
+	stalling := envoyjudge.New(ctx, envoyjudge.Options{Envoy: realenvoy.Stalling(t), Concurrency: 1, Timeout: 100 * time.Millisecond})
 	resp = validator(stalling).Handle(ctx, req)
 	if resp.Allowed || !strings.Contains(resp.Result.Message, "EnvoyConfig app is invalid: Envoy did not finish loading it within 100ms") {
 		t.Errorf("an Envoy that does not answer: allowed %v, %v; want it refused for the timeout", resp.Allowed, resp.Result)
@@ -180,7 +181,7 @@ func TestEnvoyVerdictCachedAcrossAdmissions(t *testing.T) {
 	ctx := context.Background()
 	waitForServer(t)
 	ns := suite.Namespace(t)
-	j := envoyload.NewJudge(ctx, envoyload.JudgeOptions{Envoy: envoy, Concurrency: 1, Timeout: envoyload.DefaultTimeout})
+	j := envoyjudge.New(ctx, envoyjudge.Options{Envoy: envoy, Concurrency: 1, Timeout: envoyjudge.DefaultTimeout})
 	v := &EnvoyConfigValidator{Client: suite.Client, APIReader: suite.Client, Decoder: admission.NewDecoder(suite.Manager.GetScheme()),
 		Policy: translate.Policy{Namespace: operatorNamespace}, Envoy: j}
 	refused := envoyFamilies[len(envoyFamilies)-1]

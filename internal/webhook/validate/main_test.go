@@ -8,7 +8,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -19,7 +19,7 @@ var suite testenv.Suite
 // judge is the real Envoy the suite's validator loads EnvoyConfigs in:
 // bin/envoy, or $ENVOY. Without one it is Unavailable, and the tests that
 // need it say so (realenvoy.Require).
-var judge *envoyload.Judge
+var judge *envoyjudge.Judge
 
 // operatorNamespace is the operator's own namespace, which the generated
 // configuration leaves out, as the content policy knows it.
@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	}
 	suite.ValidatingWebhooks = servedHere(validating)
 	envoy, _ := realenvoy.Binary()
-	judge = envoyload.NewJudge(context.Background(), envoyload.JudgeOptions{Envoy: envoy, Concurrency: 2, Timeout: envoyload.DefaultTimeout})
+	judge = envoyjudge.New(context.Background(), envoyjudge.Options{Envoy: envoy, Concurrency: 2, Timeout: envoyjudge.DefaultTimeout})
 	suite.Main(m, func(mgr ctrl.Manager) error {
 		mgr.GetWebhookServer().Register(Path, NewWebhook(mgr, translate.Policy{Namespace: operatorNamespace}, judge))
 		return nil

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
@@ -59,13 +60,13 @@ type EnvoyConfigValidator struct {
 	// the rules admit it: what Envoy refuses, or does not load in time, is
 	// refused. Without an Envoy (nil, or one that is Unavailable) the
 	// change is admitted on the rules alone, with a warning that says so.
-	Envoy *envoyload.Judge
+	Envoy *envoyjudge.Judge
 }
 
 // NewWebhook returns the validator, applying the content policy p and
 // having envoy load what p admits, as mgr's webhook server serves it:
 // reading from mgr's cache and from the API server.
-func NewWebhook(mgr ctrl.Manager, p translate.Policy, envoy *envoyload.Judge) *admission.Webhook {
+func NewWebhook(mgr ctrl.Manager, p translate.Policy, envoy *envoyjudge.Judge) *admission.Webhook {
 	return &admission.Webhook{
 		Handler: &EnvoyConfigValidator{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Decoder: admission.NewDecoder(mgr.GetScheme()),
 			Policy: p, Envoy: envoy},
@@ -192,9 +193,9 @@ func (v *EnvoyConfigValidator) load(ctx context.Context, cfg *examplev1.EnvoyCon
 	}
 	verdict := v.Envoy.Judge(ctx, r.WithClusters(clusters))
 	switch verdict.Outcome {
-	case envoyload.Loaded:
+	case envoyjudge.Loaded:
 		return admission.Allowed("")
-	case envoyload.Refused, envoyload.TimedOut:
+	case envoyjudge.Refused, envoyjudge.TimedOut:
 		return admission.Denied(translate.Refusal(cfg.Name, false, []string{verdict.Message}))
 	}
 	return admission.Allowed("").WithWarnings(NotLoaded(verdict.Message))

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
@@ -35,7 +36,7 @@ import (
 // matchers, filter chains...), resources duplicated. For each, the change
 // is judged as admission judges it: by Admit against the rest of the
 // fleet, then by a real Envoy that loads the changed EnvoyConfig alone
-// (envoyload.Judge). When both admit it, the fleet is translated and what
+// (envoyjudge.Judge). When both admit it, the fleet is translated and what
 // it is served is loaded into Envoy, which must accept it: admission and
 // Envoy never disagree.
 //
@@ -372,7 +373,7 @@ func TestAdmittedLoadsInEnvoy(t *testing.T) {
 	if err := loadServed(t, envoy, fleet); err != nil {
 		t.Fatalf("Envoy refuses the fleet's own resources: %s", realenvoy.Said(err))
 	}
-	judge := envoyload.NewJudge(context.Background(), envoyload.JudgeOptions{Envoy: envoy, Concurrency: cap(envoys), Timeout: time.Minute})
+	judge := envoyjudge.New(context.Background(), envoyjudge.Options{Envoy: envoy, Concurrency: cap(envoys), Timeout: time.Minute})
 	var admitted, loaded, byEnvoy atomic.Int64
 	t.Cleanup(func() {
 		t.Logf("%d cases from seed %d: %d admitted and loaded, %d refused by admission (%d of them by Envoy, past the rules)",
@@ -412,14 +413,14 @@ func TestAdmittedLoadsInEnvoy(t *testing.T) {
 				}
 			}
 			switch v := judge.Judge(context.Background(), alone.WithClusters(clusters)); v.Outcome {
-			case envoyload.Refused:
+			case envoyjudge.Refused:
 				// The rules admitted it; Envoy is the last word. Each such
 				// case is one for the rules' tables, whose field paths are
 				// more precise than Envoy's words.
 				t.Logf("the rules admit it (%s), Envoy refuses it: %s", strings.Join(did, ", "), v.Message)
 				byEnvoy.Add(1)
 				return
-			case envoyload.TimedOut, envoyload.Unjudged:
+			case envoyjudge.TimedOut, envoyjudge.Unjudged:
 				t.Fatalf("Envoy did not judge it: %s", v.Message)
 			}
 			admitted.Add(1)

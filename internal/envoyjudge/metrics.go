@@ -1,4 +1,4 @@
-package envoyload
+package envoyjudge
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

@@ -1,4 +1,4 @@
-package envoyload_test
+package envoyjudge_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
@@ -33,7 +34,7 @@ func cluster(t *testing.T, name string) envoyload.Resources {
 func TestJudgeCachesVerdicts(t *testing.T) {
 	envoy := realenvoy.Require(t)
 	ctx := context.Background()
-	j := envoyload.NewJudge(ctx, envoyload.JudgeOptions{Envoy: envoy, Concurrency: 2, Timeout: envoyload.DefaultTimeout, CacheSize: 2})
+	j := envoyjudge.New(ctx, envoyjudge.Options{Envoy: envoy, Concurrency: 2, Timeout: envoyjudge.DefaultTimeout, CacheSize: 2})
 	if err := j.Unavailable(); err != nil {
 		t.Fatal(err)
 	}
@@ -44,16 +45,16 @@ func TestJudgeCachesVerdicts(t *testing.T) {
 	steps := []struct {
 		name string
 		r    envoyload.Resources
-		want envoyload.Outcome
+		want envoyjudge.Outcome
 		runs int64
 	}{
-		{"a", cluster(t, "a"), envoyload.Loaded, 1},
-		{"a again", cluster(t, "a"), envoyload.Loaded, 1},
-		{"refused", refused, envoyload.Refused, 2},
-		{"refused again", refused, envoyload.Refused, 2},
-		{"b, which forgets a", cluster(t, "b"), envoyload.Loaded, 3},
-		{"refused, still kept", refused, envoyload.Refused, 3},
-		{"a, forgotten", cluster(t, "a"), envoyload.Loaded, 4},
+		{"a", cluster(t, "a"), envoyjudge.Loaded, 1},
+		{"a again", cluster(t, "a"), envoyjudge.Loaded, 1},
+		{"refused", refused, envoyjudge.Refused, 2},
+		{"refused again", refused, envoyjudge.Refused, 2},
+		{"b, which forgets a", cluster(t, "b"), envoyjudge.Loaded, 3},
+		{"refused, still kept", refused, envoyjudge.Refused, 3},
+		{"a, forgotten", cluster(t, "a"), envoyjudge.Loaded, 4},
 	}
 	for _, s := range steps {
 		v := j.Judge(ctx, s.r)
@@ -71,13 +72,13 @@ func TestJudgeCachesVerdicts(t *testing.T) {
 func TestJudgeTimeoutRefuses(t *testing.T) {
 	envoy := realenvoy.Stalling(t)
 	ctx := context.Background()
-	j := envoyload.NewJudge(ctx, envoyload.JudgeOptions{Envoy: envoy, Concurrency: 1, Timeout: 200 * time.Millisecond})
+	j := envoyjudge.New(ctx, envoyjudge.Options{Envoy: envoy, Concurrency: 1, Timeout: 200 * time.Millisecond})
 	if err := j.Unavailable(); err != nil {
 		t.Fatal(err)
 	}
 	for i := int64(1); i <= 2; i++ {
 		v := j.Judge(ctx, cluster(t, "a"))
-		if v.Outcome != envoyload.TimedOut || !v.Refuses() || !strings.Contains(v.Message, "Envoy did not finish loading it within 200ms") {
+		if v.Outcome != envoyjudge.TimedOut || !v.Refuses() || !strings.Contains(v.Message, "Envoy did not finish loading it within 200ms") {
 			t.Errorf("judgement %d: %+v; want it refused for the timeout", i, v)
 		}
 		if j.Runs() != i {
@@ -91,9 +92,9 @@ func TestJudgeTimeoutRefuses(t *testing.T) {
 // running Envoy.
 func TestJudgeConcurrencyCap(t *testing.T) {
 	envoy := realenvoy.Stalling(t)
-	j := envoyload.NewJudge(context.Background(), envoyload.JudgeOptions{Envoy: envoy, Concurrency: 1, Timeout: time.Hour})
+	j := envoyjudge.New(context.Background(), envoyjudge.Options{Envoy: envoy, Concurrency: 1, Timeout: time.Hour})
 	first, stop := context.WithCancel(context.Background())
-	done := make(chan envoyload.Verdict)
+	done := make(chan envoyjudge.Verdict)
 	go func() { done <- j.Judge(first, cluster(t, "a")) }()
 	testenv.Eventually(t, "the first load to run", func() (bool, error) {
 		_, err := os.Stat(realenvoy.Running(envoy))
@@ -102,14 +103,14 @@ func TestJudgeConcurrencyCap(t *testing.T) {
 	second, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	v := j.Judge(second, cluster(t, "b"))
-	if v.Outcome != envoyload.TimedOut || !strings.Contains(v.Message, "did not get a turn to load it") || !strings.Contains(v.Message, "at most 1 load at once") {
+	if v.Outcome != envoyjudge.TimedOut || !strings.Contains(v.Message, "did not get a turn to load it") || !strings.Contains(v.Message, "at most 1 load at once") {
 		t.Errorf("the second load: %+v; want it refused for want of a turn", v)
 	}
 	if j.Runs() != 1 {
 		t.Errorf("Envoy ran %d times; want once, for the first load", j.Runs())
 	}
 	stop()
-	if v := <-done; v.Outcome != envoyload.Unjudged {
+	if v := <-done; v.Outcome != envoyjudge.Unjudged {
 		t.Errorf("the first load, cancelled: %+v", v)
 	}
 }
@@ -118,7 +119,7 @@ func TestJudgeConcurrencyCap(t *testing.T) {
 // availability, and runs nothing.
 func TestJudgeWithoutEnvoy(t *testing.T) {
 	ctx := context.Background()
-	j := envoyload.NewJudge(ctx, envoyload.JudgeOptions{Envoy: "no-such-envoy", Concurrency: 1, Timeout: time.Second})
+	j := envoyjudge.New(ctx, envoyjudge.Options{Envoy: "no-such-envoy", Concurrency: 1, Timeout: time.Second})
 	err := j.Unavailable()
 	if err == nil || !strings.Contains(err.Error(), "no Envoy to load EnvoyConfigs in (--envoy-path no-such-envoy)") {
 		t.Fatalf("Unavailable: %v", err)
@@ -127,15 +128,15 @@ func TestJudgeWithoutEnvoy(t *testing.T) {
 		t.Errorf("kube_envoy_controller_envoy_validation_available = %v, want 0", got)
 	}
 	v := j.Judge(ctx, cluster(t, "a"))
-	if v.Outcome != envoyload.Unjudged || v.Refuses() || v.Message != err.Error() || j.Runs() != 0 {
+	if v.Outcome != envoyjudge.Unjudged || v.Refuses() || v.Message != err.Error() || j.Runs() != 0 {
 		t.Errorf("%+v after %d runs; want it unjudged, saying why", v, j.Runs())
 	}
 	// Something that runs but is not an Envoy is no Envoy either.
-	notEnvoy := envoyload.NewJudge(ctx, envoyload.JudgeOptions{Envoy: "true", Concurrency: 1, Timeout: time.Second})
+	notEnvoy := envoyjudge.New(ctx, envoyjudge.Options{Envoy: "true", Concurrency: 1, Timeout: time.Second})
 	if err := notEnvoy.Unavailable(); err == nil || !strings.Contains(err.Error(), "is not an Envoy") {
 		t.Errorf("true as Envoy: %v", err)
 	}
-	stalling := envoyload.NewJudge(ctx, envoyload.JudgeOptions{Envoy: realenvoy.Stalling(t), Concurrency: 1, Timeout: time.Second})
+	stalling := envoyjudge.New(ctx, envoyjudge.Options{Envoy: realenvoy.Stalling(t), Concurrency: 1, Timeout: time.Second})
 	if err := stalling.Unavailable(); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func gauge(t *testing.T, name string) float64 {
 func TestJudgeAPIListener(t *testing.T) {
 	envoy := realenvoy.Require(t)
 	ctx := context.Background()
-	j := envoyload.NewJudge(ctx, envoyload.JudgeOptions{Envoy: envoy, Concurrency: 1, Timeout: envoyload.DefaultTimeout})
+	j := envoyjudge.New(ctx, envoyjudge.Options{Envoy: envoy, Concurrency: 1, Timeout: envoyjudge.DefaultTimeout})
 	apiListener := func(header string) examplev1.EnvoyResources {
 		return examplev1.EnvoyResources{Listeners: []runtime.RawExtension{{Raw: []byte(`{"name": "greeter", "api_listener": {"api_listener": {
   "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager", "stat_prefix": "greeter",
@@ -174,7 +175,7 @@ func TestJudgeAPIListener(t *testing.T) {
     "routes": [{"match": {"prefix": ""}, "route": {"cluster": "backend"}}]}]},
   "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}]}}}`)}}}
 	}
-	for header, want := range map[string]envoyload.Outcome{"x-greeting": envoyload.Loaded, "host": envoyload.Refused} {
+	for header, want := range map[string]envoyjudge.Outcome{"x-greeting": envoyjudge.Loaded, "host": envoyjudge.Refused} {
 		r, err := envoyload.FromSpec(apiListener(header))
 		if err != nil {
 			t.Fatal(err)
@@ -191,7 +192,7 @@ func TestJudgeAPIListener(t *testing.T) {
 func TestJudgeWithTheFleetsClusters(t *testing.T) {
 	envoy := realenvoy.Require(t)
 	ctx := context.Background()
-	j := envoyload.NewJudge(ctx, envoyload.JudgeOptions{Envoy: envoy, Concurrency: 1, Timeout: envoyload.DefaultTimeout})
+	j := envoyjudge.New(ctx, envoyjudge.Options{Envoy: envoy, Concurrency: 1, Timeout: envoyjudge.DefaultTimeout})
 	res := examplev1.EnvoyResources{Listeners: []runtime.RawExtension{{Raw: []byte(`{"name": "traced", "address": {"socket_address": {"address": "0.0.0.0", "port_value": 8080}},
   "filter_chains": [{"filters": [{"name": "hcm", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
     "stat_prefix": "traced", "rds": {"route_config_name": "r", "config_source": {"ads": {}}},
@@ -204,11 +205,11 @@ func TestJudgeWithTheFleetsClusters(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		fleet []string
-		want  envoyload.Outcome
+		want  envoyjudge.Outcome
 	}{
-		{nil, envoyload.Refused},
-		{[]string{"unrelated"}, envoyload.Refused},
-		{[]string{"collector", "unrelated"}, envoyload.Loaded},
+		{nil, envoyjudge.Refused},
+		{[]string{"unrelated"}, envoyjudge.Refused},
+		{[]string{"collector", "unrelated"}, envoyjudge.Loaded},
 	} {
 		if v := j.Judge(ctx, r.WithClusters(tt.fleet)); v.Outcome != tt.want {
 			t.Errorf("beside the fleet's clusters %q: %+v; want %s", tt.fleet, v, tt.want)

@@ -1,19 +1,23 @@
-package envoyload
+// Package envoyjudge is the operator's judge of EnvoyConfigs: a real Envoy
+// (envoyload.Validate) loads what admission and the leader are about to
+// admit or record, within bounds (a cap on concurrent loads, a timeout, a
+// cache of verdicts by content), and says so where it has no Envoy: in its
+// verdicts, and in the operator's metrics. It stands apart from envoyload,
+// which kubectl envoy links, so that the plugin links no metric.
+package envoyjudge
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 )
 
 // Outcome is what a Judge answers of resources.
@@ -44,8 +48,8 @@ type Verdict struct {
 // Envoy refused it, or did not answer in time.
 func (v Verdict) Refuses() bool { return v.Outcome == Refused || v.Outcome == TimedOut }
 
-// JudgeOptions configure a Judge.
-type JudgeOptions struct {
+// Options configure a Judge.
+type Options struct {
 	// Envoy is the Envoy binary: a path, or a name looked up on PATH.
 	Envoy string
 	// Concurrency is how many Envoys run at once, at most; at least 1.
@@ -58,7 +62,7 @@ type JudgeOptions struct {
 	CacheSize int
 }
 
-// Defaults of JudgeOptions: the operator's flags' defaults.
+// Defaults of Options: the operator's flags' defaults.
 const (
 	// DefaultCacheSize is how many verdicts a Judge keeps unless told.
 	DefaultCacheSize = 4096
@@ -72,7 +76,7 @@ const (
 	DefaultTimeout = 3 * time.Second
 )
 
-// Judge has a real Envoy load resources (Validate) and answers with its
+// Judge has a real Envoy load resources (envoyload.Validate) and answers with its
 // verdict, within bounds: at most Concurrency Envoys run at once, a
 // judgement takes at most Timeout (and is refused, TimedOut, past it), and
 // the verdicts Envoy gave (Loaded and Refused, which depend on the content
@@ -93,10 +97,10 @@ type Judge struct {
 	size     int
 }
 
-// NewJudge returns a Judge with o's Envoy, once it has checked that it is an
-// Envoy that runs (Version). When it is not, the Judge says why in
+// New returns a Judge with o's Envoy, once it has checked that it is an
+// Envoy that runs (envoyload.Version). When it is not, the Judge says why in
 // Unavailable and judges nothing. It sets the metric of availability.
-func NewJudge(ctx context.Context, o JudgeOptions) *Judge {
+func New(ctx context.Context, o Options) *Judge {
 	j := &Judge{timeout: o.Timeout, turns: make(chan struct{}, max(o.Concurrency, 1)),
 		verdicts: map[string]Verdict{}, size: o.CacheSize}
 	if j.size <= 0 {
@@ -105,7 +109,7 @@ func NewJudge(ctx context.Context, o JudgeOptions) *Judge {
 	j.envoy, j.unavailable = lookPath(o.Envoy)
 	if j.unavailable == nil {
 		vctx, cancel := context.WithTimeout(ctx, max(o.Timeout, 10*time.Second))
-		j.version, j.unavailable = Version(vctx, j.envoy)
+		j.version, j.unavailable = envoyload.Version(vctx, j.envoy)
 		cancel()
 	}
 	if j.unavailable != nil {
@@ -131,23 +135,6 @@ func lookPath(name string) (string, error) {
 	return filepath.Abs(path)
 }
 
-var versionRE = regexp.MustCompile(`version: [0-9a-f]+/(\d+\.\d+\.\d+)/`)
-
-// Version is the release of the Envoy at path, from its --version; an error
-// when it does not run or is not an Envoy.
-func Version(ctx context.Context, path string) (string, error) {
-	cmd := exec.CommandContext(ctx, path, "--version")
-	cmd.WaitDelay = time.Second
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("%s --version: %w: %s", path, err, strings.TrimSpace(string(out)))
-	}
-	if m := versionRE.FindSubmatch(out); m != nil {
-		return string(m[1]), nil
-	}
-	return "", fmt.Errorf("%s is not an Envoy: its --version says %q", path, strings.TrimSpace(string(out)))
-}
-
 // Unavailable is why the Judge judges nothing, or nil when it has an Envoy.
 func (j *Judge) Unavailable() error { return j.unavailable }
 
@@ -162,12 +149,12 @@ func (j *Judge) Concurrency() int { return cap(j.turns) }
 func (j *Judge) Runs() int64 { return j.runs.Load() }
 
 // Judge answers whether Envoy loads r.
-func (j *Judge) Judge(ctx context.Context, r Resources) Verdict {
+func (j *Judge) Judge(ctx context.Context, r envoyload.Resources) Verdict {
 	if j.unavailable != nil {
 		metricValidations.WithLabelValues(string(Unjudged)).Inc()
 		return Verdict{Outcome: Unjudged, Message: j.unavailable.Error()}
 	}
-	key := r.key()
+	key := r.Digest()
 	if v, ok := j.cached(key); ok {
 		metricCacheHits.Inc()
 		return v
@@ -181,7 +168,7 @@ func (j *Judge) Judge(ctx context.Context, r Resources) Verdict {
 }
 
 // run has Envoy load r, in its turn, within the timeout.
-func (j *Judge) run(ctx context.Context, r Resources) Verdict {
+func (j *Judge) run(ctx context.Context, r envoyload.Resources) Verdict {
 	ctx, cancel := context.WithTimeout(ctx, j.timeout)
 	defer cancel()
 	timedOut := func(what string) Verdict {
@@ -205,15 +192,15 @@ func (j *Judge) run(ctx context.Context, r Resources) Verdict {
 	defer func() { _ = os.RemoveAll(dir) }()
 	j.runs.Add(1)
 	start := time.Now()
-	err = Validate(ctx, j.envoy, dir, r)
+	err = envoyload.Validate(ctx, j.envoy, dir, r)
 	metricDuration.Observe(time.Since(start).Seconds())
 	switch {
 	case err == nil:
 		return Verdict{Outcome: Loaded}
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return timedOut("finish loading it")
-	case errors.Is(err, ErrRefused):
-		return Verdict{Outcome: Refused, Message: fmt.Sprintf("Envoy %s refuses to load it: %s", j.version, Words(err))}
+	case errors.Is(err, envoyload.ErrRefused):
+		return Verdict{Outcome: Refused, Message: fmt.Sprintf("Envoy %s refuses to load it: %s", j.version, envoyload.Words(err))}
 	}
 	return Verdict{Outcome: Unjudged, Message: err.Error()}
 }
@@ -238,35 +225,4 @@ func (j *Judge) keep(key string, v Verdict) {
 		delete(j.verdicts, j.order[0])
 		j.order = j.order[1:]
 	}
-}
-
-// key is a hash of r's content, every list in its order.
-func (r Resources) key() string {
-	h := sha256.New()
-	for _, list := range [][][]byte{raw(r.Listeners), raw(r.Routes), raw(r.Clusters), raw(r.Endpoints), raw(r.Secrets)} {
-		fmt.Fprintf(h, "%d;", len(list))
-		for _, b := range list {
-			fmt.Fprintf(h, "%d:", len(b))
-			h.Write(b)
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-func raw[T ~[]byte](l []T) [][]byte {
-	out := make([][]byte, len(l))
-	for i, b := range l {
-		out[i] = b
-	}
-	return out
-}
-
-// Words returns what Envoy said in err, Validate's error (Said), without
-// the name of the file it loaded, which was temporary.
-func Words(err error) string {
-	said := Said(err)
-	if _, after, ok := strings.Cut(said, "envoy.pb': "); ok {
-		said = after
-	}
-	return said
 }
