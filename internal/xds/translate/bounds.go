@@ -450,3 +450,36 @@ func countsOf(configs []Config) map[string]int64 {
 	}
 	return counts
 }
+
+// overgrown returns, by EnvoyConfig, why its chosen content is not served
+// when the fleet's chosen content (choice) holds more of a kind than its
+// bound and more than the published content did: content that bypassed
+// admission, which refuses such a change first (fleetCounts). Every
+// EnvoyConfig whose chosen content holds more of that kind than its
+// published content (none, when it was never published) falls back, so
+// that the fleet holds no more than it was served: a proxy is never sent
+// more names than the server takes on one stream.
+func (b Bounds) overgrown(choice, published map[string]Config) map[string][]string {
+	will, was := countsOf(configsOf(choice)), countsOf(configsOf(published))
+	out := map[string][]string{}
+	for _, k := range resource.Kinds {
+		name := fleetPrefix + k.Field
+		bd, _ := b.bound(name)
+		n := will[k.Field]
+		if n <= bd.Max || n <= was[k.Field] {
+			continue
+		}
+		for _, c := range configsOf(choice) {
+			mine := countsOf([]Config{c})[k.Field]
+			before := int64(0)
+			if p, ok := published[c.Name]; ok {
+				before = countsOf([]Config{p})[k.Field]
+			}
+			if mine > before {
+				out[c.Name] = append(out[c.Name], fmt.Sprintf("the fleet would hold %d %s (spec.resources.%s), above its ceiling %d (%s %s=<min>:<max> changes it): this change, which adds %d, is not served",
+					n, k.Field, k.Field, bd.Max, BoundsFlag, name, mine-before))
+			}
+		}
+	}
+	return out
+}

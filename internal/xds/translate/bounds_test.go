@@ -1,10 +1,12 @@
 package translate
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -168,5 +170,51 @@ func TestFitFleetCounts(t *testing.T) {
 	}
 	if got, err := Bounds(nil).FitFleetCounts(10000); err != nil || got != nil {
 		t.Errorf("the defaults do not fit 10000 names per type: %v, %v", got, err)
+	}
+}
+
+// Translation keeps the counts too, for content that bypassed admission:
+// a change that grows the fleet past a count is not served (its published
+// content is), and says why; a fleet within its counts is served whole.
+func TestFleetCountsInTranslation(t *testing.T) {
+	pol := Policy{Bounds: Bounds{"fleet.clusters": {Max: 2}}}
+	clusters := func(name string, n int) Config {
+		var cs []runtime.RawExtension
+		for i := range n {
+			cs = append(cs, clusterNamed(name+strings.Repeat("x", i)))
+		}
+		return config(name, examplev1.EnvoyResources{Clusters: cs})
+	}
+	a, b, bigger := clusters("a", 2), clusters("b", 1), clusters("a", 3)
+	served := func(ir IR) int { return len(ir.Resources[resourcev3.ClusterType]) }
+	for _, tt := range []struct {
+		name             string
+		current, publish []Config
+		wantClusters     int
+		wantChoice       map[string]Choice
+	}{
+		{"within its count", []Config{a}, nil, 2, map[string]Choice{a.Name: ChoiceCurrent}},
+		{"a new EnvoyConfig past it", []Config{a, b}, []Config{a.Recorded()}, 2, map[string]Choice{a.Name: ChoiceCurrent, b.Name: ChoiceNone}},
+		{"a change past it", []Config{bigger}, []Config{a.Recorded()}, 2, map[string]Choice{a.Name: ChoicePublished}},
+		{"past it from the start", []Config{bigger}, nil, 0, map[string]Choice{a.Name: ChoiceNone}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ir := Translate(Input{Configs: tt.current, Published: tt.publish, Policy: pol})
+			if got := served(ir); got != tt.wantClusters {
+				t.Errorf("served %d clusters, want %d", got, tt.wantClusters)
+			}
+			for name, want := range tt.wantChoice {
+				st := ir.Configs[name]
+				if st.Choice != want {
+					t.Errorf("%s: choice %s, want %s", name, st.Choice, want)
+				}
+				over := slices.ContainsFunc(st.Invalid, func(s string) bool {
+					return strings.Contains(s, "the fleet would hold") && strings.Contains(s, "above its ceiling 2") && strings.Contains(s, "is not served")
+				})
+				if over != (want != ChoiceCurrent) {
+					t.Errorf("%s: invalid %q", name, st.Invalid)
+				}
+			}
+		})
 	}
 }

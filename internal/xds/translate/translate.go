@@ -221,6 +221,20 @@ func Translate(in Input) IR {
 		ir.Configs[c.Name] = st
 	}
 
+	// A fleet grown past the bounds of its counts: the changes that grew it
+	// are not served.
+	for name, why := range in.Policy.Bounds.overgrown(choice, published) {
+		st := ir.Configs[name]
+		st.Invalid = append(st.Invalid, why...)
+		st.Choice = ChoiceNone
+		if p, ok := published[name]; ok {
+			choice[name], st.Choice = p, ChoicePublished
+		} else {
+			delete(choice, name)
+		}
+		ir.Configs[name] = st
+	}
+
 	refusedNow := func(c Config) bool { return len(ir.Configs[c.Name].Refused) > 0 }
 
 	// A change whose references lead nowhere falls back to what was
