@@ -378,7 +378,9 @@ func (pol Policy) check(r resource.Resource, ns string) []string {
 	}
 	walk(r.Message, "", c.visit)
 	sort.Strings(out) // walk's order of fields differs between builds
-	return out
+	// A bind config is walked twice, once for the rules of a destination
+	// and once without them (visit): what both walks refuse is said once.
+	return slices.Compact(out)
 }
 
 // identity is a string that differs between policies that judge differently.

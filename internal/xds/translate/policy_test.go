@@ -625,3 +625,18 @@ func TestVerdictsAreRemembered(t *testing.T) {
 		t.Errorf("judged %d times, want once per policy: 2", judged)
 	}
 }
+
+// A refusal inside a cluster's bind config, which is walked with and
+// without the rules of a destination, is said once.
+func TestBindConfigRefusedOnce(t *testing.T) {
+	c := config("a", examplev1.EnvoyResources{Clusters: []runtime.RawExtension{{Raw: []byte(`{"name": "c", "connect_timeout": "1s",
+		"upstream_bind_config": {"source_address": {"address": "0.0.0.0", "port_value": 0}, "socket_options": [{"level": 1, "name": 36, "int_value": 1}]}}`)}}})
+	p, errs := parse(c)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got := Policy{}.refusals(c.Name, p.resources)
+	if len(got) != 1 || !strings.Contains(got[0], "upstream_bind_config.socket_options") {
+		t.Errorf("refusals: %q", got)
+	}
+}
