@@ -10,7 +10,7 @@
 //   - publish: pure. The IR, the fleet's history and its proxies' answers
 //     in; which revision is served, and the new history, out. It holds the
 //     history's type, the rejections recorded in the EnvoyConfigs' status,
-//     and the state machine of a progressive rollout (not yet wired in).
+//     and the state machine of a progressive rollout (Roll).
 //   - history: where the histories are recorded. The ConfigMap that holds
 //     a fleet's history in the operator's namespace, the checks of what is
 //     read back, the previous release's layout, and the Store that alone
@@ -39,9 +39,11 @@
 //     replica. The type versions a proxy is sent change with what is live
 //     too; a revision's version does not.
 //   - served: what the fleet's proxies are sent. The served revision is
-//     the history's Current, every proxy's (a progressive rollout, not yet
-//     wired in, would serve some of them another: Rollout.Serves); an
-//     EnvoyConfig's content is served when that revision takes it. Publishing a revision makes it the served one, and
+//     the history's Current; while a progressive rollout of it is under
+//     way, only the proxies of its steps are served Current and the others
+//     the revision before it (Rollout.Previous): Rollout.Serves says which,
+//     by proxy. An EnvoyConfig's content is served when the revision its
+//     proxies are served takes it. Publishing a revision makes it the served one, and
 //     an EnvoyConfig's published content is what the served revision holds
 //     of it.
 //   - live: served from the objects as they are now, never from a
