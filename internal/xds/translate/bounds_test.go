@@ -130,21 +130,14 @@ func TestBoundsAreEnforced(t *testing.T) {
 // a lowered bound is not.
 func TestFleetCounts(t *testing.T) {
 	pol := Policy{Bounds: Bounds{"fleet.clusters": {Max: 2}}}
-	clusters := func(name string, n int) Config {
-		var cs []runtime.RawExtension
-		for i := range n {
-			cs = append(cs, clusterNamed(name+strings.Repeat("x", i)))
-		}
-		return config(name, examplev1.EnvoyResources{Clusters: cs})
-	}
-	a, b, bigger := clusters("a", 2), clusters("b", 1), clusters("a", 3)
+	a, b, bigger := withClusters("a", 2), withClusters("b", 1), withClusters("a", 3)
 	if got := Admit(pol, []Config{a}, "ns/b", &b); len(got) != 1 || !strings.Contains(got[0], "the fleet would hold 3 clusters (spec.resources.clusters), above its ceiling 2 (--envoyconfig-bounds fleet.clusters=<min>:<max> changes it)") {
 		t.Errorf("a third cluster: %q", got)
 	}
 	if got := Admit(pol, nil, "ns/a", &a); len(got) != 0 {
 		t.Errorf("two clusters: %q", got)
 	}
-	smaller := clusters("a", 1)
+	smaller := withClusters("a", 1)
 	if got := Admit(pol, []Config{bigger}, "ns/a", &smaller); len(got) != 0 {
 		t.Errorf("a fleet past its bound that shrinks: %q", got)
 	}
@@ -178,14 +171,7 @@ func TestFitFleetCounts(t *testing.T) {
 // content is), and says why; a fleet within its counts is served whole.
 func TestFleetCountsInTranslation(t *testing.T) {
 	pol := Policy{Bounds: Bounds{"fleet.clusters": {Max: 2}}}
-	clusters := func(name string, n int) Config {
-		var cs []runtime.RawExtension
-		for i := range n {
-			cs = append(cs, clusterNamed(name+strings.Repeat("x", i)))
-		}
-		return config(name, examplev1.EnvoyResources{Clusters: cs})
-	}
-	a, b, bigger := clusters("a", 2), clusters("b", 1), clusters("a", 3)
+	a, b, bigger := withClusters("a", 2), withClusters("b", 1), withClusters("a", 3)
 	served := func(ir IR) int { return len(ir.Resources[resourcev3.ClusterType]) }
 	for _, tt := range []struct {
 		name             string
@@ -217,4 +203,13 @@ func TestFleetCountsInTranslation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withClusters is the EnvoyConfig ns/name with n clusters.
+func withClusters(name string, n int) Config {
+	var cs []runtime.RawExtension
+	for i := range n {
+		cs = append(cs, clusterNamed(name+strings.Repeat("x", i)))
+	}
+	return config(name, examplev1.EnvoyResources{Clusters: cs})
 }
