@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 )
 
@@ -137,7 +137,9 @@ func SelectorLabels(e *examplev1.Envoy) map[string]string {
 // Labels are the labels of every object of the fleet, and of its pods: the
 // selector labels and the managed-by label that the operator's cache keeps.
 func Labels(e *examplev1.Envoy) map[string]string {
-	return objects.MergeMaps(SelectorLabels(e), map[string]string{objects.ManagedByLabel: objects.ManagedByValue})
+	l := SelectorLabels(e) // a map of its own
+	l[names.ManagedByLabel] = names.ManagedByValue
+	return l
 }
 
 // Defaults is what the operator's flags decide for every fleet.

@@ -11,36 +11,22 @@ import (
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 )
 
-// ManagedByLabel marks every object the operator creates. The manager's cache
-// keeps only objects that carry it (see internal/manager.CacheOptions).
+// The names every object of the operator shares, from internal/names, the
+// package that holds them: see there.
 const (
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedByValue = "kube-envoy-controller"
+	ManagedByLabel  = names.ManagedByLabel
+	ManagedByValue  = names.ManagedByValue
+	ComponentLabel  = names.ComponentLabel
+	XDSSecretLabel  = names.XDSSecretLabel
+	XDSSecretTLS    = names.XDSSecretTLS
+	XDSSecretClient = names.XDSSecretClient
+	XDSSecretCA     = names.XDSSecretCA
+	FieldOwner      = names.FieldOwner
 )
-
-// ComponentLabel marks the ConfigMaps of the xDS control plane; its value
-// says which (a fleet's history, a replica's report).
-const ComponentLabel = "app.kubernetes.io/component"
-
-// XDSSecretLabel marks the Secrets the xDS control plane reads; the manager's
-// cache keeps no other Secret. Its value says what the Secret is for, and only
-// XDSSecretTLS may be served to proxies over SDS:
-//   - XDSSecretTLS: a user's kubernetes.io/tls Secret, which an EnvoyConfig's
-//     tlsSecrets may name (the label is the Secret owner's consent);
-//   - XDSSecretClient: a fleet's client certificate for the xDS server, which
-//     the operator issues and its proxies mount;
-//   - XDSSecretCA: the operator's xDS certificate authority, in its namespace.
-const (
-	XDSSecretLabel  = "kube-envoy-controller.io/xds-secret"
-	XDSSecretTLS    = "tls"
-	XDSSecretClient = "client-certificate"
-	XDSSecretCA     = "ca"
-)
-
-// FieldOwner is the field manager name of the operator's writes.
-const FieldOwner = "kube-envoy-controller"
 
 // Contains reports whether actual holds every field that desired sets, with
 // desired's value. Both sides are compared in the JSON form the API server

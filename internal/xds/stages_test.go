@@ -50,10 +50,8 @@ var apiClients = []string{"sigs.k8s.io/controller-runtime/", "k8s.io/client-go/"
 
 // noIO are the rooms that read and write nothing themselves: the decision,
 // and the formats of what is recorded and reported. history's Store, the
-// server and the debug endpoint do the reading and writing. They still
-// link controller-runtime's client, through internal/fleet and
-// internal/objects, which hold more than their names and labels: what is
-// checked is what they import themselves.
+// server and the debug endpoint do the reading and writing. They link no
+// client either, through any package (TestPureStagesLinkNoClientNorMetric).
 var noIO = []string{"resource", "translate", "publish", "report", "debug"}
 
 // pure are the stages before the runtime, and kubectl envoy, which reads
@@ -121,6 +119,21 @@ func TestPureStagesLinkNoRuntime(t *testing.T) {
 				if matches(imp, metricsImports) {
 					t.Errorf("%s links %s, which imports %s", p, dep, imp)
 				}
+			}
+		}
+	}
+}
+
+// The pure stages link no client of the API server and no metric, through
+// any package: the names they share with the rest come from internal/names,
+// which imports nothing. (kubectl envoy, which reads the API server, is
+// held to TestPureStagesLinkNoRuntime alone.)
+func TestPureStagesLinkNoClientNorMetric(t *testing.T) {
+	for _, room := range noIO {
+		pkg := "internal/xds/" + room
+		for dep := range deps(t, pkg) {
+			if matches(dep, apiClients) || matches(dep, metricsImports) {
+				t.Errorf("%s links %s", room, dep)
 			}
 		}
 	}

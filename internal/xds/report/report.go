@@ -19,7 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
@@ -31,7 +31,7 @@ import (
 // rewrites one shard. The leader adds every shard of every replica up
 // (Sum): status and rollbacks count the proxies of every replica.
 const (
-	// Component is objects.ComponentLabel's value on a shard of a replica's report.
+	// Component is names.ComponentLabel's value on a shard of a replica's report.
 	Component = "xds-proxies"
 	// ReplicaAnnotation names the replica a report comes from.
 	ReplicaAnnotation = "kube-envoy-controller.io/replica"
@@ -197,7 +197,7 @@ func Shards(namespace, replica string, r Report, atLeast int) ([]*corev1.ConfigM
 				ObjectMeta: metav1.ObjectMeta{
 					Name:      ShardName(replica, i),
 					Namespace: namespace,
-					Labels:    map[string]string{objects.ManagedByLabel: objects.ManagedByValue, objects.ComponentLabel: Component},
+					Labels:    map[string]string{names.ManagedByLabel: names.ManagedByValue, names.ComponentLabel: Component},
 					Annotations: map[string]string{
 						ReplicaAnnotation: replica,
 						ShardAnnotation:   strconv.Itoa(i) + "/" + strconv.Itoa(count),
@@ -248,7 +248,7 @@ func ShardCount(cm metav1.Object) int {
 }
 
 // Is reports whether o is a shard of a replica's report.
-func Is(o metav1.Object) bool { return o.GetLabels()[objects.ComponentLabel] == Component }
+func Is(o metav1.Object) bool { return o.GetLabels()[names.ComponentLabel] == Component }
 
 // Read reads the part of a replica's report that cm, one of its shards, holds.
 func Read(cm *corev1.ConfigMap) (Report, error) {

@@ -7,7 +7,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
@@ -40,7 +40,7 @@ func inlineKeys(rs []resource.Resource) []string {
 		for _, field := range inlineKeyFields(r.Message) {
 			out = append(out, fmt.Sprintf("%s (%q): %s holds secret material inline, which an EnvoyConfig may not: "+
 				"serve a certificate and its key from a kubernetes.io/tls Secret labelled %s: %s, named in spec.tlsSecrets",
-				r.Path, r.Name, field, objects.XDSSecretLabel, objects.XDSSecretTLS))
+				r.Path, r.Name, field, names.XDSSecretLabel, names.XDSSecretTLS))
 		}
 	}
 	return out

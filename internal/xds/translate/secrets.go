@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
@@ -20,18 +20,18 @@ var secretKind = resource.KindOf(resourcev3.SecretType)
 
 // servedSecret returns the SDS secret name that the Secret s serves to a
 // fleet: a tls_certificate from its tls.crt and tls.key. s is nil when no
-// Secret of that name carries the label objects.XDSSecretLabel (the
+// Secret of that name carries the label names.XDSSecretLabel (the
 // operator reads no other). Only a Secret of type kubernetes.io/tls whose
-// label says objects.XDSSecretTLS is served: the label is its owner's
+// label says names.XDSSecretTLS is served: the label is its owner's
 // consent, and other values mark Secrets of the operator's own (a fleet's
 // client certificate, the xDS CA) that are never served. The error says
 // why s serves nothing; it never holds the Secret's data.
 func servedSecret(name string, s *corev1.Secret) (*tlsv3.Secret, error) {
 	switch {
 	case s == nil:
-		return nil, fmt.Errorf("does not exist, or is not labelled %s: %s", objects.XDSSecretLabel, objects.XDSSecretTLS)
-	case s.Labels[objects.XDSSecretLabel] != objects.XDSSecretTLS:
-		return nil, fmt.Errorf("is labelled %s: %q; only %q is served", objects.XDSSecretLabel, s.Labels[objects.XDSSecretLabel], objects.XDSSecretTLS)
+		return nil, fmt.Errorf("does not exist, or is not labelled %s: %s", names.XDSSecretLabel, names.XDSSecretTLS)
+	case s.Labels[names.XDSSecretLabel] != names.XDSSecretTLS:
+		return nil, fmt.Errorf("is labelled %s: %q; only %q is served", names.XDSSecretLabel, s.Labels[names.XDSSecretLabel], names.XDSSecretTLS)
 	case s.Type != corev1.SecretTypeTLS:
 		return nil, fmt.Errorf("is of type %q, not %s", s.Type, corev1.SecretTypeTLS)
 	case !hasPEM(s.Data[corev1.TLSCertKey], func(typ string) bool { return typ == "CERTIFICATE" }):

@@ -75,7 +75,7 @@ type Input struct {
 	// spec.serviceEndpoints name, by Service name.
 	Slices map[string][]discoveryv1.EndpointSlice
 	// Secrets holds the Secrets that spec.tlsSecrets name, by name, among
-	// those labelled objects.XDSSecretLabel: the only ones the operator
+	// those labelled names.XDSSecretLabel: the only ones the operator
 	// reads. A name missing here is a Secret that does not exist or is not
 	// labelled.
 	Secrets map[string]corev1.Secret
