@@ -9,10 +9,17 @@
 #
 #   hack/podnet.sh up      make the namespace kec-pods and the route, or reuse them
 #   hack/podnet.sh down    remove them
+#   hack/podnet.sh pods-down   remove every pod's own namespace (below) that is left
 #   hack/podnet.sh check   exit 0 when it can be made here (root, iproute2)
 #
 # It needs root (ip netns, ip route). The host side of the link is
 # 169.254.99.1, the namespace's 169.254.99.2.
+#
+# A pod that runs a process here (an Envoy, an echo backend) gets a network
+# namespace of its own, kec-pod-<hash>, linked to the host by kecp<hash>,
+# with a /32 route to its address (internal/testing/podnet, AddPod); those
+# who make them remove them, and pods-down removes any that is left (down
+# does not: another run's pods may be using theirs).
 set -euo pipefail
 NS=${PODNET_NS:-kec-pods}
 CIDR=${PODNET_CIDR:-10.0.0.0/16}
@@ -21,7 +28,7 @@ NS_IF=kecpods1
 
 can() { [[ $(id -u) == 0 ]] && command -v ip >/dev/null; }
 
-case ${1:?usage: hack/podnet.sh up|down|check} in
+case ${1:?usage: hack/podnet.sh up|down|pods-down|check} in
 check)
   can
   ;;
@@ -43,6 +50,12 @@ up)
   ip -n "$NS" route add default via 169.254.99.1
   ip route add "$CIDR" via 169.254.99.2 src 169.254.99.1
   echo "podnet: $CIDR is routed to the network namespace $NS" >&2
+  ;;
+pods-down)
+  for pod in $(ip netns list | awk '$1 ~ /^kec-pod-/ {print $1}'); do
+    ip link del "kecp${pod#kec-pod-}" 2>/dev/null || true
+    ip netns del "$pod"
+  done
   ;;
 down)
   ip route del "$CIDR" via 169.254.99.2 2>/dev/null || true

@@ -6,11 +6,19 @@
 // Envoys, running here as processes, send real requests to the pods behind a
 // Service through its EndpointSlices.
 //
+// A pod that runs a process of its own (an Envoy, a test backend) gets a
+// network namespace of its own instead (AddPod), as a CNI would give it: its
+// address is then its namespace's alone, on the host's /32 route, and two
+// pods bind the same port without meeting. Invariant: an address answers in
+// one namespace only, the pod's own or, for every other address of the
+// range, the shared one.
+//
 // It needs root, as hack/podnet.sh does.
 package podnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -38,32 +46,58 @@ func Available(ns string) bool {
 // Listen opens a TCP listener on addr in the network namespace ns. The
 // calling goroutine's thread enters ns only for the socket's creation.
 func Listen(ns, addr string) (net.Listener, error) {
+	var l net.Listener
+	err := In(ns, func() error {
+		var err error
+		l, err = net.Listen("tcp", addr)
+		return err
+	})
+	if err != nil && l != nil {
+		return nil, errors.Join(err, l.Close())
+	}
+	return l, err
+}
+
+// Dial opens a TCP connection to addr from the network namespace ns.
+func Dial(ns, addr string) (net.Conn, error) {
+	var c net.Conn
+	err := In(ns, func() error {
+		var err error
+		c, err = net.DialTimeout("tcp", addr, 10*time.Second)
+		return err
+	})
+	if err != nil && c != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	return c, err
+}
+
+// In calls f on a thread that is in the network namespace ns for the
+// call's time: the sockets f makes stay in ns.
+func In(ns string, f func() error) error {
 	target, err := os.Open(filepath.Join("/run/netns", ns))
 	if err != nil {
-		return nil, fmt.Errorf("network namespace %s: %w", ns, err)
+		return fmt.Errorf("network namespace %s: %w", ns, err)
 	}
 	defer func() { _ = target.Close() }()
 	runtime.LockOSThread()
 	own, err := os.Open(fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid()))
 	if err != nil {
 		runtime.UnlockOSThread()
-		return nil, err
+		return err
 	}
 	defer func() { _ = own.Close() }()
 	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
 		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("entering network namespace %s: %w", ns, err)
+		return fmt.Errorf("entering network namespace %s: %w", ns, err)
 	}
-	l, lerr := net.Listen("tcp", addr)
+	ferr := f()
 	if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err != nil {
 		// The thread stays in ns: keep it locked, and it ends with the goroutine.
-		if l != nil {
-			_ = l.Close()
-		}
-		return nil, fmt.Errorf("leaving network namespace %s: %w", ns, err)
+		return errors.Join(ferr, fmt.Errorf("leaving network namespace %s: %w", ns, err))
 	}
 	runtime.UnlockOSThread()
-	return l, lerr
+	return ferr
 }
 
 // Pods finds the pod that has an address, among a namespace's Running pods,

@@ -1,0 +1,150 @@
+package podnet_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/podnet"
+)
+
+// RequireRoot skips a test that makes network namespaces where this
+// process cannot, saying so, and fails it under CI (CI=true).
+func RequireRoot(t *testing.T) {
+	t.Helper()
+	if err := podnet.Root(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("root is required under CI: %v", err)
+		}
+		t.Skipf("SKIPPED: %v", err)
+	}
+}
+
+// addPod makes a pod's namespace, removed when the test ends.
+func addPod(t *testing.T, ns, name, ip string) podnet.Pod {
+	t.Helper()
+	p, err := podnet.AddPod(ns, name, ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Remove(); err != nil {
+			t.Error(err)
+		}
+	})
+	return p
+}
+
+// answer makes every connection to l answer who and close.
+func answer(t *testing.T, l net.Listener, who string) {
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = fmt.Fprintln(c, who)
+			_ = c.Close()
+		}
+	}()
+}
+
+func read(t *testing.T, c net.Conn, err error) string {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// Two pods bind the same port on all addresses, each answers at its own
+// address, from the host and from the other pod, and each reaches the host.
+func TestPodsBindTheSamePort(t *testing.T) {
+	RequireRoot(t)
+	a := addPod(t, "podnet-test", "a", "10.0.250.1")
+	b := addPod(t, "podnet-test", "b", "10.0.250.2")
+	if again, err := podnet.AddPod("podnet-test", "a", "10.0.250.1"); err != nil || again != a {
+		t.Fatalf("AddPod again: %+v, %v; want %+v", again, err, a)
+	}
+	for _, p := range []podnet.Pod{a, b} {
+		l, err := podnet.Listen(p.Netns, "0.0.0.0:8080")
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer(t, l, p.IP)
+	}
+	for _, p := range []podnet.Pod{a, b} {
+		c, err := net.Dial("tcp", p.IP+":8080")
+		if got := read(t, c, err); got != p.IP {
+			t.Errorf("from the host, %s:8080 answered %q", p.IP, got)
+		}
+	}
+	c, err := podnet.Dial(a.Netns, b.IP+":8080")
+	if got := read(t, c, err); got != b.IP {
+		t.Errorf("from pod a, %s:8080 answered %q", b.IP, got)
+	}
+	host, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer(t, host, "host")
+	_, port, _ := net.SplitHostPort(host.Addr().String())
+	c, err = podnet.Dial(a.Netns, net.JoinHostPort(podnet.Gateway, port))
+	if got := read(t, c, err); got != "host" {
+		t.Errorf("from pod a, the host at %s answered %q", podnet.Gateway, got)
+	}
+}
+
+// A pod reaches an address answered in the shared namespace, and that
+// namespace no longer answers for the pod's own address.
+func TestPodReachesTheSharedNamespace(t *testing.T) {
+	RequireRoot(t)
+	if !podnet.Available(podnet.Namespace) {
+		t.Skip("SKIPPED: the pods' network is not up (hack/podnet.sh up)")
+	}
+	a := addPod(t, "podnet-test", "shared", "10.0.250.3")
+	l, err := podnet.Listen(podnet.Namespace, "10.0.250.4:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer(t, l, "shared")
+	c, err := podnet.Dial(a.Netns, l.Addr().String())
+	if got := read(t, c, err); got != "shared" {
+		t.Errorf("from the pod, %s answered %q", l.Addr(), got)
+	}
+}
+
+// Remove leaves no namespace, link or route, and a second Remove is no error.
+func TestRemove(t *testing.T) {
+	RequireRoot(t)
+	p, err := podnet.AddPod("podnet-test", "gone", "10.0.250.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := p.Remove(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join("/run/netns", p.Netns)); !os.IsNotExist(err) {
+		t.Errorf("namespace %s: %v", p.Netns, err)
+	}
+	if _, err := net.InterfaceByName(p.Link); err == nil {
+		t.Errorf("link %s is left", p.Link)
+	}
+	out, err := exec.Command("ip", "-o", "route", "show", p.IP+"/32").CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Errorf("the route to %s: %q, %v", p.IP, out, err)
+	}
+}
