@@ -127,8 +127,13 @@ type Host struct {
 	// XDS is the host:port at which the operator's xDS server is reached.
 	XDS string
 	// AdminPort and ReadyPort replace the pod's admin and ready ports, which
-	// the proxies of one host cannot share.
+	// the proxies of one host cannot share; 0 keeps the pod's (a proxy in
+	// its pod's own network namespace).
 	AdminPort, ReadyPort uint32
+	// AdminAddress, when set, replaces the address the admin interface
+	// binds (the pod's loopback): 0.0.0.0 makes it reachable at the pod's
+	// address from the host.
+	AdminAddress string
 	// Delta has Envoy subscribe with the incremental protocol
 	// (DELTA_GRPC) where the bootstrap says state of the world (GRPC): the
 	// operator serves both, and a test proves each.
@@ -139,7 +144,8 @@ type Host struct {
 // pod: every mounted path, in Envoy's arguments and in the YAML files Envoy
 // reads, is under h.Root; the bootstrap's admin port (and its static
 // cluster to it) is h.AdminPort, its ready listener's port h.ReadyPort, and
-// the endpoint of the xDS cluster that ADS names is h.XDS. The xDS cluster's
+// the endpoint of the xDS cluster that ADS names is h.XDS; with
+// h.AdminAddress, the admin interface binds that address. The xDS cluster's
 // TLS settings (SNI, the server's name it verifies) stay: the operator's
 // certificate names its in-cluster Service. Nothing else changes
 // (TestAdaptChangesNothingElse).
@@ -185,7 +191,7 @@ func Adapt(p Proxy, h Host) (Proxy, error) {
 			}
 			rootPaths(tree, under, h.Root)
 			if filepath.Base(path) == proxy.BootstrapKey {
-				if err := hostPorts(tree, host, uint32(xdsPort), h.AdminPort, h.ReadyPort); err != nil {
+				if err := hostPorts(tree, host, uint32(xdsPort), h); err != nil {
 					return Proxy{}, fmt.Errorf("%s: %w", path, err)
 				}
 				if ads, _ := dig(tree, "dynamic_resources", "ads_config").(map[string]any); h.Delta && ads != nil {
@@ -244,7 +250,7 @@ func rootPaths(tree any, under func(string) bool, root string) {
 
 // hostPorts moves the bootstrap's admin interface, its ready listener and
 // its xDS cluster's endpoint to the host's.
-func hostPorts(tree any, xdsHost string, xdsPort, adminPort, readyPort uint32) error {
+func hostPorts(tree any, xdsHost string, xdsPort uint32, h Host) error {
 	b, _ := tree.(map[string]any)
 	xdsCluster, _ := dig(b, "dynamic_resources", "ads_config", "grpc_services", 0, "envoy_grpc", "cluster_name").(string)
 	if xdsCluster == "" {
@@ -255,7 +261,12 @@ func hostPorts(tree any, xdsHost string, xdsPort, adminPort, readyPort uint32) e
 		return fmt.Errorf("the bootstrap has no admin address")
 	}
 	oldAdmin := admin["port_value"]
-	admin["port_value"] = adminPort
+	if h.AdminPort != 0 {
+		admin["port_value"] = h.AdminPort
+	}
+	if h.AdminAddress != "" {
+		admin["address"] = h.AdminAddress
+	}
 	moved := map[string]bool{}
 	clusters, _ := dig(b, "static_resources", "clusters").([]any)
 	for _, c := range clusters {
@@ -266,15 +277,17 @@ func hostPorts(tree any, xdsHost string, xdsPort, adminPort, readyPort uint32) e
 		case c["name"] == xdsCluster:
 			addr["address"], addr["port_value"] = xdsHost, xdsPort
 			moved["xds"] = true
-		case fmt.Sprint(addr["port_value"]) == fmt.Sprint(oldAdmin) && isLoopback(addr["address"]):
-			addr["port_value"] = adminPort
+		case h.AdminPort != 0 && fmt.Sprint(addr["port_value"]) == fmt.Sprint(oldAdmin) && isLoopback(addr["address"]):
+			addr["port_value"] = h.AdminPort
 		}
 	}
 	listeners, _ := dig(b, "static_resources", "listeners").([]any)
 	for _, l := range listeners {
 		addr, _ := dig(l, "address", "socket_address").(map[string]any)
 		if addr != nil && dig(l, "name") == proxy.ReadyListenerName {
-			addr["port_value"] = readyPort
+			if h.ReadyPort != 0 {
+				addr["port_value"] = h.ReadyPort
+			}
 			moved["ready"] = true
 		}
 	}

@@ -125,7 +125,7 @@ func TestAdaptChangesNothingElse(t *testing.T) {
 		}
 		unroot(undone, host.Root)
 		if filepath.Base(path) == proxy.BootstrapKey {
-			if err := hostPorts(undone, builtin.XDS.Host, builtin.XDS.Port, proxy.AdminPort, proxy.ReadyPort); err != nil {
+			if err := hostPorts(undone, builtin.XDS.Host, builtin.XDS.Port, Host{AdminPort: proxy.AdminPort, ReadyPort: proxy.ReadyPort}); err != nil {
 				t.Fatal(err)
 			}
 		}

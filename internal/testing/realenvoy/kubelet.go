@@ -2,6 +2,7 @@ package realenvoy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/podnet"
 )
 
 // Kubelet does a kubelet's part for the Envoy containers of a namespace's
@@ -38,6 +40,11 @@ type Kubelet struct {
 	Dir string
 	// Delta has the Envoys use the incremental xDS protocol (Host.Delta).
 	Delta bool
+	// PodNetwork runs each Envoy in a network namespace of its pod's own
+	// (podnet.AddPod, RunPod; root only), removed once Envoy has stopped:
+	// fleets then listen on the same ports without meeting. Off, every
+	// Envoy runs in the host's network on ports of its own (Run).
+	PodNetwork bool
 
 	mu    sync.Mutex
 	procs map[string]*Process
@@ -45,7 +52,12 @@ type Kubelet struct {
 	pods map[string]*corev1.Pod
 	// stopping are the pods whose preStop hook runs or has run.
 	stopping map[string]bool
-	wg       sync.WaitGroup
+	// nets are the pods' own network namespaces, with PodNetwork.
+	nets map[string]podnet.Pod
+	// netErrs are the failures to remove a pod's network namespace that
+	// no Sync has returned yet.
+	netErrs []error
+	wg      sync.WaitGroup
 }
 
 // Run syncs every interval until ctx ends, then stops every Envoy.
@@ -74,6 +86,7 @@ func (k *Kubelet) Sync(ctx context.Context) error {
 	defer k.mu.Unlock()
 	if k.procs == nil {
 		k.procs, k.stopping, k.pods = map[string]*Process{}, map[string]bool{}, map[string]*corev1.Pod{}
+		k.nets = map[string]podnet.Pod{}
 	}
 	live := map[string]bool{}
 	var errs []string
@@ -120,6 +133,10 @@ func (k *Kubelet) Sync(ctx context.Context) error {
 			delete(k.stopping, name)
 		}
 	}
+	for _, err := range k.netErrs {
+		errs = append(errs, err.Error())
+	}
+	k.netErrs = nil
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
@@ -166,7 +183,20 @@ func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
-	proc, err := Run(k.Envoy, p, filepath.Join(k.Dir, pod.Name), k.XDS, k.Delta, log)
+	root := filepath.Join(k.Dir, pod.Name)
+	var proc *Process
+	if k.PodNetwork {
+		var net podnet.Pod
+		if net, err = podnet.AddPod(pod.Namespace, pod.Name, pod.Status.PodIP); err == nil {
+			if proc, err = RunPod(k.Envoy, p, net, root, k.XDS, k.Delta, log); err != nil {
+				err = errors.Join(err, net.Remove())
+			} else {
+				k.nets[pod.Name] = net
+			}
+		}
+	} else {
+		proc, err = Run(k.Envoy, p, root, k.XDS, k.Delta, log)
+	}
 	if err != nil {
 		_ = log.Close()
 		return err
@@ -182,12 +212,38 @@ func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod) error {
 // terminate runs the Envoy container's preStop hook against p, as the
 // kubelet runs it in the container, then stops Envoy.
 func (k *Kubelet) terminate(pod *corev1.Pod, p *Process) {
+	k.mu.Lock()
+	net, inPod := k.nets[pod.Name]
+	k.mu.Unlock()
 	if hook := preStop(pod); hook != nil {
-		port := strings.TrimPrefix(p.Admin, "http://127.0.0.1:")
-		cmd := exec.Command(hook[0], adminPortIn(hook[1:], port)...)
+		var cmd *exec.Cmd
+		if inPod {
+			cmd = podnet.Command(net.Netns, hook[0], hook[1:]...)
+		} else {
+			port := strings.TrimPrefix(p.Admin, "http://127.0.0.1:")
+			cmd = exec.Command(hook[0], adminPortIn(hook[1:], port)...)
+		}
 		_ = cmd.Run()
 	}
 	p.Stop(5 * time.Second)
+	if inPod {
+		k.removeNet(pod.Name, p, net)
+	}
+}
+
+// removeNet removes a pod's network namespace once its Envoy p has
+// stopped, unless another Envoy of the pod uses it, and keeps the error for
+// Sync.
+func (k *Kubelet) removeNet(name string, p *Process, net podnet.Pod) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if other, ok := k.procs[name]; ok && other != p {
+		return
+	}
+	delete(k.nets, name)
+	if err := net.Remove(); err != nil {
+		k.netErrs = append(k.netErrs, fmt.Errorf("pod %s: %w", name, err))
+	}
 }
 
 func preStop(pod *corev1.Pod) []string {
@@ -232,6 +288,24 @@ func (k *Kubelet) StopAll() {
 	}
 	k.mu.Unlock()
 	k.wg.Wait()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for name, net := range k.nets {
+		delete(k.nets, name)
+		if err := net.Remove(); err != nil {
+			k.netErrs = append(k.netErrs, fmt.Errorf("pod %s: %w", name, err))
+		}
+	}
+}
+
+// NetworkErrors returns the failures to remove a pod's network namespace
+// (PodNetwork) that no Sync has returned: after StopAll, those of its own.
+func (k *Kubelet) NetworkErrors() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	err := errors.Join(k.netErrs...)
+	k.netErrs = nil
+	return err
 }
 
 // Start runs k (Run, every second) until the stop it returns is called,

@@ -9,18 +9,23 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/podnet"
 )
 
 // Process is one Envoy running on this host as a proxy of a fleet.
 type Process struct {
 	// Pod is the pod it stands for: its node id.
 	Pod string
-	// Admin is the base URL of its admin interface (http://127.0.0.1:port).
+	// Admin is the base URL of its admin interface, reachable from the host
+	// (http://127.0.0.1:port; in its pod's network namespace, http://POD-IP:port).
 	Admin string
 	cmd   *exec.Cmd
 	done  chan struct{}
@@ -70,22 +75,72 @@ func Run(bin string, p Proxy, root, xds string, delta bool, log io.Writer) (*Pro
 	if err != nil {
 		return nil, err
 	}
-	a, err := Adapt(p, Host{Root: root, XDS: xds, AdminPort: ports[0], ReadyPort: ports[1], Delta: delta})
+	h := Host{Root: root, XDS: xds, AdminPort: ports[0], ReadyPort: ports[1], Delta: delta}
+	return start(exec.Command(bin), p, h, fmt.Sprintf("http://127.0.0.1:%d", ports[0]), log)
+}
+
+// RunPod is Run in the pod's own network namespace (podnet.AddPod): Envoy
+// binds its listeners as in its pod, keeps the pod's admin and ready ports,
+// and its admin interface binds every address of the pod, so that
+// Process.Admin is the pod's address. An xDS server on the host's loopback
+// or on every address (127.0.0.1:18000, :18000) is reached at
+// podnet.Gateway; the xDS cluster's TLS settings stay, as in Run.
+func RunPod(bin string, p Proxy, pod podnet.Pod, root, xds string, delta bool, log io.Writer) (*Process, error) {
+	host, port, err := net.SplitHostPort(xds)
+	if err != nil {
+		return nil, fmt.Errorf("xDS address %q: %w", xds, err)
+	}
+	if ip := net.ParseIP(host); host == "" || host == "localhost" || ip != nil && (ip.IsLoopback() || ip.IsUnspecified()) {
+		xds = net.JoinHostPort(podnet.Gateway, port)
+	}
+	h := Host{Root: root, XDS: xds, AdminAddress: "0.0.0.0", Delta: delta}
+	a, err := Adapt(p, h)
+	if err != nil {
+		return nil, err
+	}
+	admin, err := adminPort(a)
+	if err != nil {
+		return nil, err
+	}
+	return start(podnet.Command(pod.Netns, bin), p, h, "http://"+net.JoinHostPort(pod.IP, admin), log)
+}
+
+// adminPort is the admin interface's port in a's bootstrap.
+func adminPort(a Proxy) (string, error) {
+	for path, data := range a.Files {
+		if filepath.Base(path) != proxy.BootstrapKey {
+			continue
+		}
+		tree, err := decode(data)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", path, err)
+		}
+		if port := dig(tree, "admin", "address", "socket_address", "port_value"); port != nil {
+			return fmt.Sprint(port), nil
+		}
+		return "", fmt.Errorf("%s: no admin port", path)
+	}
+	return "", fmt.Errorf("pod %s: no bootstrap %s", a.Pod, proxy.BootstrapKey)
+}
+
+// start adapts p to h, writes its files and starts cmd (the Envoy binary,
+// or a command that executes it) with its container's arguments.
+func start(cmd *exec.Cmd, p Proxy, h Host, admin string, log io.Writer) (*Process, error) {
+	a, err := Adapt(p, h)
 	if err != nil {
 		return nil, err
 	}
 	if err := Write(a); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, a.Args...)
-	cmd.Dir = root
+	cmd.Args = append(cmd.Args, a.Args...)
+	cmd.Dir = h.Root
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	proc := &Process{Pod: p.Pod, cmd: cmd, done: make(chan struct{}),
-		Admin: fmt.Sprintf("http://127.0.0.1:%d", ports[0])}
+	proc := &Process{Pod: p.Pod, cmd: cmd, done: make(chan struct{}), Admin: admin}
 	go func() {
 		proc.err = cmd.Wait()
 		close(proc.done)
