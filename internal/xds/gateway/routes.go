@@ -1,0 +1,549 @@
+package gateway
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// MetadataKey is the filter_metadata key under which each Envoy route says
+// which route, rule and match it comes from: kind, namespace, name,
+// generation, rule and match (indexes from 0).
+const MetadataKey = "gateway.networking.k8s.io"
+
+// entry is one Envoy route: one match of one rule of a route.
+type entry struct {
+	order precedence
+	route *routev3.Route
+	// clusters are the clusters it sends requests to.
+	clusters []string
+}
+
+// precedence orders the Envoy routes of a virtual host as the Gateway API
+// orders its matches: an exact path, then a regular expression (whose
+// place the API leaves to the implementation), then the longest prefix;
+// then a method; then the most headers; then the most query parameters;
+// then the oldest route; then the route first by namespace/name; then
+// the rules and matches in their order.
+type precedence struct {
+	pathRank, pathLen int
+	method            bool
+	headers, queries  int
+	created           metav1.Time
+	route             string
+	rule, match       int
+}
+
+const (
+	rankPrefix = iota
+	rankRegex
+	rankExact
+)
+
+func (a precedence) before(b precedence) bool {
+	switch {
+	case a.pathRank != b.pathRank:
+		return a.pathRank > b.pathRank
+	case a.pathLen != b.pathLen:
+		return a.pathLen > b.pathLen
+	case a.method != b.method:
+		return a.method
+	case a.headers != b.headers:
+		return a.headers > b.headers
+	case a.queries != b.queries:
+		return a.queries > b.queries
+	case !a.created.Equal(&b.created):
+		return a.created.Before(&b.created)
+	case a.route != b.route:
+		return a.route < b.route
+	case a.rule != b.rule:
+		return a.rule < b.rule
+	}
+	return a.match < b.match
+}
+
+func sortEntries(es []entry) {
+	sort.SliceStable(es, func(i, j int) bool { return es[i].order.before(es[j].order) })
+}
+
+// placed is an Envoy route in a virtual host, and the listener it came
+// through.
+type placed struct {
+	entry
+	listener *listener
+}
+
+// place puts a route's entries in the virtual hosts of the valid
+// listeners it attached to.
+func (t *translation) place(atts []attachment, es []entry) {
+	for _, a := range atts {
+		if !a.listener.valid() {
+			continue
+		}
+		hosts := t.ports[a.listener.spec.Port]
+		for _, h := range a.hosts {
+			for _, e := range es {
+				hosts[h] = append(hosts[h], placed{entry: e, listener: a.listener})
+			}
+		}
+	}
+}
+
+// owner is the listener of a port that requests for host h reach: the one
+// whose hostname matches h most narrowly (h itself, then the longest
+// wildcard, then none).
+func owner(ls []*listener, port gwv1.PortNumber, h string) *listener {
+	var best *listener
+	bestRank := -1
+	for _, l := range ls {
+		if !l.valid() || l.spec.Port != port {
+			continue
+		}
+		rank := -1
+		switch {
+		case l.spec.Hostname == nil || *l.spec.Hostname == "":
+			rank = 0
+		case string(*l.spec.Hostname) == h:
+			rank = 1 << 20
+		case wildcard(string(*l.spec.Hostname)) && covers(string(*l.spec.Hostname), h):
+			rank = len(*l.spec.Hostname)
+		}
+		if rank > bestRank {
+			best, bestRank = l, rank
+		}
+	}
+	return best
+}
+
+// hostRoutes are the Envoy routes of virtual host h of a port: those of
+// the routes whose hostname is h, then of those whose wildcard covers h,
+// the longest first, then of those of any host, each in order of
+// precedence, as the Gateway API orders routes by their hostnames
+// first. Only routes attached to h's owner are served there: a request
+// reaches one listener of a port, the one of its host.
+func hostRoutes(byHost map[string][]placed, owner *listener, h string) []entry {
+	var hosts []string
+	for g := range byHost {
+		if g == h || g == anyHost || (wildcard(g) && covers(g, h)) {
+			hosts = append(hosts, g)
+		}
+	}
+	hostOrder(hosts)
+	var out []entry
+	seen := map[string]bool{}
+	for _, g := range hosts {
+		var es []entry
+		for _, p := range byHost[g] {
+			if p.listener == owner && !seen[p.route.Name] {
+				seen[p.route.Name] = true
+				es = append(es, p.entry)
+			}
+		}
+		sortEntries(es)
+		out = append(out, es...)
+	}
+	return out
+}
+
+// newEntry starts the Envoy route of match mi of rule ri of r.
+func newEntry(r routeObject, ri, mi int, m *routev3.RouteMatch, order precedence) entry {
+	order.created, order.route, order.rule, order.match = r.meta.CreationTimestamp, r.meta.Namespace+"/"+r.meta.Name, ri, mi
+	md, _ := structpb.NewStruct(map[string]any{
+		"kind": string(r.kind), "namespace": r.meta.Namespace, "name": r.meta.Name,
+		"generation": float64(r.meta.Generation), "rule": float64(ri), "match": float64(mi),
+	})
+	return entry{order: order, route: &routev3.Route{
+		Name:     fmt.Sprintf("%s/%s/%s/rule/%d/match/%d", r.kind, r.meta.Namespace, r.meta.Name, ri, mi),
+		Match:    m,
+		Metadata: &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{MetadataKey: md}},
+	}}
+}
+
+// httpRoutes attaches and translates the HTTPRoutes, and returns their
+// parent statuses.
+func (t *translation) httpRoutes(ls []*listener) map[types.NamespacedName][]gwv1.RouteParentStatus {
+	out := map[types.NamespacedName][]gwv1.RouteParentStatus{}
+	for _, hr := range t.in.HTTPRoutes {
+		r := routeObject{kind: "HTTPRoute", meta: hr.ObjectMeta, parents: hr.Spec.ParentRefs, hostnames: hr.Spec.Hostnames}
+		refs, accepted, atts := t.attach(r, ls)
+		if len(refs) == 0 {
+			continue
+		}
+		var resolved *problem
+		var es []entry
+		for ri, rule := range hr.Spec.Rules {
+			rs, p := t.httpRule(r, rule, ri)
+			es = append(es, rs...)
+			if resolved == nil {
+				resolved = p
+			}
+		}
+		t.place(atts, es)
+		out[r.name()] = t.parentStatuses(r, refs, accepted, resolved)
+	}
+	return out
+}
+
+// httpRule translates one rule of an HTTPRoute: an Envoy route for each of
+// its matches. The problem is the first of its references that does not
+// resolve.
+func (t *translation) httpRule(r routeObject, rule gwv1.HTTPRouteRule, ri int) ([]entry, *problem) {
+	refs := make([]gwv1.BackendRef, 0, len(rule.BackendRefs))
+	filters := make([][]gwv1.HTTPRouteFilter, 0, len(rule.BackendRefs))
+	for _, b := range rule.BackendRefs {
+		refs, filters = append(refs, b.BackendRef), append(filters, b.Filters)
+	}
+	shares, resolved := t.shares(r, refs, filters, false)
+	mirrors, p := t.mirrors(r, rule.Filters)
+	if resolved == nil {
+		resolved = p
+	}
+	matches := rule.Matches
+	if len(matches) == 0 {
+		matches = []gwv1.HTTPRouteMatch{{}}
+	}
+	out := make([]entry, 0, len(matches))
+	for mi, m := range matches {
+		match, order := httpMatch(m)
+		e := newEntry(r, ri, mi, match, order)
+		t.httpAction(&e, rule, m, shares, mirrors)
+		out = append(out, e)
+	}
+	return out, resolved
+}
+
+// httpMatch is an HTTPRouteMatch as Envoy matches it, and its precedence.
+func httpMatch(m gwv1.HTTPRouteMatch) (*routev3.RouteMatch, precedence) {
+	out := &routev3.RouteMatch{}
+	var order precedence
+	pathType, value := gwv1.PathMatchPathPrefix, "/"
+	if m.Path != nil {
+		if m.Path.Type != nil {
+			pathType = *m.Path.Type
+		}
+		if m.Path.Value != nil {
+			value = *m.Path.Value
+		}
+	}
+	switch pathType {
+	case gwv1.PathMatchExact:
+		out.PathSpecifier = &routev3.RouteMatch_Path{Path: value}
+		order.pathRank = rankExact
+	case gwv1.PathMatchRegularExpression:
+		out.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: value}}
+		order.pathRank = rankRegex
+	default:
+		if p := trimPrefix(value); p == "" {
+			out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/"}
+		} else {
+			out.PathSpecifier = &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: p}
+		}
+		order.pathRank = rankPrefix
+	}
+	order.pathLen = len(value)
+	if m.Method != nil {
+		out.Headers = append(out.Headers, headerMatch(":method", false, string(*m.Method)))
+		order.method = true
+	}
+	seen := map[string]bool{}
+	for _, h := range m.Headers {
+		name := strings.ToLower(string(h.Name))
+		if seen[name] {
+			continue // the first of a name counts, as the API says
+		}
+		seen[name] = true
+		out.Headers = append(out.Headers, headerMatch(name, h.Type != nil && *h.Type == gwv1.HeaderMatchRegularExpression, h.Value))
+		order.headers++
+	}
+	seenQuery := map[string]bool{}
+	for _, q := range m.QueryParams {
+		if seenQuery[string(q.Name)] {
+			continue
+		}
+		seenQuery[string(q.Name)] = true
+		out.QueryParameters = append(out.QueryParameters, &routev3.QueryParameterMatcher{
+			Name:                        string(q.Name),
+			QueryParameterMatchSpecifier: &routev3.QueryParameterMatcher_StringMatch{StringMatch: stringMatch(q.Type != nil && *q.Type == gwv1.QueryParamMatchRegularExpression, q.Value)},
+		})
+		order.queries++
+	}
+	return out, order
+}
+
+// trimPrefix is a path prefix without its trailing slashes, which a
+// PathPrefix match ignores: "" for "/".
+func trimPrefix(p string) string { return strings.TrimRight(p, "/") }
+
+func headerMatch(name string, regex bool, value string) *routev3.HeaderMatcher {
+	return &routev3.HeaderMatcher{Name: name, HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: stringMatch(regex, value)}}
+}
+
+func stringMatch(regex bool, value string) *matcherv3.StringMatcher {
+	if regex {
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: value}}}
+	}
+	return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: value}}
+}
+
+// httpAction sets what an Envoy route does: its rule's filters, and a
+// redirect, or its backends (500 when none resolves).
+func (t *translation) httpAction(e *entry, rule gwv1.HTTPRouteRule, m gwv1.HTTPRouteMatch, shares []share, mirrors []*routev3.RouteAction_RequestMirrorPolicy) {
+	var redirect *gwv1.HTTPRequestRedirectFilter
+	var rewrite *gwv1.HTTPURLRewriteFilter
+	unsupported := false
+	for _, f := range rule.Filters {
+		switch f.Type {
+		case gwv1.HTTPRouteFilterRequestHeaderModifier:
+			e.route.RequestHeadersToAdd, e.route.RequestHeadersToRemove = headerChanges(f.RequestHeaderModifier)
+		case gwv1.HTTPRouteFilterResponseHeaderModifier:
+			e.route.ResponseHeadersToAdd, e.route.ResponseHeadersToRemove = headerChanges(f.ResponseHeaderModifier)
+		case gwv1.HTTPRouteFilterRequestRedirect:
+			redirect = f.RequestRedirect
+		case gwv1.HTTPRouteFilterURLRewrite:
+			rewrite = f.URLRewrite
+		case gwv1.HTTPRouteFilterRequestMirror:
+		default:
+			unsupported = true
+		}
+	}
+	switch {
+	case unsupported:
+		e.route.Action = internalError()
+	case redirect != nil:
+		e.route.Action = &routev3.Route_Redirect{Redirect: redirectAction(redirect, m)}
+	default:
+		ra, clusters := t.routeAction(shares)
+		if ra == nil {
+			e.route.Action = internalError()
+			return
+		}
+		rewriteAction(ra, rewrite, m)
+		timeouts(ra, rule.Timeouts)
+		ra.RequestMirrorPolicies = mirrors
+		for _, mp := range mirrors {
+			clusters = append(clusters, mp.Cluster)
+		}
+		e.route.Action, e.clusters = &routev3.Route_Route{Route: ra}, clusters
+	}
+}
+
+// internalError answers 500: the Gateway API's answer for a rule whose
+// backends are all invalid.
+func internalError() *routev3.Route_DirectResponse {
+	return &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 500}}
+}
+
+// routeAction sends requests to the shares' clusters by their weights:
+// nil when no share with a weight resolves. The share of backends that do
+// not resolve goes to invalidClusterName.
+func (t *translation) routeAction(shares []share) (*routev3.RouteAction, []string) {
+	var weighted []*routev3.WeightedCluster_ClusterWeight
+	var clusters []string
+	validWeight, withFilters := uint32(0), false
+	for _, s := range shares {
+		if s.weight == 0 {
+			continue
+		}
+		name := s.cluster
+		if s.invalid != nil {
+			name = t.invalidClusterName()
+		} else {
+			validWeight += s.weight
+		}
+		cw := &routev3.WeightedCluster_ClusterWeight{Name: name, Weight: wrapperspb.UInt32(s.weight)}
+		for _, f := range s.filters {
+			switch f.Type {
+			case gwv1.HTTPRouteFilterRequestHeaderModifier:
+				cw.RequestHeadersToAdd, cw.RequestHeadersToRemove = headerChanges(f.RequestHeaderModifier)
+				withFilters = true
+			case gwv1.HTTPRouteFilterResponseHeaderModifier:
+				cw.ResponseHeadersToAdd, cw.ResponseHeadersToRemove = headerChanges(f.ResponseHeaderModifier)
+				withFilters = true
+			}
+		}
+		weighted = append(weighted, cw)
+		clusters = append(clusters, name)
+	}
+	if validWeight == 0 {
+		return nil, nil
+	}
+	if len(weighted) == 1 && !withFilters {
+		return &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: weighted[0].Name}}, clusters
+	}
+	return &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_WeightedClusters{WeightedClusters: &routev3.WeightedCluster{Clusters: weighted}}}, clusters
+}
+
+// headerChanges are a header filter's headers to set, add and remove.
+// Envoy reads '%' in a value to add as the start of a command: each is
+// doubled, so that the value is sent as it is written.
+func headerChanges(f *gwv1.HTTPHeaderFilter) ([]*corev3.HeaderValueOption, []string) {
+	if f == nil {
+		return nil, nil
+	}
+	var add []*corev3.HeaderValueOption
+	option := func(h gwv1.HTTPHeader, action corev3.HeaderValueOption_HeaderAppendAction) *corev3.HeaderValueOption {
+		return &corev3.HeaderValueOption{
+			Header:       &corev3.HeaderValue{Key: strings.ToLower(string(h.Name)), Value: strings.ReplaceAll(h.Value, "%", "%%")},
+			AppendAction: action,
+		}
+	}
+	for _, h := range f.Set {
+		add = append(add, option(h, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD))
+	}
+	for _, h := range f.Add {
+		add = append(add, option(h, corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD))
+	}
+	var remove []string
+	for _, h := range f.Remove {
+		remove = append(remove, strings.ToLower(h))
+	}
+	return add, remove
+}
+
+// matchedPrefix is the path prefix m matches, without its trailing
+// slashes; "" when m matches no prefix but "/".
+func matchedPrefix(m gwv1.HTTPRouteMatch) string {
+	if m.Path != nil && m.Path.Value != nil && (m.Path.Type == nil || *m.Path.Type == gwv1.PathMatchPathPrefix) {
+		return trimPrefix(*m.Path.Value)
+	}
+	return ""
+}
+
+// prefixRewrite replaces the prefix that m matched with replacement,
+// element by element: "/a" → "/b" makes "/a/c" "/b/c" and "/a" "/b";
+// "/a" → "/" makes "/a/c" "/c" and "/a" "/".
+func prefixRewrite(m gwv1.HTTPRouteMatch, replacement string) *matcherv3.RegexMatchAndSubstitute {
+	matched, repl := regexp.QuoteMeta(matchedPrefix(m)), trimPrefix(replacement)
+	if repl == "" {
+		return &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^" + matched + "/*"}, Substitution: "/"}
+	}
+	return &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^" + matched}, Substitution: repl}
+}
+
+// fullPathRewrite replaces the whole path.
+func fullPathRewrite(path string) *matcherv3.RegexMatchAndSubstitute {
+	return &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^/.*$"}, Substitution: path}
+}
+
+// rewriteAction sets a URLRewrite filter's host and path.
+func rewriteAction(ra *routev3.RouteAction, f *gwv1.HTTPURLRewriteFilter, m gwv1.HTTPRouteMatch) {
+	if f == nil {
+		return
+	}
+	if f.Hostname != nil {
+		ra.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: string(*f.Hostname)}
+	}
+	if p := f.Path; p != nil {
+		switch {
+		case p.Type == gwv1.FullPathHTTPPathModifier && p.ReplaceFullPath != nil:
+			ra.RegexRewrite = fullPathRewrite(*p.ReplaceFullPath)
+		case p.Type == gwv1.PrefixMatchHTTPPathModifier && p.ReplacePrefixMatch != nil:
+			ra.RegexRewrite = prefixRewrite(m, *p.ReplacePrefixMatch)
+		}
+	}
+}
+
+// redirectCodes are Envoy's redirect response codes by status.
+var redirectCodes = map[int]routev3.RedirectAction_RedirectResponseCode{
+	301: routev3.RedirectAction_MOVED_PERMANENTLY,
+	302: routev3.RedirectAction_FOUND,
+	303: routev3.RedirectAction_SEE_OTHER,
+	307: routev3.RedirectAction_TEMPORARY_REDIRECT,
+	308: routev3.RedirectAction_PERMANENT_REDIRECT,
+}
+
+// redirectAction is a RequestRedirect filter as Envoy redirects; 302 when
+// it gives no status.
+func redirectAction(f *gwv1.HTTPRequestRedirectFilter, m gwv1.HTTPRouteMatch) *routev3.RedirectAction {
+	ra := &routev3.RedirectAction{ResponseCode: routev3.RedirectAction_FOUND}
+	if f.StatusCode != nil {
+		if code, ok := redirectCodes[*f.StatusCode]; ok {
+			ra.ResponseCode = code
+		}
+	}
+	if f.Scheme != nil {
+		ra.SchemeRewriteSpecifier = &routev3.RedirectAction_SchemeRedirect{SchemeRedirect: *f.Scheme}
+	}
+	if f.Hostname != nil {
+		ra.HostRedirect = string(*f.Hostname)
+	}
+	if f.Port != nil {
+		ra.PortRedirect = uint32(*f.Port)
+	}
+	if p := f.Path; p != nil {
+		switch {
+		case p.Type == gwv1.FullPathHTTPPathModifier && p.ReplaceFullPath != nil:
+			ra.PathRewriteSpecifier = &routev3.RedirectAction_PathRedirect{PathRedirect: *p.ReplaceFullPath}
+		case p.Type == gwv1.PrefixMatchHTTPPathModifier && p.ReplacePrefixMatch != nil:
+			ra.PathRewriteSpecifier = &routev3.RedirectAction_RegexRewrite{RegexRewrite: prefixRewrite(m, *p.ReplacePrefixMatch)}
+		}
+	}
+	return ra
+}
+
+// timeouts sets a rule's timeouts: the request's, or else the backend
+// request's, as the route's timeout (0s: none).
+func timeouts(ra *routev3.RouteAction, to *gwv1.HTTPRouteTimeouts) {
+	if to == nil {
+		return
+	}
+	for _, d := range []*gwv1.Duration{to.Request, to.BackendRequest} {
+		if d == nil {
+			continue
+		}
+		if dur, err := time.ParseDuration(string(*d)); err == nil {
+			ra.Timeout = durationpb.New(dur)
+			return
+		}
+	}
+}
+
+// mirrors resolves a rule's RequestMirror filters: the problem is the
+// first mirror backend that does not resolve, which is left out.
+func (t *translation) mirrors(r routeObject, filters []gwv1.HTTPRouteFilter) ([]*routev3.RouteAction_RequestMirrorPolicy, *problem) {
+	var out []*routev3.RouteAction_RequestMirrorPolicy
+	var first *problem
+	for _, f := range filters {
+		if f.Type != gwv1.HTTPRouteFilterRequestMirror || f.RequestMirror == nil {
+			continue
+		}
+		name, p := t.resolve(r, f.RequestMirror.BackendRef, false)
+		if p != nil {
+			if first == nil {
+				first = p
+			}
+			continue
+		}
+		mp := &routev3.RouteAction_RequestMirrorPolicy{Cluster: name}
+		if fr := mirrorFraction(f.RequestMirror); fr != nil {
+			mp.RuntimeFraction = &corev3.RuntimeFractionalPercent{DefaultValue: fr}
+		}
+		out = append(out, mp)
+	}
+	return out, first
+}
+
+// mirrorFraction is the share of requests a mirror copies: nil for all.
+func mirrorFraction(f *gwv1.HTTPRequestMirrorFilter) *typev3.FractionalPercent {
+	switch {
+	case f.Percent != nil:
+		return &typev3.FractionalPercent{Numerator: uint32(max(*f.Percent, 0)), Denominator: typev3.FractionalPercent_HUNDRED}
+	case f.Fraction != nil && f.Fraction.Denominator != nil && *f.Fraction.Denominator > 0:
+		n := int64(max(f.Fraction.Numerator, 0)) * 1_000_000 / int64(*f.Fraction.Denominator)
+		return &typev3.FractionalPercent{Numerator: uint32(min(n, 1_000_000)), Denominator: typev3.FractionalPercent_MILLION}
+	}
+	return nil
+}
