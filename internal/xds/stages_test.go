@@ -20,6 +20,7 @@ var stages = []struct {
 }{
 	{"resource", nil},
 	{"translate", []string{"resource"}},
+	{"gateway", []string{"resource", "translate"}},
 	{"publish", []string{"resource", "translate"}},
 	{"history", []string{"resource", "translate", "publish"}},
 	{"report", []string{"publish"}},
@@ -52,11 +53,11 @@ var apiClients = []string{"sigs.k8s.io/controller-runtime/", "k8s.io/client-go/"
 // and the formats of what is recorded and reported. history's Store, the
 // server and the debug endpoint do the reading and writing. They link no
 // client either, through any package (TestPureStagesLinkNoClientNorMetric).
-var noIO = []string{"resource", "translate", "publish", "report", "debug"}
+var noIO = []string{"resource", "translate", "gateway", "publish", "report", "debug"}
 
 // pure are the stages before the runtime, and kubectl envoy, which reads
 // what they give.
-var pure = []string{"internal/xds/resource", "internal/xds/translate", "internal/xds/publish", "internal/xds/report", "internal/xds/debug", "cmd/kubectl-envoy"}
+var pure = []string{"internal/xds/resource", "internal/xds/translate", "internal/xds/gateway", "internal/xds/publish", "internal/xds/report", "internal/xds/debug", "cmd/kubectl-envoy"}
 
 // deps returns, by import path, the imports of each package that pkgs link
 // (go list -deps), tests left out.
