@@ -132,4 +132,6 @@ func (t *translation) shares(r routeObject, refs []gwv1.BackendRef, filters [][]
 // endpoints, so Envoy answers 503 for that share. (A rule whose backends
 // all fail to resolve answers 500 itself, as the Gateway API asks; Envoy
 // has no way to answer a share of a weighted route directly.)
-func (t *translation) invalidClusterName() string { return fmt.Sprintf("%s/unresolved-backend", prefix(t.gw)) }
+func (t *translation) invalidClusterName() string {
+	return fmt.Sprintf("%s/unresolved-backend", prefix(t.gw))
+}

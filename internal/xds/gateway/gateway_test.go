@@ -34,19 +34,19 @@ type testCase struct {
 	Namespaces map[string]map[string]string `json:"namespaces"`
 	Services   []corev1.Service             `json:"services"`
 	// Secrets' stringData is moved to data, as the API server does.
-	Secrets        []corev1.Secret               `json:"secrets"`
-	Grants         []gwv1beta1.ReferenceGrant    `json:"grants"`
-	EndpointSlices []discoveryv1.EndpointSlice   `json:"endpointSlices"`
+	Secrets        []corev1.Secret             `json:"secrets"`
+	Grants         []gwv1beta1.ReferenceGrant  `json:"grants"`
+	EndpointSlices []discoveryv1.EndpointSlice `json:"endpointSlices"`
 }
 
 // golden is a case's testdata/out file: the Output, with its Config's
 // resources as objects.
 type golden struct {
-	Gateway       gwv1.GatewayStatus                   `json:"gateway"`
-	ListenerValid map[gwv1.SectionName]bool            `json:"listenerValid"`
+	Gateway       gwv1.GatewayStatus                  `json:"gateway"`
+	ListenerValid map[gwv1.SectionName]bool           `json:"listenerValid"`
 	HTTPRoutes    map[string][]gwv1.RouteParentStatus `json:"httpRoutes,omitempty"`
 	GRPCRoutes    map[string][]gwv1.RouteParentStatus `json:"grpcRoutes,omitempty"`
-	Config        translate.Config                     `json:"config"`
+	Config        translate.Config                    `json:"config"`
 }
 
 func readCase(t *testing.T, path string) (testCase, Input) {

@@ -23,14 +23,19 @@ func (t *translation) grpcRoutes(ls []*listener) map[types.NamespacedName][]gwv1
 		}
 		var resolved *problem
 		var es []entry
+		var unsupported *problem
 		for ri, rule := range gr.Spec.Rules {
 			rs, p := t.grpcRule(r, rule, ri)
 			es = append(es, rs...)
 			if resolved == nil {
 				resolved = p
 			}
+			if unsupported == nil {
+				unsupported = unsupportedFilter(httpFilters(rule.Filters))
+			}
 		}
 		t.place(atts, es)
+		notAccepted(accepted, unsupported)
 		out[r.name()] = t.parentStatuses(r, refs, accepted, resolved)
 	}
 	return out

@@ -184,17 +184,31 @@ func (t *translation) httpRoutes(ls []*listener) map[types.NamespacedName][]gwv1
 		}
 		var resolved *problem
 		var es []entry
+		var unsupported *problem
 		for ri, rule := range hr.Spec.Rules {
 			rs, p := t.httpRule(r, rule, ri)
 			es = append(es, rs...)
 			if resolved == nil {
 				resolved = p
 			}
+			if unsupported == nil {
+				unsupported = unsupportedFilter(rule.Filters)
+			}
 		}
 		t.place(atts, es)
+		notAccepted(accepted, unsupported)
 		out[r.name()] = t.parentStatuses(r, refs, accepted, resolved)
 	}
 	return out
+}
+
+// notAccepted gives p, when set, to the parents that accepted a route.
+func notAccepted(accepted []*problem, p *problem) {
+	for i := range accepted {
+		if accepted[i] == nil {
+			accepted[i] = p
+		}
+	}
 }
 
 // httpRule translates one rule of an HTTPRoute: an Envoy route for each of
@@ -275,7 +289,7 @@ func httpMatch(m gwv1.HTTPRouteMatch) (*routev3.RouteMatch, precedence) {
 		}
 		seenQuery[string(q.Name)] = true
 		out.QueryParameters = append(out.QueryParameters, &routev3.QueryParameterMatcher{
-			Name:                        string(q.Name),
+			Name:                         string(q.Name),
 			QueryParameterMatchSpecifier: &routev3.QueryParameterMatcher_StringMatch{StringMatch: stringMatch(q.Type != nil && *q.Type == gwv1.QueryParamMatchRegularExpression, q.Value)},
 		})
 		order.queries++
@@ -303,7 +317,7 @@ func stringMatch(regex bool, value string) *matcherv3.StringMatcher {
 func (t *translation) httpAction(e *entry, rule gwv1.HTTPRouteRule, m gwv1.HTTPRouteMatch, shares []share, mirrors []*routev3.RouteAction_RequestMirrorPolicy) {
 	var redirect *gwv1.HTTPRequestRedirectFilter
 	var rewrite *gwv1.HTTPURLRewriteFilter
-	unsupported := false
+	unsupported := unsupportedFilter(rule.Filters) != nil
 	for _, f := range rule.Filters {
 		switch f.Type {
 		case gwv1.HTTPRouteFilterRequestHeaderModifier:
@@ -314,9 +328,6 @@ func (t *translation) httpAction(e *entry, rule gwv1.HTTPRouteRule, m gwv1.HTTPR
 			redirect = f.RequestRedirect
 		case gwv1.HTTPRouteFilterURLRewrite:
 			rewrite = f.URLRewrite
-		case gwv1.HTTPRouteFilterRequestMirror:
-		default:
-			unsupported = true
 		}
 	}
 	switch {
@@ -338,6 +349,28 @@ func (t *translation) httpAction(e *entry, rule gwv1.HTTPRouteRule, m gwv1.HTTPR
 		}
 		e.route.Action, e.clusters = &routev3.Route_Route{Route: ra}, clusters
 	}
+}
+
+// supportedFilters are the filters of a rule that are translated.
+var supportedFilters = map[gwv1.HTTPRouteFilterType]bool{
+	gwv1.HTTPRouteFilterRequestHeaderModifier:  true,
+	gwv1.HTTPRouteFilterResponseHeaderModifier: true,
+	gwv1.HTTPRouteFilterRequestRedirect:        true,
+	gwv1.HTTPRouteFilterURLRewrite:             true,
+	gwv1.HTTPRouteFilterRequestMirror:          true,
+}
+
+// unsupportedFilter is the problem of a rule's first filter that is not
+// translated (an ExtensionRef, which names no filter this controller has,
+// among them): the rule answers 500, since a filter may not be skipped,
+// and the route is not Accepted, with reason UnsupportedValue.
+func unsupportedFilter(fs []gwv1.HTTPRouteFilter) *problem {
+	for _, f := range fs {
+		if !supportedFilters[f.Type] {
+			return problemf(string(gwv1.RouteReasonUnsupportedValue), "filter type %q is not supported: its rule answers 500", f.Type)
+		}
+	}
+	return nil
 }
 
 // internalError answers 500: the Gateway API's answer for a rule whose
