@@ -25,14 +25,9 @@ func (t *translation) grpcRoutes(ls []*listener) map[types.NamespacedName][]gwv1
 		var es []entry
 		var unsupported *problem
 		for ri, rule := range gr.Spec.Rules {
-			rs, p := t.grpcRule(r, rule, ri)
+			rs, p, u := t.grpcRule(r, rule, ri)
 			es = append(es, rs...)
-			if resolved == nil {
-				resolved = p
-			}
-			if unsupported == nil {
-				unsupported = unsupportedFilter(httpFilters(rule.Filters))
-			}
+			resolved, unsupported = cmpOr(resolved, p), cmpOr(unsupported, u)
 		}
 		t.place(atts, es)
 		notAccepted(accepted, unsupported)
@@ -42,8 +37,8 @@ func (t *translation) grpcRoutes(ls []*listener) map[types.NamespacedName][]gwv1
 }
 
 // grpcRule translates one rule of a GRPCRoute: an Envoy route for each of
-// its matches.
-func (t *translation) grpcRule(r routeObject, rule gwv1.GRPCRouteRule, ri int) ([]entry, *problem) {
+// its matches, and its problems as httpRule's.
+func (t *translation) grpcRule(r routeObject, rule gwv1.GRPCRouteRule, ri int) ([]entry, *problem, *problem) {
 	refs := make([]gwv1.BackendRef, 0, len(rule.BackendRefs))
 	filters := make([][]gwv1.HTTPRouteFilter, 0, len(rule.BackendRefs))
 	for _, b := range rule.BackendRefs {
@@ -59,14 +54,19 @@ func (t *translation) grpcRule(r routeObject, rule gwv1.GRPCRouteRule, ri int) (
 	if len(matches) == 0 {
 		matches = []gwv1.GRPCRouteMatch{{}}
 	}
+	unsupported := unsupportedFilter(asHTTP.Filters)
 	out := make([]entry, 0, len(matches))
 	for mi, m := range matches {
 		match, order := grpcMatch(m)
+		if p := badRegex(match); p != nil {
+			unsupported = cmpOr(unsupported, p)
+			continue
+		}
 		e := newEntry(r, ri, mi, match, order)
 		t.httpAction(&e, asHTTP, gwv1.HTTPRouteMatch{}, shares, mirrors)
 		out = append(out, e)
 	}
-	return out, resolved
+	return out, resolved, unsupported
 }
 
 // httpFilters are gRPC filters as the HTTP filters of the same type.

@@ -186,14 +186,9 @@ func (t *translation) httpRoutes(ls []*listener) map[types.NamespacedName][]gwv1
 		var es []entry
 		var unsupported *problem
 		for ri, rule := range hr.Spec.Rules {
-			rs, p := t.httpRule(r, rule, ri)
+			rs, p, u := t.httpRule(r, rule, ri)
 			es = append(es, rs...)
-			if resolved == nil {
-				resolved = p
-			}
-			if unsupported == nil {
-				unsupported = unsupportedFilter(rule.Filters)
-			}
+			resolved, unsupported = cmpOr(resolved, p), cmpOr(unsupported, u)
 		}
 		t.place(atts, es)
 		notAccepted(accepted, unsupported)
@@ -211,10 +206,22 @@ func notAccepted(accepted []*problem, p *problem) {
 	}
 }
 
+// cmpOr is the first problem that is set.
+func cmpOr(ps ...*problem) *problem {
+	for _, p := range ps {
+		if p != nil {
+			return p
+		}
+	}
+	return nil
+}
+
 // httpRule translates one rule of an HTTPRoute: an Envoy route for each of
-// its matches. The problem is the first of its references that does not
-// resolve.
-func (t *translation) httpRule(r routeObject, rule gwv1.HTTPRouteRule, ri int) ([]entry, *problem) {
+// its matches. The problems are the first of its references that does
+// not resolve, and the first of what it asks that is not supported: a
+// filter, or a regular expression that does not compile (its match is
+// left out: Envoy would refuse the Gateway's whole Config for it).
+func (t *translation) httpRule(r routeObject, rule gwv1.HTTPRouteRule, ri int) ([]entry, *problem, *problem) {
 	refs := make([]gwv1.BackendRef, 0, len(rule.BackendRefs))
 	filters := make([][]gwv1.HTTPRouteFilter, 0, len(rule.BackendRefs))
 	for _, b := range rule.BackendRefs {
@@ -229,14 +236,38 @@ func (t *translation) httpRule(r routeObject, rule gwv1.HTTPRouteRule, ri int) (
 	if len(matches) == 0 {
 		matches = []gwv1.HTTPRouteMatch{{}}
 	}
+	unsupported := unsupportedFilter(rule.Filters)
 	out := make([]entry, 0, len(matches))
 	for mi, m := range matches {
 		match, order := httpMatch(m)
+		if p := badRegex(match); p != nil {
+			unsupported = cmpOr(unsupported, p)
+			continue
+		}
 		e := newEntry(r, ri, mi, match, order)
 		t.httpAction(&e, rule, m, shares, mirrors)
 		out = append(out, e)
 	}
-	return out, resolved
+	return out, resolved, unsupported
+}
+
+// badRegex is the problem of the first regular expression of m that does
+// not compile. Go's regexp reads RE2's syntax, which Envoy's safe_regex
+// is.
+func badRegex(m *routev3.RouteMatch) *problem {
+	regexes := []string{m.GetSafeRegex().GetRegex()}
+	for _, h := range m.Headers {
+		regexes = append(regexes, h.GetStringMatch().GetSafeRegex().GetRegex())
+	}
+	for _, q := range m.QueryParameters {
+		regexes = append(regexes, q.GetStringMatch().GetSafeRegex().GetRegex())
+	}
+	for _, re := range regexes {
+		if _, err := regexp.Compile(re); err != nil {
+			return problemf(string(gwv1.RouteReasonUnsupportedValue), "regular expression %q does not compile: %v; its match is left out", re, err)
+		}
+	}
+	return nil
 }
 
 // httpMatch is an HTTPRouteMatch as Envoy matches it, and its precedence.
