@@ -80,17 +80,22 @@ type Input struct {
 // Output is one Gateway's translation.
 type Output struct {
 	// Config is what the fleet serves of the Gateway: named
-	// ConfigName(ns, gateway), targeting FleetName. Its serviceEndpoints
-	// and tlsSecrets name a Service or Secret of another namespace as
-	// "namespace/name" (only there, and only when a ReferenceGrant allows
-	// it); of the Gateway's namespace, by name alone.
+	// ConfigName(ns, gateway), targeting FleetName, created when the
+	// Gateway was. Its serviceEndpoints and tlsSecrets name a Service or
+	// Secret of another namespace as "namespace/name" (only there, and
+	// only when a ReferenceGrant allows it); of the Gateway's namespace,
+	// by name alone: translate.Input's Slices and Secrets are to be keyed
+	// so. The names of its resources are in names.go; each Envoy route
+	// says where it comes from in its name and its MetadataKey metadata.
 	Config translate.Config
 	// Gateway is the Gateway's status as translation sees it: its
 	// Accepted condition and each listener's status (supported kinds,
 	// attached routes, Accepted, ResolvedRefs, Conflicted). Programmed,
 	// of the Gateway and of its listeners, is left to the caller, who
 	// knows whether the fleet's proxies acknowledged the Config;
-	// ListenerValid says which listeners could be.
+	// ListenerValid says which listeners could be. No condition has a
+	// lastTransitionTime: the caller, who knows the time and the
+	// condition before, sets it (as meta.SetStatusCondition does).
 	Gateway gwv1.GatewayStatus
 	// ListenerValid holds, by listener name, whether the listener is
 	// served (no conflict, its references resolved).
