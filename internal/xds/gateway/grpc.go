@@ -54,7 +54,7 @@ func (t *translation) grpcRule(r routeObject, rule gwv1.GRPCRouteRule, ri int) (
 	if len(matches) == 0 {
 		matches = []gwv1.GRPCRouteMatch{{}}
 	}
-	unsupported := unsupportedFilter(asHTTP.Filters)
+	unsupported := cmpOr(unsupportedFilter(asHTTP.Filters), unmodifiableHeader(asHTTP.Filters, filters))
 	out := make([]entry, 0, len(matches))
 	for mi, m := range matches {
 		match, order := grpcMatch(m)

@@ -236,7 +236,7 @@ func (t *translation) httpRule(r routeObject, rule gwv1.HTTPRouteRule, ri int) (
 	if len(matches) == 0 {
 		matches = []gwv1.HTTPRouteMatch{{}}
 	}
-	unsupported := unsupportedFilter(rule.Filters)
+	unsupported := cmpOr(unsupportedFilter(rule.Filters), badPaths(rule.Filters), unmodifiableHeader(rule.Filters, filters))
 	out := make([]entry, 0, len(matches))
 	for mi, m := range matches {
 		match, order := httpMatch(m)
@@ -251,10 +251,13 @@ func (t *translation) httpRule(r routeObject, rule gwv1.HTTPRouteRule, ri int) (
 	return out, resolved, unsupported
 }
 
-// badRegex is the problem of the first regular expression of m that does
-// not compile. Go's regexp reads RE2's syntax, which Envoy's safe_regex
+// badRegex is the problem of a path prefix of m that Envoy refuses, or
+// of the first regular expression of m that does not compile. Go's regexp reads RE2's syntax, which Envoy's safe_regex
 // is.
 func badRegex(m *routev3.RouteMatch) *problem {
+	if p := m.GetPathSeparatedPrefix(); strings.ContainsAny(p, "?#") {
+		return problemf(string(gwv1.RouteReasonUnsupportedValue), "path prefix %q holds '?' or '#'; its match is left out", p)
+	}
 	regexes := []string{m.GetSafeRegex().GetRegex()}
 	for _, h := range m.Headers {
 		regexes = append(regexes, h.GetStringMatch().GetSafeRegex().GetRegex())
@@ -348,7 +351,7 @@ func stringMatch(regex bool, value string) *matcherv3.StringMatcher {
 func (t *translation) httpAction(e *entry, rule gwv1.HTTPRouteRule, m gwv1.HTTPRouteMatch, shares []share, mirrors []*routev3.RouteAction_RequestMirrorPolicy) {
 	var redirect *gwv1.HTTPRequestRedirectFilter
 	var rewrite *gwv1.HTTPURLRewriteFilter
-	unsupported := unsupportedFilter(rule.Filters) != nil
+	unsupported := unsupportedFilter(rule.Filters) != nil || badPaths(rule.Filters) != nil
 	for _, f := range rule.Filters {
 		switch f.Type {
 		case gwv1.HTTPRouteFilterRequestHeaderModifier:
@@ -458,6 +461,7 @@ func headerChanges(f *gwv1.HTTPHeaderFilter) ([]*corev3.HeaderValueOption, []str
 		return nil, nil
 	}
 	var add []*corev3.HeaderValueOption
+	var remove []string
 	option := func(h gwv1.HTTPHeader, action corev3.HeaderValueOption_HeaderAppendAction) *corev3.HeaderValueOption {
 		return &corev3.HeaderValueOption{
 			Header:       &corev3.HeaderValue{Key: strings.ToLower(string(h.Name)), Value: strings.ReplaceAll(h.Value, "%", "%%")},
@@ -465,16 +469,84 @@ func headerChanges(f *gwv1.HTTPHeaderFilter) ([]*corev3.HeaderValueOption, []str
 		}
 	}
 	for _, h := range f.Set {
-		add = append(add, option(h, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD))
+		if modifiable(string(h.Name)) && sendable(h.Value) {
+			add = append(add, option(h, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD))
+		}
 	}
 	for _, h := range f.Add {
-		add = append(add, option(h, corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD))
+		if modifiable(string(h.Name)) && sendable(h.Value) {
+			add = append(add, option(h, corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD))
+		}
 	}
-	var remove []string
 	for _, h := range f.Remove {
-		remove = append(remove, strings.ToLower(h))
+		if modifiable(h) {
+			remove = append(remove, strings.ToLower(h))
+		}
 	}
 	return add, remove
+}
+
+// modifiable reports whether Envoy lets a route change the header name:
+// not Host, nor a pseudo-header. Envoy refuses a route configuration that
+// would, and with it the Gateway's whole Config: such a change is left
+// out, and reported (unmodifiableHeader).
+func modifiable(name string) bool {
+	return !strings.EqualFold(name, "host") && !strings.HasPrefix(name, ":")
+}
+
+// sendable reports whether Envoy sends a header value or path as it is:
+// it refuses one with a line break or a NUL.
+func sendable(v string) bool { return !strings.ContainsAny(v, "\r\n\x00") }
+
+// badPaths is the problem of the first path a rule's filters would
+// redirect or rewrite to that Envoy refuses; such a filter answers 500.
+func badPaths(fs []gwv1.HTTPRouteFilter) *problem {
+	for _, f := range fs {
+		var p *gwv1.HTTPPathModifier
+		switch {
+		case f.RequestRedirect != nil:
+			p = f.RequestRedirect.Path
+		case f.URLRewrite != nil:
+			p = f.URLRewrite.Path
+		}
+		if p == nil {
+			continue
+		}
+		for _, v := range []*string{p.ReplaceFullPath, p.ReplacePrefixMatch} {
+			if v != nil && !sendable(*v) {
+				return problemf(string(gwv1.RouteReasonUnsupportedValue), "path %q holds a control character: its rule answers 500", *v)
+			}
+		}
+	}
+	return nil
+}
+
+// unmodifiableHeader is the problem of the first header that a rule's
+// header filters, or its backends', would change and Envoy does not let
+// them.
+func unmodifiableHeader(rule []gwv1.HTTPRouteFilter, backends [][]gwv1.HTTPRouteFilter) *problem {
+	for _, fs := range append([][]gwv1.HTTPRouteFilter{rule}, backends...) {
+		for _, f := range fs {
+			for _, hf := range []*gwv1.HTTPHeaderFilter{f.RequestHeaderModifier, f.ResponseHeaderModifier} {
+				if hf == nil {
+					continue
+				}
+				names := hf.Remove
+				for _, h := range append(hf.Set, hf.Add...) {
+					names = append(names, string(h.Name))
+					if !sendable(h.Value) {
+						return problemf(string(gwv1.RouteReasonUnsupportedValue), "the value of header %q holds a control character; the change is left out", h.Name)
+					}
+				}
+				for _, n := range names {
+					if !modifiable(n) {
+						return problemf(string(gwv1.RouteReasonUnsupportedValue), "header %q cannot be modified by a filter; the change is left out", n)
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // matchedPrefix is the path prefix m matches, without its trailing
@@ -494,13 +566,17 @@ func prefixRewrite(m gwv1.HTTPRouteMatch, replacement string) *matcherv3.RegexMa
 	if repl == "" {
 		return &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^" + matched + "/*"}, Substitution: "/"}
 	}
-	return &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^" + matched}, Substitution: repl}
+	return &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^" + matched}, Substitution: literal(repl)}
 }
 
 // fullPathRewrite replaces the whole path.
 func fullPathRewrite(path string) *matcherv3.RegexMatchAndSubstitute {
-	return &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^/.*$"}, Substitution: path}
+	return &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: "^/.*$"}, Substitution: literal(path)}
 }
+
+// literal is s as a substitution that RE2 writes as it is: a backslash
+// there starts a reference to a group.
+func literal(s string) string { return strings.ReplaceAll(s, `\`, `\\`) }
 
 // rewriteAction sets a URLRewrite filter's host and path.
 func rewriteAction(ra *routev3.RouteAction, f *gwv1.HTTPURLRewriteFilter, m gwv1.HTTPRouteMatch) {
