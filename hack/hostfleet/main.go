@@ -16,6 +16,23 @@
 //
 // Each Envoy's admin interface is on a free port of 127.0.0.1, written to
 // DIR/POD.admin. It runs until interrupted, then stops every Envoy.
+//
+// For the Gateway API, whose Gateways each listen on their own address and
+// often on the same port, three options, each root only but the second:
+//
+//   - --pod-network runs each Envoy in a network namespace of its pod's own
+//     (internal/testing/podnet): it binds its ports as in its pod, its admin
+//     interface is at the pod's address (DIR/POD.admin), and it reaches the
+//     xDS server, given on the host, at 169.254.1.1;
+//
+//   - --load-balancers gives every Service of type LoadBalancer, in every
+//     namespace, an address of 127.1.0.0/16 in its status and forwards its
+//     TCP ports to its ready endpoints (internal/testing/loadbalancer);
+//
+//   - --echo-basic PATH runs the Gateway API's echo backend (make tools
+//     puts it in bin/echo-basic) for every Running pod of its image, in
+//     every namespace, in the pod's own network namespace
+//     (internal/testing/echopods), its files and output under DIR/echo.
 package main
 
 import (
@@ -34,6 +51,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/echopods"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/loadbalancer"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/podnet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 )
@@ -47,21 +66,28 @@ func main() {
 		dir       = flag.String("dir", "", "where each proxy's files and log go")
 		ports     = flag.String("backend-ports", "8080", "comma-separated ports on which the pods' addresses answer, with the pods' network up; empty, none")
 		delta     = flag.Bool("delta", false, "the Envoys subscribe with the incremental xDS protocol (DELTA_GRPC) instead of the bootstrap's state of the world")
+		podNet    = flag.Bool("pod-network", false, "run each Envoy in a network namespace of its pod's own (root)")
+		lbs       = flag.Bool("load-balancers", false, "give every Service of type LoadBalancer an address of 127.1.0.0/16 and forward its TCP ports to its endpoints")
+		echo      = flag.String("echo-basic", "", "the Gateway API's echo backend, run for every Running pod of its image in the pod's own network namespace (root); empty, none")
 	)
 	flag.Parse()
 	if *addr == "" || *envoy == "" || *dir == "" {
-		fmt.Fprintln(os.Stderr, "usage: hostfleet --xds-address HOST:PORT --envoy PATH --dir DIR [--namespace NS] [--selector SEL] [--backend-ports 8080]")
+		fmt.Fprintln(os.Stderr, "usage: hostfleet --xds-address HOST:PORT --envoy PATH --dir DIR [--namespace NS] [--selector SEL] [--backend-ports 8080] [--pod-network] [--load-balancers] [--echo-basic PATH]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *namespace, *selector, *addr, *envoy, *dir, *ports, *delta); err != nil && !errors.Is(err, context.Canceled) {
+	if (*podNet || *echo != "") && podnet.Root() != nil {
+		fmt.Fprintln(os.Stderr, "hostfleet: --pod-network and --echo-basic:", podnet.Root())
+		os.Exit(2)
+	}
+	if err := run(ctx, *namespace, *selector, *addr, *envoy, *dir, *ports, *delta, *podNet, *lbs, *echo); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "hostfleet:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, namespace, selector, addr, envoy, dir, ports string, delta bool) error {
+func run(ctx context.Context, namespace, selector, addr, envoy, dir, ports string, delta, podNet, lbs bool, echo string) (err error) {
 	cfg, err := config.GetConfig()
 	if err != nil {
 		return err
@@ -91,11 +117,28 @@ func run(ctx context.Context, namespace, selector, addr, envoy, dir, ports strin
 			fmt.Printf("the pods of %s answer on their addresses, ports %s\n", namespace, ports)
 		}
 	}
-	k := &realenvoy.Kubelet{Client: cs, Namespace: namespace, Selector: selector, Envoy: envoy, XDS: addr, Dir: dir, Delta: delta}
+	if lbs {
+		lbCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		c := &loadbalancer.Controller{Client: cs, Report: func(err error) { fmt.Println("hostfleet:", err) }}
+		go func() { done <- c.Run(lbCtx) }()
+		defer func() { cancel(); err = errors.Join(err, <-done) }()
+		fmt.Println("every Service of type LoadBalancer gets an address of", loadbalancer.Range)
+	}
+	if echo != "" {
+		r := &echopods.Runner{Client: cs, Binary: echo, Dir: filepath.Join(dir, "echo")}
+		if err := os.MkdirAll(r.Dir, 0o700); err != nil {
+			return err
+		}
+		stopEcho := r.Start(func(err error) { fmt.Println("hostfleet:", err) })
+		defer func() { err = errors.Join(err, stopEcho()) }()
+		fmt.Println("the echo pods answer at their addresses, with", echo)
+	}
+	k := &realenvoy.Kubelet{Client: cs, Namespace: namespace, Selector: selector, Envoy: envoy, XDS: addr, Dir: dir, Delta: delta, PodNetwork: podNet}
 	known := map[string]string{}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	defer k.StopAll()
+	defer func() { k.StopAll(); err = errors.Join(err, k.NetworkErrors()) }()
 	for {
 		if err := k.Sync(ctx); err != nil && ctx.Err() == nil {
 			fmt.Println("hostfleet:", err)
@@ -117,7 +160,7 @@ func run(ctx context.Context, namespace, selector, addr, envoy, dir, ports strin
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil
 		case <-tick.C:
 		}
 	}

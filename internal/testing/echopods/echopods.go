@@ -143,6 +143,9 @@ func (r *Runner) start(ctx context.Context, pod *corev1.Pod, c *corev1.Container
 		return nil, err
 	}
 	root := r.dir(pod)
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, err
+	}
 	mounts, err := writeVolumes(ctx, r.Client, pod, c, root)
 	if err != nil {
 		return nil, err

@@ -96,7 +96,7 @@ func (b *balancer) forward(l *listener, c net.Conn) {
 		}
 	}
 	if up == nil {
-		b.report(fmt.Errorf("loadbalancer: Service %s/%s port %s: no endpoint answers: %w", b.namespace, b.service, name, err))
+		b.report(fmt.Errorf("loadbalancer: Service %s/%s at %s: no endpoint answers: %w", b.namespace, b.service, l.Addr(), err))
 		return
 	}
 	defer func() { _ = up.Close() }()

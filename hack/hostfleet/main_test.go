@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/echopods"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/podnet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
+)
+
+// With --load-balancers and --echo-basic, a Service of type LoadBalancer in
+// front of an echo pod answers at its own address as that pod; interrupted,
+// hostfleet leaves no pod's network namespace.
+func TestLoadBalancerToEchoPod(t *testing.T) {
+	echo, err := echopods.Binary()
+	if err == nil {
+		err = podnet.Root()
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skipf("SKIPPED: %v", err)
+	}
+	env, err := testenv.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := env.Start()
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, "default", "", "127.0.0.1:18000", "envoy", t.TempDir(), "", false, true, true, echo)
+	}()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("hostfleet: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+
+	bg := context.Background()
+	pod, err := cs.CoreV1().Pods("default").Create(bg, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo-7c9d-xyz12", Labels: map[string]string{"app": "echo"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "echo", Image: "registry.k8s.io/gateway-api/echo-basic:v1.5.1",
+			Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.254.1", PodIPs: []corev1.PodIP{{IP: "10.0.254.1"}}}
+	if _, err := cs.CoreV1().Pods("default").UpdateStatus(bg, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Services("default").Create(bg, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "echo"},
+			Ports: []corev1.ServicePort{{Port: 8080, TargetPort: intstr.FromInt32(3000)}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.DiscoveryV1().EndpointSlices("default").Create(bg, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "echo-1", Labels: map[string]string{discoveryv1.LabelServiceName: "echo"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(""), Port: ptr.To[int32](3000)}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.254.1"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	var url string
+	testenv.Eventually(t, "the Service's address", func() (bool, error) {
+		svc, err := cs.CoreV1().Services("default").Get(bg, "echo", metav1.GetOptions{})
+		if err != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
+			return false, err
+		}
+		url = "http://" + net.JoinHostPort(svc.Status.LoadBalancer.Ingress[0].IP, "8080") + "/"
+		return true, nil
+	})
+	client := &http.Client{Timeout: 5 * time.Second}
+	testenv.Eventually(t, "the echo pod to answer at "+url, func() (bool, error) {
+		resp, err := client.Get(url)
+		if err != nil {
+			return false, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var got struct{ Pod string }
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+			return false, err
+		}
+		if got.Pod != pod.Name {
+			return false, testenv.Unexpected("%s answered as pod %q", url, got.Pod)
+		}
+		return true, nil
+	})
+
+	stop()
+	netns, _ := podnet.PodNames("default", pod.Name)
+	if _, err := os.Stat(filepath.Join("/run/netns", netns)); !os.IsNotExist(err) {
+		t.Errorf("%s: %v", netns, fmt.Sprint(err))
+	}
+}
