@@ -6,7 +6,11 @@
 // KWOK's pods run no containers, so a fleet's proxies run here as processes:
 // each is named as its pod, presents the fleet's client certificate and
 // starts from the bootstrap the operator rendered into the fleet's
-// ConfigMap, adapted to the host by Adapt and by nothing else.
+// ConfigMap, adapted to the host by Adapt and by nothing else. In the
+// host's network (Run), each takes free admin and ready ports of its own;
+// in its pod's own network namespace (RunPod, Kubelet.PodNetwork), it keeps
+// its pod's ports, binds its listeners as in its pod, and its admin
+// interface answers at the pod's address.
 //
 // Envoy is bin/envoy (make envoy), or the build the ENVOY environment
 // variable names. A test that needs it calls Require: where Envoy is

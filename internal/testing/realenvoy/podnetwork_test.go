@@ -10,6 +10,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/podnet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 )
@@ -105,4 +110,94 @@ func TestRunPod(t *testing.T) {
 			return dialed[ip], nil
 		})
 	}
+}
+
+// A Kubelet with PodNetwork runs a fleet's pod in its own network
+// namespace, its admin at the pod's address, and once the pod is gone,
+// stops its Envoy and removes the namespace.
+func TestKubeletPodNetwork(t *testing.T) {
+	bin := Require(t)
+	if err := podnet.Root(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skipf("SKIPPED: %v", err)
+	}
+	env, err := testenv.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := env.Start()
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := gateway()
+	e.Spec.DrainSeconds = ptr.To[int32](1)
+	pod, cms, secrets := fleetPod(t, e, builtin)
+	ctx := context.Background()
+	for _, cm := range cms {
+		cm.Namespace, cm.OwnerReferences = pod.Namespace, nil
+		if _, err := cs.CoreV1().ConfigMaps(pod.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range secrets {
+		s.Namespace, s.OwnerReferences = pod.Namespace, nil
+		if _, err := cs.CoreV1().Secrets(pod.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod, err = cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.253.3", PodIPs: []corev1.PodIP{{IP: "10.0.253.3"}}}
+	if _, err := cs.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	k := &Kubelet{Client: cs, Namespace: pod.Namespace, Envoy: bin, XDS: "127.0.0.1:18000", Dir: t.TempDir(), PodNetwork: true}
+	t.Cleanup(func() {
+		k.StopAll()
+		if err := k.NetworkErrors(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := k.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	proc := k.Processes()[pod.Name]
+	if proc == nil || proc.Admin != "http://10.0.253.3:19000" {
+		t.Fatalf("Processes()[%s] = %+v", pod.Name, proc)
+	}
+	testenv.Eventually(t, "Envoy to answer at "+proc.Admin, func() (bool, error) {
+		if done, err := proc.Exited(); done {
+			return false, testenv.Unexpected("Envoy exited: %v", err)
+		}
+		info, err := proc.Get(ctx, "/server_info")
+		return err == nil && strings.Contains(info, `"id": "`+pod.Name+`"`), err
+	})
+
+	if err := cs.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	netns, link := podnet.PodNames(pod.Namespace, pod.Name)
+	testenv.Eventually(t, "Envoy stopped and the pod's namespace removed", func() (bool, error) {
+		if err := k.Sync(ctx); err != nil {
+			return false, testenv.Unexpected("Sync: %v", err)
+		}
+		done, _ := proc.Exited()
+		_, nsErr := os.Stat(filepath.Join("/run/netns", netns))
+		_, linkErr := net.InterfaceByName(link)
+		return done && os.IsNotExist(nsErr) && linkErr != nil, nil
+	})
 }
