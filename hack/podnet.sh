@@ -56,6 +56,12 @@ pods-down)
     ip link del "kecp${pod#kec-pod-}" 2>/dev/null || true
     ip netns del "$pod"
   done
+  # The pods' addresses that NS sends back to the host (AddPod).
+  if ip netns list | grep -qw "$NS"; then
+    for ip in $(ip -n "$NS" route show table local | awk '$2 == "via" && $3 == "169.254.99.1" {print $1}'); do
+      ip -n "$NS" route del "$ip/32" table local
+    done
+  fi
   ;;
 down)
   ip route del "$CIDR" via 169.254.99.2 2>/dev/null || true

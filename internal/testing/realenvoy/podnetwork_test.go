@@ -2,6 +2,7 @@ package realenvoy
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,14 +16,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/podnet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 )
 
 // Two proxies of one fleet, each in its pod's own network namespace, bind
 // the same admin port, each answers at its pod's address as itself, and
-// each dials the xDS server given on the host's loopback, from its pod's
-// address.
+// each completes the mutual TLS handshake of its xDS cluster, unchanged,
+// with an xDS server given on the host's loopback, from its pod's address.
 func TestRunPod(t *testing.T) {
 	bin := Require(t)
 	if err := podnet.Root(); err != nil {
@@ -32,30 +35,58 @@ func TestRunPod(t *testing.T) {
 		t.Skipf("SKIPPED: %v", err)
 	}
 	// The xDS server stands in as a listener on every address of the host,
-	// as the operator's listens, that records who dials it.
-	xds, err := net.Listen("tcp", ":0")
+	// as the operator's listens, with a certificate for the name the
+	// proxies verify, from the authority of their client certificate: it
+	// records who completed the handshake, and with which server name.
+	e := gateway()
+	a, _, err := pki.Rotate(pki.Authority{}, time.Now(), pki.DefaultOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := pki.IssueServer(a, []string{builtin.XDS.Host}, time.Now(), pki.DefaultOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(server.Cert, server.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xds, err := tls.Listen("tcp", ":0", &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: a.Pool(), MinVersion: tls.VersionTLS12})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = xds.Close() })
 	var mu sync.Mutex
-	dialed := map[string]bool{}
+	shook := map[string]string{} // the proxy's address: the server name it asked for
 	go func() {
 		for {
 			c, err := xds.Accept()
 			if err != nil {
 				return
 			}
-			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-			mu.Lock()
-			dialed[host] = true
-			mu.Unlock()
-			_ = c.Close()
+			go func() {
+				defer func() { _ = c.Close() }()
+				tc := c.(*tls.Conn)
+				if tc.Handshake() != nil {
+					return // the proxy's Envoy logs why, and the wait below fails
+				}
+				host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+				mu.Lock()
+				shook[host] = tc.ConnectionState().ServerName
+				mu.Unlock()
+			}()
 		}
 	}()
 	_, port, _ := net.SplitHostPort(xds.Addr().String())
 
-	pod, cms, secrets := fleetPod(t, gateway(), builtin)
+	leaf, err := pki.IssueClient(a, fleet.Of(e), time.Now(), pki.DefaultOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, cms, _ := fleetPod(t, e, builtin)
+	secrets := map[string]*corev1.Secret{fleet.ClientSecretName(e): {ObjectMeta: metav1.ObjectMeta{Name: fleet.ClientSecretName(e)},
+		Data: map[string][]byte{"tls.crt": leaf.Cert, "tls.key": leaf.Key, "ca.crt": a.Bundle()}}}
 	var procs []*Process
 	for i, ip := range []string{"10.0.253.1", "10.0.253.2"} {
 		pod := pod.DeepCopy()
@@ -104,10 +135,14 @@ func TestRunPod(t *testing.T) {
 			return true, nil
 		})
 		ip := strings.TrimSuffix(strings.TrimPrefix(proc.Admin, "http://"), ":19000")
-		testenv.Eventually(t, "Envoy "+proc.Pod+" to dial the xDS server from "+ip, func() (bool, error) {
+		testenv.Eventually(t, "Envoy "+proc.Pod+" to complete its TLS handshake with the xDS server from "+ip, func() (bool, error) {
 			mu.Lock()
 			defer mu.Unlock()
-			return dialed[ip], nil
+			name, ok := shook[ip]
+			if ok && name != builtin.XDS.Host {
+				return false, testenv.Unexpected("Envoy %s asked for the server name %q", proc.Pod, name)
+			}
+			return ok, nil
 		})
 	}
 }
