@@ -49,6 +49,13 @@ up)
   ip -n "$NS" route add local "$CIDR" dev lo
   ip -n "$NS" route add default via 169.254.99.1
   ip route add "$CIDR" via 169.254.99.2 src 169.254.99.1
+  # The pods that have a namespace of their own already: NS sends their
+  # addresses back to the host, as AddPod does.
+  for pod in $(ip netns list | awk '$1 ~ /^kec-pod-/ {print $1}'); do
+    for ip in $(ip -n "$pod" -4 -o addr show dev eth0 | awk '{split($4, a, "/"); print a[1]}'); do
+      ip -n "$NS" route replace "$ip/32" via 169.254.99.1 dev "$NS_IF" table local
+    done
+  done
   echo "podnet: $CIDR is routed to the network namespace $NS" >&2
   ;;
 pods-down)
