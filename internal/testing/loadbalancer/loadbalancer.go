@@ -75,9 +75,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	slices := factory.Discovery().V1().EndpointSlices()
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			queue.Add(key)
+		key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+		if err != nil {
+			c.Report(fmt.Errorf("loadbalancer: %w", err))
+			return
 		}
+		queue.Add(key)
 	}
 	if _, err := services.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
@@ -91,9 +94,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		<-ctx.Done()
 		queue.ShutDown()
 	}()
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+	for _, ok := range factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
-			return fmt.Errorf("loadbalancer: the cache of %v did not sync: %w", typ, ctx.Err())
+			return nil // ctx ended first: nothing was served
 		}
 	}
 	defer c.closeAll()
