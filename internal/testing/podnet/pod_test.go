@@ -74,9 +74,6 @@ func TestPodsBindTheSamePort(t *testing.T) {
 	RequireRoot(t)
 	a := addPod(t, "podnet-test", "a", "10.0.250.1")
 	b := addPod(t, "podnet-test", "b", "10.0.250.2")
-	if again, err := podnet.AddPod("podnet-test", "a", "10.0.250.1"); err != nil || again != a {
-		t.Fatalf("AddPod again: %+v, %v; want %+v", again, err, a)
-	}
 	for _, p := range []podnet.Pod{a, b} {
 		l, err := podnet.Listen(p.Netns, "0.0.0.0:8080")
 		if err != nil {
@@ -90,7 +87,15 @@ func TestPodsBindTheSamePort(t *testing.T) {
 			t.Errorf("from the host, %s:8080 answered %q", p.IP, got)
 		}
 	}
-	c, err := podnet.Dial(a.Netns, b.IP+":8080")
+	// Made again, a pod's namespace is kept as it is: its listener answers.
+	if again, err := podnet.AddPod("podnet-test", "a", "10.0.250.1"); err != nil || again != a {
+		t.Fatalf("AddPod again: %+v, %v; want %+v", again, err, a)
+	}
+	c, err := podnet.Dial(b.Netns, a.IP+":8080")
+	if got := read(t, c, err); got != a.IP {
+		t.Errorf("from pod b, %s:8080 answered %q", a.IP, got)
+	}
+	c, err = podnet.Dial(a.Netns, b.IP+":8080")
 	if got := read(t, c, err); got != b.IP {
 		t.Errorf("from pod a, %s:8080 answered %q", b.IP, got)
 	}
