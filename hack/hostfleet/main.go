@@ -23,7 +23,9 @@
 //   - --pod-network runs each Envoy in a network namespace of its pod's own
 //     (internal/testing/podnet): it binds its ports as in its pod, its admin
 //     interface is at the pod's address (DIR/POD.admin), and it reaches the
-//     xDS server, given on the host, at 169.254.1.1;
+//     xDS server, given on the host, at 169.254.1.1: the operator's xDS
+//     server must then listen on every address (--xds-bind-address :PORT),
+//     not on 127.0.0.1 alone;
 //
 //   - --load-balancers gives every Service of type LoadBalancer, in every
 //     namespace, an address of 127.1.0.0/16 in its status and forwards its
@@ -66,7 +68,7 @@ func main() {
 		dir       = flag.String("dir", "", "where each proxy's files and log go")
 		ports     = flag.String("backend-ports", "8080", "comma-separated ports on which the pods' addresses answer, with the pods' network up; empty, none")
 		delta     = flag.Bool("delta", false, "the Envoys subscribe with the incremental xDS protocol (DELTA_GRPC) instead of the bootstrap's state of the world")
-		podNet    = flag.Bool("pod-network", false, "run each Envoy in a network namespace of its pod's own (root)")
+		podNet    = flag.Bool("pod-network", false, "run each Envoy in a network namespace of its pod's own (root); the xDS server must listen on every address")
 		lbs       = flag.Bool("load-balancers", false, "give every Service of type LoadBalancer an address of 127.1.0.0/16 and forward its TCP ports to its endpoints")
 		echo      = flag.String("echo-basic", "", "the Gateway API's echo backend, run for every Running pod of its image in the pod's own network namespace (root); empty, none")
 	)
