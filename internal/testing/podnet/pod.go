@@ -126,7 +126,17 @@ func (p Pod) Remove() error {
 		return err
 	}
 	var errs []error
-	if p.IP != "" && Available(Namespace) {
+	// A pod made since with the same address (the cluster gave it again)
+	// keeps its route in Namespace.
+	reused := false
+	if p.IP != "" {
+		route, err := exec.Command("ip", "-4", "-o", "route", "show", p.IP+"/32").Output()
+		if err != nil {
+			return fmt.Errorf("ip route show %s/32: %w", p.IP, err)
+		}
+		reused = len(bytes.TrimSpace(route)) > 0 && !bytes.Contains(route, []byte("dev "+p.Link+" "))
+	}
+	if p.IP != "" && !reused && Available(Namespace) {
 		out, err := exec.Command("ip", "-n", Namespace, "-o", "route", "show", "table", "local", p.IP+"/32").Output()
 		switch {
 		case err != nil:

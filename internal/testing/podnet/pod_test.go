@@ -153,3 +153,37 @@ func TestRemove(t *testing.T) {
 		t.Errorf("the route to %s: %q, %v", p.IP, out, err)
 	}
 }
+
+// An address the cluster gave again, to a pod made before the first one's
+// namespace went, stays the new pod's when the first is removed.
+func TestAddressGivenAgain(t *testing.T) {
+	RequireRoot(t)
+	old, err := podnet.AddPod("podnet-test", "old", "10.0.250.6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := old.Remove(); err != nil {
+			t.Error(err)
+		}
+	})
+	fresh := addPod(t, "podnet-test", "new", "10.0.250.6")
+	if err := old.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := podnet.Listen(fresh.Netns, "0.0.0.0:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer(t, l, "new")
+	c, err := net.Dial("tcp", fresh.IP+":8080")
+	if got := read(t, c, err); got != "new" {
+		t.Errorf("%s:8080 answered %q", fresh.IP, got)
+	}
+	if podnet.Available(podnet.Namespace) {
+		out, err := exec.Command("ip", "-n", podnet.Namespace, "-o", "route", "show", "table", "local", fresh.IP+"/32").Output()
+		if err != nil || len(out) == 0 {
+			t.Errorf("%s's route back to the host in %s: %q, %v", fresh.IP, podnet.Namespace, out, err)
+		}
+	}
+}
