@@ -42,8 +42,9 @@ type Controller struct {
 	// Namespace holds the Services; empty, every namespace.
 	Namespace string
 	// Report is told of each failure: to serve a Service (which is
-	// retried), and to reach every endpoint for a connection (which is
-	// closed). Required.
+	// retried; a status write that conflicts with a change the cache has
+	// yet to see is retried without a word), and to reach every endpoint
+	// for a connection (which is closed). Required.
 	Report func(error)
 
 	mu   sync.Mutex
@@ -105,10 +106,16 @@ func (c *Controller) Run(ctx context.Context) error {
 		if shutdown {
 			return nil
 		}
-		if err := c.sync(ctx, key, services.Lister(), slices.Lister()); err != nil && ctx.Err() == nil {
+		err := c.sync(ctx, key, services.Lister(), slices.Lister())
+		switch {
+		case err != nil && ctx.Err() == nil && (apierrors.IsConflict(err) || apierrors.IsNotFound(err)):
+			// The status was written over a Service changed or deleted
+			// since the cache saw it: the cache's news brings it again.
+			queue.AddRateLimited(key)
+		case err != nil && ctx.Err() == nil:
 			c.Report(fmt.Errorf("loadbalancer: Service %s: %w", key, err))
 			queue.AddRateLimited(key)
-		} else {
+		default:
 			queue.Forget(key)
 		}
 		queue.Done(key)
