@@ -107,6 +107,15 @@ func TestLoadBalancerToEchoPod(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	client := &http.Client{Timeout: 5 * time.Second}
+	// The pod first, so that the load balancer's connections find it up.
+	testenv.Eventually(t, "the echo pod to answer at its address", func() (bool, error) {
+		resp, err := client.Get("http://10.0.254.1:3000/")
+		if err != nil {
+			return false, err
+		}
+		return true, resp.Body.Close()
+	})
 	var url string
 	testenv.Eventually(t, "the Service's address", func() (bool, error) {
 		svc, err := cs.CoreV1().Services("default").Get(bg, "echo", metav1.GetOptions{})
@@ -116,7 +125,6 @@ func TestLoadBalancerToEchoPod(t *testing.T) {
 		url = "http://" + net.JoinHostPort(svc.Status.LoadBalancer.Ingress[0].IP, "8080") + "/"
 		return true, nil
 	})
-	client := &http.Client{Timeout: 5 * time.Second}
 	testenv.Eventually(t, "the echo pod to answer at "+url, func() (bool, error) {
 		resp, err := client.Get(url)
 		if err != nil {
