@@ -87,7 +87,7 @@ GO_PACKAGES := ./...
 # dependency again for each set of tags: once, it takes a cold build cache
 # minutes less than one go vet per suite. The go test runs leave vet to
 # verify (-vet=off) for the same reason.
-TEST_TAGS := e2e,bench,install,chaos
+TEST_TAGS := e2e,bench,install,chaos,conformance
 comma := ,
 
 ##@ Development
@@ -112,6 +112,8 @@ generate: $(BIN)/controller-gen $(BIN)/kubectl ## Generate deepcopy code, CRDs, 
 	$(BIN)/controller-gen rbac:roleName=kube-envoy-controller crd:generateEmbeddedObjectMeta=true webhook paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
+	@# The Gateway API's standard CRDs, from the pinned module sigs.k8s.io/gateway-api.
+	hack/gateway-api-crds.sh
 	@# The Helm chart's templates, CRDs and values from the objects of config/default (hack/chart).
 	$(BIN)/kubectl kustomize config/default | go run ./hack/chart
 	@# The reference pages' facts (hack/refdocs): the flags, the metrics, the conditions and reasons of
@@ -195,7 +197,7 @@ cluster-down: ## Remove the local cluster kec-dev and stop its processes.
 
 .PHONY: install
 install: ## Install the CRDs into the local cluster.
-	$(BIN)/kubectl --kubeconfig $(KUBECONFIG_DEV) apply --server-side -f config/crd/bases
+	$(BIN)/kubectl --kubeconfig $(KUBECONFIG_DEV) apply --server-side -f config/crd/bases -f config/crd/gateway-api
 
 ##@ Test
 
@@ -238,6 +240,10 @@ e2e: tools ## End-to-end tests on a fresh local cluster, with the operator binar
 .PHONY: chaos
 chaos: tools ## The chaos suite alone on a fresh cluster kec-chaos: faults at random for CHAOS_DURATION (default 60s); make e2e runs it too.
 	E2E_TESTS=0 E2E_CLUSTER=kec-chaos hack/e2e.sh
+
+.PHONY: conformance
+conformance: tools ## The Gateway API's conformance suite (GATEWAY-HTTP) against the operator and real Envoys on a fresh cluster kec-gwc, as root; CONFORMANCE_REPORT=FILE writes its report.
+	hack/conformance.sh
 
 .PHONY: e2e-install
 e2e-install: tools installer chart ## Install the Helm chart, then dist/install.yaml over it, on a fresh cluster kec-install; run the operator as its ServiceAccount, with leader failover.

@@ -45,7 +45,7 @@ if [[ $tests != 0 ]] && hack/podnet.sh check; then
   podnet_up=1
 fi
 
-bin/kubectl apply --server-side -f config/crd/bases >/dev/null
+bin/kubectl apply --server-side -f config/crd/bases -f config/crd/gateway-api >/dev/null
 # A CRD that has no status yet makes kubectl wait fail at once: ask again.
 for _ in $(seq 30); do
   bin/kubectl wait --for condition=Established --timeout 60s crd --all >/dev/null 2>&1 && break

@@ -23,7 +23,7 @@ NAME=${1:-kec-dev}
 hack/cluster.sh up "$NAME"
 export KUBECONFIG=$ROOT/tmp/$NAME/kubeconfig
 
-bin/kubectl apply --server-side -f config/crd/bases >/dev/null
+bin/kubectl apply --server-side -f config/crd/bases -f config/crd/gateway-api >/dev/null
 bin/kubectl wait --for condition=Established --timeout 60s crd --all >/dev/null
 echo "CRDs installed: $(bin/kubectl get crd -o name | sed 's#.*/##' | tr '\n' ' ')"
 

@@ -14,8 +14,8 @@ cd "$ROOT"
 # generated lists the generated files under a tree, relative to it.
 generated() {
   (cd "$1" && {
-    find api config/crd/bases config/rbac config/webhook pkg/generated -type f \
-      \( -name 'zz_generated.*.go' -o -path 'config/crd/bases/*.yaml' \
+    find api config/crd/bases config/crd/gateway-api config/rbac config/webhook pkg/generated -type f \
+      \( -name 'zz_generated.*.go' -o -path 'config/crd/bases/*.yaml' -o -path 'config/crd/gateway-api/*.yaml' \
       -o -path config/rbac/role.yaml -o -path config/webhook/manifests.yaml \
       -o -path 'pkg/generated/*' \)
     # The pages hack/refdocs writes whole: those that start with its header.

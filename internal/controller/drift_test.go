@@ -41,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	samplev1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/samplecontroller/v1alpha1"
@@ -50,6 +51,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoyconfig"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/foo"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/foobar"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/gateway"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/podset"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/watcher"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
@@ -59,6 +61,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
+	xdsgateway "github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/gateway"
 )
 
 var (
@@ -76,6 +79,7 @@ var builtin = fleet.Defaults{XDS: proxy.XDSServer{ClusterName: fleet.XDSClusterN
 	Namespace: "default", XDSPorts: []int32{18000, 18001}}
 
 func TestMain(m *testing.M) {
+	suite.GatewayAPI = true
 	suite.Main(m, func(mgr ctrl.Manager) error {
 		var err error
 		ca, err = authority.Add(mgr, authority.Config{Namespace: "default", Hosts: []string{"builtin.svc"},
@@ -90,12 +94,28 @@ func TestMain(m *testing.M) {
 				return err
 			}
 		}
+		if err := objects.IndexByController(context.Background(), mgr.GetFieldIndexer(), &examplev1.Envoy{}); err != nil {
+			return err
+		}
+		// The Gateways' class, this operator's, with no template.
+		c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+		if err != nil {
+			return err
+		}
+		if err := c.Create(context.Background(), &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: driftClass},
+			Spec: gwv1.GatewayClassSpec{ControllerName: xdsgateway.ControllerName}}); err != nil {
+			return err
+		}
 		reconcilers[envoy.ControllerName] = envoy.NewReconciler(mgr, builtin, ca)
+		reconcilers[gateway.ControllerName] = gateway.NewReconciler(mgr)
 		reconcilers[foo.ControllerName] = foo.NewReconciler(mgr)
 		reconcilers[watcher.ControllerName] = watcher.NewReconciler(mgr)
 		return nil
 	})
 }
+
+// driftClass is the GatewayClass of the drift test's Gateway.
+const driftClass = "kec-drift"
 
 // owner is an object whose children the drift test checks: its controller,
 // the object (created in the test's namespace), and its children as the
@@ -146,6 +166,22 @@ func owners(ns string) []owner {
 				XDS:      &examplev1.XDS{Host: "xds.example", Port: 18000},
 			},
 		}, render: renderEnvoy},
+		{controller: gateway.ControllerName, obj: &gwv1.Gateway{
+			ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns},
+			Spec: gwv1.GatewaySpec{
+				GatewayClassName: driftClass,
+				Listeners: []gwv1.Listener{
+					{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType},
+					{Name: "alt", Port: 8080, Protocol: gwv1.HTTPProtocolType},
+				},
+				Infrastructure: &gwv1.GatewayInfrastructure{
+					Labels:      map[gwv1.LabelKey]gwv1.LabelValue{"team": "edge"},
+					Annotations: map[gwv1.AnnotationKey]gwv1.AnnotationValue{"example.com/note": "kept"},
+				},
+			},
+		}, render: func(_ context.Context, _ *testing.T, live client.Object) []client.Object {
+			return []client.Object{gateway.Fleet(live.(*gwv1.Gateway), nil)}
+		}},
 		{controller: foo.ControllerName, obj: &samplev1alpha1.Foo{
 			ObjectMeta: metav1.ObjectMeta{Name: "sample", Namespace: ns},
 			Spec:       samplev1alpha1.FooSpec{DeploymentName: "sample", Replicas: ptr.To[int32](1)},
@@ -243,6 +279,10 @@ var excluded = map[string]map[string]string{
 		"spec.egress[*].to[*].ipBlock.cidr": "0.0.0.0/0 and ::/0, which the render writes without an allowlist, are the only ranges of their family " +
 			"that hold every except entry (the metadata ranges lie at both ends of the address space): the API server refuses any other; the excepts are edited",
 	},
+	"Envoy": {
+		"spec.resources":   "a Gateway's fleet without a template sets no compute resources: the edit writes {} over the empty object, one value",
+		"spec.serviceType": "an enum: the API server refuses any other value; a Gateway's fleet is always LoadBalancer",
+	},
 	"HorizontalPodAutoscaler": {
 		"spec.metrics[*].type":                 "names which of the metric's sources is set: the API server refuses another with the same source",
 		"spec.metrics[*].resource.target.type": "names which of the target's values is set: the API server refuses another with the same value",
@@ -289,6 +329,9 @@ var unsetExcluded = map[string]map[string]string{
 		"spec.template.spec.restartPolicy": "the API server admits only Always in a Deployment",
 		"spec.strategy.type":               "the API server refuses Recreate while rollingUpdate, which it defaulted, is set",
 		"spec.template.spec.containers[*].env[*].valueFrom.fieldRef.apiVersion": "the API server admits only v1",
+	},
+	"Envoy": {
+		"spec.logLevel": "an enum: the API server refuses any other value",
 	},
 	"Service": {
 		"spec.clusterIP":  "immutable",
@@ -447,7 +490,11 @@ func (d *drifter) checkKinds() {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	for obj := range manager.CacheOptions().ByObject {
+	// The kinds the operator creates: those its cache trims to its own,
+	// and Envoys, which a Gateway's fleet is.
+	kinds := slices.Collect(maps.Keys(manager.CacheOptions().ByObject))
+	kinds = append(kinds, &examplev1.Envoy{})
+	for _, obj := range kinds {
 		gvk, err := apiutil.GVKForObject(obj, suite.Client.Scheme())
 		if err != nil {
 			d.t.Fatal(err)
@@ -518,7 +565,7 @@ func cacheable(obj client.Object) bool {
 	case *corev1.Secret:
 		_, ok := obj.GetLabels()[objects.XDSSecretLabel]
 		return ok
-	case *examplev1.Envoy, *samplev1alpha1.Foo, *watchv1alpha1.Watcher:
+	case *examplev1.Envoy, *samplev1alpha1.Foo, *watchv1alpha1.Watcher, *gwv1.Gateway:
 		return true
 	}
 	return obj.GetLabels()[objects.ManagedByLabel] == objects.ManagedByValue

@@ -7,12 +7,16 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoyconfig"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/foo"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/foobar"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/gateway"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/podset"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/watcher"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
@@ -58,7 +62,21 @@ var All = []Entry{
 		}
 		r := envoyconfig.NewReconciler(mgr, o.XDS, o.Namespace)
 		r.Policy, r.Envoy = o.Policy, o.Envoy
+		var err error
+		if r.GatewayAPI, err = GatewayAPIInstalled(mgr); err != nil {
+			return err
+		}
 		return r.SetupWithManager(mgr)
+	}},
+	{Name: gateway.ControllerName, Setup: func(mgr ctrl.Manager, _ Options) error {
+		switch installed, err := GatewayAPIInstalled(mgr); {
+		case err != nil:
+			return err
+		case !installed:
+			mgr.GetLogger().Info("the Gateway API's CRDs are not installed: its controller does not run (install config/crd/gateway-api and restart)")
+			return nil
+		}
+		return gateway.NewReconciler(mgr).SetupWithManager(mgr)
 	}},
 	{Name: foo.ControllerName, Setup: func(mgr ctrl.Manager, _ Options) error {
 		return foo.NewReconciler(mgr).SetupWithManager(mgr)
@@ -72,6 +90,20 @@ var All = []Entry{
 	{Name: watcher.ControllerName, Setup: func(mgr ctrl.Manager, _ Options) error {
 		return watcher.NewReconciler(mgr).SetupWithManager(mgr)
 	}},
+}
+
+// GatewayAPIInstalled reports whether the API server serves the Gateway
+// API's GA version: its controller runs, and fleets serve Gateways, only
+// then.
+func GatewayAPIInstalled(mgr ctrl.Manager) (bool, error) {
+	_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: gwv1.GroupName, Kind: "GatewayClass"}, gwv1.GroupVersion.Version)
+	switch {
+	case meta.IsNoMatchError(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("looking for the Gateway API: %w", err)
+	}
+	return true, nil
 }
 
 // Names returns the names of all controllers.

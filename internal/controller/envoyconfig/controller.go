@@ -73,6 +73,12 @@ type Reconciler struct {
 	Envoy *envoyjudge.Judge
 	// Now is the clock of rollouts' bake times; nil is time.Now.
 	Now func() time.Time
+	// GatewayAPI is set when the Gateway API's CRDs are installed: a fleet
+	// whose Envoy a Gateway controls then serves the Gateway (gateway.go).
+	GatewayAPI bool
+	// APIReader reads what the cache does not hold: a Gateway's backend
+	// Services and its listeners' Secrets.
+	APIReader client.Reader
 	// Name, when set, names the controller instead of ControllerName, in
 	// its metrics too: a test that runs more than one replica in a process
 	// tells their queues apart by it.
@@ -85,6 +91,8 @@ type Reconciler struct {
 	// have seen yet (record.go, report.go).
 	ownHistories ownHistories
 	ownStatuses  ownStatuses
+	// gatewayBackends are the backend Services of the fleets' Gateways.
+	gatewayBackends gatewayBackends
 	// queue is the controller's queue, once its sources have started: a
 	// resync queues the fleets it finds on it (watches.go).
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
@@ -98,6 +106,7 @@ func NewReconciler(mgr ctrl.Manager, server *server.Server, namespace string) *R
 	recorder := mgr.GetEventRecorder(ControllerName)
 	return &Reconciler{
 		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
 		Recorder:  recorder,
 		Histories: history.Store{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: namespace},
 		Status:    status.Writer{Client: mgr.GetClient(), Recorder: recorder, Transitions: transitions},
@@ -143,7 +152,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	return r.watchGateways(ctrl.NewControllerManagedBy(mgr)).
 		Named(cmp.Or(r.Name, ControllerName)).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
 		Watches(&examplev1.EnvoyConfig{}, fleetsOfConfig{}).

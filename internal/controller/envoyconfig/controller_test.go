@@ -52,6 +52,7 @@ var (
 const operatorNamespace = "kec-system"
 
 func TestMain(m *testing.M) {
+	suite.GatewayAPI = true
 	suite.Main(m, func(mgr ctrl.Manager) error {
 		if err := createNamespace(mgr.GetConfig(), operatorNamespace); err != nil {
 			return err
@@ -65,6 +66,7 @@ func TestMain(m *testing.M) {
 			return err
 		}
 		r := NewReconciler(mgr, xdsServer, operatorNamespace)
+		r.GatewayAPI = true // envtest installs the Gateway API's CRDs
 		// The leader loads content in a real Envoy before it records it, as
 		// the operator does: bin/envoy, or $ENVOY (envoy_test.go).
 		envoy, _ := realenvoy.Binary()

@@ -3,6 +3,7 @@ package envoyconfig
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -34,15 +35,17 @@ type world struct {
 	// take endpoints and certificates from; not read for a fleet that is gone.
 	slices  map[string][]discoveryv1.EndpointSlice
 	secrets map[string]corev1.Secret
+	// gateway is set when the fleet serves a Gateway (gateway.go).
+	gateway *gatewayWorld
 }
 
 // gone reports whether the fleet is really gone: no EnvoyConfig and no
 // Envoy, so nothing to serve and no history to keep.
-func (w *world) gone() bool { return len(w.configs) == 0 && w.envoy == nil }
+func (w *world) gone() bool { return len(w.current) == 0 && w.envoy == nil }
 
-// unrecorded reports whether the fleet never had an EnvoyConfig: it is
-// served empty, and nothing is recorded for it.
-func (w *world) unrecorded() bool { return len(w.configs) == 0 && w.stored.Object == nil }
+// unrecorded reports whether the fleet never had an EnvoyConfig nor served
+// a Gateway: it is served empty, and nothing is recorded for it.
+func (w *world) unrecorded() bool { return len(w.current) == 0 && w.stored.Object == nil }
 
 // published is the content of the fleet's served revision, as stored.
 func (w *world) published() []translate.Config {
@@ -80,6 +83,9 @@ func (r *Reconciler) read(ctx context.Context, id fleet.ID) (*world, error) {
 	case !apierrors.IsNotFound(err):
 		return nil, err
 	}
+	if err := r.readGateway(ctx, w); err != nil {
+		return nil, err
+	}
 	var err error
 	if w.stored, err = r.Histories.Load(ctx, id, Vouched(w.configs)); err != nil || w.gone() {
 		return w, err
@@ -89,6 +95,9 @@ func (r *Reconciler) read(ctx context.Context, id fleet.ID) (*world, error) {
 	}
 	if w.secrets, err = r.secrets(ctx, id.Namespace, w.current, w.published()); err != nil {
 		return nil, err
+	}
+	if w.gateway != nil {
+		maps.Copy(w.secrets, w.gateway.secrets)
 	}
 	return w, nil
 }
@@ -147,7 +156,8 @@ func (r *Reconciler) slices(ctx context.Context, ns string, configs ...[]transla
 					continue
 				}
 				var list discoveryv1.EndpointSliceList
-				if err := r.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: se.Service}); err != nil {
+				key := refKey(se.Service, ns) // a Gateway's backend may be of another namespace
+				if err := r.Client.List(ctx, &list, client.InNamespace(key.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: key.Name}); err != nil {
 					return nil, err
 				}
 				out[se.Service] = list.Items

@@ -20,8 +20,9 @@ import (
 )
 
 // report is the leader's last phase: it writes every EnvoyConfig's status,
-// with the proxies' answers to the revision served, from the replicas'
-// reports that the record phase decided on.
+// and the status of the Gateway the fleet serves and of its routes, with
+// the proxies' answers to the revision served, from the replicas' reports
+// that the record phase decided on.
 func (r *Reconciler) report(ctx context.Context, w *world, ir translate.IR, rec recording, reports []report.Report) (ctrl.Result, error) {
 	where := fmt.Sprintf("ConfigMap %s/%s", r.Namespace, history.Name(w.id))
 	base := fleetState(ir, rec, acks(reports, w, rec.history), w.envoy == nil, where)
@@ -39,6 +40,11 @@ func (r *Reconciler) report(ctx context.Context, w *world, ir translate.IR, rec 
 		if !apierrors.IsNotFound(err) { // a deleted config needs no status
 			errs = append(errs, err)
 		}
+	}
+	if w.gateway != nil {
+		s := base
+		s.Config = ir.Configs[w.gateway.out.Config.Name]
+		errs = append(errs, r.reportGateway(ctx, w, s))
 	}
 	if rec.err != nil && !rec.clashed() {
 		errs = append(errs, rec.err)

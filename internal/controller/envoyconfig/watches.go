@@ -126,12 +126,13 @@ func (r *Reconciler) fleetsOfSlice(ctx context.Context, o client.Object) []recon
 	if svc == "" {
 		return nil
 	}
+	gateways := r.gatewayBackends.fleetsOf(types.NamespacedName{Namespace: o.GetNamespace(), Name: svc})
 	var list examplev1.EnvoyConfigList
 	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{serviceIndex: svc}); err != nil {
 		logf.FromContext(ctx).Error(err, "listing the EnvoyConfigs of an EndpointSlice; resyncing the namespace's fleets", "endpointSlice", client.ObjectKeyFromObject(o))
-		return []reconcile.Request{resyncRequest(o.GetNamespace())}
+		return append(gateways, resyncRequest(o.GetNamespace()))
 	}
-	return fleetsOf(list.Items)
+	return append(fleetsOf(list.Items), gateways...)
 }
 
 // fleetsOfConfig enqueues the fleet an EnvoyConfig belongs to, and on an

@@ -43,6 +43,8 @@ type Suite struct {
 	Webhooks []*admissionv1.MutatingWebhookConfiguration
 	// ValidatingWebhooks likewise.
 	ValidatingWebhooks []*admissionv1.ValidatingWebhookConfiguration
+	// GatewayAPI, set before Main, installs the Gateway API's CRDs too.
+	GatewayAPI bool
 	// Reconciler is the controller under test, as it runs in the manager:
 	// calling it directly uses the manager's counted client.
 	Reconciler reconcile.Reconciler
@@ -56,7 +58,11 @@ func (s *Suite) Main(m *testing.M, setup func(ctrl.Manager) error) {
 		level = zapcore.DebugLevel
 	}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
-	env, err := New()
+	var opts []Option
+	if s.GatewayAPI {
+		opts = append(opts, WithGatewayAPI())
+	}
+	env, err := New(opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -37,9 +37,20 @@ func RepoRoot() (string, error) {
 	}
 }
 
+// Option changes what New installs.
+type Option func(*envtest.Environment, string)
+
+// WithGatewayAPI installs the Gateway API's CRDs (config/crd/gateway-api)
+// too; only the packages that use them pay for their install.
+func WithGatewayAPI() Option {
+	return func(env *envtest.Environment, root string) {
+		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, filepath.Join(root, "config", "crd", "gateway-api"))
+	}
+}
+
 // New returns an envtest environment that runs bin/kube-apiserver and bin/etcd
 // (built by `make tools`) and installs config/crd/bases. Start it with Start.
-func New() (*envtest.Environment, error) {
+func New(opts ...Option) (*envtest.Environment, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -54,6 +65,9 @@ func New() (*envtest.Environment, error) {
 		BinaryAssetsDirectory: bin,
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
+	}
+	for _, o := range opts {
+		o(env, root)
 	}
 	// envtest gives etcd and kube-apiserver 20 s to start (and to stop),
 	// which a loaded 2-core machine running several API servers exceeds; it

@@ -1,0 +1,355 @@
+package envoyconfig
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/gateway"
+)
+
+// gatewayWorld is what a reconcile reads of a fleet that serves a Gateway:
+// the Gateway and its translation (xds/gateway), whose Config joins the
+// fleet's EnvoyConfigs in w.current.
+type gatewayWorld struct {
+	gateway *gwv1.Gateway
+	out     gateway.Output
+	// httpRoutes and grpcRoutes are the routes that name the Gateway, as
+	// read, for their status.
+	httpRoutes map[types.NamespacedName]*gwv1.HTTPRoute
+	grpcRoutes map[types.NamespacedName]*gwv1.GRPCRoute
+	// secrets are the Secrets its listeners' certificates come from, by
+	// the name the Config's tlsSecrets give them.
+	secrets map[string]corev1.Secret
+	// services are the backend Services its Config takes endpoints from
+	// (namespace/name), for the watches.
+	services []types.NamespacedName
+}
+
+// gatewayOf returns the Gateway that controls the fleet's Envoy, when the
+// Gateway API is installed and the Gateway's class is this operator's; nil
+// otherwise.
+func (r *Reconciler) gatewayOf(ctx context.Context, w *world) (*gwv1.Gateway, *gwv1.GatewayClass, error) {
+	if !r.GatewayAPI || w.envoy == nil {
+		return nil, nil, nil
+	}
+	owner := metav1.GetControllerOf(w.envoy)
+	if owner == nil || owner.Kind != "Gateway" || owner.APIVersion != gwv1.GroupVersion.String() {
+		return nil, nil, nil
+	}
+	gw := &gwv1.Gateway{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: w.id.Namespace, Name: owner.Name}, gw); err != nil {
+		return nil, nil, client.IgnoreNotFound(err)
+	}
+	if gw.UID != owner.UID || !gw.DeletionTimestamp.IsZero() {
+		return nil, nil, nil
+	}
+	class := &gwv1.GatewayClass{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: string(gw.Spec.GatewayClassName)}, class); err != nil {
+		return nil, nil, client.IgnoreNotFound(err)
+	}
+	if class.Spec.ControllerName != gateway.ControllerName {
+		return nil, nil, nil
+	}
+	return gw, class, nil
+}
+
+// readGateway reads, for a fleet that serves a Gateway, what the Gateway's
+// translation needs, translates it, and adds its Config to w.current.
+// Backend Services and listeners' Secrets are read from the API server,
+// not the cache: the operator caches only the Services it made and the
+// Secrets labelled for the control plane.
+func (r *Reconciler) readGateway(ctx context.Context, w *world) error {
+	gw, class, err := r.gatewayOf(ctx, w)
+	if err != nil || gw == nil {
+		r.gatewayBackends.set(w.id, nil)
+		return err
+	}
+	in := gateway.Input{Class: *class, Gateway: *gw, FleetName: w.id.Name,
+		Namespaces: map[string]map[string]string{}, Services: map[types.NamespacedName]corev1.Service{},
+		Secrets: map[types.NamespacedName]corev1.Secret{}}
+	gwr := &gatewayWorld{gateway: gw, httpRoutes: map[types.NamespacedName]*gwv1.HTTPRoute{},
+		grpcRoutes: map[types.NamespacedName]*gwv1.GRPCRoute{}, secrets: map[string]corev1.Secret{}}
+
+	var httpRoutes gwv1.HTTPRouteList
+	if err := r.Client.List(ctx, &httpRoutes); err != nil {
+		return err
+	}
+	for i := range httpRoutes.Items {
+		rt := &httpRoutes.Items[i]
+		if rt.DeletionTimestamp.IsZero() && namesGateway(rt.Namespace, rt.Spec.ParentRefs, gw) {
+			in.HTTPRoutes = append(in.HTTPRoutes, *rt)
+			gwr.httpRoutes[client.ObjectKeyFromObject(rt)] = rt
+		}
+	}
+	var grpcRoutes gwv1.GRPCRouteList
+	if err := r.Client.List(ctx, &grpcRoutes); err != nil {
+		return err
+	}
+	for i := range grpcRoutes.Items {
+		rt := &grpcRoutes.Items[i]
+		if rt.DeletionTimestamp.IsZero() && namesGateway(rt.Namespace, rt.Spec.ParentRefs, gw) {
+			in.GRPCRoutes = append(in.GRPCRoutes, *rt)
+			gwr.grpcRoutes[client.ObjectKeyFromObject(rt)] = rt
+		}
+	}
+	var grants gwv1beta1.ReferenceGrantList
+	if err := r.Client.List(ctx, &grants); err != nil {
+		return err
+	}
+	in.Grants = grants.Items
+	var namespaces corev1.NamespaceList
+	if err := r.Client.List(ctx, &namespaces); err != nil {
+		return err
+	}
+	for _, ns := range namespaces.Items {
+		in.Namespaces[ns.Name] = ns.Labels
+	}
+	for _, key := range backendServices(in) {
+		svc := &corev1.Service{}
+		switch err := r.APIReader.Get(ctx, key, svc); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return err
+		default:
+			in.Services[key] = *svc
+		}
+	}
+	for _, key := range certificateSecrets(gw) {
+		s := &corev1.Secret{}
+		switch err := r.APIReader.Get(ctx, key, s); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return err
+		default:
+			in.Secrets[key] = *s
+		}
+	}
+
+	gwr.out = gateway.Translate(in)
+	for _, ts := range gwr.out.Config.Spec.TLSSecrets {
+		key := refKey(ts.SecretRef, gw.Namespace)
+		if s, ok := in.Secrets[key]; ok {
+			gwr.secrets[ts.SecretRef] = consented(s)
+		}
+	}
+	for _, se := range gwr.out.Config.Spec.ServiceEndpoints {
+		gwr.services = append(gwr.services, refKey(se.Service, gw.Namespace))
+	}
+	w.gateway = gwr
+	w.current = append(w.current, gwr.out.Config)
+	r.gatewayBackends.set(w.id, gwr.services)
+	return nil
+}
+
+// consented marks a copy of a Secret that a Gateway's listener may serve,
+// by the Gateway API's rules (its own namespace, or a ReferenceGrant), as
+// translation knows consent: the control plane's label. The Secret itself
+// is not changed.
+func consented(s corev1.Secret) corev1.Secret {
+	s = *s.DeepCopy()
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
+	}
+	s.Labels[names.XDSSecretLabel] = names.XDSSecretTLS
+	return s
+}
+
+// refKey reads a Config's reference to a Service or a Secret: "name" in
+// the Gateway's namespace, or "namespace/name".
+func refKey(ref, ns string) types.NamespacedName {
+	for i := range len(ref) {
+		if ref[i] == '/' {
+			return types.NamespacedName{Namespace: ref[:i], Name: ref[i+1:]}
+		}
+	}
+	return types.NamespacedName{Namespace: ns, Name: ref}
+}
+
+// namesGateway reports whether parentRefs, of a route in namespace ns, name
+// the Gateway gw.
+func namesGateway(ns string, refs []gwv1.ParentReference, gw *gwv1.Gateway) bool {
+	return slices.ContainsFunc(refs, func(p gwv1.ParentReference) bool {
+		if p.Group != nil && *p.Group != gwv1.GroupName || p.Kind != nil && *p.Kind != "Gateway" {
+			return false
+		}
+		pns := ns
+		if p.Namespace != nil {
+			pns = string(*p.Namespace)
+		}
+		return pns == gw.Namespace && string(p.Name) == gw.Name
+	})
+}
+
+// backendServices are the Services the routes of in name as backends.
+func backendServices(in gateway.Input) []types.NamespacedName {
+	seen := map[types.NamespacedName]bool{}
+	var out []types.NamespacedName
+	add := func(ns string, ref gwv1.BackendObjectReference) {
+		if ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Service" {
+			return
+		}
+		key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+		if ref.Namespace != nil {
+			key.Namespace = string(*ref.Namespace)
+		}
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, key)
+		}
+	}
+	for _, rt := range in.HTTPRoutes {
+		for _, rule := range rt.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				add(rt.Namespace, b.BackendObjectReference)
+			}
+			for _, f := range rule.Filters {
+				if f.RequestMirror != nil {
+					add(rt.Namespace, f.RequestMirror.BackendRef)
+				}
+			}
+		}
+	}
+	for _, rt := range in.GRPCRoutes {
+		for _, rule := range rt.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				add(rt.Namespace, b.BackendObjectReference)
+			}
+		}
+	}
+	return out
+}
+
+// certificateSecrets are the Secrets the Gateway's listeners name as
+// certificates.
+func certificateSecrets(gw *gwv1.Gateway) []types.NamespacedName {
+	var out []types.NamespacedName
+	for _, l := range gw.Spec.Listeners {
+		if l.TLS == nil {
+			continue
+		}
+		for _, ref := range l.TLS.CertificateRefs {
+			if ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Secret" {
+				continue
+			}
+			key := types.NamespacedName{Namespace: gw.Namespace, Name: string(ref.Name)}
+			if ref.Namespace != nil {
+				key.Namespace = string(*ref.Namespace)
+			}
+			if !slices.Contains(out, key) {
+				out = append(out, key)
+			}
+		}
+	}
+	return out
+}
+
+// gatewayBackends remembers, by fleet, the backend Services its Gateway's
+// last translation took endpoints from: an EndpointSlice of one of them
+// queues the fleet.
+type gatewayBackends struct{ m sync.Map } // fleet.ID → []types.NamespacedName
+
+func (b *gatewayBackends) set(id fleet.ID, services []types.NamespacedName) {
+	if len(services) == 0 {
+		b.m.Delete(id)
+		return
+	}
+	b.m.Store(id, services)
+}
+
+// fleetsOf returns the fleets whose Gateway takes endpoints from svc.
+func (b *gatewayBackends) fleetsOf(svc types.NamespacedName) []reconcile.Request {
+	var out []reconcile.Request
+	b.m.Range(func(k, v any) bool {
+		if slices.Contains(v.([]types.NamespacedName), svc) {
+			id := k.(fleet.ID)
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
+		}
+		return true
+	})
+	return out
+}
+
+// watchGateways adds the Gateway API's objects to what queues fleets: a
+// Gateway queues its fleet; a route, the fleets of the Gateways its
+// parentRefs name, before and after a change; a GatewayClass, a
+// ReferenceGrant or a Namespace (whose labels listeners select routes by),
+// every Gateway's fleet; the fleet's own Service, whose load-balancer
+// address is the Gateway's.
+func (r *Reconciler) watchGateways(b *builder.Builder) *builder.Builder {
+	if !r.GatewayAPI {
+		return b
+	}
+	routes := func(_ context.Context, o client.Object) []reconcile.Request {
+		var refs []gwv1.ParentReference
+		switch rt := o.(type) {
+		case *gwv1.HTTPRoute:
+			refs = rt.Spec.ParentRefs
+			for _, p := range rt.Status.Parents {
+				refs = append(refs, p.ParentRef)
+			}
+		case *gwv1.GRPCRoute:
+			refs = rt.Spec.ParentRefs
+			for _, p := range rt.Status.Parents {
+				refs = append(refs, p.ParentRef)
+			}
+		}
+		var out []reconcile.Request
+		for _, p := range refs {
+			if p.Group != nil && *p.Group != gwv1.GroupName || p.Kind != nil && *p.Kind != "Gateway" {
+				continue
+			}
+			ns := o.GetNamespace()
+			if p.Namespace != nil {
+				ns = string(*p.Namespace)
+			}
+			req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: gateway.FleetName(string(p.Name))}}
+			if !slices.Contains(out, req) {
+				out = append(out, req)
+			}
+		}
+		return out
+	}
+	everyGateway := func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list gwv1.GatewayList
+		if err := r.Client.List(ctx, &list); err != nil {
+			logf.FromContext(ctx).Error(err, "listing the Gateways; they are reconciled on their next event")
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(list.Items))
+		for _, gw := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: gw.Namespace, Name: gateway.FleetName(gw.Name)}})
+		}
+		return out
+	}
+	return b.
+		Watches(&gwv1.Gateway{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: gateway.FleetName(o.GetName())}}}
+		})).
+		Watches(&gwv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(routes)).
+		Watches(&gwv1.GRPCRoute{}, handler.EnqueueRequestsFromMapFunc(routes)).
+		Watches(&gwv1.GatewayClass{}, handler.EnqueueRequestsFromMapFunc(everyGateway)).
+		Watches(&gwv1beta1.ReferenceGrant{}, handler.EnqueueRequestsFromMapFunc(everyGateway)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(everyGateway)).
+		Watches(&corev1.Service{}, handler.EnqueueRequestForOwner(r.Client.Scheme(), r.Client.RESTMapper(), &examplev1.Envoy{}, handler.OnlyControllerOwner()))
+}
+
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;grpcroutes;referencegrants,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways/status;httproutes/status;grpcroutes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services;secrets,verbs=get;list;watch

@@ -1,0 +1,212 @@
+package envoyconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/gateway"
+)
+
+// programmed says whether the fleet's proxies serve the Gateway's Config as
+// it is now, and why not: its content is accepted, published to every
+// proxy, and every connected proxy acknowledged it. It is the Gateway
+// API's Programmed, measured at the proxies rather than at the write.
+func programmed(s State) (bool, gwv1.GatewayConditionReason, string) {
+	synthetic := &examplev1.EnvoyConfig{}
+	st := Status(synthetic, s)
+	accepted := meta.FindStatusCondition(st.Conditions, examplev1.EnvoyConfigConditionAccepted)
+	published := meta.FindStatusCondition(st.Conditions, examplev1.EnvoyConfigConditionPublished)
+	switch {
+	case accepted != nil && accepted.Status != metav1.ConditionTrue:
+		return false, gwv1.GatewayReasonInvalid, accepted.Message
+	case published == nil || published.Status != metav1.ConditionTrue || published.Reason != examplev1.EnvoyConfigReasonPublished:
+		msg := "not published to the fleet yet"
+		if published != nil {
+			msg = published.Message
+		}
+		return false, gwv1.GatewayReasonPending, msg
+	case s.Proxies.Connected == 0:
+		return false, gwv1.GatewayReasonPending, "no proxy of the fleet is connected yet"
+	case s.Proxies.Acked < s.Proxies.Connected:
+		return false, gwv1.GatewayReasonPending, fmt.Sprintf("%d of %d connected proxies acknowledged version %s", s.Proxies.Acked, s.Proxies.Connected, s.PublishedVersion)
+	}
+	return true, gwv1.GatewayReasonProgrammed, fmt.Sprintf("every connected proxy (%d) acknowledged version %s", s.Proxies.Connected, s.PublishedVersion)
+}
+
+// reportGateway writes the status of the Gateway the fleet serves, and of
+// its routes' parents for it: what translation found, the addresses of the
+// fleet's Service, and Programmed from the proxies' answers (s).
+func (r *Reconciler) reportGateway(ctx context.Context, w *world, s State) error {
+	gwr := w.gateway
+	gw := gwr.gateway
+	ok, reason, msg := programmed(s)
+	addresses, err := r.serviceAddresses(ctx, w)
+	if err != nil {
+		return err
+	}
+	if ok && len(addresses) == 0 {
+		ok, reason, msg = false, gwv1.GatewayReasonAddressNotAssigned, "the fleet's Service has no load-balancer address yet"
+	}
+	after := gw.DeepCopy()
+	st := gwr.out.Gateway
+	st.Addresses = addresses
+	setCondition(&st.Conditions, gw.Generation, string(gwv1.GatewayConditionProgrammed), ok, string(reason), msg)
+	st.Conditions = mergeConditions(gw.Status.Conditions, st.Conditions)
+	for i := range st.Listeners {
+		l := &st.Listeners[i]
+		lok, lreason, lmsg := ok, string(reason), msg
+		if !gwr.out.ListenerValid[l.Name] {
+			lok, lreason, lmsg = false, string(gwv1.ListenerReasonInvalid), "the listener is not served: see its other conditions"
+		}
+		setCondition(&l.Conditions, gw.Generation, string(gwv1.ListenerConditionProgrammed), lok, lreason, lmsg)
+		var old []metav1.Condition
+		if o := findListener(gw.Status.Listeners, l.Name); o != nil {
+			old = o.Conditions
+		}
+		l.Conditions = mergeConditions(old, l.Conditions)
+	}
+	after.Status = st
+	var errs []error
+	if !equality.Semantic.DeepEqual(gw.Status, after.Status) {
+		if err := r.Client.Status().Update(ctx, after); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("updating the status of Gateway %s/%s: %w", gw.Namespace, gw.Name, err))
+		}
+	}
+	for key, rt := range gwr.httpRoutes {
+		parents := ourParents(rt.Status.Parents, gw, rt.Namespace, gwr.out.HTTPRoutes[key])
+		if parents == nil {
+			continue
+		}
+		after := rt.DeepCopy()
+		after.Status.Parents = parents
+		errs = append(errs, r.writeRouteStatus(ctx, rt, after))
+	}
+	for key, rt := range gwr.grpcRoutes {
+		parents := ourParents(rt.Status.Parents, gw, rt.Namespace, gwr.out.GRPCRoutes[key])
+		if parents == nil {
+			continue
+		}
+		after := rt.DeepCopy()
+		after.Status.Parents = parents
+		errs = append(errs, r.writeRouteStatus(ctx, rt, after))
+	}
+	return errors.Join(errs...)
+}
+
+// writeRouteStatus writes a route's status when it changed.
+func (r *Reconciler) writeRouteStatus(ctx context.Context, before, after client.Object) error {
+	if equality.Semantic.DeepEqual(before, after) {
+		return nil
+	}
+	if err := r.Client.Status().Update(ctx, after); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("updating the status of %s %s/%s: %w", after.GetObjectKind().GroupVersionKind().Kind, after.GetNamespace(), after.GetName(), err)
+	}
+	return nil
+}
+
+// ourParents returns a route's parent statuses with this operator's entries
+// for gw replaced by ours, the other controllers' and other Gateways'
+// entries kept; nil when nothing changes. Conditions that did not change
+// keep their lastTransitionTime.
+func ourParents(old []gwv1.RouteParentStatus, gw *gwv1.Gateway, routeNS string, ours []gwv1.RouteParentStatus) []gwv1.RouteParentStatus {
+	var out []gwv1.RouteParentStatus
+	for _, p := range old {
+		if p.ControllerName == gateway.ControllerName && parentIs(p.ParentRef, routeNS, gw) {
+			continue
+		}
+		out = append(out, p)
+	}
+	for _, p := range ours {
+		var conds []metav1.Condition
+		for _, o := range old {
+			if o.ControllerName == p.ControllerName && equality.Semantic.DeepEqual(o.ParentRef, p.ParentRef) {
+				conds = o.Conditions
+			}
+		}
+		p.Conditions = mergeConditions(conds, p.Conditions)
+		out = append(out, p)
+	}
+	if out == nil {
+		out = []gwv1.RouteParentStatus{}
+	}
+	if equality.Semantic.DeepEqual(old, out) || len(old) == 0 && len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// parentIs reports whether ref, of a route in namespace ns, names gw.
+func parentIs(ref gwv1.ParentReference, ns string, gw *gwv1.Gateway) bool {
+	return namesGateway(ns, []gwv1.ParentReference{ref}, gw)
+}
+
+// serviceAddresses are the load-balancer addresses of the fleet's Service.
+func (r *Reconciler) serviceAddresses(ctx context.Context, w *world) ([]gwv1.GatewayStatusAddress, error) {
+	svc := &corev1.Service{}
+	name := fleet.Name(w.envoy)
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: w.id.Namespace, Name: name}, svc); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	var out []gwv1.GatewayStatusAddress
+	ip, host := gwv1.IPAddressType, gwv1.HostnameAddressType
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		switch {
+		case in.IP != "":
+			out = append(out, gwv1.GatewayStatusAddress{Type: &ip, Value: in.IP})
+		case in.Hostname != "":
+			out = append(out, gwv1.GatewayStatusAddress{Type: &host, Value: in.Hostname})
+		}
+	}
+	return out, nil
+}
+
+// mergeConditions returns want with each condition's lastTransitionTime
+// taken from old when its status did not change.
+func mergeConditions(old, want []metav1.Condition) []metav1.Condition {
+	out := make([]metav1.Condition, 0, len(want))
+	for _, c := range want {
+		if o := meta.FindStatusCondition(old, c.Type); o != nil && o.Status == c.Status {
+			c.LastTransitionTime = o.LastTransitionTime
+		}
+		if c.LastTransitionTime.IsZero() {
+			c.LastTransitionTime = metav1.Now()
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// setCondition sets one condition, without its lastTransitionTime, which
+// mergeConditions sets.
+func setCondition(conds *[]metav1.Condition, gen int64, typ string, ok bool, reason, msg string) {
+	st := metav1.ConditionFalse
+	if ok {
+		st = metav1.ConditionTrue
+	}
+	c := metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg, ObservedGeneration: gen}
+	if i := slices.IndexFunc(*conds, func(o metav1.Condition) bool { return o.Type == typ }); i >= 0 {
+		(*conds)[i] = c
+		return
+	}
+	*conds = append(*conds, c)
+}
+
+func findListener(ls []gwv1.ListenerStatus, name gwv1.SectionName) *gwv1.ListenerStatus {
+	i := slices.IndexFunc(ls, func(l gwv1.ListenerStatus) bool { return l.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return &ls[i]
+}
