@@ -59,7 +59,7 @@ wait_webhooks
 
 rc=0
 CONFORMANCE_ROOT=$ROOT CONFORMANCE_XDS_ADDR=127.0.0.1:$xds_port CONFORMANCE_DIR=$DIR \
-  go test -vet=off -tags conformance -count=1 -timeout 40m ./test/conformance "$@" || rc=$?
+  go test -vet=off -tags conformance -count=1 -v -timeout 40m ./test/conformance "$@" || rc=$?
 stop_operator || rc=1
 echo "checking the operator's log (tmp/$NAME/operator.log)"
 go run ./hack/logcheck "$DIR/operator.log" || rc=1

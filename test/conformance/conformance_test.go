@@ -13,6 +13,7 @@
 //	CONFORMANCE_XDS_ADDR  the operator's xDS server, host:port (it listens on every address)
 //	CONFORMANCE_DIR       where the proxies' and backends' files and logs go
 //	CONFORMANCE_REPORT    when set, the suite's report is written there
+//	CONFORMANCE_RUN_TEST  when set, only the suite's test of that name runs
 package conformance
 
 import (
@@ -103,6 +104,7 @@ func TestConformance(t *testing.T) {
 			SkipTests:            skip,
 			TimeoutConfig:        conformanceconfig.DefaultTimeoutConfig(),
 			ReportOutputPath:     os.Getenv("CONFORMANCE_REPORT"),
+			RunTest:              os.Getenv("CONFORMANCE_RUN_TEST"),
 			Implementation: confv1.Implementation{
 				Organization: "kube-envoy-controller",
 				Project:      "kube-envoy-controller",
@@ -147,8 +149,11 @@ func rig(t *testing.T, cs kubernetes.Interface, xds, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &realenvoy.Kubelet{Client: cs, Namespace: infraNamespace, Envoy: envoyBin, XDS: xds,
-		Dir: filepath.Join(dir, "proxies"), PodNetwork: true}
+	proxies := filepath.Join(dir, "proxies")
+	if err := os.MkdirAll(proxies, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	k := &realenvoy.Kubelet{Client: cs, Namespace: infraNamespace, Envoy: envoyBin, XDS: xds, Dir: proxies, PodNetwork: true}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
