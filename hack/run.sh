@@ -8,6 +8,15 @@
 # its EndpointSlices. Without Envoy (make envoy), Go stand-ins (hack/standin)
 # take the proxies' place, and say so.
 #
+# The Gateway API samples (config/samples/gateway-api): a GatewayClass of
+# this operator's, the Gateway public and two HTTPRoutes. With root and
+# Envoy, the Gateway's fleet runs here too (a second hack/hostfleet): each
+# of its Envoys in a network namespace of its pod's own, listening as in its
+# pod, and its Service of type LoadBalancer gets an address of 127.1.0.0/16,
+# which forwards to the Envoys: the Gateway's address, which curl reaches.
+# Without them the samples are applied all the same, and their proxies do
+# not run (the Gateway is not Programmed), which it says.
+#
 # Ctrl-C stops the proxies and the operator, removes the pods' network and
 # the webhook configurations, which would otherwise send every EnvoyConfig
 # write and every pod create in namespaces with injection to an operator that
@@ -42,14 +51,33 @@ hack/webhook-local.sh "$WEBHOOK_PORT"
 # The operator loads EnvoyConfigs in the repository's Envoy (make envoy), or
 # in $ENVOY's; without one it says so, and admits on its rules alone.
 ENVOY=${ENVOY:-$ROOT/bin/envoy}
+
+# The Gateway's proxies run each in its pod's own network namespace, which
+# takes root (and Envoy): they reach the operator's xDS server on this host
+# at 169.254.1.1, the host's end of each pod's link, so the xDS server then
+# listens on every address of this host (--xds-bind-address :PORT), not on
+# the loopback alone. It answers only a client with a fleet's certificate
+# (mutual TLS), from wherever it comes. Otherwise it keeps to 127.0.0.1.
+gateway_skip=""
+if [[ ! -x $ENVOY ]]; then
+  gateway_skip="there is no Envoy at $ENVOY (make envoy)"
+elif ! hack/podnet.sh check; then
+  gateway_skip="not root: each of its Envoys runs in a network namespace of its pod's own, which needs root (and iproute2)"
+fi
+if [[ -z $gateway_skip ]]; then
+  XDS_BIND=":$XDS_PORT"
+else
+  XDS_BIND="127.0.0.1:$XDS_PORT"
+fi
 # Metrics in plain HTTP, on the loopback interface only, for curl.
 bin/kube-envoy-controller --kubeconfig "$KUBECONFIG" --zap-devel=false --envoy-path "$ENVOY" \
   --metrics-secure=false --metrics-bind-address "127.0.0.1:$METRICS_PORT" --health-probe-bind-address "127.0.0.1:$HEALTH_PORT" \
-  --xds-bind-address "127.0.0.1:$XDS_PORT" --debug-bind-address "127.0.0.1:$DEBUG_PORT" \
+  --xds-bind-address "$XDS_BIND" --debug-bind-address "127.0.0.1:$DEBUG_PORT" \
   --webhook-bind-address "127.0.0.1:$WEBHOOK_PORT" --webhook-cert-dns-name localhost \
   --webhook-cert-write-files --webhook-cert-dir "$ROOT/tmp/$NAME/webhook-certs" &
 op_pid=$!
 standin_pid=""
+gateway_pid=""
 podnet=""
 # Ctrl-C reaches the operator too (one process group): let it stop gracefully,
 # since a second signal makes it exit at once. Otherwise stop it here.
@@ -58,6 +86,12 @@ stop_foreground_operator() {
   if [[ -n $standin_pid ]]; then
     kill "$standin_pid" 2>/dev/null || true
     wait "$standin_pid" 2>/dev/null || true
+  fi
+  # The Gateway's host fleet removes its pods' network namespaces as it
+  # stops: before the pods' network goes.
+  if [[ -n $gateway_pid ]]; then
+    kill "$gateway_pid" 2>/dev/null || true
+    wait "$gateway_pid" 2>/dev/null || true
   fi
   if [[ -n $podnet ]]; then
     hack/podnet.sh down || true
@@ -94,7 +128,10 @@ bin/kubectl label namespace default kube-envoy-controller.io/injection=enabled -
 wait_ready "$op_pid" "$HEALTH_PORT" /dev/null
 wait_webhooks
 bin/kubectl apply -f config/samples/ >/dev/null
-echo "Samples applied: $(ls config/samples | tr '\n' ' ')"
+# The Gateway API samples are a directory of their own, which kubectl apply
+# -f config/samples/ leaves out: they need the Gateway API's CRDs.
+bin/kubectl apply -f config/samples/gateway-api/ >/dev/null
+echo "Samples applied: $(ls config/samples | tr '\n' ' ')$(ls config/samples/gateway-api | sed 's#^#gateway-api/#' | tr '\n' ' ')"
 
 # Tell the user what to look at once the samples have their pods.
 bin/kubectl wait --for=jsonpath='{.status.availableReplicas}'=1 --timeout 120s foo/example-foo >/dev/null || true
@@ -126,7 +163,37 @@ else
   standin_pid=$!
   proxies="Go stand-ins"
 fi
+# The Gateway public's fleet (an Envoy named public that the Gateway
+# controls): its Envoys in their pods' own network namespaces, and the
+# load balancers of every Service of type LoadBalancer. The backends stay
+# the first host fleet's (--backend-ports "": none here).
+gateway_log=$ROOT/tmp/$NAME/gateway-proxies.log
+bin/kubectl wait --for=jsonpath='{.status.availableReplicas}'=1 --timeout 120s envoy/public >/dev/null || true
+if [[ -z $gateway_skip ]]; then
+  "$ROOT/tmp/$NAME/hostfleet" --namespace default --selector app.kubernetes.io/instance=public \
+    --xds-address "127.0.0.1:$XDS_PORT" --envoy "$ENVOY" --dir "$ROOT/tmp/$NAME/gateway-proxies" \
+    --backend-ports "" --pod-network --load-balancers >"$gateway_log" 2>&1 &
+  gateway_pid=$!
+else
+  echo "The Gateway public's proxies do not run: $gateway_skip. Its samples are applied; it is not Programmed."
+fi
 bin/kubectl wait --for=jsonpath='{.status.proxies.acked}'=2 --timeout 60s envoyconfig/web-routing envoyconfig/web-canary envoyconfig/web-tls >/dev/null || true
+if [[ -z $gateway_skip ]]; then
+  bin/kubectl wait --for=condition=Programmed --timeout 60s gateway/public >/dev/null || true
+  gateway_msg="  Its fleet, the Envoy public, runs here: one real Envoy per pod, each in
+  its pod's own network namespace (log: tmp/$NAME/gateway-proxies.log). Its
+  Service, of type LoadBalancer, has an address of 127.1.0.0/16, which
+  forwards to the Envoys: the Gateway's address. The Gateway is Programmed
+  once every proxy acknowledged what it was sent.
+  bin/kubectl get gatewayclass,gateways,httproutes
+  GW=\$(bin/kubectl get gateway public -o jsonpath='{.status.addresses[0].value}')
+  curl -s http://\$GW/                       # the route web: a pod of web answers with its name
+  curl -s http://\$GW/canary                 # the route web-canary: the pod of web-canary"
+else
+  gateway_msg="  Its proxies do not run: $gateway_skip. So the Gateway
+  is not Programmed, and has no address.
+  bin/kubectl get gatewayclass,gateways,httproutes"
+fi
 cat <<MSG
 
 ================================================================================
@@ -164,8 +231,13 @@ kube-envoy-controller is running against the local cluster "$NAME".
   bin/kubectl get envoyconfigs             # web-routing, web-canary, web-tls (2 proxies acked), shop-routes, greeter-routes
   bin/kubectl get pods -l app=shop -o jsonpath='{.items[0].spec.initContainers[*].name} {.items[0].spec.containers[*].name}'   # envoy shop: Envoy is a native sidecar
 
+  The Gateway API sample (config/samples/gateway-api): the GatewayClass
+  kube-envoy-controller, the Gateway public, with an HTTP listener on port
+  80, and two HTTPRoutes, / to the Service web and /canary to web-canary.
+$gateway_msg
+
   The operator's ports: metrics http://127.0.0.1:$METRICS_PORT/metrics,
-  probes http://127.0.0.1:$HEALTH_PORT/readyz, xDS 127.0.0.1:$XDS_PORT,
+  probes http://127.0.0.1:$HEALTH_PORT/readyz, xDS $XDS_BIND,
   debug https://127.0.0.1:$DEBUG_PORT (kubectl envoy),
   webhook https://localhost:$WEBHOOK_PORT (set METRICS_PORT, HEALTH_PORT,
   XDS_PORT, DEBUG_PORT or WEBHOOK_PORT to choose them).

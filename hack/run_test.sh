@@ -5,10 +5,17 @@
 # README's commands run against it: the routing sample answers with a pod of
 # web, the canary's 100 requests reach both tracks, TLS is terminated with the
 # certificate run.sh made, and `kubectl envoy proxy-status -A` (bin/ on PATH,
-# no operator address) shows the gateway's two Envoys SYNCED. Then Ctrl-C:
+# no operator address) shows the gateway's two Envoys SYNCED. The Gateway
+# API sample is checked as run.sh's message tells: the Gateway public is
+# Programmed (its proxies acknowledged) and its HTTPRoutes Accepted, and
+# curl through its address, the 127.1.x.y of its Service of type
+# LoadBalancer, reaches a pod of web at / and the pod of web-canary at
+# /canary, through the fleet's Envoy in its pod's own network namespace.
+# Then Ctrl-C:
 # SIGINT to run.sh's process group, as a terminal sends it; run.sh must exit
 # 130, as it does on Ctrl-C by design, leaving no operator, host fleet or
-# Envoy behind, the pods' network and the webhook configurations removed.
+# Envoy behind, the pods' network, the pods' own network namespaces and the
+# webhook configurations removed.
 # The cluster is removed at the end, on failure too.
 #
 # It needs root (the pods' network, hack/podnet.sh) and Envoy (bin/envoy, or
@@ -51,6 +58,11 @@ if ip netns list | grep -qw kec-pods; then
   exit 1
 fi
 
+# The pods' own network namespaces already there (another run's): those
+# this run makes are the others.
+netns_before=$(ip netns list | awk '$1 ~ /^kec-pod-/ {print $1}' | sort)
+netns_new() { comm -13 <(echo "$netns_before") <(ip netns list | awk '$1 ~ /^kec-pod-/ {print $1}' | sort); }
+
 run_pid=""
 run_pgid=""
 failures=0
@@ -71,7 +83,7 @@ cleanup() {
   # Whatever of its process group outlived it.
   [[ -z $run_pgid ]] || kill -KILL -- "-$run_pgid" 2>/dev/null || true
   if [[ $rc -ne 0 ]]; then
-    for log in run.log proxies.log; do
+    for log in run.log proxies.log gateway-proxies.log; do
       if [[ -f $DIR/$log ]]; then
         echo "--- last lines of tmp/$NAME/$log:" >&2
         tail -n 40 "$DIR/$log" >&2 || true
@@ -85,6 +97,10 @@ cleanup() {
   if ip netns list 2>/dev/null | grep -qw kec-pods; then
     hack/podnet.sh down || true
   fi
+  for ns in $(netns_new); do
+    ip link del "kecp${ns#kec-pod-}" 2>/dev/null || true
+    ip netns del "$ns" || true
+  done
   step "done"
   exit "$rc"
 }
@@ -93,7 +109,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 hack/cluster.sh down "$NAME" # whatever an earlier run left
-rm -rf "$DIR/web-tls" "$DIR/proxies"
+rm -rf "$DIR/web-tls" "$DIR/proxies" "$DIR/gateway-proxies"
 mkdir -p "$DIR"
 # make run builds the operator and the plugin first (make build).
 go build -ldflags "${LDFLAGS:-}" -o bin/kube-envoy-controller ./cmd/kube-envoy-controller
@@ -176,13 +192,52 @@ eventually "TLS on 8443 with tmp/$NAME/web-tls/tls.crt answers a pod of web" tls
 eventually "kubectl envoy proxy-status -A shows web-gateway's two proxies SYNCED" proxy_status
 step "the README's commands ran"
 
+# The Gateway API sample, as run.sh's message tells it.
+gateway_programmed() {
+  local out
+  out=$(kubectl get gateway public -o jsonpath='{.status.conditions[?(@.type=="Programmed")].status} {.status.conditions[?(@.type=="Programmed")].message}') ||
+    { echo "$out"; return 1; }
+  echo "$out"
+  [[ $out == "True "* ]]
+}
+routes_accepted() {
+  local route out
+  for route in web web-canary; do
+    out=$(kubectl get httproute "$route" -o jsonpath='{.status.parents[0].conditions[?(@.type=="Accepted")].status} {.status.parents[0].conditions[?(@.type=="ResolvedRefs")].status}') ||
+      { echo "$route: $out"; return 1; }
+    echo "$route: $out"
+    [[ $out == "True True" ]] || return 1
+  done
+}
+through_gateway() {
+  local addr out i
+  addr=$(kubectl get gateway public -o jsonpath='{.status.addresses[0].value}') || { echo "$addr"; return 1; }
+  [[ $addr == 127.1.* ]] || { echo "the Gateway's address is '$addr', not one of 127.1.0.0/16"; return 1; }
+  # Every request to / reaches a pod of web (never web-canary), and every
+  # request to /canary the pod of web-canary.
+  for i in $(seq 5); do
+    out=$(curl -s "http://$addr/") || { echo "curl http://$addr/ exited $?"; return 1; }
+    [[ $out =~ ^web-[0-9a-z]+-[0-9a-z]+$ ]] || { echo "http://$addr/ answered '$out'"; return 1; }
+    out=$(curl -s "http://$addr/canary") || { echo "curl http://$addr/canary exited $?"; return 1; }
+    [[ $out =~ ^web-canary-[0-9a-z]+-[0-9a-z]+$ ]] || { echo "http://$addr/canary answered '$out'"; return 1; }
+  done
+  echo "http://$addr/ answers a pod of web, http://$addr/canary $out"
+}
+eventually "the Gateway public is Programmed" gateway_programmed
+eventually "its HTTPRoutes web and web-canary are Accepted, their backends resolved" routes_accepted
+eventually "curl through the Gateway's address reaches web at / and web-canary at /canary" through_gateway
+step "the Gateway API sample checked"
+
 # Ctrl-C. What run.sh started: its process group (the operator, the host
 # fleet, whose Envoys are its children).
 started=$(pgrep -g "$run_pid" | grep -vx "$run_pid" | tr '\n' ' ' || true)
 envoys=$(sed -n 's/^Envoy for pod .* (pid \([0-9]*\)).*/\1/p' "$DIR/proxies.log" | tr '\n' ' ')
 [[ -n $envoys ]] || fail "tmp/$NAME/proxies.log names no Envoy"
+gateway_envoys=$(sed -n 's/^Envoy for pod .* (pid \([0-9]*\)).*/\1/p' "$DIR/gateway-proxies.log" 2>/dev/null | tr '\n' ' ')
+[[ -n $gateway_envoys ]] || fail "tmp/$NAME/gateway-proxies.log names no Envoy"
+envoys+=" $gateway_envoys"
 pgrep -g "$run_pid" -f bin/kube-envoy-controller >/dev/null || fail "no operator runs in run.sh's process group"
-pgrep -g "$run_pid" -f "$DIR/hostfleet" >/dev/null || fail "no host fleet runs in run.sh's process group"
+[[ $(pgrep -g "$run_pid" -f "$DIR/hostfleet" | wc -l) -eq 2 ]] || fail "not two host fleets (the samples', the Gateway's) in run.sh's process group"
 kill -INT -- "-$run_pid"
 rc=0
 for _ in $(seq 120); do kill -0 "$run_pid" 2>/dev/null || break; sleep 0.5; done
@@ -209,6 +264,12 @@ if ip netns list | grep -qw kec-pods; then
   fail "the pods' network kec-pods is still up after Ctrl-C"
 else
   echo "ok: Ctrl-C removes the pods' network"
+fi
+left=$(netns_new | tr '\n' ' ')
+if [[ -n $left ]]; then
+  fail "the pods' own network namespaces are still there after Ctrl-C: $left"
+else
+  echo "ok: Ctrl-C removes the Gateway's pods' own network namespaces"
 fi
 if bin/kubectl get mutatingwebhookconfiguration kube-envoy-controller-injector >/dev/null 2>&1 ||
   bin/kubectl get validatingwebhookconfiguration kube-envoy-controller-validator >/dev/null 2>&1; then
