@@ -9,6 +9,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
@@ -485,7 +486,7 @@ func (t *Tracker) closed(id int64) {
 
 // request records a request: the node (only the first request of a stream
 // may carry it), and an ACK or NACK of the response named by nonce.
-func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version string, errorDetail string, isNack bool) {
+func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version string, errorDetail string, isNack, unsubscribed bool) {
 	t.mu.Lock()
 	s, ok := t.streams[id]
 	if !ok {
@@ -502,7 +503,14 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 		f.streams[id] = s
 	}
 	s.lastSeen = t.now()
-	s.requested[typeURL] = true
+	// A proxy that asks for none of a type's resources by name (its last
+	// EDS cluster was removed, say) is not waiting for that type: its
+	// standing does not hang on it.
+	if unsubscribed {
+		delete(s.requested, typeURL)
+	} else {
+		s.requested[typeURL] = true
+	}
 	known := t.knownLocked(s.fleet)
 	changed := false
 	if last, ok := s.lastSent[typeURL]; ok && nonce != "" && nonce == last.nonce {
@@ -555,8 +563,15 @@ func (t *Tracker) OnStreamClosed(id int64, _ *corev3.Node) { t.closed(id) }
 // OnStreamRequest implements sotw.Callbacks.
 func (t *Tracker) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) error {
 	t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetVersionInfo(),
-		r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
+		r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil, len(r.GetResourceNames()) == 0 && !wildcard(r.GetTypeUrl()))
 	return nil
+}
+
+// wildcard reports whether a state-of-the-world request of typeURL without
+// resource names asks for every resource (listeners and clusters), rather
+// than for none.
+func wildcard(typeURL string) bool {
+	return typeURL == resourcev3.ListenerType || typeURL == resourcev3.ClusterType
 }
 
 // OnStreamResponse implements sotw.Callbacks.
@@ -573,7 +588,7 @@ func (t *Tracker) OnDeltaStreamClosed(id int64, _ *corev3.Node) { t.closed(id) }
 // OnStreamDeltaRequest implements delta.Callbacks.
 func (t *Tracker) OnStreamDeltaRequest(id int64, r *discoveryv3.DeltaDiscoveryRequest) error {
 	t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), "",
-		r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil)
+		r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil, false)
 	return nil
 }
 

@@ -218,3 +218,34 @@ func TestTrackerKeepsTheVersionsProxiesStandWith(t *testing.T) {
 		}
 	}
 }
+
+// A proxy that stops asking for every resource of a type by name (Envoy
+// unsubscribes from EDS when its last EDS cluster goes) accepts a version
+// with the other types it acknowledged: its standing does not wait for an
+// answer about resources it no longer asks for.
+func TestTrackerUnsubscribedTypeDoesNotHoldTheProxy(t *testing.T) {
+	tr := NewTracker()
+	ctx := context.Background()
+	_ = tr.OnStreamOpen(ctx, 1, "")
+	node := &corev3.Node{Id: "p1", Cluster: "ns/a"}
+	tr.Published("ns/a", "v1", map[string]string{resourcev3.ClusterType: "c1", resourcev3.EndpointType: "e1"})
+	ack := func(typ, version, nonce string, names ...string) {
+		tr.OnStreamResponse(ctx, 1, nil, &discoveryv3.DiscoveryResponse{TypeUrl: typ, VersionInfo: version, Nonce: nonce})
+		_ = tr.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{Node: node, TypeUrl: typ, VersionInfo: version, ResponseNonce: nonce, ResourceNames: names})
+	}
+	_ = tr.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{Node: node, TypeUrl: resourcev3.ClusterType})
+	ack(resourcev3.ClusterType, "c1", "1")
+	_ = tr.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{Node: node, TypeUrl: resourcev3.EndpointType, ResourceNames: []string{"backend"}})
+	ack(resourcev3.EndpointType, "e1", "2", "backend")
+	if c := tr.Counts("ns/a", "v1"); c.Acked != 1 {
+		t.Fatalf("counts at v1 = %+v, want the proxy acked", c)
+	}
+	// The cluster goes: the proxy takes the clusters, and asks for no
+	// endpoints any more.
+	tr.Published("ns/a", "v2", map[string]string{resourcev3.ClusterType: "c2", resourcev3.EndpointType: "e2"})
+	ack(resourcev3.ClusterType, "c2", "3")
+	_ = tr.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{Node: node, TypeUrl: resourcev3.EndpointType, VersionInfo: "e1", ResponseNonce: "2"})
+	if c := tr.Counts("ns/a", "v2"); c.Acked != 1 || c.Connected != 1 {
+		t.Errorf("counts at v2 = %+v, want the proxy acked", c)
+	}
+}
