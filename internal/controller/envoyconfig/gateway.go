@@ -2,7 +2,9 @@ package envoyconfig
 
 import (
 	"context"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,9 +20,11 @@ import (
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/gateway"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
 // gatewayWorld is what a reconcile reads of a fleet that serves a Gateway:
@@ -28,6 +32,7 @@ import (
 // fleet's EnvoyConfigs in w.current.
 type gatewayWorld struct {
 	gateway *gwv1.Gateway
+	in      gateway.Input
 	out     gateway.Output
 	// httpRoutes and grpcRoutes are the routes that name the Gateway, as
 	// read, for their status.
@@ -141,7 +146,7 @@ func (r *Reconciler) readGateway(ctx context.Context, w *world) error {
 		}
 	}
 
-	gwr.out = gateway.Translate(in)
+	gwr.in, gwr.out = in, gateway.Translate(in)
 	for _, ts := range gwr.out.Config.Spec.TLSSecrets {
 		key := refKey(ts.SecretRef, gw.Namespace)
 		if s, ok := in.Secrets[key]; ok {
@@ -353,3 +358,49 @@ func (r *Reconciler) watchGateways(b *builder.Builder) *builder.Builder {
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways/status;httproutes/status;grpcroutes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services;secrets,verbs=get;list;watch
+
+// isolateRoutes is the judge phase's part for a Gateway whose content the
+// rules or a real Envoy refused: it translates each of the Gateway's
+// routes alone (its translation with that route as the only one,
+// gateway.Input.Alone), checks it with the rules of in and, when they pass
+// and an Envoy is available, has Envoy load it; then it translates the
+// Gateway again without the routes refused alone (gateway.Input.Refused).
+// So a route that is refused is withheld from it alone, and the Gateway's
+// other routes are served. again is set when that changed the Gateway's
+// content; retry when a verdict may be another on a second try. The
+// judge's cache makes a route loaded before free.
+func (r *Reconciler) isolateRoutes(ctx context.Context, w *world, in translate.Input, unavailable string) (again, retry bool) {
+	gwr := w.gateway
+	refused := map[gateway.RouteKey]gateway.Refusal{}
+	var keys []gateway.RouteKey
+	var load []translate.Config
+	for _, k := range gwr.in.Routes() {
+		alone := gateway.Translate(gwr.in.Alone(k)).Config
+		rules := translate.Translate(translate.Input{Configs: []translate.Config{alone}, Slices: in.Slices, Secrets: in.Secrets, Policy: in.Policy})
+		if st := rules.Configs[alone.Name]; len(st.Invalid) > 0 || len(st.Refused) > 0 {
+			refused[k] = gateway.Refusal{Reason: string(gwv1.RouteReasonUnsupportedValue),
+				Message: "the route is not served: " + strings.Join(append(st.Invalid, st.Refused...), "; ")}
+			continue
+		}
+		if unavailable == "" {
+			keys, load = append(keys, k), append(load, alone)
+		}
+	}
+	for i, v := range r.loadAll(ctx, load, nil) {
+		retry = retry || v.Outcome == envoyjudge.TimedOut || v.Outcome == envoyjudge.Unjudged
+		if v.Refuses() {
+			refused[keys[i]] = gateway.Refusal{Reason: gateway.ReasonRefusedByEnvoy, Message: v.Message}
+		}
+	}
+	if maps.Equal(refused, gwr.in.Refused) || len(refused) == 0 && len(gwr.in.Refused) == 0 {
+		return false, retry
+	}
+	gwr.in.Refused = refused
+	gwr.out = gateway.Translate(gwr.in)
+	for i := range w.current {
+		if w.current[i].Name == gwr.out.Config.Name {
+			w.current[i] = gwr.out.Config
+		}
+	}
+	return true, retry
+}

@@ -208,3 +208,36 @@ func waitGateway(t *testing.T, gw *gwv1.Gateway, cond func(*gwv1.Gateway) bool) 
 	})
 	return got
 }
+
+// A route whose content Envoy would refuse (a regular expression too large
+// for its RE2, which Go's compiles; the rules find it before Envoy runs) is
+// withheld from it alone: it says why, and the Gateway's other route is
+// served and programmed. A route a real Envoy refuses goes the same way
+// (isolateRoutes), with Envoy's words.
+func TestGatewayRefusedRouteIsWithheldAlone(t *testing.T) {
+	ns := suite.Namespace(t)
+	gw, fleetID := gatewayFleet(t, ns, gatewayClass(t))
+	backend(t, ns, "web")
+	good := httpRoute(ns, "good", "good.example.com", "web")
+	create(t, good)
+	greedy := httpRoute(ns, "greedy", "greedy.example.com", "web")
+	greedy.Spec.Rules[0].Matches = []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{
+		Type: ptr.To(gwv1.PathMatchRegularExpression), Value: ptr.To("/(alpha|beta|gamma|delta|epsilon){20}[0-9a-f]{40}"),
+	}}}
+	create(t, greedy)
+
+	p := routeParent(t, greedy, hasCondition(string(gwv1.RouteConditionAccepted), metav1.ConditionFalse, string(gwv1.RouteReasonUnsupportedValue)))
+	if a := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionAccepted)); !strings.Contains(a.Message, "over Envoy's limit") {
+		t.Errorf("Accepted = %+v, want why", a)
+	}
+	routeParent(t, good, hasCondition(string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, ""))
+	testenv.Eventually(t, "the fleet to serve the good route alone", func() (bool, error) {
+		hosts := servedHosts(t, fleetID)
+		return slices.Contains(hosts, "good.example.com") && !slices.Contains(hosts, "greedy.example.com"), fmt.Errorf("hosts %v", hosts)
+	})
+	pr := xdstest.Connect(t, dialFleet(t, xdsClient(t), fleetID), fleetID, "pod-1", resourcev3.ClusterType)
+	clusterNames(t, pr, "")
+	waitGateway(t, gw, func(g *gwv1.Gateway) bool {
+		return hasCondition(string(gwv1.GatewayConditionProgrammed), metav1.ConditionTrue, string(gwv1.GatewayReasonProgrammed))(g.Status.Conditions)
+	})
+}

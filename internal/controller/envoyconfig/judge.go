@@ -45,6 +45,18 @@ func (r *Reconciler) judge(ctx context.Context, w *world, in translate.Input, ir
 		}
 		return false
 	}
+	if w.gateway != nil {
+		// Content of the Gateway that the rules refuse: translate it again
+		// without the routes that are refused alone.
+		if st := ir.Configs[w.gateway.out.Config.Name]; len(st.Invalid) > 0 || len(st.Refused) > 0 {
+			again, routesRetry := r.isolateRoutes(ctx, w, in, unavailable)
+			retry = retry || routesRetry
+			if again {
+				in.Configs = w.current
+				ir = translate.Translate(in)
+			}
+		}
+	}
 	verdicts := map[string]translate.EnvoyVerdict{}
 	var load []translate.Config
 	for _, c := range w.current {
@@ -57,14 +69,6 @@ func (r *Reconciler) judge(ctx context.Context, w *world, in translate.Input, ir
 			load = append(load, c)
 		}
 	}
-	// As many loads at once as the judge runs Envoys: each gets its turn
-	// as soon as another ends, and no load waits out its timeout in line.
-	got := make([]envoyjudge.Verdict, len(load))
-	next := make(chan int, len(load))
-	for i := range load {
-		next <- i
-	}
-	close(next)
 	// The fleet's clusters, which each is loaded beside as stand-ins
 	// (envoyload.Resources.WithClusters).
 	var clusters []string
@@ -73,24 +77,7 @@ func (r *Reconciler) judge(ctx context.Context, w *world, in translate.Input, ir
 			clusters = append(clusters, envoyload.ClusterNames(c.Spec.Resources)...)
 		}
 	}
-	workers := 0
-	if len(load) > 0 { // and so r.Envoy has an Envoy
-		workers = min(r.Envoy.Concurrency(), len(load))
-	}
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				got[i] = envoyjudge.Verdict{Outcome: envoyjudge.Unjudged}
-				if res, err := envoyload.FromSpec(load[i].Spec.Resources); err != nil {
-					got[i].Message = err.Error()
-				} else {
-					got[i] = r.Envoy.Judge(ctx, res.WithClusters(clusters))
-				}
-			}
-		})
-	}
-	wg.Wait()
+	got := r.loadAll(ctx, load, clusters)
 	for i, c := range load {
 		retry = retry || got[i].Outcome == envoyjudge.TimedOut || got[i].Outcome == envoyjudge.Unjudged
 		verdicts[c.Name] = verdictOf(got[i], ir.Configs[c.Name].Content)
@@ -99,7 +86,49 @@ func (r *Reconciler) judge(ctx context.Context, w *world, in translate.Input, ir
 		return ir, retry
 	}
 	in.Envoy = verdicts
+	if w.gateway != nil && verdicts[w.gateway.out.Config.Name].Refused != "" {
+		// Envoy refused the Gateway's content: judge it again without the
+		// routes that are refused alone.
+		again, routesRetry := r.isolateRoutes(ctx, w, in, unavailable)
+		retry = retry || routesRetry
+		if again {
+			in.Configs = w.current
+			ir, moreRetry := r.judge(ctx, w, in, translate.Translate(in))
+			return ir, retry || moreRetry
+		}
+	}
 	return translate.Translate(in), retry
+}
+
+// loadAll has the judge load each of configs, with stand-ins of clusters,
+// as many at once as it runs Envoys: each gets its turn as soon as another
+// ends, and no load waits out its timeout in line.
+func (r *Reconciler) loadAll(ctx context.Context, configs []translate.Config, clusters []string) []envoyjudge.Verdict {
+	got := make([]envoyjudge.Verdict, len(configs))
+	next := make(chan int, len(configs))
+	for i := range configs {
+		next <- i
+	}
+	close(next)
+	workers := 0
+	if len(configs) > 0 { // and so r.Envoy has an Envoy
+		workers = min(r.Envoy.Concurrency(), len(configs))
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				got[i] = envoyjudge.Verdict{Outcome: envoyjudge.Unjudged}
+				if res, err := envoyload.FromSpec(configs[i].Spec.Resources); err != nil {
+					got[i].Message = err.Error()
+				} else {
+					got[i] = r.Envoy.Judge(ctx, res.WithClusters(clusters))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return got
 }
 
 // judgeRetry is how long the leader waits before it judges again content

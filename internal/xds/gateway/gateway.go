@@ -19,6 +19,8 @@
 package gateway
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -75,6 +77,65 @@ type Input struct {
 	Secrets map[types.NamespacedName]corev1.Secret
 	// Grants are the ReferenceGrants of every namespace.
 	Grants []gwv1beta1.ReferenceGrant
+	// Refused holds the routes refused alone (Alone): by the content
+	// policy's and Envoy's rules, or by a real Envoy. None of their rules
+	// is served, their parents say why (Accepted False), and the Gateway's
+	// other routes are served.
+	Refused map[RouteKey]Refusal
+}
+
+// Refusal is why a route is refused: the reason of its Accepted condition
+// and the message.
+type Refusal struct {
+	Reason, Message string
+}
+
+// ReasonRefusedByEnvoy is the reason of a route's Accepted condition when a
+// real Envoy refused to load it.
+const ReasonRefusedByEnvoy = "RefusedByEnvoy"
+
+// RouteKey names a route of any kind.
+type RouteKey struct {
+	Kind gwv1.Kind
+	types.NamespacedName
+}
+
+func (k RouteKey) String() string { return string(k.Kind) + " " + k.NamespacedName.String() }
+
+// Routes are the keys of the routes of in that name its Gateway, in order.
+func (in Input) Routes() []RouteKey {
+	t := &translation{in: in, gw: types.NamespacedName{Namespace: in.Gateway.Namespace, Name: in.Gateway.Name}}
+	var out []RouteKey
+	for _, r := range in.HTTPRoutes {
+		if slices.ContainsFunc(r.Spec.ParentRefs, func(p gwv1.ParentReference) bool { return t.names(p, r.Namespace) }) {
+			out = append(out, RouteKey{Kind: "HTTPRoute", NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: r.Name}})
+		}
+	}
+	for _, r := range in.GRPCRoutes {
+		if slices.ContainsFunc(r.Spec.ParentRefs, func(p gwv1.ParentReference) bool { return t.names(p, r.Namespace) }) {
+			out = append(out, RouteKey{Kind: "GRPCRoute", NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: r.Name}})
+		}
+	}
+	return out
+}
+
+// Alone is in with the route k as the Gateway's only route: its
+// translation's Config is what the route alone adds to the Gateway's
+// listeners, which a real Envoy can load to judge the route by itself.
+func (in Input) Alone(k RouteKey) Input {
+	out := in
+	out.HTTPRoutes, out.GRPCRoutes, out.Refused = nil, nil, nil
+	for _, r := range in.HTTPRoutes {
+		if k.Kind == "HTTPRoute" && r.Namespace == k.Namespace && r.Name == k.Name {
+			out.HTTPRoutes = append(out.HTTPRoutes, r)
+		}
+	}
+	for _, r := range in.GRPCRoutes {
+		if k.Kind == "GRPCRoute" && r.Namespace == k.Namespace && r.Name == k.Name {
+			out.GRPCRoutes = append(out.GRPCRoutes, r)
+		}
+	}
+	return out
 }
 
 // Output is one Gateway's translation.

@@ -190,6 +190,11 @@ func (t *translation) httpRoutes(ls []*listener) map[types.NamespacedName][]gwv1
 			es = append(es, rs...)
 			resolved, unsupported = cmpOr(resolved, p), cmpOr(unsupported, u)
 		}
+		if why, refused := t.in.Refused[RouteKey{Kind: r.kind, NamespacedName: r.name()}]; refused {
+			// Refused alone: none of its rules is served, and the
+			// Gateway's other routes go on.
+			es, unsupported = nil, problemf(why.Reason, "%s", why.Message)
+		}
 		t.place(atts, es)
 		notAccepted(accepted, unsupported)
 		out[r.name()] = t.parentStatuses(r, refs, accepted, resolved)

@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
@@ -149,3 +153,50 @@ func TestOddInput(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A route a real Envoy refused alone is served nothing and says so with
+// Envoy's words; the Gateway's other routes are served as before. Alone
+// keeps one route, with what it needs of the rest.
+func TestRefusedRouteAloneIsNotServed(t *testing.T) {
+	_, in := readCase(t, filepath.Join("testdata", "in", "http-routing.yaml"))
+	keys := in.Routes()
+	if len(keys) < 2 {
+		t.Fatalf("routes = %v, want at least 2", keys)
+	}
+	refused, kept := keys[0], keys[1]
+	before := Translate(in)
+	in.Refused = map[RouteKey]Refusal{refused: {Reason: ReasonRefusedByEnvoy, Message: "Envoy 1.40.0 refuses to load it: bad"}}
+	after := Translate(in)
+
+	st := after.HTTPRoutes[refused.NamespacedName]
+	if len(st) == 0 {
+		t.Fatalf("no status for %v", refused)
+	}
+	for _, p := range st {
+		a := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionAccepted))
+		if a == nil || a.Status != metav1.ConditionFalse || a.Reason != ReasonRefusedByEnvoy || !strings.Contains(a.Message, "refuses to load it: bad") {
+			t.Errorf("the refused route's Accepted = %+v", a)
+		}
+	}
+	if !reflect.DeepEqual(after.HTTPRoutes[kept.NamespacedName], before.HTTPRoutes[kept.NamespacedName]) {
+		t.Errorf("the other route's status changed: %+v", after.HTTPRoutes[kept.NamespacedName])
+	}
+	routes := func(out Output) string {
+		var b strings.Builder
+		for _, r := range out.Config.Spec.Resources.Routes {
+			b.Write(r.Raw)
+		}
+		return b.String()
+	}
+	if strings.Contains(routes(after), "HTTPRoute/"+refused.Namespace+"/"+refused.Name+"/") {
+		t.Errorf("the refused route is still served")
+	}
+	if !strings.Contains(routes(after), "HTTPRoute/"+kept.Namespace+"/"+kept.Name+"/") {
+		t.Errorf("the other route is not served any more")
+	}
+
+	alone := Translate(in.Alone(kept))
+	if got := routes(alone); strings.Contains(got, "HTTPRoute/"+refused.Namespace+"/"+refused.Name+"/") || !strings.Contains(got, "HTTPRoute/"+kept.Namespace+"/"+kept.Name+"/") {
+		t.Errorf("Alone(%v) serves %s", kept, got)
+	}
+}
