@@ -111,7 +111,8 @@ func (t *translation) routeConfiguration(port gwv1.PortNumber, ls []*listener, u
 		hosts = append(hosts, h)
 	}
 	hostOrder(hosts)
-	rc := &routev3.RouteConfiguration{Name: portName(t.gw, int32(port))}
+	// The Host is matched without its port, and sent on with it.
+	rc := &routev3.RouteConfiguration{Name: portName(t.gw, int32(port)), IgnorePortInHostMatching: true}
 	for _, h := range hosts {
 		vh := &routev3.VirtualHost{Name: h, Domains: []string{h}}
 		for _, e := range hostRoutes(byHost, owner(ls, port, h), h) {
@@ -179,7 +180,7 @@ func (t *translation) envoyListener(port gwv1.PortNumber, ls []*listener) (*list
 }
 
 // httpConnectionManager is the network filter of a port's chains: its
-// routes over RDS, its Host matched without its port.
+// routes over RDS.
 func httpConnectionManager(routeConfig string, port gwv1.PortNumber) (*listenerv3.Filter, error) {
 	router, err := anypb.New(&routerv3.Router{})
 	if err != nil {
@@ -190,7 +191,6 @@ func httpConnectionManager(routeConfig string, port gwv1.PortNumber) (*listenerv
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
 			RouteConfigName: routeConfig, ConfigSource: ads(),
 		}},
-		StripPortMode: &hcmv3.HttpConnectionManager_StripAnyHostPort{StripAnyHostPort: true},
 		HttpFilters: []*hcmv3.HttpFilter{{
 			Name: "envoy.filters.http.router", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router},
 		}},
