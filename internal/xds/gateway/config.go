@@ -116,7 +116,13 @@ func (t *translation) routeConfiguration(port gwv1.PortNumber, ls []*listener, u
 	for _, h := range hosts {
 		vh := &routev3.VirtualHost{Name: h, Domains: []string{h}}
 		for _, e := range hostRoutes(byHost, owner(ls, port, h), h) {
-			vh.Routes = append(vh.Routes, e.route)
+			route := e.route
+			if e.listenerPort && port != 80 && port != 443 {
+				// To the listener's port, which a well-known one leaves out.
+				route = proto.Clone(route).(*routev3.Route)
+				route.GetRedirect().PortRedirect = uint32(port)
+			}
+			vh.Routes = append(vh.Routes, route)
 			for _, c := range e.clusters {
 				used[c] = true
 			}

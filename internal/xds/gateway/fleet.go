@@ -9,9 +9,27 @@ func FleetName(gatewayName string) string { return gatewayName }
 
 // SupportedFeatures are the Gateway API features a Gateway of this
 // operator's serves, as its GatewayClass's status says and the conformance
-// suite tests: each one named here passes the suite's tests of it.
+// suite tests: each one named here passes the suite's tests of it. The
+// Gateway API asks for them sorted by name.
 var SupportedFeatures = []gwv1.FeatureName{
 	"Gateway",
+	"GatewayPort8080",
 	"HTTPRoute",
+	"HTTPRoute303RedirectStatusCode",
+	"HTTPRoute307RedirectStatusCode",
+	"HTTPRoute308RedirectStatusCode",
+	"HTTPRouteBackendRequestHeaderModification",
+	"HTTPRouteBackendTimeout",
+	"HTTPRouteDestinationPortMatching",
+	"HTTPRouteHostRewrite",
+	"HTTPRouteMethodMatching",
+	"HTTPRouteParentRefPort",
+	"HTTPRoutePathRedirect",
+	"HTTPRoutePathRewrite",
+	"HTTPRoutePortRedirect",
+	"HTTPRouteQueryParamMatching",
+	"HTTPRouteRequestTimeout",
+	"HTTPRouteResponseHeaderModification",
+	"HTTPRouteSchemeRedirect",
 	"ReferenceGrant",
 }

@@ -30,6 +30,10 @@ type entry struct {
 	route *routev3.Route
 	// clusters are the clusters it sends requests to.
 	clusters []string
+	// listenerPort is set on a redirect that names neither a scheme nor a
+	// port: the Gateway API has it redirect to the listener's port, which
+	// each port's route configuration sets (routeConfiguration).
+	listenerPort bool
 }
 
 // precedence orders the Envoy routes of a virtual host as the Gateway API
@@ -136,8 +140,8 @@ func owner(ls []*listener, port gwv1.PortNumber, h string) *listener {
 // reaches one listener of a port, the one of its host.
 func hostRoutes(byHost map[string][]placed, owner *listener, h string) []entry {
 	var hosts []string
-	for g := range byHost {
-		if g == h || g == anyHost || (wildcard(g) && covers(g, h)) {
+	for _, g := range coveringHosts(h) {
+		if _, ok := byHost[g]; ok {
 			hosts = append(hosts, g)
 		}
 	}
@@ -154,6 +158,25 @@ func hostRoutes(byHost map[string][]placed, owner *listener, h string) []entry {
 		}
 		sortEntries(es)
 		out = append(out, es...)
+	}
+	return out
+}
+
+// coveringHosts are the virtual hosts whose routes a request for h may
+// take: h itself, anyHost, and every wildcard that covers h, each a
+// suffix of h from one of its dots. Looking these up, rather than testing
+// every virtual host of the port, keeps a port of many hostnames linear.
+func coveringHosts(h string) []string {
+	out := []string{h}
+	if h != anyHost {
+		out = append(out, anyHost)
+	}
+	for i := 1; i < len(h); i++ {
+		if h[i] == '.' {
+			if w := "*" + h[i:]; covers(w, h) {
+				out = append(out, w)
+			}
+		}
 	}
 	return out
 }
@@ -374,6 +397,7 @@ func (t *translation) httpAction(e *entry, rule gwv1.HTTPRouteRule, m gwv1.HTTPR
 		e.route.Action = internalError()
 	case redirect != nil:
 		e.route.Action = &routev3.Route_Redirect{Redirect: redirectAction(redirect, m)}
+		e.listenerPort = redirect.Port == nil && redirect.Scheme == nil
 	default:
 		ra, clusters := t.routeAction(shares)
 		if ra == nil {

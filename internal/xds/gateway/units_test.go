@@ -200,3 +200,11 @@ func TestRefusedRouteAloneIsNotServed(t *testing.T) {
 		t.Errorf("Alone(%v) serves %s", kept, got)
 	}
 }
+
+// The GatewayClass's status lists the features sorted by name, as the
+// Gateway API asks.
+func TestSupportedFeaturesAreSorted(t *testing.T) {
+	if !slices.IsSorted(SupportedFeatures) {
+		t.Errorf("SupportedFeatures are not sorted: %v", SupportedFeatures)
+	}
+}
