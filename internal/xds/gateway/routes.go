@@ -201,28 +201,34 @@ func (t *translation) httpRoutes(ls []*listener) map[types.NamespacedName][]gwv1
 	out := map[types.NamespacedName][]gwv1.RouteParentStatus{}
 	for _, hr := range t.in.HTTPRoutes {
 		r := routeObject{kind: "HTTPRoute", meta: hr.ObjectMeta, parents: hr.Spec.ParentRefs, hostnames: hr.Spec.Hostnames}
-		refs, accepted, atts := t.attach(r, ls)
-		if len(refs) == 0 {
-			continue
-		}
-		var resolved *problem
-		var es []entry
-		var unsupported *problem
-		for ri, rule := range hr.Spec.Rules {
-			rs, p, u := t.httpRule(r, rule, ri)
-			es = append(es, rs...)
-			resolved, unsupported = cmpOr(resolved, p), cmpOr(unsupported, u)
-		}
-		if why, refused := t.in.Refused[RouteKey{Kind: r.kind, NamespacedName: r.name()}]; refused {
-			// Refused alone: none of its rules is served, and the
-			// Gateway's other routes go on.
-			es, unsupported = nil, problemf(why.Reason, "%s", why.Message)
-		}
-		t.place(atts, es)
-		notAccepted(accepted, unsupported)
-		out[r.name()] = t.parentStatuses(r, refs, accepted, resolved)
+		t.route(ls, r, out, len(hr.Spec.Rules), func(ri int) ([]entry, *problem, *problem) { return t.httpRule(r, hr.Spec.Rules[ri], ri) })
 	}
 	return out
+}
+
+// route attaches the route r and translates its n rules (rule gives one's
+// entries and problems), and adds its parent statuses to out: what
+// HTTPRoutes and GRPCRoutes share.
+func (t *translation) route(ls []*listener, r routeObject, out map[types.NamespacedName][]gwv1.RouteParentStatus, n int, rule func(ri int) ([]entry, *problem, *problem)) {
+	refs, accepted, atts := t.attach(r, ls)
+	if len(refs) == 0 {
+		return
+	}
+	var resolved, unsupported *problem
+	var es []entry
+	for ri := range n {
+		rs, p, u := rule(ri)
+		es = append(es, rs...)
+		resolved, unsupported = cmpOr(resolved, p), cmpOr(unsupported, u)
+	}
+	if why, refused := t.in.Refused[RouteKey{Kind: r.kind, NamespacedName: r.name()}]; refused {
+		// Refused alone: none of its rules is served, and the Gateway's
+		// other routes go on.
+		es, unsupported = nil, problemf(why.Reason, "%s", why.Message)
+	}
+	t.place(atts, es)
+	notAccepted(accepted, unsupported)
+	out[r.name()] = t.parentStatuses(r, refs, accepted, resolved)
 }
 
 // notAccepted gives p, when set, to the parents that accepted a route.
