@@ -89,3 +89,28 @@ func TestFinishWithAStaleCopy(t *testing.T) {
 		t.Errorf("a status computed for an older spec was written: %q", got)
 	}
 }
+
+// Finish of an object deleted while it was reconciled (a Gateway's fleet
+// that the garbage collector removed with its Gateway, say) ends without an
+// error: a deleted object needs no status, and nothing is requeued.
+func TestFinishOfADeletedObject(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	w := &watchv1alpha1.Watcher{
+		ObjectMeta: metav1.ObjectMeta{Name: "gone", Namespace: ns},
+		Spec:       watchv1alpha1.WatcherSpec{Container: corev1.Container{Name: "tail", Image: "busybox"}},
+	}
+	if err := suite.Client.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if err := suite.Client.Delete(ctx, w.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	writer := status.Writer{Client: suite.Client, Recorder: suite.Manager.GetEventRecorder("test"), Live: suite.Client}
+	res, err := status.Finish(ctx, writer, w, nil, func(out *watchv1alpha1.Watcher) {
+		out.Status = watchv1alpha1.WatcherStatus{ConfigMapName: "any", ObservedGeneration: w.Generation}
+	})
+	if err != nil || res.RequeueAfter != 0 {
+		t.Errorf("Finish = %+v, %v; want nothing to retry", res, err)
+	}
+}

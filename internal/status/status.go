@@ -20,6 +20,9 @@
 //   - A child's name taken by a foreign object is looked at again every
 //     ClashRecheck: the foreign object is not in the cache, so its deletion
 //     sends no event.
+//   - An object deleted while it was reconciled (its owner's garbage
+//     collection, say) needs no status: the write's NotFound ends the
+//     reconcile without an error.
 package status
 
 import (
@@ -128,6 +131,9 @@ func Finish[T Object](ctx context.Context, w Writer, obj T, kids Children, set f
 	statusErr := w.Write(ctx, obj, after)
 	if apierrors.IsConflict(statusErr) && w.Live != nil {
 		statusErr = onLiveCopy(ctx, w, obj, set, statusErr)
+	}
+	if apierrors.IsNotFound(statusErr) {
+		statusErr = nil // deleted while it was reconciled: it needs no status
 	}
 	var childErr error
 	clashed := false

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -46,6 +47,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/loadbalancer"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/podnet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/gateway"
 )
 
@@ -88,6 +90,14 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), class) })
+	// The suite reads the features to test from the class's status.
+	testenv.Eventually(t, "the GatewayClass to be accepted with its features", func() (bool, error) {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(class), class); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(class.Status.Conditions, string(gwv1.GatewayClassConditionStatusAccepted)) &&
+			len(class.Status.SupportedFeatures) > 0, nil
+	})
 
 	var skip []string
 	for name := range skipped {
@@ -100,7 +110,7 @@ func TestConformance(t *testing.T) {
 			CleanupTestResources: true,
 			// Two cores: one test at a time.
 			DisableParallelTests: true,
-			ConformanceProfiles:  []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName},
+			ConformanceProfiles:  []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName, suite.GatewayGRPCConformanceProfileName},
 			SkipTests:            skip,
 			TimeoutConfig:        conformanceconfig.DefaultTimeoutConfig(),
 			ReportOutputPath:     os.Getenv("CONFORMANCE_REPORT"),

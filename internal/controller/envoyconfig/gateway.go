@@ -88,30 +88,27 @@ func (r *Reconciler) readGateway(ctx context.Context, w *world) error {
 	in := gateway.Input{Class: *class, Gateway: *gw, FleetName: w.id.Name,
 		Namespaces: map[string]map[string]string{}, Services: map[types.NamespacedName]corev1.Service{},
 		Secrets: map[types.NamespacedName]corev1.Secret{}}
-	gwr := &gatewayWorld{gateway: gw, httpRoutes: map[types.NamespacedName]*gwv1.HTTPRoute{},
-		grpcRoutes: map[types.NamespacedName]*gwv1.GRPCRoute{}, secrets: map[string]corev1.Secret{}}
+	gwr := &gatewayWorld{gateway: gw, secrets: map[string]corev1.Secret{}}
 
 	var httpRoutes gwv1.HTTPRouteList
 	if err := r.Client.List(ctx, &httpRoutes); err != nil {
 		return err
 	}
-	for i := range httpRoutes.Items {
-		rt := &httpRoutes.Items[i]
-		if rt.DeletionTimestamp.IsZero() && namesGateway(rt.Namespace, rt.Spec.ParentRefs, gw) {
-			in.HTTPRoutes = append(in.HTTPRoutes, *rt)
-			gwr.httpRoutes[client.ObjectKeyFromObject(rt)] = rt
-		}
+	gwr.httpRoutes = routesOf(httpRoutes.Items, gw, func(rt *gwv1.HTTPRoute) ([]gwv1.ParentReference, []gwv1.RouteParentStatus) {
+		return rt.Spec.ParentRefs, rt.Status.Parents
+	})
+	for _, rt := range gwr.httpRoutes {
+		in.HTTPRoutes = append(in.HTTPRoutes, *rt)
 	}
 	var grpcRoutes gwv1.GRPCRouteList
 	if err := r.Client.List(ctx, &grpcRoutes); err != nil {
 		return err
 	}
-	for i := range grpcRoutes.Items {
-		rt := &grpcRoutes.Items[i]
-		if rt.DeletionTimestamp.IsZero() && namesGateway(rt.Namespace, rt.Spec.ParentRefs, gw) {
-			in.GRPCRoutes = append(in.GRPCRoutes, *rt)
-			gwr.grpcRoutes[client.ObjectKeyFromObject(rt)] = rt
-		}
+	gwr.grpcRoutes = routesOf(grpcRoutes.Items, gw, func(rt *gwv1.GRPCRoute) ([]gwv1.ParentReference, []gwv1.RouteParentStatus) {
+		return rt.Spec.ParentRefs, rt.Status.Parents
+	})
+	for _, rt := range gwr.grpcRoutes {
+		in.GRPCRoutes = append(in.GRPCRoutes, *rt)
 	}
 	var grants gwv1beta1.ReferenceGrantList
 	if err := r.Client.List(ctx, &grants); err != nil {
@@ -160,6 +157,28 @@ func (r *Reconciler) readGateway(ctx context.Context, w *world) error {
 	w.current = append(w.current, gwr.out.Config)
 	r.gatewayBackends.set(w.id, gwr.services)
 	return nil
+}
+
+// routesOf returns, by name, the routes of items that are not being
+// deleted and that name gw in their spec, or whose status has this
+// operator's entry for gw (a parentRef taken away, which the status loses).
+// Translation ignores the latter.
+func routesOf[T any, P interface {
+	*T
+	client.Object
+}](items []T, gw *gwv1.Gateway, refs func(P) ([]gwv1.ParentReference, []gwv1.RouteParentStatus)) map[types.NamespacedName]P {
+	out := map[types.NamespacedName]P{}
+	for i := range items {
+		rt := P(&items[i])
+		spec, parents := refs(rt)
+		ours := slices.ContainsFunc(parents, func(p gwv1.RouteParentStatus) bool {
+			return p.ControllerName == gateway.ControllerName && parentIs(p.ParentRef, rt.GetNamespace(), gw)
+		})
+		if rt.GetDeletionTimestamp().IsZero() && (ours || namesGateway(rt.GetNamespace(), spec, gw)) {
+			out[client.ObjectKeyFromObject(rt)] = rt
+		}
+	}
+	return out
 }
 
 // consented marks a copy of a Secret that a Gateway's listener may serve,

@@ -85,22 +85,18 @@ func (r *Reconciler) reportGateway(ctx context.Context, w *world, s State) error
 		}
 	}
 	for key, rt := range gwr.httpRoutes {
-		parents := ourParents(rt.Status.Parents, gw, rt.Namespace, gwr.out.HTTPRoutes[key])
-		if parents == nil {
-			continue
+		if parents := ourParents(rt.Status.Parents, gw, rt.Namespace, gwr.out.HTTPRoutes[key]); parents != nil {
+			after := rt.DeepCopy()
+			after.Status.Parents = parents
+			errs = append(errs, r.writeRouteStatus(ctx, rt, after))
 		}
-		after := rt.DeepCopy()
-		after.Status.Parents = parents
-		errs = append(errs, r.writeRouteStatus(ctx, rt, after))
 	}
 	for key, rt := range gwr.grpcRoutes {
-		parents := ourParents(rt.Status.Parents, gw, rt.Namespace, gwr.out.GRPCRoutes[key])
-		if parents == nil {
-			continue
+		if parents := ourParents(rt.Status.Parents, gw, rt.Namespace, gwr.out.GRPCRoutes[key]); parents != nil {
+			after := rt.DeepCopy()
+			after.Status.Parents = parents
+			errs = append(errs, r.writeRouteStatus(ctx, rt, after))
 		}
-		after := rt.DeepCopy()
-		after.Status.Parents = parents
-		errs = append(errs, r.writeRouteStatus(ctx, rt, after))
 	}
 	return errors.Join(errs...)
 }

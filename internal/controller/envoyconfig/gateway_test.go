@@ -241,3 +241,33 @@ func TestGatewayRefusedRouteIsWithheldAlone(t *testing.T) {
 		return hasCondition(string(gwv1.GatewayConditionProgrammed), metav1.ConditionTrue, string(gwv1.GatewayReasonProgrammed))(g.Status.Conditions)
 	})
 }
+
+// A route that stops naming the Gateway loses this operator's parent entry
+// for it, and the fleet stops serving it.
+func TestGatewayRouteDetachedLosesItsParent(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	_, fleetID := gatewayFleet(t, ns, gatewayClass(t))
+	backend(t, ns, "web")
+	rt := httpRoute(ns, "good", "good.example.com", "web")
+	create(t, rt)
+	routeParent(t, rt, hasCondition(string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, ""))
+	if err := suite.Client.Get(ctx, client.ObjectKeyFromObject(rt), rt); err != nil {
+		t.Fatal(err)
+	}
+	rt.Spec.ParentRefs = []gwv1.ParentReference{{Name: "elsewhere"}}
+	if err := suite.Client.Update(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the route's parent entry for the Gateway to go", func() (bool, error) {
+		now := &gwv1.HTTPRoute{}
+		if err := suite.Client.Get(ctx, client.ObjectKeyFromObject(rt), now); err != nil {
+			return false, err
+		}
+		return len(now.Status.Parents) == 0, fmt.Errorf("parents %+v", now.Status.Parents)
+	})
+	testenv.Eventually(t, "the fleet to stop serving the route", func() (bool, error) {
+		hosts := servedHosts(t, fleetID)
+		return !slices.Contains(hosts, "good.example.com"), fmt.Errorf("hosts %v", hosts)
+	})
+}

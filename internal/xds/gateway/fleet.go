@@ -12,6 +12,7 @@ func FleetName(gatewayName string) string { return gatewayName }
 // suite tests: each one named here passes the suite's tests of it. The
 // Gateway API asks for them sorted by name.
 var SupportedFeatures = []gwv1.FeatureName{
+	"GRPCRoute",
 	"Gateway",
 	"GatewayPort8080",
 	"HTTPRoute",

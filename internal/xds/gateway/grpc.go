@@ -17,26 +17,7 @@ func (t *translation) grpcRoutes(ls []*listener) map[types.NamespacedName][]gwv1
 	out := map[types.NamespacedName][]gwv1.RouteParentStatus{}
 	for _, gr := range t.in.GRPCRoutes {
 		r := routeObject{kind: "GRPCRoute", meta: gr.ObjectMeta, parents: gr.Spec.ParentRefs, hostnames: gr.Spec.Hostnames}
-		refs, accepted, atts := t.attach(r, ls)
-		if len(refs) == 0 {
-			continue
-		}
-		var resolved *problem
-		var es []entry
-		var unsupported *problem
-		for ri, rule := range gr.Spec.Rules {
-			rs, p, u := t.grpcRule(r, rule, ri)
-			es = append(es, rs...)
-			resolved, unsupported = cmpOr(resolved, p), cmpOr(unsupported, u)
-		}
-		if why, refused := t.in.Refused[RouteKey{Kind: r.kind, NamespacedName: r.name()}]; refused {
-			// Refused alone: none of its rules is served, and the
-			// Gateway's other routes go on.
-			es, unsupported = nil, problemf(why.Reason, "%s", why.Message)
-		}
-		t.place(atts, es)
-		notAccepted(accepted, unsupported)
-		out[r.name()] = t.parentStatuses(r, refs, accepted, resolved)
+		t.route(ls, r, out, len(gr.Spec.Rules), func(ri int) ([]entry, *problem, *problem) { return t.grpcRule(r, gr.Spec.Rules[ri], ri) })
 	}
 	return out
 }
