@@ -40,7 +40,7 @@ import (
 // caches of them, the translation's and the xDS server's share.
 // docs/benchmarks.md has the figures:
 //
-//	go test ./internal/controller/envoyconfig -run '^$' -bench BenchmarkGatewayReconcile -benchtime 10x
+//	go test ./internal/controller/envoyconfig -run '^$' -bench BenchmarkGatewayReconcile -benchtime 20x
 func BenchmarkGatewayReconcile(b *testing.B) {
 	const routes = 1000
 	ctx := context.Background()

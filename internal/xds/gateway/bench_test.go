@@ -202,8 +202,8 @@ func served(b *testing.B, in translate.Input) translate.IR {
 }
 
 // record builds the fleet's history ConfigMap with ir as its only
-// revision, as the controller does when it records a revision. It returns
-// the stored size (gzip), or the error when it does not fit.
+// revision, as the controller does when it records a revision: an error
+// when it does not fit.
 func record(f benchFleet, ir translate.IR) error {
 	id := fleet.ID{Namespace: f.in.Gateway.Namespace, Name: f.in.FleetName}
 	_, err := history.ConfigMap(benchOperatorNamespace, id, publish.History{
