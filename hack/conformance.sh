@@ -29,6 +29,7 @@ mkdir -p "$DIR"
 rm -f "$DIR/operator.log"
 hack/cluster.sh up "$NAME" --kube-apiserver-port 0
 export KUBECONFIG=$DIR/kubeconfig
+hack/podnet.sh pods-down # an earlier run's pods, whose addresses this cluster's pods may take
 hack/podnet.sh up
 podnet_up=1
 

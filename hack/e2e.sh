@@ -41,6 +41,7 @@ export KUBECONFIG=$DIR/kubeconfig
 # the pods' addresses answer from a network namespace. It needs root; without
 # it those tests fail under CI and are skipped elsewhere, saying so.
 if [[ $tests != 0 ]] && hack/podnet.sh check; then
+  hack/podnet.sh pods-down # an earlier run's pods, whose addresses this cluster's pods may take
   hack/podnet.sh up
   podnet_up=1
 fi

@@ -89,6 +89,7 @@ type proxyStream struct {
 	acked     map[string]string // type URL -> version
 	nacked    map[string]nack   // type URL -> the rejection
 	requested map[string]bool   // type URLs the proxy asked for
+	named     map[string]bool   // type URLs it asked for resources of by name
 	// since is when the stream opened, lastSeen when its last request came.
 	since, lastSeen time.Time
 }
@@ -454,7 +455,7 @@ func (t *Tracker) open(id int64) error {
 	defer t.mu.Unlock()
 	now := t.now()
 	t.streams[id] = &proxyStream{id: id, lastSent: map[string]sent{}, acked: map[string]string{},
-		nacked: map[string]nack{}, requested: map[string]bool{}, since: now, lastSeen: now}
+		nacked: map[string]nack{}, requested: map[string]bool{}, named: map[string]bool{}, since: now, lastSeen: now}
 	return nil
 }
 
@@ -486,7 +487,7 @@ func (t *Tracker) closed(id int64) {
 
 // request records a request: the node (only the first request of a stream
 // may carry it), and an ACK or NACK of the response named by nonce.
-func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version string, errorDetail string, isNack, unsubscribed bool) {
+func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version string, errorDetail string, isNack bool, names int) {
 	t.mu.Lock()
 	s, ok := t.streams[id]
 	if !ok {
@@ -503,12 +504,16 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 		f.streams[id] = s
 	}
 	s.lastSeen = t.now()
-	// A proxy that asks for none of a type's resources by name (its last
-	// EDS cluster was removed, say) is not waiting for that type: its
-	// standing does not hang on it.
-	if unsubscribed {
+	// A proxy that asked for a type's resources by name and now asks for
+	// none (Envoy, when its last EDS cluster is removed) unsubscribed: its
+	// standing does not hang on that type. A first request without names
+	// asks for every resource, as go-control-plane answers it.
+	switch {
+	case names > 0:
+		s.requested[typeURL], s.named[typeURL] = true, true
+	case s.named[typeURL] && !wildcard(typeURL):
 		delete(s.requested, typeURL)
-	} else {
+	default:
 		s.requested[typeURL] = true
 	}
 	known := t.knownLocked(s.fleet)
@@ -563,13 +568,13 @@ func (t *Tracker) OnStreamClosed(id int64, _ *corev3.Node) { t.closed(id) }
 // OnStreamRequest implements sotw.Callbacks.
 func (t *Tracker) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) error {
 	t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetVersionInfo(),
-		r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil, len(r.GetResourceNames()) == 0 && !wildcard(r.GetTypeUrl()))
+		r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil, len(r.GetResourceNames()))
 	return nil
 }
 
 // wildcard reports whether a state-of-the-world request of typeURL without
-// resource names asks for every resource (listeners and clusters), rather
-// than for none.
+// resource names asks for every resource (listeners and clusters), even
+// after one that named some.
 func wildcard(typeURL string) bool {
 	return typeURL == resourcev3.ListenerType || typeURL == resourcev3.ClusterType
 }
@@ -588,7 +593,7 @@ func (t *Tracker) OnDeltaStreamClosed(id int64, _ *corev3.Node) { t.closed(id) }
 // OnStreamDeltaRequest implements delta.Callbacks.
 func (t *Tracker) OnStreamDeltaRequest(id int64, r *discoveryv3.DeltaDiscoveryRequest) error {
 	t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), "",
-		r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil, false)
+		r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil, 0)
 	return nil
 }
 

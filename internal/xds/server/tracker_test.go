@@ -249,3 +249,22 @@ func TestTrackerUnsubscribedTypeDoesNotHoldTheProxy(t *testing.T) {
 		t.Errorf("counts at v2 = %+v, want the proxy acked", c)
 	}
 }
+
+// A client that asks for every endpoint without naming any (a stand-in, or
+// a test client) is waiting for them: its standing hangs on them.
+func TestTrackerWildcardRequestIsARequest(t *testing.T) {
+	tr := NewTracker()
+	ctx := context.Background()
+	_ = tr.OnStreamOpen(ctx, 1, "")
+	node := &corev3.Node{Id: "p1", Cluster: "ns/a"}
+	tr.Published("ns/a", "v1", map[string]string{resourcev3.EndpointType: "e1"})
+	_ = tr.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{Node: node, TypeUrl: resourcev3.EndpointType})
+	if c := tr.Counts("ns/a", "v1"); c.Acked != 0 || c.Connected != 1 {
+		t.Errorf("counts before the answer = %+v, want the proxy pending", c)
+	}
+	tr.OnStreamResponse(ctx, 1, nil, &discoveryv3.DiscoveryResponse{TypeUrl: resourcev3.EndpointType, VersionInfo: "e1", Nonce: "1"})
+	_ = tr.OnStreamRequest(1, &discoveryv3.DiscoveryRequest{Node: node, TypeUrl: resourcev3.EndpointType, VersionInfo: "e1", ResponseNonce: "1"})
+	if c := tr.Counts("ns/a", "v1"); c.Acked != 1 {
+		t.Errorf("counts after the ACK = %+v, want the proxy acked", c)
+	}
+}
