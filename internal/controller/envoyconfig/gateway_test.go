@@ -170,8 +170,10 @@ func TestGatewayRoutesAreServedAndReported(t *testing.T) {
 
 	// No proxy yet: accepted, with its address, but not programmed.
 	got := waitGateway(t, gw, func(g *gwv1.Gateway) bool {
+		// Once the cache holds both routes.
 		return hasCondition(string(gwv1.GatewayConditionAccepted), metav1.ConditionTrue, "")(g.Status.Conditions) &&
-			hasCondition(string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse, string(gwv1.GatewayReasonPending))(g.Status.Conditions)
+			hasCondition(string(gwv1.GatewayConditionProgrammed), metav1.ConditionFalse, string(gwv1.GatewayReasonPending))(g.Status.Conditions) &&
+			len(g.Status.Listeners) == 1 && g.Status.Listeners[0].AttachedRoutes == 2
 	})
 	if len(got.Status.Addresses) != 1 || got.Status.Addresses[0].Value != "127.1.0.7" {
 		t.Errorf("addresses = %+v, want the Service's load-balancer address", got.Status.Addresses)
