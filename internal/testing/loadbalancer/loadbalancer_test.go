@@ -27,29 +27,7 @@ import (
 
 var cs kubernetes.Interface
 
-func TestMain(m *testing.M) {
-	env, err := testenv.New()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting envtest:", err)
-		_ = env.Stop()
-		os.Exit(1)
-	}
-	code := 1
-	if cs, err = kubernetes.NewForConfig(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	} else {
-		code = m.Run()
-	}
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.MainClientset(m, &cs) }
 
 // run starts a controller for ns, stopped when the test ends; a failure it
 // reports fails the test, but a connection no endpoint took.
