@@ -352,8 +352,9 @@ func (r *Reconciler) watchGateways(b *builder.Builder) *builder.Builder {
 	everyGateway := func(ctx context.Context, o client.Object) []reconcile.Request {
 		var list gwv1.GatewayList
 		if err := r.Client.List(ctx, &list); err != nil {
-			logf.FromContext(ctx).Error(err, "listing the Gateways; they are reconciled on their next event")
-			return nil
+			// Every fleet with a history, which a Gateway's fleet has once served.
+			logf.FromContext(ctx).Error(err, "listing the Gateways; resyncing every fleet")
+			return []reconcile.Request{resyncRequest("")}
 		}
 		out := make([]reconcile.Request, 0, len(list.Items))
 		for _, gw := range list.Items {
