@@ -278,7 +278,8 @@ func (c *fleetCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription,
 	if kindIndex(req.GetTypeUrl()) < 0 {
 		return unservedWatch, nil
 	}
-	if err := c.admit(req.GetTypeUrl(), sub, true); err != nil {
+	// The guard checked the request's names, which are the subscription's.
+	if err := c.admit(req.GetTypeUrl(), sub, false); err != nil {
 		return nil, err
 	}
 	return c.watch(req.GetNode(), ch, kindIndex(req.GetTypeUrl()), &sotwWatch{req: req, sub: sub, ch: ch}), nil

@@ -23,9 +23,9 @@ import (
 // (ResourceExhausted) before go-control-plane keeps them; and a NACK's
 // error_detail, which the proxy chooses, is cut to MaxNACKDetail bytes, so
 // that no copy of it is larger. The cache checks what a delta stream's
-// requests add up to.
+// requests add up to. Behind the guard, the Tracker records the stream.
 type guard struct {
-	serverv3.Callbacks
+	*Tracker
 	ids      *identities
 	names    nameLimits
 	unserved *unserved
@@ -45,7 +45,7 @@ func (g guard) OnStreamOpen(ctx context.Context, id int64, typeURL string) error
 		return err
 	}
 	g.unserved.open(id)
-	return g.Callbacks.OnStreamOpen(ctx, id, typeURL)
+	return g.Tracker.OnStreamOpen(ctx, id, typeURL)
 }
 
 // OnDeltaStreamOpen implements delta.Callbacks.
@@ -55,14 +55,14 @@ func (g guard) OnDeltaStreamOpen(ctx context.Context, id int64, typeURL string) 
 		return err
 	}
 	g.unserved.open(id)
-	return g.Callbacks.OnDeltaStreamOpen(ctx, id, typeURL)
+	return g.Tracker.OnDeltaStreamOpen(ctx, id, typeURL)
 }
 
 // OnStreamClosed implements sotw.Callbacks.
 func (g guard) OnStreamClosed(id int64, node *corev3.Node) {
 	g.ids.closed(id)
 	g.unserved.closed(id)
-	g.Callbacks.OnStreamClosed(id, node)
+	g.Tracker.OnStreamClosed(id, node)
 }
 
 // OnDeltaStreamClosed implements delta.Callbacks.
@@ -70,7 +70,7 @@ func (g guard) OnDeltaStreamClosed(id int64, node *corev3.Node) {
 	id = deltaStream(id)
 	g.ids.closed(id)
 	g.unserved.closed(id)
-	g.Callbacks.OnDeltaStreamClosed(id, node)
+	g.Tracker.OnDeltaStreamClosed(id, node)
 }
 
 // OnStreamRequest implements sotw.Callbacks.
@@ -90,7 +90,20 @@ func (g guard) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) error 
 	}
 	cutDetail(r.GetErrorDetail())
 	r.Node = g.unserved.passOn(id, r.GetNode())
-	return g.Callbacks.OnStreamRequest(id, r)
+	// What follows a NACK: a state-of-the-world NACK carries the last
+	// version the proxy accepted, and the cache answers a request whose
+	// version differs from the served one at once (answer.go): it would
+	// send the rejected version straight back, and the proxy would reject
+	// it again, in a loop. So the tracker sees the request as the proxy
+	// sent it, and the cache a NACK at the version it rejected: the
+	// proxy's next response is the next version. Only an answer to the
+	// stream's last response of the type counts (an older nonce is stale,
+	// and go-control-plane ignores it). Delta streams need no such rule:
+	// their NACKs do not ask for anything again.
+	if v, answered := g.Tracker.sotwRequest(id, r); answered && r.GetErrorDetail() != nil {
+		r.VersionInfo = v
+	}
+	return nil
 }
 
 // OnStreamDeltaRequest implements delta.Callbacks.
@@ -126,12 +139,12 @@ func (g guard) OnStreamDeltaRequest(id int64, r *discoveryv3.DeltaDiscoveryReque
 	}
 	cutDetail(r.GetErrorDetail())
 	r.Node = g.unserved.passOn(id, r.GetNode())
-	return g.Callbacks.OnStreamDeltaRequest(id, r)
+	return g.Tracker.OnStreamDeltaRequest(id, r)
 }
 
 // OnStreamDeltaResponse implements delta.Callbacks.
 func (g guard) OnStreamDeltaResponse(id int64, req *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
-	g.Callbacks.OnStreamDeltaResponse(deltaStream(id), req, resp)
+	g.Tracker.OnStreamDeltaResponse(deltaStream(id), req, resp)
 }
 
 // cutDetail cuts a NACK's message in place, and drops its details (typed

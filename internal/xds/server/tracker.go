@@ -96,6 +96,9 @@ type proxyStream struct {
 
 type nack struct{ version, detail string }
 
+// sent is a response: its nonce and version.
+type sent struct{ nonce, version string }
+
 // rejection is what a proxy rejected of a version: a type, and the
 // error_detail it gave.
 type rejection struct{ typeURL, detail string }
@@ -486,13 +489,15 @@ func (t *Tracker) closed(id int64) {
 }
 
 // request records a request: the node (only the first request of a stream
-// may carry it), and an ACK or NACK of the response named by nonce.
-func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version string, errorDetail string, isNack bool, names int) {
+// may carry it), and an ACK or NACK of the response named by nonce. It
+// returns the version of the stream's last response of the type, when the
+// request answers it.
+func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version string, errorDetail string, isNack bool, names int) (answered string, ok bool) {
 	t.mu.Lock()
 	s, ok := t.streams[id]
 	if !ok {
 		t.mu.Unlock()
-		return
+		return "", false
 	}
 	if s.node == "" && node != nil {
 		s.node, s.fleet = node.GetId(), claimedFleet(node)
@@ -518,7 +523,8 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 	}
 	known := t.knownLocked(s.fleet)
 	changed := false
-	if last, ok := s.lastSent[typeURL]; ok && nonce != "" && nonce == last.nonce {
+	last, sentType := s.lastSent[typeURL]
+	if sentType && nonce != "" && nonce == last.nonce {
 		if version == "" {
 			version = last.version // delta: the version is the one sent with that nonce
 		}
@@ -549,6 +555,7 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 	if (changed || node != nil) && known {
 		t.signal()
 	}
+	return last.version, changed
 }
 
 func (t *Tracker) response(id int64, typeURL, nonce, version string) {
@@ -567,9 +574,15 @@ func (t *Tracker) OnStreamClosed(id int64, _ *corev3.Node) { t.closed(id) }
 
 // OnStreamRequest implements sotw.Callbacks.
 func (t *Tracker) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) error {
-	t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetVersionInfo(),
-		r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil, len(r.GetResourceNames()))
+	t.sotwRequest(id, r)
 	return nil
+}
+
+// sotwRequest records a state-of-the-world request, and returns the
+// version of the stream's last response of the type, when it answers it.
+func (t *Tracker) sotwRequest(id int64, r *discoveryv3.DiscoveryRequest) (string, bool) {
+	return t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetVersionInfo(),
+		r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil, len(r.GetResourceNames()))
 }
 
 // wildcard reports whether a state-of-the-world request of typeURL without
