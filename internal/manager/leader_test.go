@@ -2,11 +2,11 @@ package manager_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -174,11 +174,12 @@ func TestReplicasServeTheRecordedRevision(t *testing.T) {
 		t.Error("the leader wrote no status")
 	}
 	// The follower, woken by its proxy's ACK, writes nothing in the fleet's namespace.
-	for deadline := time.Now().Add(testenv.SettledWindow); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	testenv.Consistently(t, testenv.SettledWindow, func() error {
 		if w := follower.Writes.WritesTo("/namespaces/" + ns + "/"); len(w) != 0 {
-			t.Fatalf("the follower sent write requests: %v", w)
+			return fmt.Errorf("the follower sent write requests: %v", w)
 		}
-	}
+		return nil
+	})
 
 	// Every proxy, on either replica, rejects the next version: the leader
 	// rolls back once, the change is withheld, and both replicas serve the

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/test/framework"
 )
 
@@ -175,6 +176,10 @@ func (s *podSampler) take(t *testing.T) (watchMax, listMax, samples, created int
 	return
 }
 
+// lateWindow is how long a scale test watches for a pod created late, after
+// the PodSet reports its target.
+const lateWindow = 2 * time.Second
+
 // Scaling from 0 to 200 and back to 0: the pod count, sampled throughout, is
 // never above the target, and no pod is created beyond it.
 func TestPodSetScaleNeverAboveTarget(t *testing.T) {
@@ -202,7 +207,12 @@ func TestPodSetScaleNeverAboveTarget(t *testing.T) {
 		n := sampler.createdSoFar()
 		return n >= target, fmt.Errorf("%d pods seen created", n)
 	})
-	time.Sleep(2 * time.Second) // anything created late would show now
+	testenv.Consistently(t, lateWindow, func() error {
+		if n := sampler.createdSoFar(); n != target {
+			return fmt.Errorf("scale up to %d created %d pods", target, n)
+		}
+		return nil
+	})
 	watchMax, listMax, samples, created := sampler.take(t)
 	t.Logf("scale up: at most %d pods (watch), %d (%d lists), %d pods created", watchMax, listMax, samples, created)
 	if watchMax > target || listMax > target {
@@ -216,7 +226,12 @@ func TestPodSetScaleNeverAboveTarget(t *testing.T) {
 	kubectl.WaitGone(t, 5*time.Minute, ns, "pods", "-l", "demo.k8s.io/podset=scaled")
 	kubectl.WaitJSONPath(t, time.Minute, ns, "podset/scaled", "{.status.replicas}", "0")
 	step("scaled to 0, every pod gone")
-	time.Sleep(2 * time.Second)
+	testenv.Consistently(t, lateWindow, func() error {
+		if n := sampler.createdSoFar(); n != created {
+			return fmt.Errorf("scale down to 0 created %d pods", n-created)
+		}
+		return nil
+	})
 	watchMax, listMax, samples, createdAfter := sampler.take(t)
 	t.Logf("scale down: at most %d pods (watch), %d (%d lists), %d pods created", watchMax, listMax, samples, createdAfter-created)
 	if watchMax > target || listMax > target {

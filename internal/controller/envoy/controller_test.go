@@ -535,13 +535,12 @@ func TestNewOperatorWritesNothing(t *testing.T) {
 			}
 		}
 	}
-	deadline := time.Now().Add(testenv.SettledWindow)
-	for time.Now().Before(deadline) {
+	testenv.Consistently(t, testenv.SettledWindow, func() error {
 		if w := writes.WritesTo("/namespaces/" + ns + "/"); len(w) != 0 {
-			t.Fatalf("a new operator sent %d write requests to settled fleets: %v", len(w), w)
+			return fmt.Errorf("a new operator sent %d write requests to settled fleets: %v", len(w), w)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // A Deployment paused by hand (kubectl rollout pause) stays paused: the

@@ -36,13 +36,12 @@ func (s *Suite) ExpectNoWrites(t *testing.T, controller string, obj client.Objec
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(SettledWindow)
-	for time.Now().Before(deadline) {
+	Consistently(t, SettledWindow, func() error {
 		if w := s.Counter.WritesTo("/namespaces/" + obj.GetNamespace() + "/"); len(w) != 0 {
-			t.Fatalf("a settled reconcile sent %d write requests: %v", len(w), w)
+			return fmt.Errorf("a settled reconcile sent %d write requests: %v", len(w), w)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // touchedAnnotation is the annotation Touch changes.

@@ -169,6 +169,51 @@ func Poll(t testing.TB, interval, timeout time.Duration, what string, cond func(
 	}
 }
 
+// Consistently checks, every CheckInterval for window (once more as it
+// ends), that nothing has happened that must not: check returns what did,
+// and the test fails at once with it. It is the one way to prove that
+// something does not happen over a window, where Poll waits for what does.
+func Consistently(t testing.TB, window time.Duration, check func() error) {
+	t.Helper()
+	for deadline := time.Now().Add(window); ; time.Sleep(CheckInterval) {
+		done := !time.Now().Before(deadline)
+		if err := check(); err != nil {
+			t.Fatal(err)
+		}
+		if done {
+			return
+		}
+	}
+}
+
+// CheckInterval is how often Consistently checks.
+const CheckInterval = 100 * time.Millisecond
+
+// Steady waits until value reads the same twice, interval apart, and returns
+// it: a count that has stopped growing, as the writes of a workload with
+// nothing left to do. It fails the test after timeout. An error from value
+// goes on waiting, as Poll's do.
+func Steady[V comparable](t testing.TB, interval, timeout time.Duration, what string, value func() (V, error)) V {
+	t.Helper()
+	var last, v V
+	read := false
+	Poll(t, interval, timeout, what, func() (bool, error) {
+		var err error
+		if v, err = value(); err != nil {
+			read = false
+			return false, err
+		}
+		moved := fmt.Errorf("read %v once", v)
+		if read {
+			moved = fmt.Errorf("read %v, then %v", last, v)
+		}
+		steady := read && v == last
+		last, read = v, true
+		return steady, moved
+	})
+	return v
+}
+
 // Unexpected returns an error that ends a wait (Poll, Eventually) at once,
 // failing the test: a condition returns it for an outcome that rules out the
 // one it waits for, so that the test says what went wrong as soon as it
@@ -274,15 +319,8 @@ func (s *Suite) CreatedAgain(t testing.TB, owner, child client.Object, want stri
 // Quiet waits until the manager has sent no write request for a second.
 func (s *Suite) Quiet(t testing.TB) {
 	t.Helper()
-	last := -1
-	Eventually(t, "the manager to go quiet", func() (bool, error) {
-		n := len(s.Counter.Writes())
-		if n == last {
-			return true, nil
-		}
-		last = n
-		time.Sleep(time.Second)
-		return false, nil
+	Steady(t, time.Second, Timeout, "the manager to go quiet", func() (int, error) {
+		return len(s.Counter.Writes()), nil
 	})
 }
 

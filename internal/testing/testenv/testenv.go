@@ -2,6 +2,12 @@
 // project's bin/ directory, with the project's CRDs installed, for the
 // integration tests of every controller. It also counts the requests a client
 // sends to the API server.
+//
+// It holds the one way the tests wait, envtest or not: Poll (Eventually, with
+// Timeout) waits for what must happen, Consistently proves over a window that
+// what must not happen does not, and Steady waits for a count to stop
+// changing. A test sleeps only to pace what it drives (traffic, load), never
+// to give something the time to happen.
 package testenv
 
 import (
