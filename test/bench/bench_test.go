@@ -34,7 +34,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -46,6 +45,7 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/test/bench/measure"
 )
 
@@ -101,13 +101,10 @@ func namespace(t *testing.T, ns string) {
 	t.Cleanup(func() {
 		_ = k8s.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	})
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	testenv.Poll(t, 200*time.Millisecond, time.Minute, "namespace "+ns+"'s default ServiceAccount", func() (bool, error) {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})
-		return err == nil, client.IgnoreNotFound(err)
+		return err == nil, err
 	})
-	if err != nil {
-		t.Fatalf("namespace %s: no default ServiceAccount: %v", ns, err)
-	}
 }
 
 // PodTracker follows the pods of one namespace through a watch that resumes
@@ -389,8 +386,7 @@ func deleteNamespaces(t *testing.T, names ...string) {
 			t.Fatal(err)
 		}
 	}
-	left := names
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
+	testenv.Poll(t, time.Second, 15*time.Minute, fmt.Sprintf("namespaces %v to be deleted", names), func() (bool, error) {
 		var still []string
 		for _, ns := range names {
 			err := k8s.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
@@ -398,12 +394,8 @@ func deleteNamespaces(t *testing.T, names ...string) {
 				still = append(still, ns)
 			}
 		}
-		left = still
-		return len(still) == 0, nil
+		return len(still) == 0, fmt.Errorf("namespaces %v not deleted", still)
 	})
-	if err != nil {
-		t.Fatalf("namespaces %v not deleted: %v", left, err)
-	}
 }
 
 // Benchmarks against a floor: the operator's objects beside the same

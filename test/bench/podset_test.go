@@ -13,12 +13,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/podset"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 )
 
 // A PodSet of 1000 pods and a ReplicaSet of 1000 pods, handled by the
@@ -68,7 +68,7 @@ func TestPodSetVsReplicaSet(t *testing.T) {
 
 	// Wait for all pods Running, then for both owners to report it, so that the
 	// status writes of the scale-up are counted too.
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 20*time.Minute, true, func(context.Context) (bool, error) {
+	testenv.Poll(t, time.Second, 20*time.Minute, "all pods running", func() (bool, error) {
 		p, r := psPods.Stats(t), rsPods.Stats(t)
 		t.Logf("%5.0fs running: PodSet %4d, ReplicaSet %4d", time.Since(start).Seconds(), p.Running, r.Running)
 		if p.AllRunning.IsZero() || r.AllRunning.IsZero() {
@@ -82,14 +82,16 @@ func TestPodSetVsReplicaSet(t *testing.T) {
 		}
 		return int(ps.Status.AvailableReplicas) == replicas && int(rs.Status.AvailableReplicas) == replicas, nil
 	})
-	if err != nil {
-		t.Fatalf("not all pods running: %v", err)
-	}
-	time.Sleep(5 * time.Second) // the last status writes and events
+	// The last status writes and events: wait until the audit log counts
+	// no new write of either controller.
+	var psWrites, rsWrites map[string]int
+	testenv.Steady(t, 2*time.Second, 2*time.Minute, "the controllers' writes to stop", func() ([2]int, error) {
+		psWrites = Writes(t, nsPS, OperatorUserAgent, "pods", "podsets", "events")
+		rsWrites = Writes(t, nsRS, BuiltinUserAgent, "pods", "replicasets", "events")
+		return [2]int{Total(psWrites), Total(rsWrites)}, nil
+	})
 
 	p, r := psPods.Stats(t), rsPods.Stats(t)
-	psWrites := Writes(t, nsPS, OperatorUserAgent, "pods", "podsets", "events")
-	rsWrites := Writes(t, nsRS, BuiltinUserAgent, "pods", "replicasets", "events")
 	psSecs, rsSecs := p.AllRunning.Sub(psCreated).Seconds(), r.AllRunning.Sub(rsCreated).Seconds()
 
 	var b strings.Builder

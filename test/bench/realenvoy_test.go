@@ -13,12 +13,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 )
 
 // TestRealEnvoyPush times what a user waits for: from an EnvoyConfig edit
@@ -74,7 +74,7 @@ func realEnvoyPush(t *testing.T, envoy string, n, rounds int, delta bool) (p50, 
 	defer k.Start(func(err error) { t.Logf("host proxies: %v", err) })()
 	ctx := context.Background()
 	var procs map[string]*realenvoy.Process
-	poll(t, 5*time.Minute, fmt.Sprintf("%d Envoys LIVE", n), func() (bool, error) {
+	testenv.Poll(t, 20*time.Millisecond, 5*time.Minute, fmt.Sprintf("%d Envoys LIVE", n), func() (bool, error) {
 		procs = k.Processes()
 		if len(procs) != n {
 			return false, nil
@@ -126,7 +126,7 @@ func realEnvoyPush(t *testing.T, envoy string, n, rounds int, delta bool) (p50, 
 		}
 		for pod, p := range procs {
 			var at int64
-			poll(t, 2*time.Minute, "Envoy "+pod+" to apply the route", func() (bool, error) {
+			testenv.Poll(t, 20*time.Millisecond, 2*time.Minute, "Envoy "+pod+" to apply the route", func() (bool, error) {
 				v, err := p.Stat(ctx, stat)
 				at = v
 				return err == nil && v > before[pod], err
@@ -156,18 +156,4 @@ func apply(t *testing.T, ns, manifest string) time.Time {
 		t.Fatal(err)
 	}
 	return sent
-}
-
-// poll asks cond every 20 ms until it holds, failing t after timeout.
-func poll(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, err := cond()
-		last = err
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last: %v)", what, err, last)
-	}
 }

@@ -16,10 +16,10 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/inject"
 	"github.com/kube-envoy-controller/kube-envoy-controller/test/bench/measure"
 )
@@ -136,14 +136,11 @@ API server's own measure of the webhook call: %.0f calls, mean %.1f ms.
 // webhook's certificate is ready and its CA is in the configuration.
 func waitForInjection(t *testing.T, ns string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	testenv.Poll(t, 500*time.Millisecond, 2*time.Minute, "the webhook to inject in "+ns, func() (bool, error) {
 		p := benchPod(ns, "probe")
-		err := k8s.Create(ctx, p, client.DryRunAll)
-		return err == nil && len(p.Spec.Containers) == 2, nil
+		err := k8s.Create(context.Background(), p, client.DryRunAll)
+		return err == nil && len(p.Spec.Containers) == 2, err
 	})
-	if err != nil {
-		t.Fatalf("the webhook does not inject in %s: %v", ns, err)
-	}
 }
 
 func benchPod(ns, name string) *corev1.Pod {

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/test/bench/measure"
 	"github.com/kube-envoy-controller/kube-envoy-controller/test/standin"
 )
@@ -178,25 +179,18 @@ func waitConnected(t *testing.T, fleet string, n int) {
 	if fleet != "" {
 		labels = map[string]string{"fleet": fleet}
 	}
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+	testenv.Poll(t, 200*time.Millisecond, 2*time.Minute, fmt.Sprintf("the operator's %s%v to be %d", connectedMetric, labels, n), func() (bool, error) {
 		s, err := operatorMetric(t, connectedMetric, labels)
 		switch {
 		case errors.Is(err, measure.ErrNoFamily) && fleet == "":
 			s = measure.Series{}
 		case err != nil:
-			last = err.Error()
-			return false, nil
+			return false, err
 		case fleet != "" && s.Matched == 0:
-			last = "no series for the fleet"
-			return false, nil
+			return false, errors.New("no series for the fleet")
 		}
-		last = fmt.Sprintf("%.0f connected", s.Value)
-		return int(s.Value) == n, nil
+		return int(s.Value) == n, fmt.Errorf("%.0f connected", s.Value)
 	})
-	if err != nil {
-		t.Fatalf("the operator's %s%v is not %d: %s", connectedMetric, labels, n, last)
-	}
 }
 
 type ack struct {
@@ -223,13 +217,10 @@ type loadClients struct {
 func fleetCertificate(t *testing.T, ns, name string) string {
 	t.Helper()
 	sec := &corev1.Secret{}
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-xds-client"}, sec)
-		return err == nil && len(sec.Data["tls.crt"]) > 0, nil
+	testenv.Poll(t, 200*time.Millisecond, 2*time.Minute, "the fleet's client certificate", func() (bool, error) {
+		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name + "-xds-client"}, sec)
+		return err == nil && len(sec.Data["tls.crt"]) > 0, err
 	})
-	if err != nil {
-		t.Fatalf("the fleet's client certificate: %v", err)
-	}
 	dir := t.TempDir()
 	for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
 		if err := os.WriteFile(filepath.Join(dir, k), sec.Data[k], 0o600); err != nil {
@@ -574,15 +565,12 @@ func TestXDSNoisyNeighbour(t *testing.T) {
 	// wait until A's proxies all have its newest version and A publishes
 	// no more.
 	var last float64
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+	testenv.Poll(t, time.Second, 2*time.Minute, "fleet A to settle after its churn", func() (bool, error) {
 		now := pushesA()
 		settled := now == last && acksA.allAcked(acksA.latest(), proxiesA)
 		last = now
 		return settled, nil
 	})
-	if err != nil {
-		t.Fatalf("fleet A did not settle after its churn: %v", err)
-	}
 	quiet = append(quiet, pushB()...)
 	sort.Slice(quiet, func(i, j int) bool { return quiet[i] < quiet[j] })
 

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/test/standin"
 )
 
@@ -114,10 +115,10 @@ func TestXDSNameFlood(t *testing.T) {
 	busy := pushRounds(t, cfgB, acksB, proxiesB, rounds, &port)
 	// The attack goes on until some of its streams were refused: an attack
 	// that never reached the server would measure nothing.
-	deadline := time.Now().Add(2 * time.Minute)
-	for refused.Load() < int64(streams) && other.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	defer stop() // the attack ends with the test, should the wait fail it
+	testenv.Poll(t, 100*time.Millisecond, 2*time.Minute, fmt.Sprintf("%d attacking streams to be refused", streams), func() (bool, error) {
+		return refused.Load() >= int64(streams) || other.Load() > 0, fmt.Errorf("%d refused", refused.Load())
+	})
 	stop()
 	wg.Wait()
 	<-sampled
