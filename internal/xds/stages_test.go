@@ -13,7 +13,9 @@ const module = "github.com/kube-envoy-controller/kube-envoy-controller"
 // it may import: none later than itself. history and report stand side by
 // side after publish, whose history and answers they keep: the controller
 // uses both, the server writes reports, the debug endpoint reads
-// histories. authority, the xDS CA, stands aside: only the runtime uses it.
+// histories; history/store, which reads and writes the histories in the
+// API server, stands after history, as the debug endpoint does after
+// debug. authority, the xDS CA, stands aside: only the runtime uses it.
 var stages = []struct {
 	name string
 	may  []string
@@ -23,6 +25,7 @@ var stages = []struct {
 	{"gateway", []string{"resource", "translate"}},
 	{"publish", []string{"resource", "translate"}},
 	{"history", []string{"resource", "translate", "publish"}},
+	{"history/store", []string{"resource", "translate", "publish", "history"}},
 	{"report", []string{"publish"}},
 	{"authority", nil},
 	{"server", []string{"resource", "translate", "publish", "report", "authority"}},
@@ -50,14 +53,14 @@ var metricsImports = []string{
 var apiClients = []string{"sigs.k8s.io/controller-runtime/", "k8s.io/client-go/"}
 
 // noIO are the rooms that read and write nothing themselves: the decision,
-// and the formats of what is recorded and reported. history's Store, the
+// and the formats of what is recorded and reported. history/store, the
 // server and the debug endpoint do the reading and writing. They link no
 // client either, through any package (TestPureStagesLinkNoClientNorMetric).
-var noIO = []string{"resource", "translate", "gateway", "publish", "report", "debug"}
+var noIO = []string{"resource", "translate", "gateway", "publish", "history", "report", "debug"}
 
 // pure are the stages before the runtime, and kubectl envoy, which reads
 // what they give.
-var pure = []string{"internal/xds/resource", "internal/xds/translate", "internal/xds/gateway", "internal/xds/publish", "internal/xds/report", "internal/xds/debug", "cmd/kubectl-envoy"}
+var pure = []string{"internal/xds/resource", "internal/xds/translate", "internal/xds/gateway", "internal/xds/publish", "internal/xds/history", "internal/xds/report", "internal/xds/debug", "cmd/kubectl-envoy"}
 
 // deps returns, by import path, the imports of each package that pkgs link
 // (go list -deps), tests left out.
@@ -147,7 +150,7 @@ func TestDecisionAndFormatsImportNoClient(t *testing.T) {
 		pkg := "internal/xds/" + room
 		for _, imp := range deps(t, pkg)[module+"/"+pkg] {
 			if matches(imp, apiClients) {
-				t.Errorf("%s imports %s: only history, the server and the debug endpoint talk to the API server", room, imp)
+				t.Errorf("%s imports %s: only history/store, the server and the debug endpoint talk to the API server", room, imp)
 			}
 		}
 	}

@@ -33,7 +33,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history/store"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -60,7 +60,7 @@ type Reconciler struct {
 	Status   status.Writer
 	Server   *server.Server
 	// Histories reads and writes the fleets' revision histories.
-	Histories history.Store
+	Histories store.Store
 	// IsLeader reports whether this replica decides and writes.
 	IsLeader func() bool
 	// Namespace is the operator's namespace, which holds the replicas' reports.
@@ -108,7 +108,7 @@ func NewReconciler(mgr ctrl.Manager, server *server.Server, namespace string) *R
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  recorder,
-		Histories: history.Store{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: namespace},
+		Histories: store.Store{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Namespace: namespace},
 		Status:    status.Writer{Client: mgr.GetClient(), Recorder: recorder, Transitions: transitions},
 		Server:    server,
 		Namespace: namespace,

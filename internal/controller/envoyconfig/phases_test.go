@@ -14,7 +14,7 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history/store"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
@@ -83,7 +83,7 @@ func TestRecordingEnds(t *testing.T) {
 		clashed bool
 	}{
 		{"recorded", nil, false, ctrl.Result{}, false},
-		{"the cache behind", fmt.Errorf("%w: %w", history.ErrCacheBehind, apierrors.NewConflict(cm, "h", errors.New("changed"))), true, ctrl.Result{RequeueAfter: status.ConflictRetry}, false},
+		{"the cache behind", fmt.Errorf("%w: %w", store.ErrCacheBehind, apierrors.NewConflict(cm, "h", errors.New("changed"))), true, ctrl.Result{RequeueAfter: status.ConflictRetry}, false},
 		{"the operator's namespace goes", terminating, true, ctrl.Result{}, false},
 		{"another's ConfigMap has the name", apierrors.NewAlreadyExists(cm, "h"), false, ctrl.Result{}, true},
 		{"refused", apierrors.NewForbidden(cm, "h", errors.New("no")), false, ctrl.Result{}, false},

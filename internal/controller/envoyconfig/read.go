@@ -14,7 +14,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history/store"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
@@ -30,7 +30,7 @@ type world struct {
 	// envoy is the fleet's Envoy; nil when there is none.
 	envoy *examplev1.Envoy
 	// stored is the fleet's history as the API server holds it.
-	stored history.Stored
+	stored store.Stored
 	// slices and secrets are what the EnvoyConfigs, current and published,
 	// take endpoints and certificates from; not read for a fleet that is gone.
 	slices  map[string][]discoveryv1.EndpointSlice

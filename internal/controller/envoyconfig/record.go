@@ -24,6 +24,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history/store"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -62,7 +63,7 @@ func stored(w *world) recording {
 // namespace goes, for good, since the operator goes with it.
 func (rec recording) ends() (ctrl.Result, bool) {
 	switch {
-	case errors.Is(rec.err, history.ErrCacheBehind):
+	case errors.Is(rec.err, store.ErrCacheBehind):
 		return ctrl.Result{RequeueAfter: status.ConflictRetry}, true
 	case apierrors.HasStatusCause(rec.err, corev1.NamespaceTerminatingCause):
 		return ctrl.Result{}, true

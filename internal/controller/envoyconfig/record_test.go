@@ -13,11 +13,12 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history/store"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
-// The record phase's storage, history.Store, against the API server, in a
+// The record phase's storage, store.Store, against the API server, in a
 // namespace of its own that the suite's controller does not keep histories
 // in: a history is created, read back whole and updated; a write over a
 // copy the cache has not caught up with (a create of a history that exists,
@@ -26,7 +27,7 @@ import (
 // history is gone, and listed no more.
 func TestStoreRecordsTheHistory(t *testing.T) {
 	ctx := context.Background()
-	store := history.Store{Client: suite.Client, APIReader: suite.Client, Namespace: suite.Namespace(t)}
+	s := store.Store{Client: suite.Client, APIReader: suite.Client, Namespace: suite.Namespace(t)}
 	id := fleet.ID{Namespace: suite.Namespace(t), Name: "edge"}
 	revision := func(name string) publish.History {
 		configs := []translate.Config{{Name: id.Namespace + "/" + name}}
@@ -34,58 +35,58 @@ func TestStoreRecordsTheHistory(t *testing.T) {
 		return publish.History{Current: v, Revisions: []publish.Revision{{Version: v, Configs: configs}}}
 	}
 
-	none, err := store.Load(ctx, id, "")
+	none, err := s.Load(ctx, id, "")
 	if err != nil || none.Object != nil || none.Readable {
 		t.Fatalf("Load before any record = %+v, %v", none, err)
 	}
 	first := revision("a")
-	if err := store.Record(ctx, id, none, first); err != nil {
+	if err := s.Record(ctx, id, none, first); err != nil {
 		t.Fatalf("Record: %v", err)
 	}
-	if err := store.Record(ctx, id, none, first); !errors.Is(err, history.ErrCacheBehind) {
+	if err := s.Record(ctx, id, none, first); !errors.Is(err, store.ErrCacheBehind) {
 		t.Errorf("a second create of the history = %v, want the cache behind", err)
 	}
-	read, err := store.Load(ctx, id, "")
+	read, err := s.Load(ctx, id, "")
 	first.Fleet = id.String()
 	if err != nil || read.Object == nil || !read.Readable || !reflect.DeepEqual(read.History, first) {
 		t.Fatalf("Load = %+v, %v; want %+v", read, err, first)
 	}
-	if err := store.Record(ctx, id, read, revision("b")); err != nil {
+	if err := s.Record(ctx, id, read, revision("b")); err != nil {
 		t.Fatalf("Record over the history: %v", err)
 	}
-	if err := store.Record(ctx, id, read, revision("c")); !errors.Is(err, history.ErrCacheBehind) || !apierrors.IsConflict(err) {
+	if err := s.Record(ctx, id, read, revision("c")); !errors.Is(err, store.ErrCacheBehind) || !apierrors.IsConflict(err) {
 		t.Errorf("an update of an older version = %v, want a conflict, the cache behind", err)
 	}
-	if again, err := store.Load(ctx, id, ""); err != nil || again.History.Current != revision("b").Current {
+	if again, err := s.Load(ctx, id, ""); err != nil || again.History.Current != revision("b").Current {
 		t.Errorf("after the update Load = %+v, %v; want version %s", again.History, err, revision("b").Current)
 	}
-	if ids, err := store.Fleets(ctx); err != nil || !slices.Contains(ids, id) {
+	if ids, err := s.Fleets(ctx); err != nil || !slices.Contains(ids, id) {
 		t.Errorf("Fleets = %v, %v; want %s among them", ids, err, id)
 	}
 
 	other := fleet.ID{Namespace: id.Namespace, Name: "other"}
-	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: store.Namespace, Name: history.Name(other)}}
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: history.Name(other)}}
 	if err := suite.Client.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := store.Load(ctx, other, ""); err != nil || st.Object != nil {
+	if st, err := s.Load(ctx, other, ""); err != nil || st.Object != nil {
 		t.Errorf("Load of a fleet whose history's name is taken = %+v, %v; want nothing", st, err)
 	}
-	if err := store.Record(ctx, other, history.Stored{}, revision("a")); !apierrors.IsAlreadyExists(err) || errors.Is(err, history.ErrCacheBehind) {
+	if err := s.Record(ctx, other, store.Stored{}, revision("a")); !apierrors.IsAlreadyExists(err) || errors.Is(err, store.ErrCacheBehind) {
 		t.Errorf("a create over someone else's ConfigMap = %v, want a clash", err)
 	}
 
-	current, err := store.Load(ctx, id, "")
+	current, err := s.Load(ctx, id, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Forget(ctx, current); err != nil {
+	if err := s.Forget(ctx, current); err != nil {
 		t.Fatalf("Forget: %v", err)
 	}
-	if gone, err := store.Load(ctx, id, ""); err != nil || gone.Object != nil {
+	if gone, err := s.Load(ctx, id, ""); err != nil || gone.Object != nil {
 		t.Errorf("after Forget Load = %+v, %v; want nothing", gone, err)
 	}
-	if ids, err := store.Fleets(ctx); err != nil || slices.Contains(ids, id) {
+	if ids, err := s.Fleets(ctx); err != nil || slices.Contains(ids, id) {
 		t.Errorf("after Forget Fleets = %v, %v; want no %s", ids, err, id)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history/store"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
 
@@ -26,7 +26,7 @@ import (
 func leaderOver(c client.Client) *Reconciler {
 	return &Reconciler{Client: c, Recorder: suite.Manager.GetEventRecorder(ControllerName), Server: xdsServer,
 		Status:    status.Writer{Client: c, Recorder: suite.Manager.GetEventRecorder(ControllerName)},
-		Histories: history.Store{Client: c, APIReader: suite.Manager.GetAPIReader(), Namespace: operatorNamespace},
+		Histories: store.Store{Client: c, APIReader: suite.Manager.GetAPIReader(), Namespace: operatorNamespace},
 		IsLeader:  func() bool { return true }, Namespace: operatorNamespace, Policy: suite.Reconciler.(*Reconciler).Policy,
 		reports: map[string]parsedReport{}}
 }

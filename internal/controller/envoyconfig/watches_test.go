@@ -17,7 +17,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history/store"
 )
 
 // failingLists is the manager's client, whose Lists of EnvoyConfigs fail
@@ -64,7 +64,7 @@ func TestFailedListResyncsTheFleets(t *testing.T) {
 	fail.Store(true)
 	c := failingLists(&fail)
 	r := &Reconciler{Client: c, Namespace: operatorNamespace, IsLeader: func() bool { return true }, reports: map[string]parsedReport{},
-		Histories: history.Store{Client: c, APIReader: suite.Manager.GetAPIReader(), Namespace: operatorNamespace}}
+		Histories: store.Store{Client: c, APIReader: suite.Manager.GetAPIReader(), Namespace: operatorNamespace}}
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
 	r.queue.Store(&q)

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
@@ -34,7 +34,7 @@ import (
 // listener's or a cluster's transport socket): it is served, and recorded,
 // as it is.
 const (
-	// Component is objects.ComponentLabel's value on a fleet's history.
+	// Component is names.ComponentLabel's value on a fleet's history.
 	Component = "xds-history"
 	// FleetNamespaceLabel is the namespace of the fleet a history belongs
 	// to, for people (kubectl get -l) and for listing.
@@ -101,9 +101,9 @@ func ConfigMap(namespace string, id fleet.ID, h publish.History) (*corev1.Config
 			Name:      Name(id),
 			Namespace: namespace,
 			Labels: map[string]string{
-				objects.ManagedByLabel: objects.ManagedByValue,
-				objects.ComponentLabel: Component,
-				FleetNamespaceLabel:    id.Namespace,
+				names.ManagedByLabel: names.ManagedByValue,
+				names.ComponentLabel: Component,
+				FleetNamespaceLabel:  id.Namespace,
 			},
 			Annotations: annotations,
 		},
@@ -117,7 +117,7 @@ func ConfigMap(namespace string, id fleet.ID, h publish.History) (*corev1.Config
 func IsOf(o metav1.Object, namespace string, id fleet.ID) bool {
 	l := o.GetLabels()
 	return o.GetNamespace() == namespace && o.GetName() == Name(id) &&
-		l[objects.ManagedByLabel] == objects.ManagedByValue && l[objects.ComponentLabel] == Component &&
+		l[names.ManagedByLabel] == names.ManagedByValue && l[names.ComponentLabel] == Component &&
 		l[FleetNamespaceLabel] == id.Namespace && o.GetAnnotations()[FleetAnnotation] == id.String()
 }
 
@@ -125,7 +125,7 @@ func IsOf(o metav1.Object, namespace string, id fleet.ID) bool {
 // labelled as a history and lies in namespace (the operator's). Only
 // IsOf and Read tell whether it really is.
 func Fleet(o metav1.Object, namespace string) (fleet.ID, bool) {
-	if o.GetNamespace() != namespace || o.GetLabels()[objects.ComponentLabel] != Component {
+	if o.GetNamespace() != namespace || o.GetLabels()[names.ComponentLabel] != Component {
 		return fleet.ID{}, false
 	}
 	id, err := fleet.Parse(o.GetAnnotations()[FleetAnnotation])

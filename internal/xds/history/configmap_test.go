@@ -15,7 +15,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
@@ -117,7 +117,7 @@ func TestReadHistoryRefuses(t *testing.T) {
 	}{
 		{"another namespace", func(cm *corev1.ConfigMap) { cm.Namespace = edge.Namespace }, "not the fleet's"},
 		{"another name", func(cm *corev1.ConfigMap) { cm.Name = LegacyName(edge.Name) }, "not the fleet's"},
-		{"without the managed-by label", func(cm *corev1.ConfigMap) { delete(cm.Labels, objects.ManagedByLabel) }, "not the fleet's"},
+		{"without the managed-by label", func(cm *corev1.ConfigMap) { delete(cm.Labels, names.ManagedByLabel) }, "not the fleet's"},
 		{"another fleet named", func(cm *corev1.ConfigMap) { cm.Annotations[FleetAnnotation] = "shop/other" }, "not the fleet's"},
 		{"another fleet inside", func(cm *corev1.ConfigMap) {
 			h := good
@@ -191,7 +191,7 @@ func legacy(t *testing.T, h publish.History) *corev1.ConfigMap {
 	}
 	cm := &corev1.ConfigMap{BinaryData: map[string][]byte{historyKey: gzipped(t, b)}}
 	cm.Namespace, cm.Name = edge.Namespace, LegacyName(edge.Name)
-	cm.Labels = map[string]string{objects.ManagedByLabel: objects.ManagedByValue, objects.ComponentLabel: LegacyComponent}
+	cm.Labels = map[string]string{names.ManagedByLabel: names.ManagedByValue, names.ComponentLabel: LegacyComponent}
 	cm.Annotations = map[string]string{FleetAnnotation: edge.Name}
 	return cm
 }

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
@@ -19,7 +19,7 @@ import (
 // records vouch for it, and no further (AdoptLegacy); once the fleet's
 // history is recorded in the operator's namespace, the leader deletes it.
 
-// LegacyComponent is objects.ComponentLabel's value on a legacy history.
+// LegacyComponent is names.ComponentLabel's value on a legacy history.
 const LegacyComponent = "xds-revisions"
 
 // LegacyName is the name the previous release gave the history of
@@ -37,7 +37,7 @@ func LegacyName(envoy string) string {
 // is labelled as one. Only IsLegacyOf tells whether it is where the
 // previous release kept that fleet's history.
 func LegacyFleet(o metav1.Object) (fleet.ID, bool) {
-	if o.GetLabels()[objects.ComponentLabel] != LegacyComponent {
+	if o.GetLabels()[names.ComponentLabel] != LegacyComponent {
 		return fleet.ID{}, false
 	}
 	id := fleet.ID{Namespace: o.GetNamespace(), Name: o.GetAnnotations()[FleetAnnotation]}

@@ -1,11 +1,9 @@
-// Package history keeps the fleets' revision histories (publish.History)
-// in the API server: configmap.go is the ConfigMap that holds a fleet's
-// history, in the operator's namespace, and the checks of what is read
-// back; legacy.go, the history as the previous release kept it, in the
-// fleet's namespace, and how much of it may be adopted; Store alone reads
-// and writes them, so that a restarted or another replica serves exactly
-// what the leader decided, and nothing a tenant wrote.
-package history
+// Package store reads and writes the fleets' revision histories in the API
+// server, in the format of package history: Store alone does, so that a
+// restarted or another replica serves exactly what the leader decided, and
+// nothing a tenant wrote. Only the controller uses it; the format links no
+// client, so kubectl envoy and the pure stages read histories without it.
+package store
 
 import (
 	"context"
@@ -17,14 +15,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
 // Store reads and writes the fleets' histories in the API server: the
-// ConfigMaps of configmap.go, in the operator's namespace, and those the
-// previous release kept (legacy.go), until they are taken over. Only what
-// passes Read's checks is used: a copy anywhere else, one for
+// ConfigMaps of history.ConfigMap, in the operator's namespace, and those
+// the previous release kept (history.LegacyName), until they are taken
+// over. Only what passes history.Read's checks is used: a copy anywhere else, one for
 // another fleet, or one whose content is not consistent is ignored, and
 // the leader writes it afresh.
 type Store struct {
@@ -38,15 +37,15 @@ type Store struct {
 // Stored is what the API server holds of one fleet's history.
 type Stored struct {
 	// Object is the fleet's history in the operator's namespace, if there
-	// is one (IsOf): an object of that name that is not is someone
+	// is one (history.IsOf): an object of that name that is not is someone
 	// else's, and creating the history will clash with it.
 	Object *corev1.ConfigMap
-	// History is what Object records, when it passed Read
+	// History is what Object records, when it passed history.Read
 	// (Readable), or else what the previous release's history may give
-	// (AdoptLegacy); empty otherwise.
+	// (history.AdoptLegacy); empty otherwise.
 	History  publish.History
 	Readable bool
-	// Unusable is why Object did not pass Read, when it did not: the
+	// Unusable is why Object did not pass history.Read, when it did not: the
 	// leader writes the history afresh, and reports it (Load logs nothing,
 	// for it is read on every reconcile, by every replica).
 	Unusable error
@@ -61,31 +60,31 @@ type Stored struct {
 var ErrCacheBehind = errors.New("the cache is behind the fleet's history")
 
 // Load reads the history of fleet id. vouched is the version that the
-// fleet's EnvoyConfigs report as published (AdoptLegacy).
+// fleet's EnvoyConfigs report as published (history.AdoptLegacy).
 func (s Store) Load(ctx context.Context, id fleet.ID, vouched string) (Stored, error) {
 	var st Stored
 	cm := &corev1.ConfigMap{}
-	switch err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: Name(id)}, cm); {
+	switch err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: history.Name(id)}, cm); {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return st, err
-	case IsOf(cm, s.Namespace, id):
+	case history.IsOf(cm, s.Namespace, id):
 		st.Object = cm
-		if h, err := Read(cm, s.Namespace, id); err != nil {
+		if h, err := history.Read(cm, s.Namespace, id); err != nil {
 			st.Unusable = err
 		} else {
 			st.History, st.Readable = h, true
 		}
 	}
 	legacy := &corev1.ConfigMap{}
-	switch err := s.Client.Get(ctx, client.ObjectKey{Namespace: id.Namespace, Name: LegacyName(id.Name)}, legacy); {
+	switch err := s.Client.Get(ctx, client.ObjectKey{Namespace: id.Namespace, Name: history.LegacyName(id.Name)}, legacy); {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return st, err
-	case IsLegacyOf(legacy, id):
+	case history.IsLegacyOf(legacy, id):
 		st.Legacy = legacy
 		if !st.Readable {
-			st.History, _ = AdoptLegacy(legacy, id, vouched)
+			st.History, _ = history.AdoptLegacy(legacy, id, vouched)
 		}
 	}
 	return st, nil
@@ -95,7 +94,7 @@ func (s Store) Load(ctx context.Context, id fleet.ID, vouched string) (Stored, e
 // An error wrapping ErrCacheBehind means another leader or an earlier
 // reconcile wrote it first: read it again.
 func (s Store) Record(ctx context.Context, id fleet.ID, st Stored, h publish.History) error {
-	want, err := ConfigMap(s.Namespace, id, h)
+	want, err := history.ConfigMap(s.Namespace, id, h)
 	if err != nil {
 		return err
 	}
@@ -120,10 +119,10 @@ func (s Store) isOurs(ctx context.Context, id fleet.ID, err error) bool {
 		return false
 	}
 	cm := &corev1.ConfigMap{}
-	if s.APIReader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: Name(id)}, cm) != nil {
+	if s.APIReader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: history.Name(id)}, cm) != nil {
 		return false
 	}
-	return IsOf(cm, s.Namespace, id)
+	return history.IsOf(cm, s.Namespace, id)
 }
 
 // Forget deletes the history of a fleet that is gone, and its legacy one.
@@ -157,14 +156,14 @@ func (s Store) delete(ctx context.Context, cm *corev1.ConfigMap) error {
 func (s Store) Fleets(ctx context.Context) ([]fleet.ID, error) {
 	var histories, legacy corev1.ConfigMapList
 	errs := []error{
-		s.Client.List(ctx, &histories, client.InNamespace(s.Namespace), client.MatchingLabels{objects.ComponentLabel: Component}),
-		s.Client.List(ctx, &legacy, client.MatchingLabels{objects.ComponentLabel: LegacyComponent}),
+		s.Client.List(ctx, &histories, client.InNamespace(s.Namespace), client.MatchingLabels{names.ComponentLabel: history.Component}),
+		s.Client.List(ctx, &legacy, client.MatchingLabels{names.ComponentLabel: history.LegacyComponent}),
 	}
 	var out []fleet.ID
 	for _, cm := range append(histories.Items, legacy.Items...) {
-		id, ok := Fleet(&cm, s.Namespace)
+		id, ok := history.Fleet(&cm, s.Namespace)
 		if !ok {
-			id, ok = LegacyFleet(&cm)
+			id, ok = history.LegacyFleet(&cm)
 		}
 		if ok {
 			out = append(out, id)
