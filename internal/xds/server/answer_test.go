@@ -11,7 +11,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
+	streamv3 "github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 )
 
 // clusterTypeSnapshot is the clusters named names, at generation g.
@@ -52,9 +52,9 @@ func TestAnswerSotw(t *testing.T) {
 		{name: "no name after names, at the version", version: v, named: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sub := stream.NewSotwSubscription(tc.names, !tc.named)
+			sub := streamv3.NewSotwSubscription(tc.names, !tc.named)
 			if tc.named {
-				sub = stream.NewSotwSubscription([]string{"x"}, true)
+				sub = streamv3.NewSotwSubscription([]string{"x"}, true)
 				sub.SetResourceSubscription(nil)
 			}
 			if tc.returned != nil {
@@ -126,7 +126,7 @@ func TestAnswerDelta(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, ResourceNamesSubscribe: tc.first, InitialResourceVersions: tc.initial}
-			sub := stream.NewDeltaSubscription(tc.first, nil, tc.initial, true)
+			sub := streamv3.NewDeltaSubscription(tc.first, nil, tc.initial, true)
 			if tc.then != nil {
 				req = tc.then
 				req.TypeUrl = resourcev3.ClusterType
@@ -169,7 +169,7 @@ func TestAnswerDelta(t *testing.T) {
 // subscribed name visited in order, and the whole response built before it
 // is judged. answerDelta takes shortcuts (an ACK is judged without building
 // anything, and only what is sent is sorted); it must answer the same.
-func answerDeltaPlain(t *typeSnapshot, req *discoveryv3.DeltaDiscoveryRequest, sub stream.Subscription) *deltaResponse {
+func answerDeltaPlain(t *typeSnapshot, req *discoveryv3.DeltaDiscoveryRequest, sub streamv3.Subscription) *deltaResponse {
 	returned, subscribed := sub.ReturnedResources(), sub.SubscribedResources()
 	again := map[string]bool{}
 	for _, n := range req.GetResourceNamesSubscribe() {
@@ -259,7 +259,7 @@ func TestAnswerDeltaAsPlain(t *testing.T) {
 				initial[n] = e.version
 			}
 		}
-		sub := stream.NewDeltaSubscription(first, nil, initial, true)
+		sub := streamv3.NewDeltaSubscription(first, nil, initial, true)
 		req := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, ResourceNamesSubscribe: first, InitialResourceVersions: initial}
 		if r.IntN(2) == 0 {
 			// A later request: the stream was sent something, and may

@@ -7,89 +7,77 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/go-logr/logr"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
-// guard checks each stream and request before the server's other callbacks
-// and the cache see it: a stream whose peer or node is not who it must be
-// ends (identities); a request for a type the server does not serve is let
-// through to the cache, which leaves it unanswered, but not to the callbacks
-// behind the guard, and the stream goes on (unserved.go), unless it asks for
-// more such types than a stream may (ResourceExhausted); a request that
-// names more resources than a stream may subscribe to ends the stream
-// (ResourceExhausted) before go-control-plane keeps them; and a NACK's
-// error_detail, which the proxy chooses, is cut to MaxNACKDetail bytes, so
-// that no copy of it is larger. The cache checks what a delta stream's
-// requests add up to. Behind the guard, the Tracker records the stream.
+// guard checks each stream and request before the cache sees it, and has
+// the Tracker, behind it, record them: a stream whose peer or node is not
+// who it must be ends (identity.go); a request for a type the server does
+// not serve is let through to the cache, which leaves it unanswered, and
+// the stream goes on (unserved.go), unless it asks for more such types than
+// a stream may (ResourceExhausted); a request that names more resources
+// than a stream may subscribe to ends the stream (ResourceExhausted) before
+// go-control-plane keeps them; and a NACK's error_detail, which the proxy
+// chooses, is cut to MaxNACKDetail bytes, so that no copy of it is larger.
+// The cache checks what a delta stream's requests add up to. The stream's
+// record (stream) is checked and written in one step, under the Tracker's
+// lock.
 type guard struct {
 	*Tracker
-	ids      *identities
-	names    nameLimits
-	unserved *unserved
+	// trustDomain is the fleets' trust domain; "" in plaintext.
+	trustDomain string
+	names       nameLimits
+	log         logr.Logger
 }
 
 var _ serverv3.Callbacks = guard{}
 
-// deltaStream is the id by which the guard and the callbacks behind it
-// know delta stream id: go-control-plane numbers state-of-the-world and
-// delta streams each from 1, so that both have a stream 1. Delta streams
-// are known by negative ids.
+// deltaStream is the id by which the guard and the Tracker know delta
+// stream id: go-control-plane numbers state-of-the-world and delta streams
+// each from 1, so that both have a stream 1. Delta streams are known by
+// negative ids.
 func deltaStream(id int64) int64 { return -id }
 
 // OnStreamOpen implements sotw.Callbacks.
-func (g guard) OnStreamOpen(ctx context.Context, id int64, typeURL string) error {
-	if err := g.ids.open(ctx, id); err != nil {
-		return err
-	}
-	g.unserved.open(id)
-	return g.Tracker.OnStreamOpen(ctx, id, typeURL)
+func (g guard) OnStreamOpen(ctx context.Context, id int64, _ string) error {
+	return g.open(ctx, id)
 }
 
 // OnDeltaStreamOpen implements delta.Callbacks.
-func (g guard) OnDeltaStreamOpen(ctx context.Context, id int64, typeURL string) error {
-	id = deltaStream(id)
-	if err := g.ids.open(ctx, id); err != nil {
-		return err
-	}
-	g.unserved.open(id)
-	return g.Tracker.OnDeltaStreamOpen(ctx, id, typeURL)
+func (g guard) OnDeltaStreamOpen(ctx context.Context, id int64, _ string) error {
+	return g.open(ctx, deltaStream(id))
 }
 
-// OnStreamClosed implements sotw.Callbacks.
-func (g guard) OnStreamClosed(id int64, node *corev3.Node) {
-	g.ids.closed(id)
-	g.unserved.closed(id)
-	g.Tracker.OnStreamClosed(id, node)
+// open makes the record of a stream whose peer is who a stream must be.
+func (g guard) open(ctx context.Context, id int64) error {
+	fleet, err := certifiedFleet(ctx, g.trustDomain)
+	if err != nil {
+		return err
+	}
+	g.Tracker.open(id, fleet)
+	return nil
 }
 
 // OnDeltaStreamClosed implements delta.Callbacks.
-func (g guard) OnDeltaStreamClosed(id int64, node *corev3.Node) {
-	id = deltaStream(id)
-	g.ids.closed(id)
-	g.unserved.closed(id)
-	g.Tracker.OnDeltaStreamClosed(id, node)
+func (g guard) OnDeltaStreamClosed(id int64, _ *corev3.Node) {
+	g.Tracker.closed(deltaStream(id))
 }
 
 // OnStreamRequest implements sotw.Callbacks.
 func (g guard) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) error {
-	if err := g.ids.check(id, r.GetNode()); err != nil {
-		return err
-	}
-	served, err := g.unserved.served(id, r.GetNode(), r.GetTypeUrl(), func() (string, string) { return g.ids.node(id) })
-	if err != nil {
-		return err
-	}
 	if err := g.names.check(r.GetTypeUrl(), len(r.GetResourceNames()), slices.Values(r.GetResourceNames())); err != nil {
 		return err
 	}
-	if !served {
-		return nil
-	}
 	cutDetail(r.GetErrorDetail())
-	r.Node = g.unserved.passOn(id, r.GetNode())
+	a, err := g.Tracker.sotwRequest(id, r)
+	logUnserved(g.log, a, r.GetTypeUrl())
+	if err != nil {
+		return err
+	}
 	// What follows a NACK: a state-of-the-world NACK carries the last
 	// version the proxy accepted, and the cache answers a request whose
 	// version differs from the served one at once (answer.go): it would
@@ -100,22 +88,14 @@ func (g guard) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) error 
 	// stream's last response of the type counts (an older nonce is stale,
 	// and go-control-plane ignores it). Delta streams need no such rule:
 	// their NACKs do not ask for anything again.
-	if v, answered := g.Tracker.sotwRequest(id, r); answered && r.GetErrorDetail() != nil {
-		r.VersionInfo = v
+	if a.answers && r.GetErrorDetail() != nil {
+		r.VersionInfo = a.answered
 	}
 	return nil
 }
 
 // OnStreamDeltaRequest implements delta.Callbacks.
 func (g guard) OnStreamDeltaRequest(id int64, r *discoveryv3.DeltaDiscoveryRequest) error {
-	id = deltaStream(id)
-	if err := g.ids.check(id, r.GetNode()); err != nil {
-		return err
-	}
-	served, err := g.unserved.served(id, r.GetNode(), r.GetTypeUrl(), func() (string, string) { return g.ids.node(id) })
-	if err != nil {
-		return err
-	}
 	sub, unsub, initial := r.GetResourceNamesSubscribe(), r.GetResourceNamesUnsubscribe(), r.GetInitialResourceVersions()
 	names := func(yield func(string) bool) {
 		for _, list := range [][]string{sub, unsub} {
@@ -134,12 +114,10 @@ func (g guard) OnStreamDeltaRequest(id int64, r *discoveryv3.DeltaDiscoveryReque
 	if err := g.names.check(r.GetTypeUrl(), len(sub)+len(unsub)+len(initial), names); err != nil {
 		return err
 	}
-	if !served {
-		return nil
-	}
 	cutDetail(r.GetErrorDetail())
-	r.Node = g.unserved.passOn(id, r.GetNode())
-	return g.Tracker.OnStreamDeltaRequest(id, r)
+	a, err := g.Tracker.deltaRequest(deltaStream(id), r)
+	logUnserved(g.log, a, r.GetTypeUrl())
+	return err
 }
 
 // OnStreamDeltaResponse implements delta.Callbacks.

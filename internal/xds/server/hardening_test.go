@@ -15,7 +15,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
+	streamv3 "github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
@@ -158,12 +158,12 @@ func TestFleetCacheLeavesUnknownTypesUnanswered(t *testing.T) {
 	c.publish(fleet, mustSnapshot(t, "v1", clusters("a")), nil)
 	sotw, deltas := make(chan cachev3.Response, 1), make(chan cachev3.DeltaResponse, 1)
 	cancelSotw, err := c.CreateWatch(&cachev3.Request{Node: node, TypeUrl: "type.googleapis.com/other.T", VersionInfo: "x"},
-		stream.NewSotwSubscription(nil, true), sotw)
+		streamv3.NewSotwSubscription(nil, true), sotw)
 	if err != nil {
 		t.Fatalf("sotw: %v", err)
 	}
 	cancelDelta, err := c.CreateDeltaWatch(&cachev3.DeltaRequest{Node: node, TypeUrl: "type.googleapis.com/other.T"},
-		stream.NewDeltaSubscription(nil, nil, nil, true), deltas)
+		streamv3.NewDeltaSubscription(nil, nil, nil, true), deltas)
 	if err != nil {
 		t.Fatalf("delta: %v", err)
 	}
@@ -252,7 +252,7 @@ func TestWildcardSecretsAreRefused(t *testing.T) {
 func TestUnsubscribingFromEverySecretGetsNothing(t *testing.T) {
 	c := newFleetCache()
 	c.publish(fleet, mustSnapshot(t, "v1", secrets("s1")), nil)
-	sub := stream.NewSotwSubscription([]string{"s1"}, true)
+	sub := streamv3.NewSotwSubscription([]string{"s1"}, true)
 	sub.SetResourceSubscription(nil) // the names are dropped
 	if sub.IsWildcard() {
 		t.Fatal("the subscription is a wildcard")

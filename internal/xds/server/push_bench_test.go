@@ -15,7 +15,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
+	streamv3 "github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"github.com/go-logr/logr"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
@@ -153,7 +153,7 @@ func BenchmarkAnswerDelta(b *testing.B) {
 	}
 	names := slices.Sorted(maps.Keys(after.byName))
 	first := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: names}
-	sub := stream.NewDeltaSubscription(names, nil, nil, true)
+	sub := streamv3.NewDeltaSubscription(names, nil, nil, true)
 	sub.SetReturnedResources(answerDelta(before, first, sub).returned)
 	ack := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResponseNonce: "1"}
 	pushed := answerDelta(after, ack, sub)
@@ -165,7 +165,7 @@ func BenchmarkAnswerDelta(b *testing.B) {
 			answerDelta(after, ack, sub)
 		}
 	})
-	acked := stream.NewDeltaSubscription(names, nil, nil, true)
+	acked := streamv3.NewDeltaSubscription(names, nil, nil, true)
 	acked.SetReturnedResources(pushed.returned)
 	b.Run("ack", func(b *testing.B) {
 		for b.Loop() {

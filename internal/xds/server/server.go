@@ -409,7 +409,7 @@ func (s *Server) Start(ctx context.Context) error {
 	// A connection counts against MaxConnections once its handshake is done.
 	opts = append(opts, grpc.Creds(gatedCreds{creds}))
 	g := grpc.NewServer(opts...)
-	callbacks := guard{Tracker: s.tracker, ids: newIdentities(s.trustDomain), names: s.limits.names(), unserved: newUnserved(s.log)}
+	callbacks := guard{Tracker: s.tracker, trustDomain: s.trustDomain, names: s.limits.names(), log: s.log}
 	// Ordered: a state-of-the-world stream's responses go out in the order
 	// the cache answers them (delta streams always do).
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, s.cache, callbacks, sotwv3.WithOrderedADS()))

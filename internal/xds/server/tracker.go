@@ -13,13 +13,15 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
-// Tracker follows every proxy's streams: which fleet it belongs to, what
+// Tracker holds the record of every stream (stream): who is on it, what
 // was sent to it, and what it accepted (ACK) or rejected (NACK), for state of
-// the world and delta streams alike. It implements go-control-plane's
-// server callbacks. Changed is signalled, outside the lock, whenever a
-// fleet's proxies change state.
+// the world and delta streams alike, and it keeps each fleet's counts over
+// them. It implements go-control-plane's server callbacks; the server's
+// guard is in front of it. Changed is signalled, outside the lock, whenever
+// a fleet's proxies change state. A request takes its lock once.
 //
 // A stream may claim any fleet. Only fleets that are published (Published,
 // until Forget) are counted, reported, notified and have metric series: a
@@ -32,8 +34,8 @@ import (
 // its fleet again.
 type Tracker struct {
 	mu        sync.Mutex
-	streams   map[int64]*proxyStream
-	fleets    map[string]*fleetProxies // by fleet: its streams that named a node
+	streams   map[int64]*stream
+	fleets    map[string]*fleetProxies // by fleet: its counted streams
 	published map[string]publication   // by fleet
 	// typeVersions holds, by fleet and fleet version, each type's version in
 	// that publication (see Server.SetFleet); versions holds each fleet's
@@ -62,7 +64,7 @@ type publication struct {
 // fleetProxies is a fleet's connected proxies and how many of them stand
 // where with its published version.
 type fleetProxies struct {
-	streams        map[int64]*proxyStream
+	streams        map[int64]*stream
 	acked, nacked  int
 	lastNACKStream int64 // a stream that rejected the published version, if nacked > 0
 }
@@ -76,36 +78,13 @@ const (
 	rejected                 // rejected some type
 )
 
-type proxyStream struct {
-	id          int64
-	fleet, node string
-	// standing is the stream's, with its fleet's published version, and
-	// rejection the type and detail of the rejection when it is rejected.
-	standing  standing
-	rejection rejection
-	// lastSent holds each type's last response; an answer to an older one
-	// is stale, and changes nothing.
-	lastSent  map[string]sent   // type URL -> the last response
-	acked     map[string]string // type URL -> version
-	nacked    map[string]nack   // type URL -> the rejection
-	requested map[string]bool   // type URLs the proxy asked for
-	named     map[string]bool   // type URLs it asked for resources of by name
-	// since is when the stream opened, lastSeen when its last request came.
-	since, lastSeen time.Time
-}
-
-type nack struct{ version, detail string }
-
-// sent is a response: its nonce and version.
-type sent struct{ nonce, version string }
-
 // rejection is what a proxy rejected of a version: a type, and the
 // error_detail it gave.
 type rejection struct{ typeURL, detail string }
 
 // NewTracker returns a Tracker that follows no stream yet.
 func NewTracker() *Tracker {
-	return &Tracker{streams: map[int64]*proxyStream{}, fleets: map[string]*fleetProxies{}, published: map[string]publication{},
+	return &Tracker{streams: map[int64]*stream{}, fleets: map[string]*fleetProxies{}, published: map[string]publication{},
 		typeVersions: map[string]map[string]map[string]string{}, versions: map[string][]string{}, staged: map[string]string{},
 		changed: make(chan struct{}, 1), now: time.Now}
 }
@@ -191,36 +170,51 @@ func (t *Tracker) labels(fleet, version string) func(typ string) string {
 // rejected), accepted if it accepted every type it asked for.
 // Of several types rejected, the rejection of the least type URL is the
 // one given, so that a proxy's rejection is the same whenever it is judged.
-func judge(s *proxyStream, label func(string) string) (standing, rejection) {
+func judge(s *stream, label func(string) string) (standing, rejection) {
 	st := pending
-	if len(s.requested) > 0 {
+	if s.asks() {
 		st = accepted
 	}
 	var r rejection
-	for typ := range s.requested {
-		if n, ok := s.nacked[typ]; ok && n.version == label(typ) {
+	for i := range s.types {
+		ty := &s.types[i]
+		if !ty.requested {
+			continue
+		}
+		typ := resource.Kinds[i].TypeURL
+		if ty.nacked && ty.nack.version == label(typ) {
 			if st != rejected || typ < r.typeURL {
-				st, r = rejected, rejection{typeURL: typ, detail: n.detail}
+				st, r = rejected, rejection{typeURL: typ, detail: ty.nack.detail}
 			}
 			continue
 		}
-		if st != rejected && s.acked[typ] != label(typ) {
+		if st != rejected && ty.acked != label(typ) {
 			st = pending
 		}
 	}
 	return st, r
 }
 
+// asks reports whether the stream asks for a type served.
+func (s *stream) asks() bool {
+	for i := range s.types {
+		if s.types[i].requested {
+			return true
+		}
+	}
+	return false
+}
+
 // rejudgeLocked judges a stream of fleet f again against the published
 // version, and moves it between the fleet's counts.
-func (t *Tracker) rejudgeLocked(f *fleetProxies, s *proxyStream, label func(string) string) {
+func (t *Tracker) rejudgeLocked(f *fleetProxies, s *stream, label func(string) string) {
 	t.leaveLocked(f, s)
 	s.standing, s.rejection = judge(s, label)
 	f.count(s)
 }
 
 // count adds a judged stream to the fleet's counts.
-func (f *fleetProxies) count(s *proxyStream) {
+func (f *fleetProxies) count(s *stream) {
 	switch s.standing {
 	case accepted:
 		f.acked++
@@ -231,7 +225,7 @@ func (f *fleetProxies) count(s *proxyStream) {
 }
 
 // leaveLocked takes a stream out of its fleet's counts.
-func (t *Tracker) leaveLocked(f *fleetProxies, s *proxyStream) {
+func (t *Tracker) leaveLocked(f *fleetProxies, s *stream) {
 	switch s.standing {
 	case accepted:
 		f.acked--
@@ -453,13 +447,13 @@ func (t *Tracker) changedLocked(fleet string) {
 	}
 }
 
-func (t *Tracker) open(id int64) error {
+// open records a stream that opens, of the fleet its client certificate
+// names ("" in plaintext).
+func (t *Tracker) open(id int64, certFleet string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	t.streams[id] = &proxyStream{id: id, lastSent: map[string]sent{}, acked: map[string]string{},
-		nacked: map[string]nack{}, requested: map[string]bool{}, named: map[string]bool{}, since: now, lastSeen: now}
-	return nil
+	t.streams[id] = &stream{id: id, certFleet: certFleet, since: now, lastSeen: now}
 }
 
 func (t *Tracker) closed(id int64) {
@@ -470,7 +464,7 @@ func (t *Tracker) closed(id int64) {
 		return
 	}
 	delete(t.streams, id)
-	if f := t.fleets[s.fleet]; s.node != "" && f != nil {
+	if f := t.fleets[s.fleet]; s.counted && f != nil {
 		t.leaveLocked(f, s)
 		delete(f.streams, id)
 		if len(f.streams) == 0 {
@@ -488,101 +482,140 @@ func (t *Tracker) closed(id int64) {
 	}
 }
 
-// request records a request: the node (only the first request of a stream
-// may carry it), and an ACK or NACK of the response named by nonce. It
-// returns the version of the stream's last response of the type, when the
-// request answers it.
-func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version string, errorDetail string, isNack bool, names int) (answered string, ok bool) {
+// admission is what the Tracker made of a request it admitted.
+type admission struct {
+	// unserved is set when the type is not served (unserved.go), and first
+	// when it is the first such type the stream asked for.
+	unserved, first bool
+	// answers is set when the request answers the stream's last response
+	// of the type, whose version is answered.
+	answers  bool
+	answered string
+	// node and fleet are the stream's.
+	node, fleet string
+}
+
+// request admits and records a request of a stream, in one step under the
+// lock: its node, which must be who the stream is (identity.go); a type
+// not served, which it only counts (unserved.go); or a type served: that
+// the proxy asks for it, and an ACK or NACK of the response named by nonce
+// (version is "" for delta, whose answers carry none).
+func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version string, errorDetail string, isNack bool, names int) (admission, error) {
 	t.mu.Lock()
 	s, ok := t.streams[id]
 	if !ok {
 		t.mu.Unlock()
-		return "", false
+		return admission{}, errUnknownStream
 	}
-	if s.node == "" && node != nil {
-		s.node, s.fleet = node.GetId(), claimedFleet(node)
+	if err := s.admit(node); err != nil {
+		t.mu.Unlock()
+		return admission{}, err
+	}
+	a := admission{node: s.node, fleet: s.fleet}
+	kind := kindIndex(typeURL)
+	if kind < 0 {
+		var err error
+		a.unserved = true
+		a.first, err = s.askUnserved(typeURL)
+		t.mu.Unlock()
+		return a, err
+	}
+	joined := !s.counted
+	if joined {
+		s.counted = true
 		f := t.fleets[s.fleet]
 		if f == nil {
-			f = &fleetProxies{streams: map[int64]*proxyStream{}}
+			f = &fleetProxies{streams: map[int64]*stream{}}
 			t.fleets[s.fleet] = f
 		}
 		f.streams[id] = s
 	}
 	s.lastSeen = t.now()
+	ty := &s.types[kind]
 	// A proxy that asked for a type's resources by name and now asks for
 	// none (Envoy, when its last EDS cluster is removed) unsubscribed: its
 	// standing does not hang on that type. A first request without names
 	// asks for every resource, as go-control-plane answers it.
 	switch {
 	case names > 0:
-		s.requested[typeURL], s.named[typeURL] = true, true
-	case s.named[typeURL] && !wildcard(typeURL):
-		delete(s.requested, typeURL)
+		ty.requested, ty.named = true, true
+	case ty.named && !wildcard(typeURL):
+		ty.requested = false
 	default:
-		s.requested[typeURL] = true
+		ty.requested = true
 	}
 	known := t.knownLocked(s.fleet)
 	changed := false
-	last, sentType := s.lastSent[typeURL]
-	if sentType && nonce != "" && nonce == last.nonce {
+	if last := ty.sent; nonce != "" && nonce == last.nonce {
+		a.answers, a.answered = true, last.version
 		if version == "" {
 			version = last.version // delta: the version is the one sent with that nonce
 		}
 		if isNack {
-			s.nacked[typeURL] = nack{version: last.version, detail: errorDetail}
+			ty.nack, ty.nacked = nack{version: last.version, detail: errorDetail}, true
 			if known {
 				metricNacks.WithLabelValues(s.fleet).Inc()
 			}
 		} else {
-			s.acked[typeURL] = version
-			delete(s.nacked, typeURL)
+			ty.acked, ty.nack, ty.nacked = version, nack{}, false
 			if known {
 				metricAcks.WithLabelValues(s.fleet).Inc()
 			}
 		}
 		changed = true
 	}
-	fleet := s.fleet
-	if f := t.fleets[fleet]; f != nil && s.node != "" {
-		if p, ok := t.published[fleet]; ok {
-			t.rejudgeLocked(f, s, t.labels(fleet, p.version))
-		}
+	was := s.standing
+	if p, ok := t.published[s.fleet]; ok {
+		t.rejudgeLocked(t.fleets[s.fleet], s, t.labels(s.fleet, p.version))
 	}
-	if changed || node != nil {
-		t.changedLocked(fleet)
+	changed = changed || joined || s.standing != was
+	if changed {
+		t.changedLocked(s.fleet)
 	}
 	t.mu.Unlock()
-	if (changed || node != nil) && known {
+	if changed && known {
 		t.signal()
 	}
-	return last.version, changed
+	return a, nil
 }
 
 func (t *Tracker) response(id int64, typeURL, nonce, version string) {
+	kind := kindIndex(typeURL)
+	if kind < 0 {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s, ok := t.streams[id]; ok {
-		s.lastSent[typeURL] = sent{nonce: nonce, version: version}
+		s.types[kind].sent = sent{nonce: nonce, version: version}
 	}
 }
 
 // OnStreamOpen implements sotw.Callbacks.
-func (t *Tracker) OnStreamOpen(_ context.Context, id int64, _ string) error { return t.open(id) }
+func (t *Tracker) OnStreamOpen(_ context.Context, id int64, _ string) error {
+	t.open(id, "")
+	return nil
+}
 
 // OnStreamClosed implements sotw.Callbacks.
 func (t *Tracker) OnStreamClosed(id int64, _ *corev3.Node) { t.closed(id) }
 
 // OnStreamRequest implements sotw.Callbacks.
 func (t *Tracker) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) error {
-	t.sotwRequest(id, r)
-	return nil
+	_, err := t.sotwRequest(id, r)
+	return err
 }
 
-// sotwRequest records a state-of-the-world request, and returns the
-// version of the stream's last response of the type, when it answers it.
-func (t *Tracker) sotwRequest(id int64, r *discoveryv3.DiscoveryRequest) (string, bool) {
+// sotwRequest admits and records a state-of-the-world request.
+func (t *Tracker) sotwRequest(id int64, r *discoveryv3.DiscoveryRequest) (admission, error) {
 	return t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), r.GetVersionInfo(),
 		r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil, len(r.GetResourceNames()))
+}
+
+// deltaRequest admits and records a delta request.
+func (t *Tracker) deltaRequest(id int64, r *discoveryv3.DeltaDiscoveryRequest) (admission, error) {
+	return t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), "",
+		r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil, 0)
 }
 
 // wildcard reports whether a state-of-the-world request of typeURL without
@@ -598,16 +631,18 @@ func (t *Tracker) OnStreamResponse(_ context.Context, id int64, _ *discoveryv3.D
 }
 
 // OnDeltaStreamOpen implements delta.Callbacks.
-func (t *Tracker) OnDeltaStreamOpen(_ context.Context, id int64, _ string) error { return t.open(id) }
+func (t *Tracker) OnDeltaStreamOpen(_ context.Context, id int64, _ string) error {
+	t.open(id, "")
+	return nil
+}
 
 // OnDeltaStreamClosed implements delta.Callbacks.
 func (t *Tracker) OnDeltaStreamClosed(id int64, _ *corev3.Node) { t.closed(id) }
 
 // OnStreamDeltaRequest implements delta.Callbacks.
 func (t *Tracker) OnStreamDeltaRequest(id int64, r *discoveryv3.DeltaDiscoveryRequest) error {
-	t.request(id, r.GetNode(), r.GetTypeUrl(), r.GetResponseNonce(), "",
-		r.GetErrorDetail().GetMessage(), r.GetErrorDetail() != nil, 0)
-	return nil
+	_, err := t.deltaRequest(id, r)
+	return err
 }
 
 // OnStreamDeltaResponse implements delta.Callbacks.
@@ -665,16 +700,20 @@ func (t *Tracker) Proxies() []ProxyState {
 	t.mu.Lock()
 	out := make([]ProxyState, 0, len(t.streams))
 	for _, s := range t.streams {
-		if s.node == "" || !t.knownLocked(s.fleet) {
+		if !s.counted || !t.knownLocked(s.fleet) {
 			continue
 		}
-		p := ProxyState{Node: s.node, Fleet: s.fleet, Since: s.since, LastSeen: s.lastSeen, Types: make(map[string]TypeState, len(s.requested))}
-		for typ := range s.requested {
-			ts := TypeState{Sent: s.lastSent[typ].version, Acked: s.acked[typ]}
-			if n, ok := s.nacked[typ]; ok {
-				ts.NACK = &NACK{Version: n.version, Detail: n.detail}
+		p := ProxyState{Node: s.node, Fleet: s.fleet, Since: s.since, LastSeen: s.lastSeen, Types: map[string]TypeState{}}
+		for i := range s.types {
+			ty := &s.types[i]
+			if !ty.requested {
+				continue
 			}
-			p.Types[typ] = ts
+			ts := TypeState{Sent: ty.sent.version, Acked: ty.acked}
+			if ty.nacked {
+				ts.NACK = &NACK{Version: ty.nack.version, Detail: ty.nack.detail}
+			}
+			p.Types[resource.Kinds[i].TypeURL] = ts
 		}
 		out = append(out, p)
 	}

@@ -66,7 +66,7 @@ func recount(t *Tracker, fleet, version string) (c ProxyCounts, details map[stri
 	details = map[string]bool{}
 	label := t.labels(fleet, version)
 	for _, s := range t.streams {
-		if s.fleet != fleet || s.node == "" {
+		if s.fleet != fleet || !s.counted {
 			continue
 		}
 		c.Connected++
