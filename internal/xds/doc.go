@@ -11,10 +11,10 @@
 //     in; which revision is served, and the new history, out. It holds the
 //     history's type, the rejections recorded in the EnvoyConfigs' status,
 //     and the state machine of a progressive rollout (Roll).
-//   - history: where the histories are recorded. The ConfigMap that holds
-//     a fleet's history in the operator's namespace, the checks of what is
-//     read back, the previous release's layout, and the Store that alone
-//     reads and writes them.
+//   - history: the format the histories are recorded in, pure. The
+//     ConfigMap that holds a fleet's history in the operator's namespace,
+//     the checks of what is read back, the previous release's layout;
+//     history/store holds the Store that alone reads and writes them.
 //   - report: the format of each replica's report of its proxies' answers,
 //     in shards, which the leader adds up for publish.
 //   - server: the runtime. Each replica's ADS server, its limits, the
