@@ -36,18 +36,6 @@ func newFoo(ns, name, deployment string, replicas int32) *samplev1alpha1.Foo {
 	}
 }
 
-// waitDeployment waits until the Deployment exists and cond holds for it (nil: it exists).
-func waitDeployment(t *testing.T, ns, name string, cond func(*appsv1.Deployment) bool) *appsv1.Deployment {
-	t.Helper()
-	return testenv.WaitFor(t, suite.Client, ns, name, &appsv1.Deployment{}, cond)
-}
-
-// waitSettled waits until the Foo's status describes its current generation.
-func waitSettled(t *testing.T, foo *samplev1alpha1.Foo, cond func(*samplev1alpha1.Foo) bool) *samplev1alpha1.Foo {
-	t.Helper()
-	return testenv.WaitSettled(t, suite.Client, foo.DeepCopy(), cond)
-}
-
 func TestCreatesDeployment(t *testing.T) {
 	ctx := context.Background()
 	ns := suite.Namespace(t)
@@ -55,7 +43,7 @@ func TestCreatesDeployment(t *testing.T) {
 	if err := suite.Client.Create(ctx, foo); err != nil {
 		t.Fatal(err)
 	}
-	d := waitDeployment(t, ns, "example-foo", nil)
+	d := testenv.WaitFor(t, suite.Client, ns, "example-foo", &appsv1.Deployment{}, nil)
 	if !metav1.IsControlledBy(d, foo) {
 		t.Errorf("Deployment is not controlled by the Foo: %+v", d.OwnerReferences)
 	}
@@ -65,7 +53,7 @@ func TestCreatesDeployment(t *testing.T) {
 	if *d.Spec.Replicas != 1 || d.Spec.Template.Spec.Containers[0].Image != "nginx:latest" {
 		t.Errorf("spec = replicas %d image %s", *d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Image)
 	}
-	got := waitSettled(t, foo, nil)
+	got := testenv.WaitSettled(t, suite.Client, foo.DeepCopy(), nil)
 	if c := testenv.Condition(got, samplev1alpha1.FooConditionAvailable); c.Status != metav1.ConditionFalse {
 		t.Errorf("Available = %+v before any pod is available", c)
 	}
@@ -79,7 +67,7 @@ func TestCreatesDeployment(t *testing.T) {
 
 	// Envtest runs no Deployment controller: play its part, and the Foo follows.
 	suite.PlayDeploymentController(t, d)
-	got = waitSettled(t, foo, func(f *samplev1alpha1.Foo) bool { return f.Status.AvailableReplicas == 1 })
+	got = testenv.WaitSettled(t, suite.Client, foo.DeepCopy(), func(f *samplev1alpha1.Foo) bool { return f.Status.AvailableReplicas == 1 })
 	for typ, want := range map[string]metav1.ConditionStatus{samplev1alpha1.FooConditionAvailable: "True", samplev1alpha1.FooConditionProgressing: "False", samplev1alpha1.FooConditionDegraded: "False"} {
 		if c := testenv.Condition(got, typ); c.Status != want {
 			t.Errorf("%s = %+v, want %s", typ, c, want)
@@ -97,7 +85,7 @@ func TestScales(t *testing.T) {
 	if err := suite.Client.Create(ctx, foo); err != nil {
 		t.Fatal(err)
 	}
-	waitDeployment(t, ns, "scaled", nil)
+	testenv.WaitFor(t, suite.Client, ns, "scaled", &appsv1.Deployment{}, nil)
 
 	// Through the spec.
 	patch := client.MergeFrom(foo.DeepCopy())
@@ -105,14 +93,14 @@ func TestScales(t *testing.T) {
 	if err := suite.Client.Patch(ctx, foo, patch); err != nil {
 		t.Fatal(err)
 	}
-	waitDeployment(t, ns, "scaled", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 3 })
+	testenv.WaitFor(t, suite.Client, ns, "scaled", &appsv1.Deployment{}, func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 3 })
 
 	// Through the scale subresource, as kubectl scale and an HPA do.
 	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 5}}
 	if err := suite.Client.SubResource("scale").Update(ctx, foo, client.WithSubResourceBody(scale)); err != nil {
 		t.Fatal(err)
 	}
-	waitDeployment(t, ns, "scaled", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 5 })
+	testenv.WaitFor(t, suite.Client, ns, "scaled", &appsv1.Deployment{}, func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 5 })
 	if scale.Status.Selector != "app=nginx,controller=scaled" {
 		t.Errorf("scale selector = %q", scale.Status.Selector)
 	}
@@ -125,7 +113,7 @@ func TestRestoresEditedAndDeletedDeployment(t *testing.T) {
 	if err := suite.Client.Create(ctx, foo); err != nil {
 		t.Fatal(err)
 	}
-	d := waitDeployment(t, ns, "restored", nil)
+	d := testenv.WaitFor(t, suite.Client, ns, "restored", &appsv1.Deployment{}, nil)
 
 	// A hand edit of fields the Foo sets is undone; a label someone added stays.
 	d.Spec.Replicas = ptr.To[int32](7)
@@ -134,7 +122,7 @@ func TestRestoresEditedAndDeletedDeployment(t *testing.T) {
 	if err := suite.Client.Update(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	d = waitDeployment(t, ns, "restored", func(d *appsv1.Deployment) bool {
+	d = testenv.WaitFor(t, suite.Client, ns, "restored", &appsv1.Deployment{}, func(d *appsv1.Deployment) bool {
 		return *d.Spec.Replicas == 2 && d.Spec.Template.Spec.Containers[0].Image == "nginx:latest"
 	})
 	if d.Labels["team"] != "web" {
@@ -147,7 +135,7 @@ func TestRestoresEditedAndDeletedDeployment(t *testing.T) {
 	if err := suite.Client.Update(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	waitDeployment(t, ns, "restored", func(d *appsv1.Deployment) bool {
+	testenv.WaitFor(t, suite.Client, ns, "restored", &appsv1.Deployment{}, func(d *appsv1.Deployment) bool {
 		return *d.Spec.Replicas == 2 && d.Labels["app.kubernetes.io/managed-by"] == "kube-envoy-controller"
 	})
 
@@ -156,7 +144,7 @@ func TestRestoresEditedAndDeletedDeployment(t *testing.T) {
 	if err := suite.Client.Delete(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	waitDeployment(t, ns, "restored", func(d *appsv1.Deployment) bool { return d.UID != oldUID })
+	testenv.WaitFor(t, suite.Client, ns, "restored", &appsv1.Deployment{}, func(d *appsv1.Deployment) bool { return d.UID != oldUID })
 }
 
 func TestRenameRemovesOldDeployment(t *testing.T) {
@@ -166,14 +154,14 @@ func TestRenameRemovesOldDeployment(t *testing.T) {
 	if err := suite.Client.Create(ctx, foo); err != nil {
 		t.Fatal(err)
 	}
-	waitDeployment(t, ns, "first", nil)
+	testenv.WaitFor(t, suite.Client, ns, "first", &appsv1.Deployment{}, nil)
 
 	patch := client.MergeFrom(foo.DeepCopy())
 	foo.Spec.DeploymentName = "second"
 	if err := suite.Client.Patch(ctx, foo, patch); err != nil {
 		t.Fatal(err)
 	}
-	waitDeployment(t, ns, "second", nil)
+	testenv.WaitFor(t, suite.Client, ns, "second", &appsv1.Deployment{}, nil)
 	testenv.WaitGone(t, suite.Client, ns, "first", &appsv1.Deployment{})
 	suite.WaitEvent(t, ns, "renamed", `Normal Deleted Deleted Deployment "first"`)
 }
@@ -201,7 +189,7 @@ func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	suite.WaitEvent(t, ns, "clashing", `Warning ErrResourceExists Deployment "taken" already exists and is not managed by Foo "clashing"`)
-	got := waitSettled(t, foo, nil)
+	got := testenv.WaitSettled(t, suite.Client, foo.DeepCopy(), nil)
 	if c := testenv.Condition(got, samplev1alpha1.FooConditionDegraded); c.Status != metav1.ConditionTrue || c.Reason != samplev1alpha1.FooReasonErrResourceExists {
 		t.Errorf("Degraded = %+v", c)
 	}
@@ -232,7 +220,7 @@ func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
 		return false, client.IgnoreNotFound(suite.Client.Update(ctx, d))
 	})
 	patchReconcileNow(t, foo)
-	d := waitDeployment(t, ns, "taken", nil)
+	d := testenv.WaitFor(t, suite.Client, ns, "taken", &appsv1.Deployment{}, nil)
 	if !metav1.IsControlledBy(d, foo) {
 		t.Errorf("new Deployment not controlled by the Foo")
 	}
@@ -257,9 +245,9 @@ func TestSettledReconcileWritesNothing(t *testing.T) {
 	if err := suite.Client.Create(ctx, foo); err != nil {
 		t.Fatal(err)
 	}
-	d := waitDeployment(t, ns, "settled", nil)
+	d := testenv.WaitFor(t, suite.Client, ns, "settled", &appsv1.Deployment{}, nil)
 	suite.PlayDeploymentController(t, d)
-	waitSettled(t, foo, func(f *samplev1alpha1.Foo) bool { return f.Status.AvailableReplicas == 1 })
+	testenv.WaitSettled(t, suite.Client, foo.DeepCopy(), func(f *samplev1alpha1.Foo) bool { return f.Status.AvailableReplicas == 1 })
 	suite.ExpectNoWrites(t, ControllerName, foo, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(foo)})
 }
 
@@ -272,8 +260,8 @@ func TestNamespaceBeingDeleted(t *testing.T) {
 	if err := suite.Client.Create(ctx, foo); err != nil {
 		t.Fatal(err)
 	}
-	waitDeployment(t, ns, "first", nil)
-	waitSettled(t, foo, nil)
+	testenv.WaitFor(t, suite.Client, ns, "first", &appsv1.Deployment{}, nil)
+	testenv.WaitSettled(t, suite.Client, foo.DeepCopy(), nil)
 	// Envtest runs no namespace controller: the namespace stays terminating.
 	if err := suite.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)

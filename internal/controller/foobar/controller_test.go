@@ -34,11 +34,6 @@ func newFooBar(ns, name, command string) *k8sv1.FooBar {
 	}
 }
 
-func waitJob(t *testing.T, ns, name string) *batchv1.Job {
-	t.Helper()
-	return testenv.WaitFor(t, suite.Client, ns, name, &batchv1.Job{}, nil)
-}
-
 func waitPhase(t *testing.T, fb *k8sv1.FooBar, phase k8sv1.FooBarPhase) *k8sv1.FooBar {
 	t.Helper()
 	return testenv.WaitSettled(t, suite.Client, fb.DeepCopy(), func(f *k8sv1.FooBar) bool {
@@ -89,7 +84,7 @@ func TestRunsTheCommandAsAJob(t *testing.T) {
 	if err := suite.Client.Create(ctx, fb); err != nil {
 		t.Fatal(err)
 	}
-	j := waitJob(t, ns, "foobar-sample-1")
+	j := testenv.WaitFor(t, suite.Client, ns, "foobar-sample-1", &batchv1.Job{}, nil)
 	if !metav1.IsControlledBy(j, fb) {
 		t.Errorf("Job not controlled by the FooBar: %+v", j.OwnerReferences)
 	}
@@ -139,7 +134,7 @@ func TestFailedRun(t *testing.T) {
 	if err := suite.Client.Create(ctx, fb); err != nil {
 		t.Fatal(err)
 	}
-	j := waitJob(t, ns, "failing-1")
+	j := testenv.WaitFor(t, suite.Client, ns, "failing-1", &batchv1.Job{}, nil)
 	jobRunning(t, j)
 	jobEnded(t, j, false)
 	got := waitPhase(t, fb, k8sv1.PhaseFailed)
@@ -160,7 +155,7 @@ func TestNewGenerationReplacesTheJob(t *testing.T) {
 	if err := suite.Client.Create(ctx, fb); err != nil {
 		t.Fatal(err)
 	}
-	j := waitJob(t, ns, "regen-1")
+	j := testenv.WaitFor(t, suite.Client, ns, "regen-1", &batchv1.Job{}, nil)
 	jobRunning(t, j)
 	waitPhase(t, fb, k8sv1.PhaseRunning)
 
@@ -169,7 +164,7 @@ func TestNewGenerationReplacesTheJob(t *testing.T) {
 	if err := suite.Client.Patch(ctx, fb, patch); err != nil {
 		t.Fatal(err)
 	}
-	j2 := waitJob(t, ns, "regen-2")
+	j2 := testenv.WaitFor(t, suite.Client, ns, "regen-2", &batchv1.Job{}, nil)
 	if got := j2.Spec.Template.Spec.Containers[0].Command[2]; got != "echo two" {
 		t.Errorf("new Job runs %q", got)
 	}
@@ -209,7 +204,7 @@ func TestNameClashIsReportedAndNotTakenOver(t *testing.T) {
 	if c := testenv.Condition(got, k8sv1.FooBarConditionDegraded); c.Status != metav1.ConditionTrue || c.Reason != k8sv1.FooBarReasonErrResourceExists {
 		t.Errorf("Degraded = %+v", c)
 	}
-	after := waitJob(t, ns, "clash-1")
+	after := testenv.WaitFor(t, suite.Client, ns, "clash-1", &batchv1.Job{}, nil)
 	if after.ResourceVersion != theirs.ResourceVersion || len(after.OwnerReferences) != 0 {
 		t.Errorf("the foreign Job was modified")
 	}
@@ -224,7 +219,7 @@ func TestSettledReconcileWritesNothing(t *testing.T) {
 	if err := suite.Client.Create(ctx, fb); err != nil {
 		t.Fatal(err)
 	}
-	j := waitJob(t, ns, "settled-1")
+	j := testenv.WaitFor(t, suite.Client, ns, "settled-1", &batchv1.Job{}, nil)
 	jobRunning(t, j)
 	waitPhase(t, fb, k8sv1.PhaseRunning)
 	suite.ExpectNoWrites(t, ControllerName, fb, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(fb)})
@@ -272,7 +267,7 @@ func TestLostJobIsNotRunAgain(t *testing.T) {
 	if err := suite.Client.Create(ctx, fb); err != nil {
 		t.Fatal(err)
 	}
-	j := waitJob(t, ns, "lost-1")
+	j := testenv.WaitFor(t, suite.Client, ns, "lost-1", &batchv1.Job{}, nil)
 	jobRunning(t, j)
 	if got := waitPhase(t, fb, k8sv1.PhaseRunning); got.Status.StartedJob != "lost-1" {
 		t.Errorf("startedJob = %q while its Job runs", got.Status.StartedJob)
@@ -310,7 +305,7 @@ func TestLostJobIsNotRunAgain(t *testing.T) {
 	if err := suite.Client.Update(ctx, fb); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, ns, "lost-2")
+	testenv.WaitFor(t, suite.Client, ns, "lost-2", &batchv1.Job{}, nil)
 	if got := waitPhase(t, fb, k8sv1.PhasePending); got.Status.StartedJob != "lost-2" {
 		t.Errorf("startedJob = %q for generation 2", got.Status.StartedJob)
 	}
