@@ -73,19 +73,7 @@ func realEnvoyPush(t *testing.T, envoy string, n, rounds int, delta bool) (p50, 
 		Envoy: envoy, XDS: os.Getenv("OPERATOR_XDS_ADDR"), Dir: t.TempDir(), Delta: delta}
 	defer k.Start(func(err error) { t.Logf("host proxies: %v", err) })()
 	ctx := context.Background()
-	var procs map[string]*realenvoy.Process
-	testenv.Poll(t, 20*time.Millisecond, 5*time.Minute, fmt.Sprintf("%d Envoys LIVE", n), func() (bool, error) {
-		procs = k.Processes()
-		if len(procs) != n {
-			return false, nil
-		}
-		for _, p := range procs {
-			if !p.IsReady(ctx) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	procs := k.WaitLive(t, n, 5*time.Minute)
 	// The floor: the API server's own delivery of the edit to a watcher,
 	// which the operator cannot beat.
 	cfgs := &examplev1.EnvoyConfigList{}

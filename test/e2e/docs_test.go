@@ -411,7 +411,7 @@ func makeRun(t *testing.T, root, ns string) {
 	// The gateway's proxies, real Envoys on this host, and their admin
 	// addresses where make run writes them.
 	k := runEnvoys(t, ns, "web-gateway", false)
-	for pod, p := range waitLive(t, k, 2) {
+	for pod, p := range k.WaitLive(t, 2, 2*time.Minute) {
 		if err := os.WriteFile(filepath.Join(dev, "proxies", pod+".admin"), []byte(p.Admin+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -76,26 +76,6 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-// waitLive waits until n Envoys run and each says LIVE: it has its first
-// configuration.
-func waitLive(t *testing.T, k *realenvoy.Kubelet, n int) map[string]*realenvoy.Process {
-	t.Helper()
-	var procs map[string]*realenvoy.Process
-	framework.Eventually(t, 2*time.Minute, fmt.Sprintf("%d Envoys LIVE", n), func() (bool, error) {
-		procs = k.Processes()
-		if len(procs) != n {
-			return false, fmt.Errorf("%d Envoys run", len(procs))
-		}
-		for name, p := range procs {
-			if !p.IsReady(context.Background()) {
-				return false, fmt.Errorf("the Envoy of %s is not LIVE", name)
-			}
-		}
-		return true, nil
-	})
-	return procs
-}
-
 // only returns the one Envoy of procs, or nil.
 func only(procs map[string]*realenvoy.Process) (string, *realenvoy.Process) {
 	if len(procs) != 1 {
@@ -121,7 +101,6 @@ func get(url string) (int, string, string, error) {
 	return resp.StatusCode, resp.Header.Get("X-Track"), strings.TrimSpace(string(body)), nil
 }
 
-// waitServed waits until url answers 200 from a pod of track.
 // waitReadyEndpoints waits until the EndpointSlices of the Service svc
 // list n ready endpoints.
 func waitReadyEndpoints(t *testing.T, ns, svc string, n int) {
@@ -136,6 +115,7 @@ func waitReadyEndpoints(t *testing.T, ns, svc string, n int) {
 	})
 }
 
+// waitServed waits until url answers 200 from a pod of track.
 func waitServed(t *testing.T, url, track string) {
 	t.Helper()
 	framework.Eventually(t, 2*time.Minute, url+" served by "+track, func() (bool, error) {
@@ -168,7 +148,7 @@ func TestRealEnvoySamples(t *testing.T) {
 		kubectl.Run(t, "-n", ns, "apply", "-f", sample(s))
 	}
 	k := runEnvoys(t, ns, "web-gateway", false)
-	waitLive(t, k, 2)
+	k.WaitLive(t, 2, 2*time.Minute)
 	for _, ec := range []string{"web-routing", "web-canary", "web-tls"} {
 		kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoyconfig "+ec, "{.status.proxies.acked}", "2")
 	}
@@ -235,7 +215,7 @@ func TestRealEnvoyChangeUnderLoad(t *testing.T) {
 			kubectl.Apply(t, ns, backends("a", "b")+fleetYAML("lb", 1))
 			kubectl.Apply(t, ns, routeTo("lb", port, "a"))
 			k := runEnvoys(t, ns, "lb", delta)
-			waitLive(t, k, 1)
+			k.WaitLive(t, 1, 2*time.Minute)
 			url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 			waitServed(t, url, "a")
 			// Make before break is about the order in which the operator
@@ -279,7 +259,7 @@ func TestRealEnvoyNACK(t *testing.T) {
 	kubectl.Apply(t, ns, backends("a", "b")+fleetYAML("lb", 1))
 	kubectl.Apply(t, ns, routeTo("lb", port, "a"))
 	k := runEnvoys(t, ns, "lb", false)
-	waitLive(t, k, 1)
+	k.WaitLive(t, 1, 2*time.Minute)
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	waitServed(t, url, "a")
 	waitReadyEndpoints(t, ns, "b", 2)
@@ -488,7 +468,7 @@ func TestRealEnvoyDrain(t *testing.T) {
 	kubectl.Apply(t, ns, backends("a")+strings.Replace(fleetYAML("lb", 1), "drainSeconds: 0", "drainSeconds: 5", 1))
 	kubectl.Apply(t, ns, routeTo("lb", port, "a"))
 	k := runEnvoys(t, ns, "lb", false)
-	pod, proc := only(waitLive(t, k, 1))
+	pod, proc := only(k.WaitLive(t, 1, 2*time.Minute))
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	waitServed(t, url, "a")
 
@@ -541,6 +521,6 @@ func TestRealEnvoySidecarSample(t *testing.T) {
 	k := &realenvoy.Kubelet{Client: clientset, Namespace: ns, Selector: "app=shop",
 		Envoy: realenvoy.Require(t), XDS: os.Getenv("E2E_XDS_ADDR"), Dir: t.TempDir()}
 	t.Cleanup(k.Start(func(err error) { t.Logf("host sidecars: %v", err) }))
-	waitLive(t, k, 2)
+	k.WaitLive(t, 2, 2*time.Minute)
 	kubectl.WaitJSONPath(t, 2*time.Minute, ns, "envoyconfig shop-routes", "{.status.proxies.acked}", "2")
 }

@@ -102,15 +102,9 @@ spec: {replicas: 1, drainSeconds: 0}
 	k := &realenvoy.Kubelet{Client: cs, Namespace: ns, Selector: "app.kubernetes.io/instance=real",
 		Envoy: realenvoy.Require(t), XDS: svc.addr(), Dir: t.TempDir()}
 	t.Cleanup(k.Start(func(err error) { t.Logf("host proxies: %v", err) }))
-	framework.Eventually(t, 2*time.Minute, "the fleet's Envoy LIVE", func() (bool, error) {
-		for _, p := range k.Processes() {
-			if p.IsReady(context.Background()) {
-				f.proc = p
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	for _, p := range k.WaitLive(t, 1, 2*time.Minute) {
+		f.proc = p
+	}
 	f.waitBody(t, "v1")
 	return f
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/podnet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 )
 
 // Kubelet does a kubelet's part for the Envoy containers of a namespace's
@@ -276,6 +278,26 @@ func (k *Kubelet) Processes() map[string]*Process {
 		out[name] = p
 	}
 	return out
+}
+
+// WaitLive waits until n Envoys run and each says LIVE: it has its first
+// configuration. It fails t after timeout, and returns the Envoys by pod name.
+func (k *Kubelet) WaitLive(t testing.TB, n int, timeout time.Duration) map[string]*Process {
+	t.Helper()
+	var procs map[string]*Process
+	testenv.Poll(t, 50*time.Millisecond, timeout, fmt.Sprintf("%d Envoys LIVE", n), func() (bool, error) {
+		procs = k.Processes()
+		if len(procs) != n {
+			return false, fmt.Errorf("%d Envoys run", len(procs))
+		}
+		for name, p := range procs {
+			if !p.IsReady(context.Background()) {
+				return false, fmt.Errorf("the Envoy of %s is not LIVE", name)
+			}
+		}
+		return true, nil
+	})
+	return procs
 }
 
 // StopAll stops every Envoy and waits for the hooks that run.
