@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/resync"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
@@ -26,29 +27,22 @@ import (
 // What brings a fleet back to Reconcile: its requests name fleets, so every
 // watched object maps to the fleets it concerns.
 
-// A failed read must not lose a fleet's turn. The maps from a Secret or an
-// EndpointSlice to its fleets read the cache, and a handler cannot return
-// an error; the fleets of an election are listed once. When such a List
-// fails, the handler queues a resync (resyncRequest) instead of the fleets
-// it could not find: the reconcile of the resync lists them again and
-// queues each, and a failure there is returned, so the workqueue retries it
-// with its rate-limited backoff. A retry inside the handler would instead
-// hold up every later event of the informer it runs on, and a goroutine per
-// failure would pile up while the API server or the cache misbehaves; a
-// queued resync is one per namespace however many events fail (the queue
-// folds equal requests), is retried at the queue's pace, and shows in the
-// controller's metrics. What it costs is one more reconcile of each of the
-// namespace's fleets, which writes nothing when a fleet is settled.
+// A failed read must not lose a fleet's turn (package resync). The maps
+// from a Secret or an EndpointSlice to its fleets read the cache, and a
+// handler cannot return an error; the fleets of an election are listed
+// once. When such a List fails, the handler queues a resync of the
+// namespace (resyncRequest) instead of the fleets it could not find: the
+// reconcile of the resync lists them again and queues each, and a failure
+// there is returned, so the workqueue retries it with its rate-limited
+// backoff.
 
 // resyncRequest stands for every fleet of namespace ns, or of every
 // namespace when ns is "": it names no fleet, since no Envoy, and no
 // spec.envoyRef, has an empty name.
-func resyncRequest(ns string) reconcile.Request {
-	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns}}
-}
+func resyncRequest(ns string) reconcile.Request { return resync.Request(ns) }
 
 // isResync reports whether req is a resyncRequest.
-func isResync(req reconcile.Request) bool { return req.Name == "" }
+func isResync(req reconcile.Request) bool { return resync.Is(req) }
 
 // resync queues every fleet of namespace ns (every namespace when ns is "")
 // that has EnvoyConfigs, and, for every namespace, every fleet that has a
