@@ -11,6 +11,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,10 +21,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/resync"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/gateway"
@@ -32,9 +35,14 @@ import (
 // ControllerName is the controller's name in --controllers, logs and events.
 const ControllerName = "gateway"
 
-// Reconciler reconciles Gateways; ClassReconciler, GatewayClasses.
+// Reconciler reconciles Gateways (Reconcile) and GatewayClasses
+// (ReconcileClass).
 type Reconciler struct {
 	objects.Kit
+	// gateways and classes are the two controllers' queues, where a resync
+	// (package resync) queues every Gateway, or every class, when a watch's
+	// map could not list the ones an event concerns.
+	gateways, classes resync.Queue
 }
 
 // NewReconciler returns a Reconciler wired to mgr.
@@ -55,6 +63,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// changes its Gateways' fleets.
 		Watches(&gwv1.GatewayClass{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfClass)).
 		Watches(&examplev1.Envoy{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfTemplate)).
+		WatchesRawSource(r.gateways.Source()).
 		Complete(r)
 	if err != nil {
 		return err
@@ -63,6 +72,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName+"class").
 		For(&gwv1.GatewayClass{}).
 		Watches(&examplev1.Envoy{}, handler.EnqueueRequestsFromMapFunc(r.classesOfTemplate)).
+		WatchesRawSource(r.classes.Source()).
 		Complete(reconcile.Func(r.ReconcileClass))
 }
 
@@ -74,8 +84,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=example.com,resources=envoys,verbs=get;list;watch;create;update;patch;delete
 
 // Reconcile gives one Gateway of this operator's classes its fleet. When
-// the fleet already matches it sends no write.
+// the fleet already matches it sends no write. A resync queues every
+// Gateway of its namespace.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if resync.Is(req) {
+		return ctrl.Result{}, r.resyncGateways(ctx, req.Namespace)
+	}
 	gw := &gwv1.Gateway{}
 	if ok, err := r.Fetch(ctx, req, gw); !ok {
 		return ctrl.Result{}, err
@@ -148,8 +162,11 @@ func (r *Reconciler) template(ctx context.Context, class *gwv1.GatewayClass) (*e
 }
 
 // ReconcileClass accepts a GatewayClass of this operator's, or says why
-// its parametersRef cannot be used.
+// its parametersRef cannot be used. A resync queues every class.
 func (r *Reconciler) ReconcileClass(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if resync.Is(req) {
+		return ctrl.Result{}, r.resyncClasses(ctx)
+	}
 	class := &gwv1.GatewayClass{}
 	if ok, err := r.Fetch(ctx, req, class); !ok || class.Spec.ControllerName != gateway.ControllerName {
 		return ctrl.Result{}, err
@@ -166,44 +183,111 @@ func (r *Reconciler) ReconcileClass(ctx context.Context, req ctrl.Request) (ctrl
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Status().Update(ctx, after))
 }
 
-// gatewaysOfClass queues the Gateways of a class.
+// What brings a Gateway or a class back to Reconcile when a class or an
+// Envoy changes. A map whose List fails loses nothing: it queues a resync
+// (package resync) of every Gateway, or of every class, instead of the ones
+// it could not find.
+
+// gatewaysOfClass queues the Gateways of a class; every Gateway when they
+// cannot be listed.
 func (r *Reconciler) gatewaysOfClass(ctx context.Context, o client.Object) []reconcile.Request {
-	var list gwv1.GatewayList
-	if err := r.Client.List(ctx, &list); err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for _, gw := range list.Items {
-		if string(gw.Spec.GatewayClassName) == o.GetName() {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}})
-		}
+	out, err := r.gatewaysOf(ctx, []string{o.GetName()})
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "listing the Gateways of a GatewayClass; resyncing every Gateway", "gatewayClass", o.GetName())
+		return []reconcile.Request{resync.Request("")}
 	}
 	return out
 }
 
-// classesOfTemplate queues the classes whose parametersRef names an Envoy.
+// classesOfTemplate queues the classes whose parametersRef names an Envoy;
+// every class when they cannot be listed.
 func (r *Reconciler) classesOfTemplate(ctx context.Context, o client.Object) []reconcile.Request {
-	var list gwv1.GatewayClassList
-	if err := r.Client.List(ctx, &list); err != nil {
-		return nil
+	names, err := r.classesNaming(ctx, o)
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "listing the GatewayClasses of an Envoy; resyncing every class", "envoy", client.ObjectKeyFromObject(o))
+		return []reconcile.Request{resync.Request("")}
 	}
-	var out []reconcile.Request
-	for _, c := range list.Items {
-		if namesTemplate(c, o) {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: c.Name}})
-		}
+	out := make([]reconcile.Request, 0, len(names))
+	for _, name := range names {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
 	}
 	return out
 }
 
 // gatewaysOfTemplate queues the Gateways of the classes whose parametersRef
-// names an Envoy.
+// names an Envoy; every Gateway when the classes or the Gateways cannot be
+// listed.
 func (r *Reconciler) gatewaysOfTemplate(ctx context.Context, o client.Object) []reconcile.Request {
+	names, err := r.classesNaming(ctx, o)
 	var out []reconcile.Request
-	for _, c := range r.classesOfTemplate(ctx, o) {
-		out = append(out, r.gatewaysOfClass(ctx, &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: c.Name}})...)
+	if err == nil && len(names) > 0 {
+		out, err = r.gatewaysOf(ctx, names)
+	}
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "listing the Gateways of an Envoy; resyncing every Gateway", "envoy", client.ObjectKeyFromObject(o))
+		return []reconcile.Request{resync.Request("")}
 	}
 	return out
+}
+
+// gatewaysOf returns the Gateways of the named classes.
+func (r *Reconciler) gatewaysOf(ctx context.Context, classes []string) ([]reconcile.Request, error) {
+	var list gwv1.GatewayList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing Gateways: %w", err)
+	}
+	var out []reconcile.Request
+	for _, gw := range list.Items {
+		if slices.Contains(classes, string(gw.Spec.GatewayClassName)) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}})
+		}
+	}
+	return out, nil
+}
+
+// classesNaming returns the names of the classes whose parametersRef names
+// the Envoy o.
+func (r *Reconciler) classesNaming(ctx context.Context, o client.Object) ([]string, error) {
+	var list gwv1.GatewayClassList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing GatewayClasses: %w", err)
+	}
+	var out []string
+	for _, c := range list.Items {
+		if namesTemplate(c, o) {
+			out = append(out, c.Name)
+		}
+	}
+	return out, nil
+}
+
+// resyncGateways queues every Gateway of namespace ns (every namespace
+// when ns is ""). A failed List is returned, for the queue to retry the
+// resync.
+func (r *Reconciler) resyncGateways(ctx context.Context, ns string) error {
+	var list gwv1.GatewayList
+	if err := r.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("listing Gateways to resync them: %w", err)
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, gw := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}})
+	}
+	return r.gateways.Add(reqs...)
+}
+
+// resyncClasses queues every GatewayClass. A failed List is returned, for
+// the queue to retry the resync.
+func (r *Reconciler) resyncClasses(ctx context.Context) error {
+	var list gwv1.GatewayClassList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return fmt.Errorf("listing GatewayClasses to resync them: %w", err)
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, c := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: c.Name}})
+	}
+	return r.classes.Add(reqs...)
 }
 
 // namesTemplate reports whether a class's parametersRef names the Envoy o.
