@@ -15,7 +15,10 @@
 // FooBar generation's Job may be created twice. The operator's writes,
 // counted in the API server's audit log, must stay within the faults'
 // budget; once settled, it must write nothing for CHAOS_SETTLE (default
-// 20s). hack/e2e.sh then checks the operator's log (hack/logcheck).
+// 20s). It is settled once the world it follows (Deployments, ReplicaSets,
+// pods, Jobs: what kube-controller-manager and kwok report) has settled too,
+// and not changed for CHAOS_QUIET (default 10s), and it reports ready
+// again. hack/e2e.sh then checks the operator's log (hack/logcheck).
 //
 // hack/e2e.sh passes the cluster and the operator's command line in the
 // environment: CHAOS_ROOT, CHAOS_CLUSTER, KUBECONFIG, OPERATOR_BIN,
@@ -120,6 +123,7 @@ func TestChaos(t *testing.T) {
 	duration := durationEnv(t, "CHAOS_DURATION", 60*time.Second)
 	converge := durationEnv(t, "CHAOS_CONVERGE", 60*time.Second)
 	settle := durationEnv(t, "CHAOS_SETTLE", 20*time.Second)
+	quiet := durationEnv(t, "CHAOS_QUIET", 10*time.Second)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("CHAOS_SEED"); s != "" {
 		var err error
@@ -246,9 +250,20 @@ func TestChaos(t *testing.T) {
 		}
 		time.Sleep(time.Duration(r.rnd.IntN(2000)) * time.Millisecond)
 	}
-	chaosEnd := mark(t, c, "chaos-end")
+	faultsEnd := time.Now()
 
-	// Settled: nothing to write.
+	// Settled: nothing to write, once the world the operator follows has
+	// settled too (waitWorldSettled). What the operator writes meanwhile, as
+	// kube-controller-manager catches up, still counts towards the budget.
+	waited, err := waitWorldSettled(ctx, c, quiet, 3*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitConverged(ctx, c, r.opNS, r.objects, r.snapshot, converge); err != nil {
+		t.Fatalf("not converged once the world settled: %v", err)
+	}
+	logf("the world settled %.1fs after the last fault (unchanged for %s)", waited.Seconds(), quiet)
+	chaosEnd := mark(t, c, "chaos-end")
 	settleStart := mark(t, c, "settle-start")
 	time.Sleep(settle)
 	settleEnd := mark(t, c, "settle-end")
@@ -260,6 +275,7 @@ func TestChaos(t *testing.T) {
 	chaosWrites := countWrites(operatorWrites(t, audit, r.opNS, chaosStart, chaosEnd))
 	settled, late := earlierEvents(operatorWrites(t, audit, r.opNS, settleStart, settleEnd), settleStart.at)
 	settledWrites := countWrites(settled)
+	worldWrites := countAgentWrites(othersWrites(between(t, audit, settleStart, settleEnd)))
 	budget := need + slackPerFault*injected
 	excess, excessOf := watch.podsBeyondReplicas()
 	podDeletes := chaosWrites["delete pods"]
@@ -267,13 +283,15 @@ func TestChaos(t *testing.T) {
 	responses, resent := r.proxy.report()
 
 	fmt.Printf("\nchaos summary (seed %d)\n", seed)
-	fmt.Printf("  faults injected:          %d in %d bursts over %s (%s)\n", injected, bursts, chaosEnd.at.Sub(chaosStart.at).Round(time.Second), counts(byFault))
+	fmt.Printf("  faults injected:          %d in %d bursts over %s (%s)\n", injected, bursts, faultsEnd.Sub(chaosStart.at).Round(time.Second), counts(byFault))
 	fmt.Printf("  longest reconvergence:    %.1fs, after: %s\n", longest.Seconds(), longestAfter)
 	fmt.Printf("  operator writes:          %d (budget %d: %d needed by the faults + %d per fault)\n",
 		total(chaosWrites), budget, need, slackPerFault)
 	fmt.Printf("                            %s\n", breakdown(chaosWrites))
 	fmt.Printf("  settled:                  %d writes in %s (%.1f/min), besides %d late deliveries of events from before\n",
 		total(settledWrites), settle, float64(total(settledWrites))/settle.Minutes(), len(late))
+	fmt.Printf("                            the world: %d writes by others (%s), settled %.1fs after the last fault\n",
+		total(worldWrites), breakdown(worldWrites), waited.Seconds())
 	fmt.Printf("  pods beyond replicas:     %d %s (and %d pods the operator deleted)\n", excess, excessOf, podDeletes)
 	fmt.Printf("  commands run twice:       %d %v (Jobs seen: %s)\n", len(twice), twice, watch.generations())
 	fmt.Printf("  rejected version served:  %d %v (of %d responses to %s's proxy since the rollback; %s)\n", len(resent), resent, responses, rejectingEnvoy, r.proxy)
@@ -282,7 +300,10 @@ func TestChaos(t *testing.T) {
 		t.Errorf("the operator sent %d writes during the chaos, beyond the budget of %d", total(chaosWrites), budget)
 	}
 	if n := total(settledWrites); n > 0 {
-		t.Errorf("the operator sent %d writes once settled, in %s: %s", n, settle, breakdown(settledWrites))
+		// The world's writes in the window tell a reaction to a world that
+		// had not settled after all from a settled operator's noise.
+		t.Errorf("the operator sent %d writes once settled, in %s: %s (the world's writes meanwhile: %d %s)",
+			n, settle, breakdown(settledWrites), total(worldWrites), breakdown(worldWrites))
 	}
 	if excess > 0 || podDeletes > 0 {
 		t.Errorf("PodSet %s had %d pods beyond its replicas; the operator deleted %d pods (a PodSet whose replicas never change deletes one only after one too many)",
@@ -437,10 +458,25 @@ func mark(t *testing.T, c client.Client, name string) marker {
 
 // operatorWrites returns the operator's write requests to the chaos
 // namespaces, to opNS (its own: the fleets' histories, the replicas'
-// reports) and to the webhook configurations between two markers. It
-// fails when the log lacks either marker: then it does not cover the
-// window, and a count of zero would prove nothing.
+// reports) and to the webhook configurations between two markers.
 func operatorWrites(t *testing.T, events []measure.AuditEvent, opNS string, from, to marker) []measure.AuditEvent {
+	t.Helper()
+	var out []measure.AuditEvent
+	for _, ev := range between(t, events, from, to) {
+		r := ev.ObjectRef
+		ours := r.Namespace == nsPlain || r.Namespace == nsInjected || r.Namespace == opNS || strings.HasSuffix(r.Resource, "webhookconfigurations")
+		if ev.Stage != "ResponseComplete" || !strings.HasPrefix(ev.UserAgent, operatorUserAgent) || !ours {
+			continue
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// between returns the events received between two markers. It fails when
+// the log lacks either marker: then it does not cover the window, and a
+// count of zero would prove nothing.
+func between(t *testing.T, events []measure.AuditEvent, from, to marker) []measure.AuditEvent {
 	t.Helper()
 	at := func(m marker) time.Time {
 		for _, ev := range events {
@@ -455,10 +491,7 @@ func operatorWrites(t *testing.T, events []measure.AuditEvent, opNS string, from
 	begin, end := at(from), at(to)
 	var out []measure.AuditEvent
 	for _, ev := range events {
-		r := ev.ObjectRef
-		ours := r.Namespace == nsPlain || r.Namespace == nsInjected || r.Namespace == opNS || strings.HasSuffix(r.Resource, "webhookconfigurations")
-		if ev.Stage != "ResponseComplete" || !strings.HasPrefix(ev.UserAgent, operatorUserAgent) || !ours ||
-			ev.RequestReceivedTimestamp.Before(begin) || ev.RequestReceivedTimestamp.After(end) {
+		if ev.RequestReceivedTimestamp.Before(begin) || ev.RequestReceivedTimestamp.After(end) {
 			continue
 		}
 		out = append(out, ev)
@@ -475,6 +508,19 @@ func countWrites(events []measure.AuditEvent) map[string]int {
 			key += "/" + ev.ObjectRef.Subresource
 		}
 		counts[key]++
+	}
+	return counts
+}
+
+// countAgentWrites counts writes by "agent verb resource[/subresource]",
+// the agent without its version.
+func countAgentWrites(events []measure.AuditEvent) map[string]int {
+	counts := map[string]int{}
+	for _, ev := range events {
+		agent, _, _ := strings.Cut(ev.UserAgent, "/")
+		for k, n := range countWrites([]measure.AuditEvent{ev}) {
+			counts[agent+" "+k] += n
+		}
 	}
 	return counts
 }
