@@ -34,8 +34,10 @@ const ControllerName gwv1.GatewayController = "kube-envoy-controller.io/gateway-
 
 // ConfigSeparator marks the name of a Gateway's translate.Config: it is
 // "<namespace>/gateway:<name>", which no EnvoyConfig can be named, since ':'
-// is not allowed in an object's name.
-const ConfigSeparator = "gateway:"
+// is not allowed in an object's name. By it translate knows a Gateway's
+// Config, whose resources win every conflict with an EnvoyConfig of the
+// fleet (translate.IsGatewayConfig).
+const ConfigSeparator = translate.GatewayConfigMark
 
 // ConfigName is the name of the translate.Config of the Gateway ns/name.
 func ConfigName(ns, name string) string { return ns + "/" + ConfigSeparator + name }

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -63,21 +64,27 @@ func sharedAddresses(configs []Config) []sharedAddress {
 // message says, for the EnvoyConfig of use, that other has its address.
 func (s sharedAddress) message(use, other addressUse) string {
 	why := use.Conflict(other.ListenerAddress)
-	if use.Key == other.Key {
-		return fmt.Sprintf("%s: %s: %s is also the address of listener %s of EnvoyConfig %s: %s",
-			use.path, use.Path, use.Addr, other.path, other.config, why)
+	if IsGatewayConfig(other.config) && !IsGatewayConfig(use.config) {
+		why += "; a Gateway's listener wins over an EnvoyConfig's"
 	}
-	return fmt.Sprintf("%s: %s: %s and %s, the address of listener %s of EnvoyConfig %s: %s",
-		use.path, use.Path, use.Addr, other.Addr, other.path, other.config, why)
+	if use.Key == other.Key {
+		return fmt.Sprintf("%s: %s: %s is also the address of listener %s of %s: %s",
+			use.path, use.Path, use.Addr, other.path, SourceOf(other.config), why)
+	}
+	return fmt.Sprintf("%s: %s: %s and %s, the address of listener %s of %s: %s",
+		use.path, use.Path, use.Addr, other.Addr, other.path, SourceOf(other.config), why)
 }
 
 // resolveSharedAddresses makes the content the fleet is served, choice,
 // free of listener addresses that two EnvoyConfigs share. Of two that share
-// one, the one whose content changed since it was published is not served
-// (its published content is, if it has any); of two that both changed, the
-// younger. Two whose content is the published one are left as they are: a
-// proxy loses no configuration because another EnvoyConfig changed. It
-// returns, by EnvoyConfig, why its content is not served.
+// one, a Gateway's Config and an EnvoyConfig, the EnvoyConfig is not
+// served: its published content is, unless it has the address too, and
+// then none of it. Of two EnvoyConfigs, the one whose content changed since
+// it was published is not served (its published content is, if it has
+// any); of two that both changed, the younger. Two whose content is the
+// published one are left as they are: a proxy loses no configuration
+// because another EnvoyConfig changed. It returns, by EnvoyConfig, why its
+// content is not served.
 func resolveSharedAddresses(choice map[string]Config, published map[string]Config, current []Config) map[string][]string {
 	created := map[string]Config{}
 	for _, c := range current {
@@ -100,7 +107,11 @@ func resolveSharedAddresses(choice map[string]Config, published map[string]Confi
 	pairs:
 		for _, s := range sharedAddresses(configsOf(choice)) {
 			a, b := s.a, s.b
-			switch {
+			switch ga, gb := IsGatewayConfig(a.config), IsGatewayConfig(b.config); {
+			case ga && !gb:
+				blamed, msg = b.config, s.message(b, a)
+			case gb && !ga:
+				blamed, msg = a.config, s.message(a, b)
 			case changed(a.config) && changed(b.config):
 				if younger(a.config, b.config) {
 					blamed, msg = a.config, s.message(a, b)
@@ -119,8 +130,10 @@ func resolveSharedAddresses(choice map[string]Config, published map[string]Confi
 		if blamed == "" {
 			return why
 		}
-		why[blamed] = append(why[blamed], msg)
-		if p, ok := published[blamed]; ok {
+		if !slices.Contains(why[blamed], msg) {
+			why[blamed] = append(why[blamed], msg)
+		}
+		if p, ok := published[blamed]; ok && !sameContent(p, choice[blamed]) {
 			choice[blamed] = p
 		} else {
 			delete(choice, blamed)

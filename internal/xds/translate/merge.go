@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"sort"
+	"strings"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -20,10 +21,15 @@ import (
 
 type resourceKey struct{ typeURL, name string }
 
-// merge keeps, for every type and name, the resource of the oldest config.
+// merge keeps, for every type and name, the resource of a Gateway's
+// Config over an EnvoyConfig's, and otherwise the resource of the oldest
+// config (by name when two are as old).
 func merge(configs []parsed) (map[resourceKey]resource.Resource, map[string][]string) {
 	sorted := append([]parsed(nil), configs...)
 	sort.SliceStable(sorted, func(i, j int) bool {
+		if gi, gj := IsGatewayConfig(sorted[i].name), IsGatewayConfig(sorted[j].name); gi != gj {
+			return gi
+		}
 		if !sorted[i].created.Equal(sorted[j].created) {
 			return sorted[i].created.Before(sorted[j].created)
 		}
@@ -37,10 +43,14 @@ func merge(configs []parsed) (map[resourceKey]resource.Resource, map[string][]st
 			if w, taken := winners[key]; taken {
 				if w.Source != r.Source {
 					what := fmt.Sprintf("%s %q", r.Kind.Noun, r.Name)
+					lost, won := "which is older and wins", "this one is older and is served"
+					if IsGatewayConfig(w.Source) && !IsGatewayConfig(r.Source) {
+						lost, won = "whose resources win over every EnvoyConfig's", "the Gateway's is served"
+					}
 					clashes[r.Source] = append(clashes[r.Source],
-						fmt.Sprintf("%s (%s) is also defined by EnvoyConfig %s, which is older and wins", what, r.Path, w.Source))
+						fmt.Sprintf("%s (%s) is also defined by %s, %s", what, r.Path, SourceOf(w.Source), lost))
 					clashes[w.Source] = append(clashes[w.Source],
-						fmt.Sprintf("%s (%s) is also defined by EnvoyConfig %s; this one is older and is served", what, w.Path, r.Source))
+						fmt.Sprintf("%s (%s) is also defined by %s; %s", what, w.Path, SourceOf(r.Source), won))
 				}
 				continue
 			}
@@ -48,6 +58,31 @@ func merge(configs []parsed) (map[resourceKey]resource.Resource, map[string][]st
 		}
 	}
 	return winners, clashes
+}
+
+// GatewayConfigMark marks the name of a Gateway's Config (xds/gateway): it
+// is "<namespace>/gateway:<name>", which no EnvoyConfig can be named, since
+// ':' is not allowed in an object's name. A Gateway's Config wins every
+// conflict with an EnvoyConfig of its fleet: a resource of the same name,
+// a listener on the same address. The name is recorded with the content,
+// so every replica renders a revision by the same rule.
+const GatewayConfigMark = "gateway:"
+
+// IsGatewayConfig reports whether name, a Config's, is a Gateway's.
+func IsGatewayConfig(name string) bool {
+	_, rest, ok := strings.Cut(name, "/")
+	return ok && strings.HasPrefix(rest, GatewayConfigMark)
+}
+
+// SourceOf names the object a Config comes from, as messages name it:
+// "Gateway <namespace>/<name>" for a Gateway's, "EnvoyConfig
+// <namespace>/<name>" for an EnvoyConfig.
+func SourceOf(name string) string {
+	if IsGatewayConfig(name) {
+		ns, rest, _ := strings.Cut(name, "/")
+		return "Gateway " + ns + "/" + strings.TrimPrefix(rest, GatewayConfigMark)
+	}
+	return "EnvoyConfig " + name
 }
 
 func byType(merged map[resourceKey]resource.Resource) map[string][]types.Resource {
