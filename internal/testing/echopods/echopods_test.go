@@ -39,12 +39,7 @@ func require(t *testing.T) string {
 	if err == nil {
 		err = podnet.Root()
 	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skipf("SKIPPED: %v", err)
-	}
+	testenv.Require(t, err)
 	return bin
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -49,12 +48,7 @@ func run(t *testing.T, ns string) *loadbalancer.Controller {
 
 // pod is a pod's own network namespace whose port 3000 answers its name.
 func pod(t *testing.T, ns, name, ip string) {
-	if err := podnet.Root(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skipf("SKIPPED: %v", err)
-	}
+	testenv.Require(t, podnet.Root())
 	p, err := podnet.AddPod(ns, name, ip)
 	if err != nil {
 		t.Fatal(err)

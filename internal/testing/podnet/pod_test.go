@@ -11,18 +11,14 @@ import (
 	"testing"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/podnet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 )
 
 // RequireRoot skips a test that makes network namespaces where this
 // process cannot, saying so, and fails it under CI (CI=true).
 func RequireRoot(t *testing.T) {
 	t.Helper()
-	if err := podnet.Root(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("root is required under CI: %v", err)
-		}
-		t.Skipf("SKIPPED: %v", err)
-	}
+	testenv.Require(t, podnet.Root())
 }
 
 // addPod makes a pod's namespace, removed when the test ends.

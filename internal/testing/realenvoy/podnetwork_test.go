@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
@@ -28,12 +27,7 @@ import (
 // with an xDS server given on the host's loopback, from its pod's address.
 func TestRunPod(t *testing.T) {
 	bin := Require(t)
-	if err := podnet.Root(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skipf("SKIPPED: %v", err)
-	}
+	testenv.Require(t, podnet.Root())
 	// The xDS server stands in as a listener on every address of the host,
 	// as the operator's listens, with a certificate for the name the
 	// proxies verify, from the authority of their client certificate: it
@@ -152,29 +146,8 @@ func TestRunPod(t *testing.T) {
 // stops its Envoy and removes the namespace.
 func TestKubeletPodNetwork(t *testing.T) {
 	bin := Require(t)
-	if err := podnet.Root(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skipf("SKIPPED: %v", err)
-	}
-	env, err := testenv.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	testenv.Require(t, podnet.Root())
+	_, cs := testenv.StartClientset(t)
 	e := gateway()
 	e.Spec.DrainSeconds = ptr.To[int32](1)
 	pod, cms, secrets := fleetPod(t, e, builtin)
@@ -191,7 +164,7 @@ func TestKubeletPodNetwork(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pod, err = cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	pod, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
