@@ -22,7 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
@@ -417,7 +417,7 @@ func (o *options) readWorld(ctx context.Context, files []fileConfig) (world, []s
 				case err != nil:
 					return w, nil, fmt.Errorf("reading Secret %s/%s: %w", ns, ts.SecretRef, err)
 				default:
-					if _, labelled := s.Labels[objects.XDSSecretLabel]; labelled {
+					if _, labelled := s.Labels[names.XDSSecretLabel]; labelled {
 						// The operator reads only the Secrets that carry the label.
 						if w.secrets[ns] == nil {
 							w.secrets[ns] = map[string]corev1.Secret{}

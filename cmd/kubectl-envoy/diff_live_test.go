@@ -39,7 +39,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoyconfig"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook"
@@ -331,7 +331,7 @@ func liveFleet(t *testing.T) (ns string, keyPEM []byte) {
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "web-tls", Namespace: ns, Labels: map[string]string{objects.XDSSecretLabel: objects.XDSSecretTLS}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "web-tls", Namespace: ns, Labels: map[string]string{names.XDSSecretLabel: names.XDSSecretTLS}},
 			Type: corev1.SecretTypeTLS, Data: map[string][]byte{corev1.TLSCertKey: leaf.Cert, corev1.TLSPrivateKeyKey: leaf.Key}},
 	} {
 		if err := suite.Client.Create(ctx, o); err != nil {

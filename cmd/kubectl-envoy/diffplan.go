@@ -46,7 +46,7 @@ type world struct {
 	slices map[string]map[string][]discoveryv1.EndpointSlice
 	// secrets are the Secrets that their tlsSecrets name, by namespace and
 	// name; only those the operator would read (labelled
-	// objects.XDSSecretLabel).
+	// names.XDSSecretLabel).
 	secrets map[string]map[string]corev1.Secret
 	// unreadable holds the Secrets, namespace/name, that the caller may
 	// not read: what they serve is left out.

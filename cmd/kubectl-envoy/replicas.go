@@ -24,7 +24,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/announce"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/debug"
 )
 
@@ -166,13 +166,13 @@ func (e *endpoint) recorded(ctx context.Context) ([]replica, error) {
 // trustedCAs are the xDS CA certificates the operator publishes: the debug
 // endpoint's certificate must chain to one of them.
 func (e *endpoint) trustedCAs(ctx context.Context) ([]byte, error) {
-	cm, err := e.clientset.CoreV1().ConfigMaps(e.namespace).Get(ctx, authority.DefaultConfigMapName, metav1.GetOptions{})
+	cm, err := e.clientset.CoreV1().ConfigMaps(e.namespace).Get(ctx, names.CAConfigMap, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("reading the operator's CA certificates (ConfigMap %s/%s): %w", e.namespace, authority.DefaultConfigMapName, err)
+		return nil, fmt.Errorf("reading the operator's CA certificates (ConfigMap %s/%s): %w", e.namespace, names.CAConfigMap, err)
 	}
-	ca := []byte(cm.Data[authority.BundleKey])
+	ca := []byte(cm.Data[names.CABundleKey])
 	if !x509.NewCertPool().AppendCertsFromPEM(ca) {
-		return nil, fmt.Errorf("ConfigMap %s/%s holds no CA certificate under %s", e.namespace, authority.DefaultConfigMapName, authority.BundleKey)
+		return nil, fmt.Errorf("ConfigMap %s/%s holds no CA certificate under %s", e.namespace, names.CAConfigMap, names.CABundleKey)
 	}
 	return ca, nil
 }

@@ -1,6 +1,6 @@
 // Package names holds the names the operator's objects share: the labels
-// it sets and selects by, and the kinds of Secret the xDS control plane
-// reads. Every package that needs them, the pure stages of the control
+// it sets and selects by, the kinds of Secret the xDS control plane reads,
+// and where the xDS certificate authority publishes its certificates. Every package that needs them, the pure stages of the control
 // plane among them, imports this one, which imports nothing: no client of
 // the API server, no metric.
 package names
@@ -29,6 +29,16 @@ const (
 	XDSSecretTLS    = "tls"
 	XDSSecretClient = "client-certificate"
 	XDSSecretCA     = "ca"
+)
+
+// The ConfigMap, in the operator's namespace, that holds the xDS
+// certificate authority's certificates (the public part only, under
+// CABundleKey, as the CA's Secret holds them): clients of the operator's
+// debug endpoint, kubectl envoy among them, verify its certificate with
+// them. internal/xds/authority publishes it.
+const (
+	CAConfigMap = "kube-envoy-controller-xds-ca"
+	CABundleKey = "ca.crt"
 )
 
 // FieldOwner is the field manager name of the operator's writes.

@@ -131,7 +131,7 @@ func TestPureStagesLinkNoRuntime(t *testing.T) {
 // The pure stages link no client of the API server and no metric, through
 // any package: the names they share with the rest come from internal/names,
 // which imports nothing. (kubectl envoy, which reads the API server, is
-// held to TestPureStagesLinkNoRuntime alone.)
+// held to TestPluginLinksNoControllerRuntimeNorMetric.)
 func TestPureStagesLinkNoClientNorMetric(t *testing.T) {
 	for _, room := range noIO {
 		pkg := "internal/xds/" + room
@@ -152,6 +152,19 @@ func TestDecisionAndFormatsImportNoClient(t *testing.T) {
 			if matches(imp, apiClients) {
 				t.Errorf("%s imports %s: only history/store, the server and the debug endpoint talk to the API server", room, imp)
 			}
+		}
+	}
+}
+
+// kubectl envoy reads the API server as kubectl plugins do, through
+// client-go, cli-runtime and the generated clientset: none of the packages
+// it links is controller-runtime, which registers metrics at init and
+// brings a manager the plugin has no use for, nor a Prometheus library.
+func TestPluginLinksNoControllerRuntimeNorMetric(t *testing.T) {
+	forbidden := []string{"sigs.k8s.io/controller-runtime/", "github.com/prometheus/"}
+	for dep := range deps(t, "cmd/kubectl-envoy") {
+		if matches(dep, forbidden) {
+			t.Errorf("kubectl envoy links %s", dep)
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 )
@@ -32,7 +33,7 @@ const DefaultSecretName = "kube-envoy-controller-xds-ca"
 // Keys of the CA Secret.
 const (
 	// BundleKey holds every trusted CA certificate, newest first.
-	BundleKey = "ca.crt"
+	BundleKey = names.CABundleKey
 	// KeysKey holds their private keys, in the same order.
 	KeysKey = "ca.key"
 )

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 )
 
@@ -25,7 +26,9 @@ const PublisherName = "xds-ca-publisher"
 // DefaultConfigMapName is the ConfigMap, in the operator's namespace, that
 // holds the trusted CA certificates (public part only, under BundleKey):
 // clients of the operator's debug endpoint verify its certificate with them.
-const DefaultConfigMapName = "kube-envoy-controller-xds-ca"
+// internal/names holds the name, for kubectl envoy, which does not link this
+// package.
+const DefaultConfigMapName = names.CAConfigMap
 
 // Publisher copies the CA Secret's certificates, and nothing else, into a
 // ConfigMap that anyone allowed may read, whoever keeps the Secret (the
