@@ -43,17 +43,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/echopods"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/hostcmd"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/loadbalancer"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/podnet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
@@ -77,27 +75,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: hostfleet --xds-address HOST:PORT --envoy PATH --dir DIR [--namespace NS] [--selector SEL] [--backend-ports 8080] [--pod-network] [--load-balancers] [--echo-basic PATH]")
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if (*podNet || *echo != "") && podnet.Root() != nil {
 		fmt.Fprintln(os.Stderr, "hostfleet: --pod-network and --echo-basic:", podnet.Root())
 		os.Exit(2)
 	}
-	if err := run(ctx, *namespace, *selector, *addr, *envoy, *dir, *ports, *delta, *podNet, *lbs, *echo); err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintln(os.Stderr, "hostfleet:", err)
-		os.Exit(1)
-	}
+	hostcmd.Main("hostfleet", func(ctx context.Context, cs kubernetes.Interface) error {
+		return run(ctx, cs, *namespace, *selector, *addr, *envoy, *dir, *ports, *delta, *podNet, *lbs, *echo)
+	})
 }
 
-func run(ctx context.Context, namespace, selector, addr, envoy, dir, ports string, delta, podNet, lbs bool, echo string) (err error) {
-	cfg, err := config.GetConfig()
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
+func run(ctx context.Context, cs kubernetes.Interface, namespace, selector, addr, envoy, dir, ports string, delta, podNet, lbs bool, echo string) (err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}

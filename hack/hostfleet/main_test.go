@@ -31,17 +31,12 @@ func TestLoadBalancerToEchoPod(t *testing.T) {
 		err = podnet.Root()
 	}
 	testenv.Require(t, err)
-	env, cs := testenv.StartClientset(t)
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("KUBECONFIG", kubeconfig)
+	_, cs := testenv.StartClientset(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, "default", "", "127.0.0.1:18000", "envoy", t.TempDir(), "", false, true, true, echo)
+		done <- run(ctx, cs, "default", "", "127.0.0.1:18000", "envoy", t.TempDir(), "", false, true, true, echo)
 	}()
 	stopped := false
 	stop := func() {

@@ -13,14 +13,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -31,10 +28,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/hostcmd"
 	"github.com/kube-envoy-controller/kube-envoy-controller/test/standin"
 )
 
@@ -51,31 +48,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: standin --fleet NAME --xds-address HOST:PORT [--namespace NS] [--kubeconfig FILE]")
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *namespace, *name, *addr, *serverName, *timeout); err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintln(os.Stderr, "standin:", err)
-		os.Exit(1)
-	}
+	hostcmd.Main("standin", func(ctx context.Context, cs kubernetes.Interface) error {
+		return run(ctx, cs, *namespace, *name, *addr, *serverName, *timeout)
+	})
 }
 
-func run(ctx context.Context, namespace, name, addr, serverName string, timeout time.Duration) error {
-	// --kubeconfig, else KUBECONFIG (controller-runtime's flag and rules).
-	cfg, err := config.GetConfig()
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
+func run(ctx context.Context, cs kubernetes.Interface, namespace, name, addr, serverName string, timeout time.Duration) error {
 	e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	id := fleet.Of(e)
 
 	// What the kubelet would mount and run: the fleet's Secret, and its pods.
 	var secret *corev1.Secret
 	var pods []string
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		s, err := cs.CoreV1().Secrets(namespace).Get(ctx, fleet.ClientSecretName(e), metav1.GetOptions{})
 		if err != nil || len(s.Data[standin.CertFile]) == 0 {
 			return false, nil
