@@ -9,13 +9,14 @@ import (
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
 // biggerFleet holds more than its proxies use: a route configuration no
 // listener names, a tlsSecrets entry no listener uses, and the load
 // assignment of a cluster that is not EDS.
-const biggerFleet = `
+var biggerFleet = `
 apiVersion: example.com/v1
 kind: Envoy
 metadata: {name: edge}
@@ -31,18 +32,7 @@ spec:
   - {name: spare-cert, secretRef: web-tls}
   resources:
     listeners:
-    - name: https
-      address: {socket_address: {address: 0.0.0.0, port_value: 8443}}
-      filter_chains:
-      - transport_socket:
-          name: envoy.transport_sockets.tls
-          typed_config:
-            "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
-            common_tls_context:
-              tls_certificate_sds_secret_configs:
-              - {name: server-cert, sds_config: {ads: {}, resource_api_version: V3}}
-        filters:
-        - name: envoy.filters.network.http_connection_manager
+` + realenvoy.TLSListener("https", 8443, "server-cert") + `        - name: envoy.filters.network.http_connection_manager
           typed_config:
             "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
             stat_prefix: https

@@ -12,10 +12,11 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
-const tlsConfig = `
+var tlsConfig = `
 apiVersion: example.com/v1
 kind: Envoy
 metadata:
@@ -33,18 +34,7 @@ spec:
   - {name: server-cert, secretRef: web-tls}
   resources:
     listeners:
-    - name: https
-      address: {socket_address: {address: 0.0.0.0, port_value: 8443}}
-      filter_chains:
-      - transport_socket:
-          name: envoy.transport_sockets.tls
-          typed_config:
-            "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
-            common_tls_context:
-              tls_certificate_sds_secret_configs:
-              - {name: server-cert, sds_config: {ads: {}, resource_api_version: V3}}
-        filters:
-        - name: envoy.filters.network.tcp_proxy
+` + realenvoy.TLSListener("https", 8443, "server-cert") + `        - name: envoy.filters.network.tcp_proxy
           typed_config:
             "@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy
             stat_prefix: https

@@ -2,6 +2,25 @@ package realenvoy
 
 import "fmt"
 
+// TLSListener begins, in an EnvoyConfig manifest's list of listeners, the
+// listener name on 0.0.0.0:port whose one filter chain terminates TLS with
+// the certificate of secret, sent over SDS. The manifest goes on with the
+// chain's filters, at the indent of "        - name: …".
+func TLSListener(name string, port int, secret string) string {
+	return fmt.Sprintf(`    - name: %s
+      address: {socket_address: {address: 0.0.0.0, port_value: %d}}
+      filter_chains:
+      - transport_socket:
+          name: envoy.transport_sockets.tls
+          typed_config:
+            "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
+            common_tls_context:
+              tls_certificate_sds_secret_configs:
+              - {name: %s, sds_config: {ads: {}, resource_api_version: V3}}
+        filters:
+`, name, port, secret)
+}
+
 // DirectResponse is the manifest of an EnvoyConfig name of fleet: a
 // listener on 127.0.0.1:port whose route configuration, also called name
 // and sent by RDS, answers every request itself with status 200 and body.
