@@ -17,8 +17,11 @@
 //     history/store holds the Store that alone reads and writes them.
 //   - report: the format of each replica's report of its proxies' answers,
 //     in shards, which the leader adds up for publish.
-//   - server: the runtime. Each replica's ADS server, its limits, the
-//     proxies' identity, the tracker of what they accepted, health checks,
+//   - cache: what each fleet serves, encoded once, and what each stream
+//     is sent and when, by the rules of the xDS protocol; the server's.
+//   - server: the runtime. Each replica's ADS server, its limits, one
+//     record per stream (the proxy's identity, what it was sent, what it
+//     accepted), the tracker that counts them by fleet, health checks,
 //     metrics, and the writer of the replica's report.
 //   - debug: what each replica's debug endpoint answers, as kubectl envoy
 //     reads it; debug/endpoint serves it.

@@ -16,6 +16,8 @@ const module = "github.com/kube-envoy-controller/kube-envoy-controller"
 // histories; history/store, which reads and writes the histories in the
 // API server, stands after history, as the debug endpoint does after
 // debug. authority, the xDS CA, stands aside: only the runtime uses it.
+// cache, what the server serves and the protocol's answers, stands just
+// before the server, the one room that uses it.
 var stages = []struct {
 	name string
 	may  []string
@@ -28,7 +30,8 @@ var stages = []struct {
 	{"history/store", []string{"resource", "translate", "publish", "history"}},
 	{"report", []string{"publish"}},
 	{"authority", nil},
-	{"server", []string{"resource", "translate", "publish", "report", "authority"}},
+	{"cache", []string{"resource", "publish"}},
+	{"server", []string{"resource", "translate", "publish", "report", "authority", "cache"}},
 	{"debug", []string{"resource", "translate", "publish"}},
 	{"debug/endpoint", []string{"resource", "translate", "publish", "history", "server", "debug"}},
 }
@@ -37,6 +40,7 @@ var stages = []struct {
 // go-control-plane's server, and the packages of ours that run the server.
 var runtimeOnly = []string{
 	"github.com/envoyproxy/go-control-plane/pkg/server/",
+	module + "/internal/xds/cache",
 	module + "/internal/xds/server",
 	module + "/internal/xds/debug/endpoint",
 }

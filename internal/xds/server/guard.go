@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"iter"
 	"slices"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -9,8 +10,11 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/go-logr/logr"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/cache"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
@@ -30,7 +34,7 @@ type guard struct {
 	*Tracker
 	// trustDomain is the fleets' trust domain; "" in plaintext.
 	trustDomain string
-	names       nameLimits
+	names       cache.NameLimits
 	log         logr.Logger
 }
 
@@ -69,7 +73,7 @@ func (g guard) OnDeltaStreamClosed(id int64, _ *corev3.Node) {
 
 // OnStreamRequest implements sotw.Callbacks.
 func (g guard) OnStreamRequest(id int64, r *discoveryv3.DiscoveryRequest) error {
-	if err := g.names.check(r.GetTypeUrl(), len(r.GetResourceNames()), slices.Values(r.GetResourceNames())); err != nil {
+	if err := g.checkNames(r.GetTypeUrl(), len(r.GetResourceNames()), slices.Values(r.GetResourceNames())); err != nil {
 		return err
 	}
 	cutDetail(r.GetErrorDetail())
@@ -111,12 +115,22 @@ func (g guard) OnStreamDeltaRequest(id int64, r *discoveryv3.DeltaDiscoveryReque
 			}
 		}
 	}
-	if err := g.names.check(r.GetTypeUrl(), len(sub)+len(unsub)+len(initial), names); err != nil {
+	if err := g.checkNames(r.GetTypeUrl(), len(sub)+len(unsub)+len(initial), names); err != nil {
 		return err
 	}
 	cutDetail(r.GetErrorDetail())
 	a, err := g.Tracker.deltaRequest(deltaStream(id), r)
 	logUnserved(g.log, a, r.GetTypeUrl())
+	return err
+}
+
+// checkNames refuses a request that names more than a stream may
+// subscribe to, or an empty name.
+func (g guard) checkNames(typeURL string, n int, names iter.Seq[string]) error {
+	err := g.names.Check(typeURL, n, names)
+	if status.Code(err) == codes.ResourceExhausted {
+		metricRefused.WithLabelValues(refusedNames).Inc()
+	}
 	return err
 }
 

@@ -13,9 +13,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	streamv3 "github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
@@ -137,51 +135,6 @@ func TestUnknownTypesAreRefused(t *testing.T) {
 	}
 }
 
-// mustSnapshot encodes resources as a publication.
-func mustSnapshot(t *testing.T, version string, resources map[string][]types.Resource) *snapshot {
-	t.Helper()
-	p, err := newSnapshot(version, resources)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// The cache is guarded on its own too: a watch of a type the server does
-// not serve is never answered, whoever creates it, and leaves nothing in
-// the cache.
-func TestFleetCacheLeavesUnknownTypesUnanswered(t *testing.T) {
-	c := newFleetCache()
-	// A proxy of the published fleet, at a version the cache does not have:
-	// a watch of a served type would be answered at once.
-	node := &corev3.Node{Id: "x", Cluster: fleet}
-	c.publish(fleet, mustSnapshot(t, "v1", clusters("a")), nil)
-	sotw, deltas := make(chan cachev3.Response, 1), make(chan cachev3.DeltaResponse, 1)
-	cancelSotw, err := c.CreateWatch(&cachev3.Request{Node: node, TypeUrl: "type.googleapis.com/other.T", VersionInfo: "x"},
-		streamv3.NewSotwSubscription(nil, true), sotw)
-	if err != nil {
-		t.Fatalf("sotw: %v", err)
-	}
-	cancelDelta, err := c.CreateDeltaWatch(&cachev3.DeltaRequest{Node: node, TypeUrl: "type.googleapis.com/other.T"},
-		streamv3.NewDeltaSubscription(nil, nil, nil, true), deltas)
-	if err != nil {
-		t.Fatalf("delta: %v", err)
-	}
-	// A publication answers every watch it can: none of these.
-	c.publish(fleet, mustSnapshot(t, "v2", clusters("a", "b")), nil)
-	if len(sotw) != 0 || len(deltas) != 0 {
-		t.Errorf("answered %d state-of-the-world and %d delta watches of a type not served, want none", len(sotw), len(deltas))
-	}
-	if n := len(c.fleets); n != 1 {
-		t.Errorf("the cache has %d fleets, want the published one alone", n)
-	}
-	if f := c.fleets[fleet]; f == nil || len(f.streams) != 0 {
-		t.Errorf("the cache keeps streams of watches of a type not served")
-	}
-	cancelSotw()
-	cancelDelta()
-}
-
 func secrets(names ...string) map[string][]types.Resource {
 	r := clusters("a")
 	for _, n := range names {
@@ -242,40 +195,6 @@ func TestWildcardSecretsAreRefused(t *testing.T) {
 	dresp, err := delta("s1")
 	if err != nil || len(dresp.GetResources()) != 1 || dresp.GetResources()[0].GetName() != "s1" {
 		t.Fatalf("delta s1: %v, %v", dresp, err)
-	}
-}
-
-// A state of the world request without names, after named ones, subscribes
-// to no secret: it is sent none, where a wildcard would get them all. A new
-// version of the secrets still reaches it, empty, so that the proxy's
-// answer tells where it stands with the version.
-func TestUnsubscribingFromEverySecretGetsNothing(t *testing.T) {
-	c := newFleetCache()
-	c.publish(fleet, mustSnapshot(t, "v1", secrets("s1")), nil)
-	sub := streamv3.NewSotwSubscription([]string{"s1"}, true)
-	sub.SetResourceSubscription(nil) // the names are dropped
-	if sub.IsWildcard() {
-		t.Fatal("the subscription is a wildcard")
-	}
-	ch := make(chan cachev3.Response, 1)
-	cancel, err := c.CreateWatch(&cachev3.Request{Node: &corev3.Node{Cluster: fleet}, TypeUrl: resourcev3.SecretType, VersionInfo: "old"}, sub, ch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
-	resp := <-ch
-	if out, _ := resp.GetDiscoveryResponse(); len(out.GetResources()) != 0 {
-		t.Errorf("a request without names was sent %d secrets", len(out.GetResources()))
-	}
-	// At the version, it waits.
-	cancel, err = c.CreateWatch(&cachev3.Request{Node: &corev3.Node{Cluster: fleet}, TypeUrl: resourcev3.SecretType,
-		VersionInfo: resp.GetResponseVersion()}, sub, ch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
-	if st := c.fleets[fleet].streams[ch]; len(ch) != 0 || st.types[kindIndex(resourcev3.SecretType)].open == nil {
-		t.Errorf("a request at the version was answered (%d responses), or does not wait", len(ch))
 	}
 }
 
@@ -462,10 +381,10 @@ func TestOnlyPublishedFleetsAreServedAndCounted(t *testing.T) {
 	const ghost = "ns/ghost"
 	t.Cleanup(func() { s.ClearFleet(ghost) }) // metric series are global
 	p := xdstest.Connect(t, xdstest.Dial(t, addr), ghost, "pod-1", resourcev3.ClusterType)
-	eventually(t, "the stream's watch to wait", func() bool { return s.cache.waiting(ghost) == 1 })
+	eventually(t, "the stream's watch to wait", func() bool { return s.cache.Waiting(ghost) == 1 })
 	unpublished := func(when string) {
 		t.Helper()
-		if s.cache.published(ghost) != nil {
+		if s.cache.Published(ghost) != nil {
 			t.Errorf("%s: the cache serves %s", when, ghost)
 		}
 		if series := fleetSeries(t, ghost); len(series) > 0 {
@@ -488,13 +407,13 @@ func TestOnlyPublishedFleetsAreServedAndCounted(t *testing.T) {
 	if series := fleetSeries(t, ghost); len(series) < 3 { // connected, pushes, acks
 		t.Errorf("series once published: %v", series)
 	}
-	if s.cache.published(ghost) == nil || !slices.Equal(s.Tracker().Fleets(), []string{ghost}) {
-		t.Errorf("once published: served %v, tracker fleets %v", s.cache.published(ghost) != nil, s.Tracker().Fleets())
+	if s.cache.Published(ghost) == nil || !slices.Equal(s.Tracker().Fleets(), []string{ghost}) {
+		t.Errorf("once published: served %v, tracker fleets %v", s.cache.Published(ghost) != nil, s.Tracker().Fleets())
 	}
 
 	s.ClearFleet(ghost)
 	unpublished("after ClearFleet")
-	eventually(t, "the stream's new watch to wait again", func() bool { return s.cache.waiting(ghost) == 1 })
+	eventually(t, "the stream's new watch to wait again", func() bool { return s.cache.Waiting(ghost) == 1 })
 
 	// Published again, the fleet reaches the stream that stayed open.
 	if err := s.SetFleet(ctx, ghost, "v2", clusters("a", "b")); err != nil {
@@ -533,7 +452,7 @@ func TestHealthy(t *testing.T) {
 	// Wedge a fleet's lock, as a publication stuck under it would: nothing
 	// in the cache waits while it holds one, but the check is there for
 	// what nobody foresaw.
-	wedged := s.cache.lock(fleet)
+	release := s.cache.Hold(fleet)
 	eventually(t, "the health check to fail", func() bool {
 		err := s.Healthy(nil)
 		if err != nil {
@@ -551,7 +470,7 @@ func TestHealthy(t *testing.T) {
 	// The stuck fleet's own publication waits for it.
 	published := make(chan error, 1)
 	go func() { published <- s.SetFleet(ctx, fleet, "v2", clusters("b")) }()
-	wedged.mu.Unlock() // unstick it
+	release() // unstick it
 	if err := <-published; err != nil {
 		t.Fatal(err)
 	}

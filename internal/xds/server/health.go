@@ -24,7 +24,7 @@ type cacheProbe struct {
 // publish. That is when its serve loop has ended while the server should run,
 // or when a lock of its cache (the cache's own, or a fleet's) has not let the
 // check in for StuckAfter. Nothing in the cache waits while it holds one (see
-// fleetCache); the check is there for what nobody foresaw: a server in that
+// cache.Cache); the check is there for what nobody foresaw: a server in that
 // state never publishes that fleet again, so /healthz fails and the pod is
 // restarted, and /readyz fails, so that proxies go to another replica
 // meanwhile. The check never waits long: it starts a walk of the locks and
@@ -49,7 +49,7 @@ func (s *Server) Healthy(*http.Request) error {
 	}
 	s.probe.inFlight, s.probe.since = true, time.Now()
 	go func() {
-		s.cache.ping()
+		s.cache.Ping()
 		s.probe.mu.Lock()
 		s.probe.inFlight = false
 		s.probe.mu.Unlock()

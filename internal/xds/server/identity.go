@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/cache"
 )
 
 // Who is on a stream. Over mutual TLS, a stream's fleet is the one its
@@ -66,7 +67,7 @@ func (s *stream) admit(node *corev3.Node) error {
 			metricRefused.WithLabelValues(refusedIdentity).Inc()
 			return status.Errorf(codes.PermissionDenied, "node.cluster %q is not the fleet of the client certificate, %q", node.GetCluster(), s.certFleet)
 		}
-		s.node, s.fleet, s.seen = node.GetId(), claimedFleet(node), true
+		s.node, s.fleet, s.seen = node.GetId(), cache.Fleet(node), true
 		return nil
 	}
 	// A delta request after the first may leave the node out.

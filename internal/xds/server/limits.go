@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/cache"
 )
 
 // Limits bound what clients may open on the xDS server, so that no client
@@ -91,8 +93,8 @@ func (l Limits) Check() error {
 }
 
 // names is what a stream may subscribe to, per type.
-func (l Limits) names() nameLimits {
-	return nameLimits{count: l.MaxNamesPerType, bytes: l.MaxRequestBytes}
+func (l Limits) names() cache.NameLimits {
+	return cache.NameLimits{Count: l.MaxNamesPerType, Bytes: l.MaxRequestBytes}
 }
 
 // SetLimits sets the server's limits; call it before Start.
@@ -101,7 +103,7 @@ func (s *Server) SetLimits(l Limits) error {
 		return err
 	}
 	s.limits = l
-	s.cache.names = l.names()
+	s.cache.SetNames(l.names())
 	return nil
 }
 

@@ -3,6 +3,8 @@ package server
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/cache"
 )
 
 // The xDS server's metrics, on the manager's /metrics.
@@ -46,10 +48,12 @@ var (
 const (
 	// refusedType: more types the server does not serve than a stream may
 	// ask for (maxUnservedTypes).
-	refusedType           = "unknown_type"
-	refusedWildcardSecret = "wildcard_secret"
-	// refusedNames: more resource names than a stream may subscribe to.
-	refusedNames = "names"
+	refusedType = "unknown_type"
+	// refusedWildcardSecret and refusedNames are the cache's: a wildcard
+	// subscription to secrets, and more resource names than a stream may
+	// subscribe to.
+	refusedWildcardSecret = cache.RefusedWildcardSecret
+	refusedNames          = cache.RefusedNames
 	// refusedHandshake: a TLS handshake that failed or timed out.
 	refusedHandshake = "handshake"
 	// refusedConnection: a connection beyond MaxConnections, once set up.
@@ -62,6 +66,9 @@ const (
 	// fleet, or a node that changed on its stream.
 	refusedIdentity = "identity"
 )
+
+// countRefused counts a refusal, by reason.
+func countRefused(reason string) { metricRefused.WithLabelValues(reason).Inc() }
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(metricConnected, metricPushes, metricAcks, metricNacks, metricPublishToAck, metricRefused, metricUnserved)

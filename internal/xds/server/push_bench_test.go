@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -15,7 +13,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	streamv3 "github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"github.com/go-logr/logr"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
@@ -137,41 +134,4 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// BenchmarkAnswerDelta measures what the cache computes for one delta
-// stream subscribed by name to 50 load assignments, when one of them
-// changed: the push, and the ACK that follows it.
-func BenchmarkAnswerDelta(b *testing.B) {
-	before, err := newTypeSnapshot(resourcev3.EndpointType, benchFleet(9000)[resourcev3.EndpointType])
-	if err != nil {
-		b.Fatal(err)
-	}
-	after, err := newTypeSnapshot(resourcev3.EndpointType, benchFleet(9001)[resourcev3.EndpointType])
-	if err != nil {
-		b.Fatal(err)
-	}
-	names := slices.Sorted(maps.Keys(after.byName))
-	first := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: names}
-	sub := streamv3.NewDeltaSubscription(names, nil, nil, true)
-	sub.SetReturnedResources(answerDelta(before, first, sub).returned)
-	ack := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResponseNonce: "1"}
-	pushed := answerDelta(after, ack, sub)
-	if len(pushed.resources) != 1 {
-		b.Fatalf("pushed %d resources, want the one that changed", len(pushed.resources))
-	}
-	b.Run("push", func(b *testing.B) {
-		for b.Loop() {
-			answerDelta(after, ack, sub)
-		}
-	})
-	acked := streamv3.NewDeltaSubscription(names, nil, nil, true)
-	acked.SetReturnedResources(pushed.returned)
-	b.Run("ack", func(b *testing.B) {
-		for b.Loop() {
-			if answerDelta(after, ack, acked) != nil {
-				b.Fatal("an ACK of the type's version is answered")
-			}
-		}
-	})
 }

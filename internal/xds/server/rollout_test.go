@@ -51,13 +51,7 @@ func (p deltaRolloutProxy) next(nackDetail string) (string, error) {
 // sent each stream of the test fleet. A publication answers every stream it
 // can before it returns, so this is what each proxy was sent by then.
 func sentClusters(s *Server) map[string]string {
-	f := s.cache.lock(fleet)
-	defer f.mu.Unlock()
-	out := map[string]string{}
-	for _, st := range f.streams {
-		out[st.node] = st.types[clusterKind].at
-	}
-	return out
+	return s.cache.Sent(fleet, resourcev3.ClusterType)
 }
 
 // waitAnswers waits until the tracker's answers of the test fleet are want.

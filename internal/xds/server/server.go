@@ -35,6 +35,7 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/go-logr/logr"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/cache"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
@@ -49,7 +50,7 @@ import (
 // one port. Every replica of the operator runs one: it needs no leader.
 type Server struct {
 	addr    string
-	cache   *fleetCache
+	cache   *cache.Cache
 	tracker *Tracker
 	log     logr.Logger
 	// ready is closed once the server listens; bound is then set.
@@ -65,7 +66,7 @@ type Server struct {
 	// fleets go on meanwhile, but for those that share the lock's stripe.
 	//
 	// Lock order: a fleet's publication lock first; under it the server
-	// takes mu, the tracker's lock and the cache's (fleetCache), one at a
+	// takes mu, the tracker's lock and the cache's (cache.Cache), one at a
 	// time. No one holds two publication locks at once, and the tracker and
 	// the cache never call the server, so nothing that holds one of their
 	// locks waits for a publication lock.
@@ -117,7 +118,7 @@ func (s *Server) publicationLock(fleet string) *sync.Mutex {
 func New(addr string, log logr.Logger) *Server {
 	return &Server{
 		addr:    addr,
-		cache:   newFleetCache(),
+		cache:   cache.New(DefaultLimits.names(), countRefused),
 		tracker: NewTracker(),
 		log:     log,
 		ready:   make(chan struct{}),
@@ -232,14 +233,14 @@ func (s *Server) SetFleetRollout(_ context.Context, fleet, version string, resou
 		return fmt.Errorf("xds: fleet %s: %w", fleet, err)
 	}
 	fv := &fleetVersions{version: version, content: content}
-	var st *staging
+	var st *cache.Previous
 	var stagedTypes map[string]string
 	if staged != nil && staged.Rollout.Phase != publish.RolloutComplete && staged.Version != version {
 		prev, types, prevContent, err := encodeFleet(staged.Version, staged.Resources)
 		if err != nil {
 			return fmt.Errorf("xds: fleet %s, version %s: %w", fleet, staged.Version, err)
 		}
-		st, stagedTypes = &staging{previous: prev, rollout: staged.Rollout}, types
+		st, stagedTypes = &cache.Previous{Snapshot: prev, Rollout: staged.Rollout}, types
 		fv.staged = prevContent + " " + staged.Rollout.Key()
 	}
 	if !s.publish(fleet, fv, p, typeVersions, st, stagedTypes) {
@@ -251,8 +252,8 @@ func (s *Server) SetFleetRollout(_ context.Context, fleet, version string, resou
 		// endpoints yet). Only a new publication, and only for the debug
 		// log, is checked.
 		check := &cachev3.Snapshot{}
-		for i, k := range resource.Kinds {
-			check.Resources[cachev3.GetResponseType(k.TypeURL)] = cachev3.NewResources(p.types[i].version, resources[k.TypeURL])
+		for _, k := range resource.Kinds {
+			check.Resources[cachev3.GetResponseType(k.TypeURL)] = cachev3.NewResources(p.TypeVersion(k.TypeURL), resources[k.TypeURL])
 		}
 		if err := check.Consistent(); err != nil {
 			debug.Info("snapshot is not consistent", "fleet", fleet, "reason", err.Error())
@@ -263,15 +264,15 @@ func (s *Server) SetFleetRollout(_ context.Context, fleet, version string, resou
 
 // encodeFleet encodes a publication of resources as version, and returns
 // it with each type's version and a hash of them.
-func encodeFleet(version string, resources map[string][]types.Resource) (*snapshot, map[string]string, string, error) {
-	p, err := newSnapshot(version, resources)
+func encodeFleet(version string, resources map[string][]types.Resource) (*cache.Snapshot, map[string]string, string, error) {
+	p, err := cache.NewSnapshot(version, resources)
 	if err != nil {
 		return nil, nil, "", err
 	}
 	typeVersions := map[string]string{}
 	content := resource.NewHash()
-	for i, k := range resource.Kinds {
-		v := p.types[i].version
+	for _, k := range resource.Kinds {
+		v := p.TypeVersion(k.TypeURL)
 		typeVersions[k.TypeURL] = v
 		content.Add(k.TypeURL, v)
 	}
@@ -281,7 +282,7 @@ func encodeFleet(version string, resources map[string][]types.Resource) (*snapsh
 // publish makes fv, p and typeVersions the fleet's publication, with st
 // (of stagedTypes) staged when set, unless fv is already, and reports
 // whether it did.
-func (s *Server) publish(fleet string, fv *fleetVersions, p *snapshot, typeVersions map[string]string, st *staging, stagedTypes map[string]string) bool {
+func (s *Server) publish(fleet string, fv *fleetVersions, p *cache.Snapshot, typeVersions map[string]string, st *cache.Previous, stagedTypes map[string]string) bool {
 	pub := s.publicationLock(fleet)
 	pub.Lock()
 	defer pub.Unlock()
@@ -296,22 +297,22 @@ func (s *Server) publish(fleet string, fv *fleetVersions, p *snapshot, typeVersi
 	// proxy that was waiting for the fleet may answer as soon as the cache
 	// has the publication.
 	if st != nil {
-		s.tracker.Staged(fleet, st.previous.version, stagedTypes)
+		s.tracker.Staged(fleet, st.Snapshot.Version(), stagedTypes)
 	} else {
 		s.tracker.Staged(fleet, "", nil)
 	}
 	s.tracker.Published(fleet, fv.version, typeVersions)
-	s.cache.publish(fleet, p, st)
+	s.cache.Publish(fleet, p, st)
 	return true
 }
 
 // TypeVersion returns the version a type's resources are served at to fleet, or "".
 func (s *Server) TypeVersion(fleet, typeURL string) string {
-	p, i := s.cache.published(fleet), kindIndex(typeURL)
-	if p == nil || i < 0 {
+	p := s.cache.Published(fleet)
+	if p == nil {
 		return ""
 	}
-	return p.types[i].version
+	return p.TypeVersion(typeURL)
 }
 
 // Version returns the version of the fleet's published configuration, or "".
@@ -326,17 +327,11 @@ func (s *Server) Version(fleet string) string {
 
 // Resources returns the fleet's published resources by type URL.
 func (s *Server) Resources(fleet string) map[string][]types.Resource {
-	p := s.cache.published(fleet)
+	p := s.cache.Published(fleet)
 	if p == nil {
 		return nil
 	}
-	out := map[string][]types.Resource{}
-	for i, k := range resource.Kinds {
-		if rs := p.types[i].plain(); len(rs) > 0 {
-			out[k.TypeURL] = rs
-		}
-	}
-	return out
+	return p.Resources()
 }
 
 // ClearFleet stops serving a fleet: its proxies keep what they have until
@@ -348,7 +343,7 @@ func (s *Server) ClearFleet(fleet string) {
 	s.mu.Lock()
 	delete(s.fleets, fleet)
 	s.mu.Unlock()
-	s.cache.clear(fleet)
+	s.cache.Clear(fleet)
 	s.tracker.Forget(fleet)
 }
 

@@ -2,6 +2,8 @@ package server
 
 import (
 	"time"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // stream is what the server knows of one ADS stream, in one record: made
@@ -59,6 +61,19 @@ type streamKind struct {
 	// requested: the proxy asks for the type; named: it asked for
 	// resources of it by name.
 	requested, named bool
+}
+
+// numKinds is the number of types served (resource.Kinds).
+const numKinds = len(resource.Kinds)
+
+// kindIndex returns the index of typeURL in resource.Kinds, or -1.
+func kindIndex(typeURL string) int {
+	for i, k := range resource.Kinds {
+		if k.TypeURL == typeURL {
+			return i
+		}
+	}
+	return -1
 }
 
 // sent is a response: its nonce and version.

@@ -105,11 +105,6 @@ func (t *Tracker) signal() {
 
 var _ serverv3.Callbacks = (*Tracker)(nil)
 
-// claimedFleet is the fleet a proxy's node claims: its node.cluster, which
-// the Envoy controller sets with --service-cluster (a fleet.ID's String).
-// Over mutual TLS, identities holds the stream to its certificate's fleet.
-func claimedFleet(node *corev3.Node) string { return node.GetCluster() }
-
 // ProxyCounts describes a fleet's proxies with respect to one version.
 type ProxyCounts struct {
 	Connected, Acked, Nacked int

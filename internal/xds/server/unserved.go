@@ -2,12 +2,14 @@ package server
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // A request for a type the server does not serve (extension config
@@ -26,13 +28,23 @@ import (
 //     first answer: the listener would wait forever.
 //
 // So the server keeps no watch of such a type and never sends it anything
-// (fleetCache.CreateWatch), and the stream's record (stream) keeps only the
+// (cache.Cache.CreateWatch), and the stream's record (stream) keeps only the
 // type's name: a proxy's standing (accepted, rejected, pending) is that of
 // the types it is served. Each stream may ask for at most maxUnservedTypes
 // of them, since go-control-plane keeps each type a stream names: a stream
 // that names more ends (ResourceExhausted). The subscription is counted
 // (metricUnserved, once per stream and type) and logged once per stream.
 // A REST fetch of any type is refused (errNoFetch).
+
+// servedFields names the types served, e.g. "listeners, routes and secrets".
+var servedFields = func() string {
+	fields := make([]string, len(resource.Kinds))
+	for i, k := range resource.Kinds {
+		fields[i] = k.Field
+	}
+	last := len(fields) - 1
+	return strings.Join(fields[:last], ", ") + " and " + fields[last]
+}()
 
 // maxUnservedTypes is how many types the server does not serve one stream
 // may ask for. Envoy asks for at most a few: extension configs, scoped

@@ -1,4 +1,4 @@
-package server
+package cache
 
 import (
 	"context"
@@ -35,7 +35,7 @@ import (
 //     empty delta response): so its answer says where it stands with the
 //     fleet's new version, and the tracker counts it.
 //
-// These functions only compute; the cache (fleetcache.go) sends.
+// These functions only compute; the cache (Cache) sends.
 
 // The marks a response leaves in the client's state that the server
 // keeps for the next request of the type (go-control-plane's Subscription,

@@ -1,4 +1,12 @@
-package server
+// Package cache is the xDS server's cache: what each fleet serves, each
+// resource encoded once (encoded.go), and, by the rules of Envoy's xDS
+// protocol, what each stream is sent (answer.go) and when (Cache). It is
+// what go-control-plane's stream server asks, on each request, for the
+// response of one type to one stream; the server (internal/xds/server), in
+// front of it, checks the streams and records what the proxies answer.
+// It serves gRPC to no one, registers no metric, and reads and writes
+// nothing but memory.
+package cache
 
 import (
 	"cmp"
@@ -6,7 +14,6 @@ import (
 	"errors"
 	"iter"
 	"maps"
-	"strings"
 	"sync"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -22,7 +29,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
-// fleetCache is the server's cache of what it serves, as go-control-plane's
+// Cache is the server's cache of what it serves, as go-control-plane's
 // stream server sees it (cachev3.ConfigWatcher): the stream server speaks
 // the protocol, and asks the cache, on each request, for a watch of one
 // type on behalf of one stream. The cache answers the watch at once, or
@@ -58,18 +65,20 @@ import (
 //   - Only the types the server serves are watched, secrets only by name,
 //     and a stream subscribes to a bounded number of names of each type. A
 //     watch of a type the server does not serve is never answered, and the
-//     cache keeps nothing of it (unserved.go).
+//     cache keeps nothing of it (the server's unserved.go).
 //
 // A fleet serves one publication to all of its streams, or, while a
 // revision rolls out, two: the new one to the proxies that lead the
 // rollout's step, the previous one to the others (served, by the stream's
 // node id and publish.Rollout.Serves, which every replica computes alike).
-type fleetCache struct {
+type Cache struct {
 	// mu guards fleets; a fleet's own lock guards the rest. Lock order:
 	// mu, then a fleet's lock.
 	mu     sync.RWMutex
 	fleets map[string]*fleetEntry
-	names  nameLimits
+	names  NameLimits
+	// refused counts a watch the cache refuses, by reason (Refused...).
+	refused func(reason string)
 }
 
 // fleetEntry is one fleet's publication and streams. An entry lives while
@@ -77,20 +86,24 @@ type fleetCache struct {
 type fleetEntry struct {
 	mu sync.Mutex
 	// current is the fleet's publication; nil while it is not published.
-	current *snapshot
-	// staged, while a revision rolls out, is the previous publication and
-	// the rollout that says which proxies are served it instead of current.
-	staged *staging
+	current *Snapshot
+	// previous, while a revision rolls out, is the previous publication
+	// and the rollout that says which proxies are served it instead of
+	// current.
+	previous *Previous
 	// streams holds the fleet's streams, by their response channel.
 	streams map[any]*streamState
 	// gone is set when the entry left the cache: who holds it looks again.
 	gone bool
 }
 
-// staging is what a fleet serves the proxies that a rollout does not lead.
-type staging struct {
-	previous *snapshot
-	rollout  publish.Rollout
+// Previous is what a fleet serves, while a revision rolls out, to the
+// proxies that the rollout's step does not lead: the previous publication.
+type Previous struct {
+	Snapshot *Snapshot
+	// Rollout says, by node id, which proxies are served Snapshot
+	// (publish.Rollout.Serves).
+	Rollout publish.Rollout
 }
 
 // streamState is what the cache knows of one stream.
@@ -120,9 +133,9 @@ type streamType struct {
 	open watch
 }
 
-// snapshot is one publication of a fleet: each type's resources, by the
-// index of the type in Kinds.
-type snapshot struct {
+// Snapshot is one publication of a fleet: each type's resources, by the
+// index of the type in Kinds, encoded. Nothing changes it once it is made.
+type Snapshot struct {
 	version string
 	types   [numKinds]*typeSnapshot
 	// endpointsOf maps each EDS cluster whose endpoints the publication
@@ -132,9 +145,12 @@ type snapshot struct {
 	endpointsOf map[string]string
 }
 
-// newSnapshot encodes a publication of resources (by type URL) as version.
-func newSnapshot(version string, resources map[string][]types.Resource) (*snapshot, error) {
-	p := &snapshot{version: version}
+// NewSnapshot encodes a publication of resources (by type URL) as version.
+// Each type's version is a hash of its content (resource.Hash): a type
+// whose content is unchanged keeps its version, and every replica gives
+// the same content the same version.
+func NewSnapshot(version string, resources map[string][]types.Resource) (*Snapshot, error) {
+	p := &Snapshot{version: version}
 	for i, k := range resource.Kinds {
 		t, err := newTypeSnapshot(k.TypeURL, resources[k.TypeURL])
 		if err != nil {
@@ -157,6 +173,30 @@ func newSnapshot(version string, resources map[string][]types.Resource) (*snapsh
 		}
 	}
 	return p, nil
+}
+
+// Version is the publication's version.
+func (p *Snapshot) Version() string { return p.version }
+
+// TypeVersion returns the version of a type's resources, or "" for a type
+// not served.
+func (p *Snapshot) TypeVersion(typeURL string) string {
+	if i := kindIndex(typeURL); i >= 0 {
+		return p.types[i].version
+	}
+	return ""
+}
+
+// Resources returns the publication's resources by type URL, as they were
+// published.
+func (p *Snapshot) Resources() map[string][]types.Resource {
+	out := map[string][]types.Resource{}
+	for i, k := range resource.Kinds {
+		if rs := p.types[i].plain(); len(rs) > 0 {
+			out[k.TypeURL] = rs
+		}
+	}
+	return out
 }
 
 // Indexes in Kinds of the types whose order warm checks.
@@ -206,7 +246,7 @@ func (w *sotwWatch) answer(t *typeSnapshot, at string) (string, map[string]strin
 		return resp.version, resp.returned, true
 	default:
 		// Never: the channel has room for this watch's response (see
-		// fleetCache). Were it full, the watch would wait for the next
+		// Cache). Were it full, the watch would wait for the next
 		// publication rather than hold the lock.
 		return at, nil, false
 	}
@@ -234,19 +274,27 @@ func (w *deltaWatch) answer(t *typeSnapshot, at string) (string, map[string]stri
 	}
 }
 
-func newFleetCache() *fleetCache {
-	return &fleetCache{fleets: map[string]*fleetEntry{}, names: DefaultLimits.names()}
+// New returns an empty cache whose streams subscribe to at most names;
+// refused, when set, counts each watch it refuses, by reason.
+func New(names NameLimits, refused func(reason string)) *Cache {
+	if refused == nil {
+		refused = func(string) {}
+	}
+	return &Cache{fleets: map[string]*fleetEntry{}, names: names, refused: refused}
 }
 
-// servedFields names the types served, e.g. "listeners, routes and secrets".
-var servedFields = func() string {
-	fields := make([]string, len(resource.Kinds))
-	for i, k := range resource.Kinds {
-		fields[i] = k.Field
-	}
-	last := len(fields) - 1
-	return strings.Join(fields[:last], ", ") + " and " + fields[last]
-}()
+// SetNames sets the names a stream may subscribe to; call it before the
+// cache serves.
+func (c *Cache) SetNames(names NameLimits) { c.names = names }
+
+// The reasons the cache refuses a watch for.
+const (
+	// RefusedWildcardSecret: a subscription to every resource of a type
+	// served by name only.
+	RefusedWildcardSecret = "wildcard_secret"
+	// RefusedNames: more resource names than a stream may subscribe to.
+	RefusedNames = "names"
+)
 
 // wildcardRefused refuses a subscription to every resource of a type
 // served by name only (Kind.ByName): a proxy asks for the secrets its
@@ -258,27 +306,32 @@ func wildcardRefused(k resource.Kind) error {
 // admit checks a watch of typeURL, a served type, with sub: secrets by
 // name only and, when names is set, no more names than a stream may
 // subscribe to.
-func (c *fleetCache) admit(typeURL string, sub cachev3.Subscription, names bool) error {
+func (c *Cache) admit(typeURL string, sub cachev3.Subscription, names bool) error {
 	if k := resource.KindOf(typeURL); k.ByName && sub.IsWildcard() {
-		metricRefused.WithLabelValues(refusedWildcardSecret).Inc()
+		c.refused(RefusedWildcardSecret)
 		return wildcardRefused(k)
 	}
 	if !names {
 		return nil
 	}
-	return c.names.check(typeURL, len(sub.SubscribedResources()), maps.Keys(sub.SubscribedResources()))
+	err := c.names.Check(typeURL, len(sub.SubscribedResources()), maps.Keys(sub.SubscribedResources()))
+	if status.Code(err) == codes.ResourceExhausted {
+		c.refused(RefusedNames)
+	}
+	return err
 }
 
 // unservedWatch is the cancel of a watch of a type the server does not serve:
-// the cache keeps nothing of it, and never answers it (unserved.go).
+// the cache keeps nothing of it, and never answers it (the server's
+// unserved.go).
 func unservedWatch() {}
 
 // CreateWatch implements cachev3.ConfigWatcher, for state-of-the-world streams.
-func (c *fleetCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
+func (c *Cache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
 	if kindIndex(req.GetTypeUrl()) < 0 {
 		return unservedWatch, nil
 	}
-	// The guard checked the request's names, which are the subscription's.
+	// The server checked the request's names, which are the subscription's.
 	if err := c.admit(req.GetTypeUrl(), sub, false); err != nil {
 		return nil, err
 	}
@@ -290,7 +343,7 @@ func (c *fleetCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription,
 // to: a request that subscribes to none (an ACK, most of them) leaves the
 // stream with the names an earlier watch of the type was admitted with, or
 // fewer, and they are not counted again.
-func (c *fleetCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
+func (c *Cache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
 	if kindIndex(req.GetTypeUrl()) < 0 {
 		return unservedWatch, nil
 	}
@@ -304,12 +357,12 @@ func (c *fleetCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Sub
 var errNoFetch = errors.New("xDS over REST is not served")
 
 // Fetch implements cachev3.ConfigFetcher: the server serves no REST.
-func (c *fleetCache) Fetch(context.Context, *cachev3.Request) (cachev3.Response, error) {
+func (c *Cache) Fetch(context.Context, *cachev3.Request) (cachev3.Response, error) {
 	return nil, errNoFetch
 }
 
 // entry returns fleet's entry, made if there is none.
-func (c *fleetCache) entry(fleet string) *fleetEntry {
+func (c *Cache) entry(fleet string) *fleetEntry {
 	c.mu.RLock()
 	f := c.fleets[fleet]
 	c.mu.RUnlock()
@@ -326,7 +379,7 @@ func (c *fleetCache) entry(fleet string) *fleetEntry {
 }
 
 // lock returns fleet's entry, locked, made if there is none.
-func (c *fleetCache) lock(fleet string) *fleetEntry {
+func (c *Cache) lock(fleet string) *fleetEntry {
 	for {
 		f := c.entry(fleet)
 		f.mu.Lock()
@@ -340,8 +393,8 @@ func (c *fleetCache) lock(fleet string) *fleetEntry {
 // watch opens w, the watch of type kind of the stream of node whose
 // channel is stream, and answers it if it can. It returns the watch's
 // cancel.
-func (c *fleetCache) watch(node *corev3.Node, stream any, kind int, w watch) func() {
-	fleet := claimedFleet(node)
+func (c *Cache) watch(node *corev3.Node, stream any, kind int, w watch) func() {
+	fleet := Fleet(node)
 	f := c.lock(fleet)
 	defer f.mu.Unlock()
 	if f.streams == nil {
@@ -386,7 +439,7 @@ func (f *fleetEntry) serve(st *streamState) {
 // caughtUp reports whether the stream was sent p's version of each type
 // before the i-th of resource.PushOrder that it subscribes to and, for a type after
 // the endpoints, whether it is warm.
-func (st *streamState) caughtUp(p *snapshot, i int) bool {
+func (st *streamState) caughtUp(p *Snapshot, i int) bool {
 	for _, kind := range resource.PushOrder[:i] {
 		if ty := st.types[kind]; ty.subscribed && ty.at != p.types[kind].version {
 			return false
@@ -406,7 +459,7 @@ var endpointsPushed = resource.KindOf(resourcev3.EndpointType).Rank
 // send requests to, and a route or listener that names it fails them. A
 // stream that subscribes to no endpoints (or no clusters), or that the
 // cache has not sent clusters, has nothing to wait for.
-func (st *streamState) warm(p *snapshot) bool {
+func (st *streamState) warm(p *Snapshot) bool {
 	clusters, endpoints := &st.types[clusterKind], &st.types[endpointKind]
 	if !clusters.subscribed || !endpoints.subscribed || clusters.sent == nil || len(p.endpointsOf) == 0 {
 		return true
@@ -432,16 +485,16 @@ func (st *streamState) warm(p *snapshot) bool {
 
 // served is the publication the stream is served: the previous one while
 // a rollout does not lead its proxy, else the fleet's.
-func (f *fleetEntry) served(st *streamState) *snapshot {
-	if s := f.staged; s != nil && f.current != nil && s.rollout.Serves(st.node) == s.previous.version {
-		return s.previous
+func (f *fleetEntry) served(st *streamState) *Snapshot {
+	if p := f.previous; p != nil && f.current != nil && p.Rollout.Serves(st.node) == p.Snapshot.version {
+		return p.Snapshot
 	}
 	return f.current
 }
 
 // cancel forgets a watch the stream server no longer needs, the stream if
 // it has no watch left, and the fleet's entry if nothing is left of it.
-func (c *fleetCache) cancel(fleet string, f *fleetEntry, stream any, st *streamState, kind int, w watch) {
+func (c *Cache) cancel(fleet string, f *fleetEntry, stream any, st *streamState, kind int, w watch) {
 	f.mu.Lock()
 	if st.types[kind].open == w {
 		st.types[kind].open = nil
@@ -464,27 +517,28 @@ func (c *fleetCache) cancel(fleet string, f *fleetEntry, stream any, st *streamS
 func (f *fleetEntry) idle() bool { return len(f.streams) == 0 && f.current == nil && !f.gone }
 
 // dropLocked removes an entry with nothing left in it; c.mu and f.mu are held.
-func (c *fleetCache) dropLocked(fleet string, f *fleetEntry) {
+func (c *Cache) dropLocked(fleet string, f *fleetEntry) {
 	if f.idle() && c.fleets[fleet] == f {
 		delete(c.fleets, fleet)
 		f.gone = true
 	}
 }
 
-// publish makes p what fleet serves, with staged, when set, served to the
-// proxies its rollout does not lead, and answers what it may of each
+// Publish makes p what fleet serves, with previous, when set, served to
+// the proxies its rollout does not lead, and answers what it may of each
 // stream's open watches.
-func (c *fleetCache) publish(fleet string, p *snapshot, staged *staging) {
+func (c *Cache) Publish(fleet string, p *Snapshot, previous *Previous) {
 	f := c.lock(fleet)
 	defer f.mu.Unlock()
-	f.current, f.staged = p, staged
+	f.current, f.previous = p, previous
 	for _, st := range f.streams {
 		f.serve(st)
 	}
 }
 
-// clear stops serving fleet: its streams wait for it again.
-func (c *fleetCache) clear(fleet string) {
+// Clear stops serving fleet: its streams wait for it again, and keep what
+// they have.
+func (c *Cache) Clear(fleet string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f := c.fleets[fleet]
@@ -493,12 +547,12 @@ func (c *fleetCache) clear(fleet string) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.current, f.staged = nil, nil
+	f.current, f.previous = nil, nil
 	c.dropLocked(fleet, f)
 }
 
-// published returns what fleet serves, or nil.
-func (c *fleetCache) published(fleet string) *snapshot {
+// Published returns what fleet serves, or nil.
+func (c *Cache) Published(fleet string) *Snapshot {
 	c.mu.RLock()
 	f := c.fleets[fleet]
 	c.mu.RUnlock()
@@ -510,9 +564,9 @@ func (c *fleetCache) published(fleet string) *snapshot {
 	return f.current
 }
 
-// ping takes every lock a publication may take, one after the other, and
+// Ping takes every lock a publication may take, one after the other, and
 // returns once it had them: it does not return while a publication is stuck.
-func (c *fleetCache) ping() {
+func (c *Cache) Ping() {
 	c.mu.RLock()
 	entries := make([]*fleetEntry, 0, len(c.fleets))
 	for _, f := range c.fleets {
@@ -526,8 +580,8 @@ func (c *fleetCache) ping() {
 	}
 }
 
-// waiting returns how many watches wait for a fleet that is not published.
-func (c *fleetCache) waiting(fleet string) int {
+// Waiting returns how many watches wait for a fleet that is not published.
+func (c *Cache) Waiting(fleet string) int {
 	c.mu.RLock()
 	f := c.fleets[fleet]
 	c.mu.RUnlock()
@@ -550,27 +604,54 @@ func (c *fleetCache) waiting(fleet string) int {
 	return n
 }
 
-// nameLimits bound the names one stream subscribes to, per type: at most
-// count of them, of at most bytes in all.
-type nameLimits struct{ count, bytes int }
+// Sent returns, by node id, the version of typeURL the cache last sent
+// each stream of fleet, or that it has. A publication answers every stream
+// it can before it returns, so this is what each proxy was sent by then.
+func (c *Cache) Sent(fleet, typeURL string) map[string]string {
+	kind := kindIndex(typeURL)
+	f := c.lock(fleet)
+	defer f.mu.Unlock()
+	out := map[string]string{}
+	for _, st := range f.streams {
+		if kind >= 0 {
+			out[st.node] = st.types[kind].at
+		}
+	}
+	return out
+}
+
+// Hold holds fleet's lock until release is called, as a publication stuck
+// under it would: for tests of what watches the cache's health.
+func (c *Cache) Hold(fleet string) (release func()) {
+	f := c.lock(fleet)
+	return f.mu.Unlock
+}
+
+// Fleet is the fleet a proxy's node claims: its node.cluster, which the
+// Envoy controller sets with --service-cluster (a fleet.ID's String). Over
+// mutual TLS, the server holds the stream to its certificate's fleet.
+func Fleet(node *corev3.Node) string { return node.GetCluster() }
+
+// NameLimits bound the names one stream subscribes to, per type: at most
+// Count of them, of at most Bytes in all.
+type NameLimits struct{ Count, Bytes int }
 
 // errEmptyName refuses a subscription to a name that no resource can have.
 var errEmptyName = status.Error(codes.InvalidArgument, "a resource name may not be empty")
 
-// check refuses n names (given by names) of typeURL beyond the limits, or an empty one.
-func (l nameLimits) check(typeURL string, n int, names iter.Seq[string]) error {
-	if n > l.count {
-		metricRefused.WithLabelValues(refusedNames).Inc()
-		return status.Errorf(codes.ResourceExhausted, "the stream subscribes to %d %s, more than the %d one stream may", n, namesOf(typeURL), l.count)
+// Check refuses n names (given by names) of typeURL beyond the limits
+// (ResourceExhausted), or an empty one (InvalidArgument).
+func (l NameLimits) Check(typeURL string, n int, names iter.Seq[string]) error {
+	if n > l.Count {
+		return status.Errorf(codes.ResourceExhausted, "the stream subscribes to %d %s, more than the %d one stream may", n, namesOf(typeURL), l.Count)
 	}
 	size := 0
 	for name := range names {
 		if name == "" {
 			return errEmptyName
 		}
-		if size += len(name); size > l.bytes {
-			metricRefused.WithLabelValues(refusedNames).Inc()
-			return status.Errorf(codes.ResourceExhausted, "the stream subscribes to %s of more than %d bytes in all, more than one stream may", namesOf(typeURL), l.bytes)
+		if size += len(name); size > l.Bytes {
+			return status.Errorf(codes.ResourceExhausted, "the stream subscribes to %s of more than %d bytes in all, more than one stream may", namesOf(typeURL), l.Bytes)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package server
+package cache
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ type encodedResource struct {
 // resources, encoded.
 type typeSnapshot struct {
 	typeURL string
-	// version is a hash of the type's content (see Server.SetFleet).
+	// version is a hash of the type's content (see NewSnapshot).
 	version string
 	// sorted holds the resources in the order of their names, and all their
 	// Anys in that order: a wildcard state-of-the-world response.
