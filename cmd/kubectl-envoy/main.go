@@ -22,7 +22,13 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/gateway"
 	"github.com/kube-envoy-controller/kube-envoy-controller/pkg/generated/clientset/versioned"
 
 	"github.com/spf13/cobra"
@@ -126,14 +132,20 @@ func closeAll(cs []connection) {
 
 func (o *options) proxyStatusCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "proxy-status [fleet]",
+		Use:   "proxy-status [fleet | gateway/NAME | httproute/NAME | grpcroute/NAME]",
 		Short: "Every proxy of every fleet, from every replica: versions sent and acked per type, SYNCED, STALE or NACKED",
 		Long: `Lists the proxies connected to every replica of the operator, in the namespace (-n),
 every namespace (-A), or of one fleet (an Envoy's name). For each type the version
 sent and the version acked; SYNCED when the proxy accepted what is served, STALE
 when it has not yet, NACKED when it rejected it, with the proxy's reason.
 You need get on envoys in the namespace (or on the fleet's Envoy); with -A,
-the rows of fleets whose Envoys you may not get are left out.`,
+the rows of fleets whose Envoys you may not get are left out.
+
+gateway/NAME lists the proxies of the Gateway's fleet: the Envoy named after it
+that it controls. httproute/NAME and grpcroute/NAME list the Gateways the route is
+attached to, as the operator recorded them in its status.parents, with its
+Accepted condition for each, then the proxies of those Gateways' fleets. You need
+get on the Gateway or the route, and on the Gateways and Envoys it leads to.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q := url.Values{}
@@ -146,23 +158,18 @@ the rows of fleets whose Envoys you may not get are left out.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 			defer cancel()
-			var fleet *examplev1.Envoy
-			if len(args) > 0 {
-				q.Set("fleet", args[0])
-				var err error
-				if fleet, err = o.envoy(ctx, q.Get("namespace"), args[0]); err != nil {
+			if len(args) == 0 {
+				rows, err := o.proxies(ctx, q)
+				if err != nil {
 					return err
 				}
+				return printRows(o.streams.Out, o.output, rows, time.Now())
 			}
-			rows, err := o.proxies(ctx, q)
+			target, err := parseTarget(args[0])
 			if err != nil {
 				return err
 			}
-			if fleet != nil && len(rows) == 0 {
-				fmt.Fprintf(o.streams.ErrOut, "no proxy of fleet %s/%s is connected (spec.replicas: %d, and its sidecars)\n",
-					fleet.Namespace, fleet.Name, ptr.Deref(fleet.Spec.Replicas, 1))
-			}
-			return printRows(o.streams.Out, o.output, rows, time.Now())
+			return o.targetStatus(ctx, q.Get("namespace"), target)
 		},
 	}
 	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "Proxies of every namespace.")
@@ -170,18 +177,148 @@ the rows of fleets whose Envoys you may not get are left out.`,
 	return cmd
 }
 
-// envoy reads the fleet's Envoy with the typed client, so that a fleet that
-// does not exist is an error rather than an empty table.
-func (o *options) envoy(ctx context.Context, ns, name string) (*examplev1.Envoy, error) {
+// targetStatus is proxy-status of one fleet, Gateway or route of namespace
+// ns: the fleets that serve it, then their proxies.
+func (o *options) targetStatus(ctx context.Context, ns string, target statusTarget) error {
+	switch o.output {
+	case outputTable, outputJSON, outputYAML, "":
+	default:
+		return fmt.Errorf("unknown output format %q: want table, json or yaml", o.output)
+	}
+	atts, envoys, err := o.attachments(ctx, ns, target)
+	if err != nil {
+		return err
+	}
+	var fleets []fleet.ID
+	if target.kind == kindEnvoy {
+		fleets = []fleet.ID{{Namespace: ns, Name: target.name}}
+	} else {
+		fleets = attachedFleets(atts)
+	}
+	var rows []debug.ProxyRow
+	if len(fleets) > 0 {
+		conns, err := o.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeAll(conns)
+		for _, f := range fleets {
+			fr, err := collectProxies(ctx, conns, url.Values{"namespace": {f.Namespace}, "fleet": {f.Name}}, o.streams.ErrOut)
+			if err != nil {
+				return err
+			}
+			if len(fr) == 0 {
+				fmt.Fprintf(o.streams.ErrOut, "no proxy of fleet %s is connected (spec.replicas: %d, and its sidecars)\n",
+					f, ptr.Deref(envoys[f].Spec.Replicas, 1))
+			}
+			rows = append(rows, fr...)
+		}
+		sortRows(rows)
+	}
+	if target.kind == kindEnvoy {
+		return printRows(o.streams.Out, o.output, rows, time.Now())
+	}
+	if o.output == outputJSON || o.output == outputYAML {
+		if atts == nil {
+			atts = []attachment{}
+		}
+		return printObject(o.streams.Out, o.output, map[string]any{"attachments": atts, "proxies": rows})
+	}
+	route := ""
+	if target.kind != kindGateway {
+		route = target.kind + " " + ns + "/" + target.name
+	}
+	printAttachments(o.streams.Out, route, atts)
+	if len(fleets) == 0 {
+		return nil
+	}
+	return printRows(o.streams.Out, o.output, rows, time.Now())
+}
+
+// attachments reads what target, of namespace ns, leads to: for a fleet,
+// its Envoy; for a Gateway, its fleet; for a route, the Gateways of its
+// status.parents and their fleets. It returns the Envoys read, by fleet. A
+// target that does not exist is an error, and so is a Gateway without a
+// fleet; a route's parent that cannot be read is a problem of its line.
+func (o *options) attachments(ctx context.Context, ns string, target statusTarget) ([]attachment, map[fleet.ID]*examplev1.Envoy, error) {
 	cfg, err := o.config.ToRESTConfig()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	c, err := versioned.NewForConfig(cfg)
+	ec, err := versioned.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return c.ExampleV1().Envoys(ns).Get(ctx, name, metav1.GetOptions{})
+	gc, err := gatewayclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	envoys := map[fleet.ID]*examplev1.Envoy{}
+	// fleetOf reads the Gateway ns/name and the Envoy it controls.
+	fleetOf := func(ns, name string) (fleet.ID, string, error) {
+		gw, err := gc.GatewayV1().Gateways(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fleet.ID{}, "", err
+		}
+		envoy, err := ec.ExampleV1().Envoys(ns).Get(ctx, gateway.FleetName(name), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			envoy = nil
+		case err != nil:
+			return fleet.ID{}, "", err
+		}
+		id, problem := gatewayFleet(gw, envoy)
+		if problem == "" {
+			envoys[id] = envoy
+		}
+		return id, problem, nil
+	}
+
+	var atts []attachment
+	switch target.kind {
+	case kindEnvoy:
+		envoy, err := ec.ExampleV1().Envoys(ns).Get(ctx, target.name, metav1.GetOptions{})
+		if err != nil {
+			return nil, nil, err
+		}
+		envoys[fleet.ID{Namespace: ns, Name: target.name}] = envoy
+		return nil, envoys, nil
+	case kindGateway:
+		id, problem, err := fleetOf(ns, target.name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if problem != "" {
+			return nil, nil, fmt.Errorf("Gateway %s/%s has no fleet: %s", ns, target.name, problem)
+		}
+		return []attachment{{Gateway: ns + "/" + target.name, Fleet: id.String()}}, envoys, nil
+	case kindHTTPRoute:
+		rt, err := gc.GatewayV1().HTTPRoutes(ns).Get(ctx, target.name, metav1.GetOptions{})
+		if err != nil {
+			return nil, nil, err
+		}
+		atts = routeAttachments(kindHTTPRoute, types.NamespacedName{Namespace: ns, Name: rt.Name}, rt.Status.Parents)
+	case kindGRPCRoute:
+		rt, err := gc.GatewayV1().GRPCRoutes(ns).Get(ctx, target.name, metav1.GetOptions{})
+		if err != nil {
+			return nil, nil, err
+		}
+		atts = routeAttachments(kindGRPCRoute, types.NamespacedName{Namespace: ns, Name: rt.Name}, rt.Status.Parents)
+	}
+	for i := range atts {
+		a := &atts[i]
+		gns, gname := splitName(a.Gateway)
+		id, problem, err := fleetOf(gns, gname)
+		switch {
+		case err != nil:
+			a.Problem = err.Error()
+		case problem != "":
+			a.Problem = problem
+		default:
+			a.Fleet = id.String()
+		}
+	}
+	return atts, envoys, nil
 }
 
 // proxies merges the rows of every reachable replica.
