@@ -27,6 +27,8 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -236,6 +238,9 @@ func Translate(in Input) IR {
 	}
 
 	refusedNow := func(c Config) bool { return len(ir.Configs[c.Name].Refused) > 0 }
+	// yielded holds the EnvoyConfigs not served because a change of the
+	// fleet's Gateway took away what they used (brokenByGateway).
+	yielded := map[string]Config{}
 
 	// A change whose references lead nowhere falls back to what was
 	// published. When references of unchanged content break, the change that
@@ -275,6 +280,25 @@ func Translate(in Input) IR {
 				st.Choice = ChoiceNone
 			}
 			ir.Configs[name] = st
+		}
+		if !progress {
+			// References that a change of the fleet's Gateway broke: the
+			// Gateway's change wins, and the EnvoyConfigs that used what it
+			// no longer serves are not served, rather than the fleet held.
+			broken, gateways := brokenByGateway(choice, published, yielded, dangling, refusedNow, in.Configs)
+			for _, name := range broken {
+				st, current := ir.Configs[name]
+				if !current || IsGatewayConfig(name) {
+					continue
+				}
+				st.Dangling = append(messages(dangling[name]), fmt.Sprintf("it uses what a change of %s took away, and a Gateway's change wins over the EnvoyConfigs that use its resources",
+					strings.Join(gateways, " and ")))
+				yielded[name] = choice[name]
+				delete(choice, name)
+				st.Choice = ChoiceNone
+				ir.Configs[name] = st
+				progress = true
+			}
 		}
 		if !progress {
 			ir.Held = heldBecause(dangling)
@@ -443,6 +467,61 @@ func messages(errs []error) []string {
 	out := make([]string, len(errs))
 	for i, e := range errs {
 		out[i] = e.Error()
+	}
+	return out
+}
+
+// brokenByGateway returns the EnvoyConfigs of dangling (whose references
+// lead nowhere in choice) that a change of the fleet's Gateway broke: a
+// reference of theirs that leads nowhere led somewhere with the Gateway's
+// Config as published and the EnvoyConfigs that yielded to its change
+// served. It also returns the Gateways whose Config changed, as messages
+// name them; nothing when none did.
+func brokenByGateway(choice, published, yielded map[string]Config, dangling map[string][]error, refused func(Config) bool, current []Config) ([]string, []string) {
+	before := maps.Clone(choice)
+	maps.Copy(before, yielded)
+	var gateways []string
+	for _, name := range sortedKeys(mergedKeys(choice, published)) {
+		if !IsGatewayConfig(name) {
+			continue
+		}
+		p, wasPublished := published[name]
+		c, served := choice[name]
+		switch {
+		case wasPublished && served && sameContent(p, c):
+			continue
+		case wasPublished:
+			before[name] = p
+		default:
+			delete(before, name)
+		}
+		gateways = append(gateways, SourceOf(name))
+	}
+	if len(gateways) == 0 {
+		return nil, nil
+	}
+	was := checkReferences(mergeOf(configsOf(before), current, refused))
+	var out []string
+	for _, name := range sortedKeys(dangling) {
+		old := map[string]bool{}
+		for _, e := range was[name] {
+			old[e.Error()] = true
+		}
+		if slices.ContainsFunc(dangling[name], func(e error) bool { return !old[e.Error()] }) {
+			out = append(out, name)
+		}
+	}
+	return out, gateways
+}
+
+// mergedKeys returns the keys of a and b, once each.
+func mergedKeys(a, b map[string]Config) map[string]bool {
+	out := make(map[string]bool, len(a)+len(b))
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
 	}
 	return out
 }
