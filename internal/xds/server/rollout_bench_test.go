@@ -84,7 +84,7 @@ func BenchmarkRolloutStep(b *testing.B) {
 		if i == 0 {
 			b.StopTimer()
 			staged = allocated(func() {
-				if _, _, _, err := encodeFleet(prev, fleetOf(i)); err != nil {
+				if _, _, err := encodeFleet(prev, fleetOf(i)); err != nil {
 					b.Fatal(err)
 				}
 			})

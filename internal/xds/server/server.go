@@ -57,23 +57,22 @@ type Server struct {
 	ready chan struct{}
 	bound net.Addr
 
-	// A fleet's publication (SetFleet, ClearFleet) changes three records:
-	// fleets, the tracker's and the cache's. It holds the fleet's
-	// publication lock (publishing) throughout, and so does a report
-	// (ProxyReport) while it reads the fleet's version and counts: a report
-	// sees a fleet before or after a publication, never between, and two
-	// publications of one fleet never interleave. Publications of other
-	// fleets go on meanwhile, but for those that share the lock's stripe.
+	// A fleet's publication (SetFleet, ClearFleet) changes two records:
+	// the fleet's, in the tracker (fleetRecord: its version, type versions,
+	// previous revision and rollout, and its proxies' counts), which a
+	// report reads in one look, and then the cache's. It holds the fleet's
+	// publication lock (publishing) throughout, so that two publications of
+	// one fleet never interleave; publications of other fleets go on
+	// meanwhile, but for those that share the lock's stripe. The tracker
+	// learns a publication before any proxy can answer it: a proxy may
+	// answer as soon as the cache has it.
 	//
 	// Lock order: a fleet's publication lock first; under it the server
-	// takes mu, the tracker's lock and the cache's (cache.Cache), one at a
-	// time. No one holds two publication locks at once, and the tracker and
-	// the cache never call the server, so nothing that holds one of their
-	// locks waits for a publication lock.
+	// takes the tracker's lock and the cache's, one at a time. No one holds
+	// two publication locks at once, and the tracker and the cache never
+	// call the server, so nothing that holds one of their locks waits for a
+	// publication lock.
 	publishing [publicationStripes]sync.Mutex
-	// mu guards fleets.
-	mu     sync.Mutex
-	fleets map[string]*fleetVersions
 
 	limits Limits
 	// now is the clock of the per-source limits; gate is the listener, once
@@ -89,18 +88,6 @@ type Server struct {
 	stuckAfter time.Duration
 	serveEnded atomic.Bool
 	probe      cacheProbe
-}
-
-// fleetVersions is what the server remembers of a fleet's publication.
-type fleetVersions struct {
-	// version is the fleet's published version.
-	version string
-	// content is a hash of every type's version: the same version may be
-	// published again with other endpoints or secrets, which are live.
-	content string
-	// staged, while a revision rolls out, is the previous version's content
-	// hash and the rollout's state (publish.Rollout.Key).
-	staged string
 }
 
 // publicationStripes is the number of publication locks: fleets share them
@@ -122,7 +109,6 @@ func New(addr string, log logr.Logger) *Server {
 		tracker: NewTracker(),
 		log:     log,
 		ready:   make(chan struct{}),
-		fleets:  map[string]*fleetVersions{},
 
 		limits:     DefaultLimits,
 		now:        time.Now,
@@ -150,15 +136,7 @@ const maxNodeID = 253
 func (s *Server) ProxyReport() report.Report {
 	out := report.Report{}
 	for _, id := range s.tracker.Fleets() {
-		pub := s.publicationLock(id)
-		pub.Lock()
-		version := s.Version(id)
-		c := s.tracker.Counts(id, version)
-		var answers map[string]publish.ProxyAnswer
-		if s.tracker.Rolling(id) {
-			answers = s.tracker.Answers(id)
-		}
-		pub.Unlock()
+		version, c, answers := s.tracker.report(id)
 		out[id] = report.FleetProxies{Version: version, Connected: c.Connected, Acked: c.Acked, Nacked: c.Nacked, LastNACK: publish.Truncate(c.LastNACK),
 			LastNACKType: c.LastNACKType, LastNACKNode: conditions.Truncate(c.LastNACKNode, maxNodeID), Proxies: reportable(answers)}
 	}
@@ -202,8 +180,8 @@ func (s *Server) Addr(ctx context.Context) (net.Addr, error) {
 // content is unchanged keeps its version, so that its subscribers are not
 // sent it again (an endpoint change pushes only EDS), and every replica
 // gives the same content the same version. Publishing what is already
-// published does nothing. The fleet's version, the tracker's record and
-// the cache change in one step, under the fleet's publication lock.
+// published does nothing. The fleet's record and the cache change in one
+// step, under the fleet's publication lock.
 func (s *Server) SetFleet(ctx context.Context, fleet, version string, resources map[string][]types.Resource) error {
 	return s.SetFleetRollout(ctx, fleet, version, resources, nil)
 }
@@ -228,22 +206,20 @@ func (s *Server) SetFleetRollout(_ context.Context, fleet, version string, resou
 	// p is what the streams are served: each resource marshalled once, here
 	// (encoded.go). check holds the same resources as they are, for the
 	// consistency check, which looks into Envoy's own types.
-	p, typeVersions, content, err := encodeFleet(version, resources)
+	p, typeVersions, err := encodeFleet(version, resources)
 	if err != nil {
 		return fmt.Errorf("xds: fleet %s: %w", fleet, err)
 	}
-	fv := &fleetVersions{version: version, content: content}
-	var st *cache.Previous
-	var stagedTypes map[string]string
+	var previous *cache.Previous
+	var previousTypes map[string]string
 	if staged != nil && staged.Rollout.Phase != publish.RolloutComplete && staged.Version != version {
-		prev, types, prevContent, err := encodeFleet(staged.Version, staged.Resources)
+		prev, types, err := encodeFleet(staged.Version, staged.Resources)
 		if err != nil {
 			return fmt.Errorf("xds: fleet %s, version %s: %w", fleet, staged.Version, err)
 		}
-		st, stagedTypes = &cache.Previous{Snapshot: prev, Rollout: staged.Rollout}, types
-		fv.staged = prevContent + " " + staged.Rollout.Key()
+		previous, previousTypes = &cache.Previous{Snapshot: prev, Rollout: staged.Rollout}, types
 	}
-	if !s.publish(fleet, fv, p, typeVersions, st, stagedTypes) {
+	if !s.publish(fleet, p, typeVersions, previous, previousTypes) {
 		return nil
 	}
 	if debug := s.log.V(1); debug.Enabled() {
@@ -263,46 +239,35 @@ func (s *Server) SetFleetRollout(_ context.Context, fleet, version string, resou
 }
 
 // encodeFleet encodes a publication of resources as version, and returns
-// it with each type's version and a hash of them.
-func encodeFleet(version string, resources map[string][]types.Resource) (*cache.Snapshot, map[string]string, string, error) {
+// it with each type's version.
+func encodeFleet(version string, resources map[string][]types.Resource) (*cache.Snapshot, map[string]string, error) {
 	p, err := cache.NewSnapshot(version, resources)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, err
 	}
 	typeVersions := map[string]string{}
-	content := resource.NewHash()
 	for _, k := range resource.Kinds {
-		v := p.TypeVersion(k.TypeURL)
-		typeVersions[k.TypeURL] = v
-		content.Add(k.TypeURL, v)
+		typeVersions[k.TypeURL] = p.TypeVersion(k.TypeURL)
 	}
-	return p, typeVersions, content.Sum(), nil
+	return p, typeVersions, nil
 }
 
-// publish makes fv, p and typeVersions the fleet's publication, with st
-// (of stagedTypes) staged when set, unless fv is already, and reports
-// whether it did.
-func (s *Server) publish(fleet string, fv *fleetVersions, p *cache.Snapshot, typeVersions map[string]string, st *cache.Previous, stagedTypes map[string]string) bool {
+// publish makes p, of typeVersions, the fleet's publication, with previous
+// (of previousTypes), when set, served to the proxies its rollout does not
+// lead, unless the fleet's record holds that already, and reports whether
+// it did.
+func (s *Server) publish(fleet string, p *cache.Snapshot, typeVersions map[string]string, previous *cache.Previous, previousTypes map[string]string) bool {
 	pub := s.publicationLock(fleet)
 	pub.Lock()
 	defer pub.Unlock()
-	s.mu.Lock()
-	if old := s.fleets[fleet]; old != nil && *old == *fv {
-		s.mu.Unlock()
+	var previousVersion, rollout string
+	if previous != nil {
+		previousVersion, rollout = previous.Snapshot.Version(), previous.Rollout.Key()
+	}
+	if !s.tracker.publish(fleet, p.Version(), typeVersions, previousVersion, previousTypes, rollout) {
 		return false
 	}
-	s.fleets[fleet] = fv
-	s.mu.Unlock()
-	// The tracker learns the versions before any proxy can answer them: a
-	// proxy that was waiting for the fleet may answer as soon as the cache
-	// has the publication.
-	if st != nil {
-		s.tracker.Staged(fleet, st.Snapshot.Version(), stagedTypes)
-	} else {
-		s.tracker.Staged(fleet, "", nil)
-	}
-	s.tracker.Published(fleet, fv.version, typeVersions)
-	s.cache.Publish(fleet, p, st)
+	s.cache.Publish(fleet, p, previous)
 	return true
 }
 
@@ -316,14 +281,7 @@ func (s *Server) TypeVersion(fleet, typeURL string) string {
 }
 
 // Version returns the version of the fleet's published configuration, or "".
-func (s *Server) Version(fleet string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if fv := s.fleets[fleet]; fv != nil {
-		return fv.version
-	}
-	return ""
-}
+func (s *Server) Version(fleet string) string { return s.tracker.Version(fleet) }
 
 // Resources returns the fleet's published resources by type URL.
 func (s *Server) Resources(fleet string) map[string][]types.Resource {
@@ -340,11 +298,8 @@ func (s *Server) ClearFleet(fleet string) {
 	pub := s.publicationLock(fleet)
 	pub.Lock()
 	defer pub.Unlock()
-	s.mu.Lock()
-	delete(s.fleets, fleet)
-	s.mu.Unlock()
-	s.cache.Clear(fleet)
 	s.tracker.Forget(fleet)
+	s.cache.Clear(fleet)
 }
 
 // Listening is a readiness check: it fails until the server accepts connections.

@@ -31,7 +31,7 @@ type stream struct {
 	fleet, node string
 	seen        bool
 	// counted is set once the stream asked for a type served: it is then
-	// one of its fleet's streams (fleetProxies), until it closes.
+	// one of its fleet's streams (fleetRecord), until it closes.
 	counted bool
 	// unserved are the types not served that the stream asked for, at most
 	// maxUnservedTypes.

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -23,50 +22,25 @@ import (
 // guard is in front of it. Changed is signalled, outside the lock, whenever
 // a fleet's proxies change state. A request takes its lock once.
 //
-// A stream may claim any fleet. Only fleets that are published (Published,
-// until Forget) are counted, reported, notified and have metric series: a
-// stream of another fleet is only remembered, as one entry until it closes,
-// and counts once its fleet is published.
+// It also holds each fleet's record (fleetRecord): its publication, and its
+// streams' counts. A stream may claim any fleet. Only fleets that are
+// published (publish, until Forget) are counted, reported, notified and
+// have metric series: a stream of another fleet is only remembered until it
+// closes, and counts once its fleet is published.
 //
 // A request or a response costs the same whatever the number of proxies:
 // each proxy's standing with its fleet's published version is kept, and
 // each fleet's counts follow it. Only a publication judges every proxy of
 // its fleet again.
 type Tracker struct {
-	mu        sync.Mutex
-	streams   map[int64]*stream
-	fleets    map[string]*fleetProxies // by fleet: its counted streams
-	published map[string]publication   // by fleet
-	// typeVersions holds, by fleet and fleet version, each type's version in
-	// that publication (see Server.SetFleet); versions holds each fleet's
-	// versions there, from the least recently published.
-	typeVersions map[string]map[string]map[string]string
-	versions     map[string][]string
-	// staged holds, by fleet, the previous version served while a revision
-	// rolls out (Staged).
-	staged map[string]string
+	mu      sync.Mutex
+	streams map[int64]*stream
+	// fleets holds each fleet's record, while it is published or has
+	// counted streams.
+	fleets map[string]*fleetRecord
 	// changed holds a signal while a change is not yet taken (Changed).
 	changed chan struct{}
 	now     func() time.Time
-}
-
-// maxVersions bounds the publications remembered per fleet. Beyond it, the
-// least recently published version that no proxy of the fleet accepted or
-// rejected is forgotten first (forgetVersionLocked); the published one never.
-const maxVersions = 64
-
-type publication struct {
-	version string
-	at      time.Time
-	allAck  bool // the publish-to-ACK time has been observed
-}
-
-// fleetProxies is a fleet's connected proxies and how many of them stand
-// where with its published version.
-type fleetProxies struct {
-	streams        map[int64]*stream
-	acked, nacked  int
-	lastNACKStream int64 // a stream that rejected the published version, if nacked > 0
 }
 
 // standing is where a proxy stands with a version.
@@ -84,9 +58,7 @@ type rejection struct{ typeURL, detail string }
 
 // NewTracker returns a Tracker that follows no stream yet.
 func NewTracker() *Tracker {
-	return &Tracker{streams: map[int64]*stream{}, fleets: map[string]*fleetProxies{}, published: map[string]publication{},
-		typeVersions: map[string]map[string]map[string]string{}, versions: map[string][]string{}, staged: map[string]string{},
-		changed: make(chan struct{}, 1), now: time.Now}
+	return &Tracker{streams: map[int64]*stream{}, fleets: map[string]*fleetRecord{}, changed: make(chan struct{}, 1), now: time.Now}
 }
 
 // Changed is signalled when a fleet's proxies connect, disconnect, ACK or
@@ -126,38 +98,12 @@ func (t *Tracker) countsLocked(fleet, version string) ProxyCounts {
 	if f == nil {
 		return ProxyCounts{}
 	}
-	c := ProxyCounts{Connected: len(f.streams)}
-	if p, ok := t.published[fleet]; ok && p.version == version {
-		c.Acked, c.Nacked = f.acked, f.nacked
-		if f.nacked > 0 {
-			s := f.streams[f.lastNACKStream]
-			c.LastNACK, c.LastNACKType, c.LastNACKNode = s.rejection.detail, s.rejection.typeURL, s.node
-		}
-		return c
-	}
-	// Another version than the published one: judge every proxy against it.
-	label := t.labels(fleet, version)
-	for _, s := range f.streams {
-		switch st, r := judge(s, label); st {
-		case rejected:
-			c.Nacked++
-			c.LastNACK, c.LastNACKType, c.LastNACKNode = r.detail, r.typeURL, s.node
-		case accepted:
-			c.Acked++
-		}
-	}
-	return c
+	return f.counts(version)
 }
 
 // labels returns, for a fleet's version, each type's version in it.
 func (t *Tracker) labels(fleet, version string) func(typ string) string {
-	tv := t.typeVersions[fleet][version]
-	return func(typ string) string {
-		if v, ok := tv[typ]; ok {
-			return v
-		}
-		return version
-	}
+	return t.fleets[fleet].labels(version)
 }
 
 // judge returns where a proxy stands with the version whose types label
@@ -200,246 +146,24 @@ func (s *stream) asks() bool {
 	return false
 }
 
-// rejudgeLocked judges a stream of fleet f again against the published
-// version, and moves it between the fleet's counts.
-func (t *Tracker) rejudgeLocked(f *fleetProxies, s *stream, label func(string) string) {
-	t.leaveLocked(f, s)
-	s.standing, s.rejection = judge(s, label)
-	f.count(s)
-}
-
-// count adds a judged stream to the fleet's counts.
-func (f *fleetProxies) count(s *stream) {
-	switch s.standing {
-	case accepted:
-		f.acked++
-	case rejected:
-		f.nacked++
-		f.lastNACKStream = s.id
-	}
-}
-
-// leaveLocked takes a stream out of its fleet's counts.
-func (t *Tracker) leaveLocked(f *fleetProxies, s *stream) {
-	switch s.standing {
-	case accepted:
-		f.acked--
-	case rejected:
-		f.nacked--
-		if f.lastNACKStream == s.id && f.nacked > 0 {
-			// Another rejection stands for the fleet; finding one is
-			// the only walk over the fleet's proxies a request can cost.
-			for id, o := range f.streams {
-				if o.standing == rejected && id != s.id {
-					f.lastNACKStream = id
-					break
-				}
-			}
-		}
-	}
-	s.standing, s.rejection = pending, rejection{}
-}
-
-// rejudgeFleetLocked judges every proxy of fleet again, after a publication.
-func (t *Tracker) rejudgeFleetLocked(fleet string) {
-	f := t.fleets[fleet]
-	p, ok := t.published[fleet]
-	if f == nil || !ok {
-		return
-	}
-	label := t.labels(fleet, p.version)
-	f.acked, f.nacked = 0, 0
-	for _, s := range f.streams {
-		s.standing, s.rejection = judge(s, label)
-		f.count(s)
-	}
-}
-
-// Published records that fleet's configuration is now version, with each
-// type at the version typeVersions gives it, so that ACKs can be judged and
-// the time until every proxy accepts it measured. The fleet's proxies are
-// judged anew, so Changed is signalled.
-func (t *Tracker) Published(fleet, version string, typeVersions map[string]string) {
-	t.recordPublication(fleet, version, typeVersions)
-	t.signal()
-}
-
-func (t *Tracker) recordPublication(fleet, version string, typeVersions map[string]string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.rememberLocked(fleet, version, typeVersions)
-	p, known := t.published[fleet]
-	if !known || p.version != version {
-		t.published[fleet] = publication{version: version, at: t.now()}
-		metricPushes.WithLabelValues(fleet).Inc()
-	}
-	if len(t.versions[fleet]) > maxVersions { // one more than the bound
-		t.forgetVersionLocked(fleet)
-	}
-	// The same version may come with other type versions (endpoints and
-	// secrets are live): every proxy is judged again, and those that
-	// connected before the fleet was published count from now on.
-	t.rejudgeFleetLocked(fleet)
-	t.changedLocked(fleet)
-}
-
-// rememberLocked records each type's version in fleet's version.
-func (t *Tracker) rememberLocked(fleet, version string, typeVersions map[string]string) {
-	if t.typeVersions[fleet] == nil {
-		t.typeVersions[fleet] = map[string]map[string]string{}
-	}
-	t.typeVersions[fleet][version] = typeVersions
-	t.versions[fleet] = append(slices.DeleteFunc(t.versions[fleet], func(v string) bool { return v == version }), version)
-}
-
-// Staged records that, while a revision of fleet rolls out, the proxies its
-// step does not lead are served version, with each type at the version
-// typeVersions gives it, so that their answers are judged; version "" says
-// that no rollout is under way. Published follows it, and signals.
-func (t *Tracker) Staged(fleet, version string, typeVersions map[string]string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if version == "" {
-		delete(t.staged, fleet)
-		return
-	}
-	t.staged[fleet] = version
-	t.rememberLocked(fleet, version, typeVersions)
-}
-
-// Rolling reports whether a revision of fleet rolls out (Staged).
-func (t *Tracker) Rolling(fleet string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.staged[fleet] != ""
-}
-
 // Answers returns what each connected proxy of fleet answered, by node id:
-// the published version or the staged one, whichever it accepted for every
+// the published version or the previous one, whichever it accepted for every
 // type it asked for, and the published version if it rejected it. The
 // leader decides a rollout's steps from them (publish.StepRollout).
 func (t *Tracker) Answers(fleet string) map[string]publish.ProxyAnswer {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	f, p := t.fleets[fleet], t.published[fleet]
-	if f == nil || p.version == "" {
-		return nil
-	}
-	out := make(map[string]publish.ProxyAnswer, len(f.streams))
-	var staged func(string) string
-	if v := t.staged[fleet]; v != "" {
-		staged = t.labels(fleet, v)
-	}
-	for _, s := range f.streams {
-		var a publish.ProxyAnswer
-		switch s.standing {
-		case accepted:
-			a.Acked = p.version
-		case rejected:
-			a.Nacked, a.Detail, a.Type = p.version, s.rejection.detail, s.rejection.typeURL
-		}
-		if a.Acked == "" && staged != nil {
-			if st, _ := judge(s, staged); st == accepted {
-				a.Acked = t.staged[fleet]
-			}
-		}
-		// A proxy with two streams (the old one closing as it reconnects)
-		// answers as the one that answered.
-		if prev, ok := out[s.node]; !ok || prev == (publish.ProxyAnswer{}) {
-			out[s.node] = a
-		}
-	}
-	return out
-}
-
-// forgetVersionLocked forgets one of fleet's versions, other than the
-// published one: the least recently published that no proxy of the fleet
-// stands with (accepted, or rejected), so that counts of it stay true; if
-// every one has proxies, the least recently published.
-func (t *Tracker) forgetVersionLocked(fleet string) {
-	vs := t.versions[fleet]
-	published, staged := t.published[fleet].version, t.staged[fleet]
-	forget := -1
-	for i, v := range vs {
-		if v == published || v == staged {
-			continue
-		}
-		if forget < 0 {
-			forget = i
-		}
-		if !t.standsWithLocked(fleet, v) {
-			forget = i
-			break
-		}
-	}
-	if forget < 0 {
-		return
-	}
-	delete(t.typeVersions[fleet], vs[forget])
-	t.versions[fleet] = slices.Delete(vs, forget, forget+1)
-}
-
-// standsWithLocked reports whether a proxy of fleet accepted or rejected version.
-func (t *Tracker) standsWithLocked(fleet, version string) bool {
 	f := t.fleets[fleet]
 	if f == nil {
-		return false
+		return nil
 	}
-	label := t.labels(fleet, version)
-	for _, s := range f.streams {
-		if st, _ := judge(s, label); st != pending {
-			return true
-		}
-	}
-	return false
-}
-
-// Forget drops what the tracker knows of a fleet's publications, and the
-// fleet's metric series: it is no longer published.
-func (t *Tracker) Forget(fleet string) {
-	t.mu.Lock()
-	_, known := t.published[fleet]
-	delete(t.published, fleet)
-	delete(t.typeVersions, fleet)
-	delete(t.versions, fleet)
-	delete(t.staged, fleet)
-	for _, m := range []interface{ DeleteLabelValues(...string) bool }{metricConnected, metricPushes, metricAcks, metricNacks} {
-		m.DeleteLabelValues(fleet)
-	}
-	t.mu.Unlock()
-	if known {
-		t.signal()
-	}
+	return f.answers()
 }
 
 // knownLocked reports whether fleet is published.
 func (t *Tracker) knownLocked(fleet string) bool {
-	_, ok := t.published[fleet]
-	return ok
-}
-
-// changedLocked updates the fleet's metrics after its proxies changed, and
-// observes the publish-to-ACK time once every connected proxy accepted the
-// published version.
-func (t *Tracker) changedLocked(fleet string) {
-	if !t.knownLocked(fleet) {
-		return
-	}
 	f := t.fleets[fleet]
-	connected := 0
-	if f != nil {
-		connected = len(f.streams)
-	}
-	metricConnected.WithLabelValues(fleet).Set(float64(connected))
-	p, ok := t.published[fleet]
-	if !ok || p.allAck {
-		return
-	}
-	if connected > 0 && f.acked == connected {
-		metricPublishToAck.Observe(t.now().Sub(p.at).Seconds())
-		p.allAck = true
-		t.published[fleet] = p
-	}
+	return f != nil && f.published
 }
 
 // open records a stream that opens, of the fleet its client certificate
@@ -459,20 +183,20 @@ func (t *Tracker) closed(id int64) {
 		return
 	}
 	delete(t.streams, id)
-	if f := t.fleets[s.fleet]; s.counted && f != nil {
-		t.leaveLocked(f, s)
+	f := t.fleets[s.fleet]
+	if s.counted && f != nil {
+		f.leave(s)
 		delete(f.streams, id)
-		if len(f.streams) == 0 {
-			delete(t.fleets, s.fleet)
-		}
 	}
-	fleet := ""
-	if t.knownLocked(s.fleet) {
-		fleet = s.fleet
-		t.changedLocked(fleet)
+	known := f != nil && f.published
+	if known {
+		t.changedLocked(f)
+	}
+	if f != nil {
+		t.dropLocked(f)
 	}
 	t.mu.Unlock()
-	if fleet != "" {
+	if known {
 		t.signal()
 	}
 }
@@ -516,13 +240,9 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 		return a, err
 	}
 	joined := !s.counted
+	f := t.fleetLocked(s.fleet)
 	if joined {
 		s.counted = true
-		f := t.fleets[s.fleet]
-		if f == nil {
-			f = &fleetProxies{streams: map[int64]*stream{}}
-			t.fleets[s.fleet] = f
-		}
 		f.streams[id] = s
 	}
 	s.lastSeen = t.now()
@@ -539,7 +259,7 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 	default:
 		ty.requested = true
 	}
-	known := t.knownLocked(s.fleet)
+	known := f.published
 	changed := false
 	if last := ty.sent; nonce != "" && nonce == last.nonce {
 		a.answers, a.answered = true, last.version
@@ -560,12 +280,12 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 		changed = true
 	}
 	was := s.standing
-	if p, ok := t.published[s.fleet]; ok {
-		t.rejudgeLocked(t.fleets[s.fleet], s, t.labels(s.fleet, p.version))
+	if known {
+		f.rejudge(s)
 	}
 	changed = changed || joined || s.standing != was
 	if changed {
-		t.changedLocked(s.fleet)
+		t.changedLocked(f)
 	}
 	t.mu.Unlock()
 	if changed && known {
@@ -656,9 +376,9 @@ func (t *Tracker) Fleets() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []string
-	for fleet := range t.fleets {
-		if t.knownLocked(fleet) {
-			out = append(out, fleet)
+	for name, f := range t.fleets {
+		if f.published && len(f.streams) > 0 {
+			out = append(out, name)
 		}
 	}
 	sort.Strings(out)

@@ -209,11 +209,11 @@ func TestTrackerKeepsTheVersionsProxiesStandWith(t *testing.T) {
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	if n := len(tr.typeVersions["ns/edge"]); n != maxVersions {
+	if n := len(tr.fleets["ns/edge"].typeVersions); n != maxVersions {
 		t.Errorf("the tracker remembers %d versions, want %d", n, maxVersions)
 	}
 	for _, v := range []string{"v0", "v2", "v4"} {
-		if _, kept := tr.typeVersions["ns/edge"][v]; kept {
+		if _, kept := tr.fleets["ns/edge"].typeVersions[v]; kept {
 			t.Errorf("%s, which no proxy stands with, is remembered over newer versions", v)
 		}
 	}
