@@ -2,6 +2,7 @@ package translate
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -68,6 +69,14 @@ func merge(configs []parsed) (map[resourceKey]resource.Resource, map[string][]st
 // so every replica renders a revision by the same rule.
 const GatewayConfigMark = "gateway:"
 
+// gatewayPrefix is what the names of the resources of the Gateway whose
+// Config is named name start with: "<namespace>/<gateway>/" (xds/gateway
+// names them so).
+func gatewayPrefix(name string) string {
+	ns, rest, _ := strings.Cut(name, "/")
+	return ns + "/" + strings.TrimPrefix(rest, GatewayConfigMark) + "/"
+}
+
 // IsGatewayConfig reports whether name, a Config's, is a Gateway's.
 func IsGatewayConfig(name string) bool {
 	_, rest, ok := strings.Cut(name, "/")
@@ -79,8 +88,7 @@ func IsGatewayConfig(name string) bool {
 // <namespace>/<name>" for an EnvoyConfig.
 func SourceOf(name string) string {
 	if IsGatewayConfig(name) {
-		ns, rest, _ := strings.Cut(name, "/")
-		return "Gateway " + ns + "/" + strings.TrimPrefix(rest, GatewayConfigMark)
+		return "Gateway " + strings.TrimSuffix(gatewayPrefix(name), "/")
 	}
 	return "EnvoyConfig " + name
 }
@@ -112,21 +120,34 @@ func byType(merged map[resourceKey]resource.Resource) map[string][]types.Resourc
 // defines, inline or in spec.tlsSecrets.
 func checkReferences(merged map[resourceKey]resource.Resource) map[string][]error {
 	has := func(typeURL, name string) bool { _, ok := merged[resourceKey{typeURL, name}]; return ok }
+	// The Gateways of the fleet, by the prefix of their resources' names.
+	gateways := map[string]string{}
+	for _, r := range merged {
+		if IsGatewayConfig(r.Source) {
+			gateways[gatewayPrefix(r.Source)] = r.Source
+		}
+	}
 	problems := map[string][]error{}
-	report := func(r resource.Resource, format string, args ...any) {
-		problems[r.Source] = append(problems[r.Source], fmt.Errorf("%s (%q): %s", r.Path, r.Name, fmt.Sprintf(format, args...)))
+	report := func(r resource.Resource, kind, name string) {
+		msg := fmt.Sprintf("%s (%q): %s %q does not exist", r.Path, r.Name, kind, name)
+		for prefix, gw := range gateways {
+			if strings.HasPrefix(name, prefix) && !IsGatewayConfig(r.Source) {
+				msg += fmt.Sprintf(": %s does not serve it (a Gateway's resources go with its routes, and its changes win over the EnvoyConfigs that use them)", SourceOf(gw))
+			}
+		}
+		problems[r.Source] = append(problems[r.Source], errors.New(msg))
 	}
 	checkClusters := func(r resource.Resource, clusters []string) {
 		for _, c := range clusters {
 			if !has(resourcev3.ClusterType, c) {
-				report(r, "cluster %q does not exist", c)
+				report(r, "cluster", c)
 			}
 		}
 	}
 	checkSecrets := func(r resource.Resource) {
 		for _, s := range sdsReferences(r.Message) {
 			if !has(resourcev3.SecretType, s) {
-				report(r, "secret %q does not exist", s)
+				report(r, "secret", s)
 			}
 		}
 	}
@@ -136,7 +157,7 @@ func checkReferences(merged map[resourceKey]resource.Resource) map[string][]erro
 			checkSecrets(r)
 			for _, hcm := range connectionManagers(m) {
 				if rds := hcm.GetRds(); rds != nil && !has(resourcev3.RouteType, rds.GetRouteConfigName()) {
-					report(r, "route configuration %q does not exist", rds.GetRouteConfigName())
+					report(r, "route configuration", rds.GetRouteConfigName())
 				}
 				checkClusters(r, routeClusters(hcm.GetRouteConfig()))
 				checkClusters(r, tracerClusters(hcm))

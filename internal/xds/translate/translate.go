@@ -285,14 +285,13 @@ func Translate(in Input) IR {
 			// References that a change of the fleet's Gateway broke: the
 			// Gateway's change wins, and the EnvoyConfigs that used what it
 			// no longer serves are not served, rather than the fleet held.
-			broken, gateways := brokenByGateway(choice, published, yielded, dangling, refusedNow, in.Configs)
+			broken := brokenByGateway(choice, published, yielded, dangling, refusedNow, in.Configs)
 			for _, name := range broken {
 				st, current := ir.Configs[name]
 				if !current || IsGatewayConfig(name) {
 					continue
 				}
-				st.Dangling = append(messages(dangling[name]), fmt.Sprintf("it uses what a change of %s took away, and a Gateway's change wins over the EnvoyConfigs that use its resources",
-					strings.Join(gateways, " and ")))
+				st.Dangling = messages(dangling[name])
 				yielded[name] = choice[name]
 				delete(choice, name)
 				st.Choice = ChoiceNone
@@ -475,12 +474,11 @@ func messages(errs []error) []string {
 // lead nowhere in choice) that a change of the fleet's Gateway broke: a
 // reference of theirs that leads nowhere led somewhere with the Gateway's
 // Config as published and the EnvoyConfigs that yielded to its change
-// served. It also returns the Gateways whose Config changed, as messages
-// name them; nothing when none did.
-func brokenByGateway(choice, published, yielded map[string]Config, dangling map[string][]error, refused func(Config) bool, current []Config) ([]string, []string) {
+// served; none when no Gateway's Config changed.
+func brokenByGateway(choice, published, yielded map[string]Config, dangling map[string][]error, refused func(Config) bool, current []Config) []string {
 	before := maps.Clone(choice)
 	maps.Copy(before, yielded)
-	var gateways []string
+	changed := false
 	for _, name := range sortedKeys(mergedKeys(choice, published)) {
 		if !IsGatewayConfig(name) {
 			continue
@@ -495,10 +493,10 @@ func brokenByGateway(choice, published, yielded map[string]Config, dangling map[
 		default:
 			delete(before, name)
 		}
-		gateways = append(gateways, SourceOf(name))
+		changed = true
 	}
-	if len(gateways) == 0 {
-		return nil, nil
+	if !changed {
+		return nil
 	}
 	was := checkReferences(mergeOf(configsOf(before), current, refused))
 	var out []string
@@ -511,7 +509,7 @@ func brokenByGateway(choice, published, yielded map[string]Config, dangling map[
 			out = append(out, name)
 		}
 	}
-	return out, gateways
+	return out
 }
 
 // mergedKeys returns the keys of a and b, once each.
