@@ -232,3 +232,50 @@ func TestGatewayListenerAddressWinsOverEnvoyConfig(t *testing.T) {
 		return hasCondition(string(gwv1.GatewayConditionProgrammed), metav1.ConditionTrue, string(gwv1.GatewayReasonProgrammed))(g.Status.Conditions)
 	})
 }
+
+// An EnvoyConfig may use what a Gateway serves (here, a TCP proxy to the
+// cluster of a route's backend), but it goes with the route: when the
+// route is deleted, the Gateway's change is served, not held for the
+// EnvoyConfig, which is not served and says why, naming the Gateway.
+func TestGatewayChangeWinsOverEnvoyConfigUsingIt(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	_, fleetID := gatewayFleet(t, ns, gatewayClass(t))
+	backend(t, ns, "web")
+	good := httpRoute(ns, "good", "good.example.com", "web")
+	create(t, good)
+	gwCluster := ns + "/edge/" + ns + "/web/8080"
+	testenv.Eventually(t, "the fleet to serve the route's cluster", func() (bool, error) {
+		cs := servedClusters(fleetID)
+		return slices.Contains(cs, gwCluster), fmt.Errorf("clusters %v", cs)
+	})
+	uses := newConfig(ns, "uses", cluster("own", "1s"))
+	uses.Spec.Resources.Listeners = []runtime.RawExtension{tcpListener("uses", 9000, gwCluster)}
+	create(t, uses)
+	waitStatus(t, uses, "the EnvoyConfig using the Gateway's cluster to be published", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionPublished).Reason == examplev1.EnvoyConfigReasonPublished
+	})
+
+	if err := suite.Client.Delete(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the fleet to serve the Gateway without the deleted route", func() (bool, error) {
+		ls, hosts, cs := servedListeners(fleetID), servedHosts(t, fleetID), servedClusters(fleetID)
+		_, stale := ls["uses"]
+		return !stale && ls[ns+"/edge/80"] == 10080 && !slices.Contains(hosts, "good.example.com") && !slices.Contains(cs, gwCluster) && !slices.Contains(cs, "own"),
+			fmt.Errorf("listeners %v, hosts %v, clusters %v", ls, hosts, cs)
+	})
+	got := waitStatus(t, uses, "the EnvoyConfig to say what it lost", func(c *examplev1.EnvoyConfig) bool {
+		return condition(c, examplev1.EnvoyConfigConditionAccepted).Reason == examplev1.EnvoyConfigReasonReferencesMissing
+	})
+	a := condition(got, examplev1.EnvoyConfigConditionAccepted)
+	for _, want := range []string{
+		fmt.Sprintf(`spec.resources.listeners[0] ("uses"): cluster %q does not exist`, gwCluster),
+		fmt.Sprintf("Gateway %s/edge does not serve it", ns),
+		"none of it is served",
+	} {
+		if !strings.Contains(a.Message, want) {
+			t.Errorf("Accepted message %q\nwant it to say %q", a.Message, want)
+		}
+	}
+}
