@@ -59,7 +59,7 @@ func (o *options) diffCommand() *cobra.Command {
 	d := &diffOptions{}
 	cmd := &cobra.Command{
 		Use:   "diff -f <file|dir|->",
-		Short: "What each fleet's proxies would be served if the files were applied, against what they are served now",
+		Short: "What each fleet's proxies would be served if the files (EnvoyConfigs, Gateways, routes) were applied, against what they are served now",
 		Long: `For each fleet that the EnvoyConfigs of the files touch, compares what its proxies
 are served now (its recorded revision, with its EndpointSlices and Secrets as they
 are) with what they would be served once the files are applied: per type, the
@@ -80,6 +80,20 @@ admission would refuse is listed with the webhook's message and left out of the
 diff. An EnvoyConfig of the files replaces the live one's spec. Only --prune
 deletes: the EnvoyConfigs of a fleet the files name that the files do not hold.
 
+Gateway API objects of the files (Gateways, HTTPRoutes, GRPCRoutes and
+ReferenceGrants) are shown as what they change in what each Gateway's fleet is
+served: each is first sent to the API server in a dry run, which writes nothing
+and returns it as it would be stored (defaulted and validated; one it would
+refuse is listed with its message), then the Gateways they touch (theirs, those
+the routes name in parentRefs, before and after, and every Gateway for a
+ReferenceGrant) are translated as the operator translates them, from their
+routes, ReferenceGrants, namespaces, backend Services and listener Secrets as
+they are and as the files would leave them. What the translation reports of the
+files' objects that is not well (a condition False, as their status would say)
+is a note. A route the operator refused alone (its status says
+RefusedByEnvoy) stays withheld unless the files change it; whether a real Envoy
+accepts a changed route is not predicted (but see --envoy).
+
 --offline reads no cluster: the files are compared with nothing, or with the
 EnvoyConfigs of --against, as the operator would serve them. Endpoints are then
 empty, and the secrets of spec.tlsSecrets are not shown.
@@ -89,7 +103,8 @@ validate: it opens no port and no connection); a fleet whose configuration
 Envoy refuses is listed, in Envoy's words, and diff exits 3.
 
 Exit status: 0 nothing would change, 1 what the proxies are served would change,
-2 an error, 3 admission (or, with --envoy, Envoy) would refuse some of the files.`,
+2 an error, 3 admission or the API server (or, with --envoy, Envoy) would refuse
+some of the files.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := cobra.NoArgs(cmd, args); err != nil {
 				return &exitCodeError{code: exitError, err: err}
@@ -145,13 +160,20 @@ func (o *options) runDiff(ctx context.Context, d *diffOptions) (int, error) {
 		return 0, err
 	}
 	files := decodeConfigs(docs, ns)
-	if len(files.configs) == 0 && len(files.problems) == 0 {
-		return 0, fmt.Errorf("no EnvoyConfig found in the files (%d other document(s) skipped)", files.skipped)
+	gwFiles, gwProblems := decodeGatewayFiles(docs, ns)
+	files.problems = append(files.problems, gwProblems...)
+	if len(files.configs) == 0 && len(gwFiles) == 0 && len(files.problems) == 0 {
+		return 0, fmt.Errorf("no EnvoyConfig or Gateway API object found in the files (%d other document(s) skipped)", files.skipped)
+	}
+	if offline && len(gwFiles) > 0 {
+		return 0, fmt.Errorf("--offline compares EnvoyConfigs only: a Gateway's translation reads its routes, classes, Services and Secrets from the cluster")
 	}
 
 	var (
-		w        world
-		warnings []string
+		w         world
+		warnings  []string
+		gwChanges []gatewayChange
+		gwRefused []refusal
 	)
 	if offline {
 		if w, err = offlineWorld(d.against, d.recursive, ns, o.streams.In); err != nil {
@@ -160,9 +182,23 @@ func (o *options) runDiff(ctx context.Context, d *diffOptions) (int, error) {
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, o.timeout)
 		defer cancel()
-		if w, warnings, err = o.readWorld(ctx, files.configs); err != nil {
+		var gatewayConfigs []translate.Config
+		if len(gwFiles) > 0 {
+			read, err := o.readGateways(ctx, gwFiles)
+			if err != nil {
+				return 0, err
+			}
+			warnings, gwRefused = read.warnings, read.refused
+			after := read.live.with(read.files, time.Now())
+			gwChanges = planGateways(read.live, after, read.files, touchedGateways(read.live, read.files))
+			gatewayConfigs = gatewayConfigsOf(gwChanges)
+		}
+		var more []string
+		if w, more, err = o.readWorld(ctx, files.configs, gatewayConfigs...); err != nil {
 			return 0, err
 		}
+		warnings = append(warnings, more...)
+		withGateways(&w, gwChanges)
 	}
 	for _, warning := range warnings {
 		fmt.Fprintln(o.streams.ErrOut, "warning:", warning)
@@ -173,12 +209,15 @@ func (o *options) runDiff(ctx context.Context, d *diffOptions) (int, error) {
 		return 0, err
 	}
 
-	report := plan(w, changesOf(w, files.configs, d.prune), time.Now())
-	// The documents that do not decode, which the API server would refuse, come first.
-	undecoded := make([]refusal, 0, len(files.problems)+len(report.Refused))
+	report := plan(w, append(changesOf(w, files.configs, d.prune), gatewayChanges(gwChanges)...), time.Now())
+	addGatewayNotes(&report, gwChanges)
+	// The documents that do not decode, and the Gateway API objects the
+	// API server would refuse, come first.
+	undecoded := make([]refusal, 0, len(files.problems)+len(gwRefused)+len(report.Refused))
 	for _, p := range files.problems {
 		undecoded = append(undecoded, refusal{Message: p})
 	}
+	undecoded = append(undecoded, gwRefused...)
 	report.Refused = append(undecoded, report.Refused...)
 	if d.envoy != "" {
 		if err := loadDiffInEnvoy(ctx, d.envoy, &report); err != nil {
@@ -244,7 +283,7 @@ func changesOf(w world, files []fileConfig, prune bool) []change {
 	}
 	var gone []string
 	for name, c := range w.configs {
-		if !inFiles[name] && named[fleetOf(c)] {
+		if !inFiles[name] && named[fleetOf(c)] && !isGatewayConfig(name) {
 			gone = append(gone, name)
 		}
 	}
@@ -295,7 +334,11 @@ func offlineWorld(against []string, recursive bool, ns string, stdin io.Reader) 
 // three is a warning: a fleet's history is then assumed
 // (world.assumedHistory); the endpoints of a Service and the secret of a
 // Secret are left out, on both sides of the diff.
-func (o *options) readWorld(ctx context.Context, files []fileConfig) (world, []string, error) {
+//
+// gateways are the Configs of Gateways, as they are and as they would be
+// (planGateways): their namespaces, fleets, Services and Secrets count as
+// the files' EnvoyConfigs' do.
+func (o *options) readWorld(ctx context.Context, files []fileConfig, gateways ...translate.Config) (world, []string, error) {
 	cfg, err := o.config.ToRESTConfig()
 	if err != nil {
 		return world{}, nil, err
@@ -323,6 +366,10 @@ func (o *options) readWorld(ctx context.Context, files []fileConfig) (world, []s
 		ns, _ := splitName(f.config.Name)
 		namespaces[ns] = true
 	}
+	for _, c := range gateways {
+		ns, _ := splitName(c.Name)
+		namespaces[ns] = true
+	}
 	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
 		list, err := ec.ExampleV1().EnvoyConfigs(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -345,6 +392,9 @@ func (o *options) readWorld(ctx context.Context, files []fileConfig) (world, []s
 		if live, ok := w.configs[f.config.Name]; ok {
 			fleets[fleetOf(live)] = true
 		}
+	}
+	for _, c := range gateways {
+		fleets[fleetOf(c)] = true
 	}
 	var fromOperator []fleet.ID
 	for _, f := range sortedFleets(fleets) {
@@ -373,10 +423,11 @@ func (o *options) readWorld(ctx context.Context, files []fileConfig) (world, []s
 
 	// Every EnvoyConfig whose Services and Secrets count: the files', and
 	// the touched fleets' as they are and as recorded.
-	uses := make([]translate.Config, 0, len(files))
+	uses := make([]translate.Config, 0, len(files)+len(gateways))
 	for _, f := range files {
 		uses = append(uses, f.config)
 	}
+	uses = append(uses, gateways...)
 	for _, f := range sortedFleets(fleets) {
 		uses = append(uses, fleetConfigs(w.configs, f)...)
 		if rev := w.histories[f].Served(); rev != nil {
@@ -388,14 +439,20 @@ func (o *options) readWorld(ctx context.Context, files []fileConfig) (world, []s
 	for _, c := range uses {
 		ns, _ := splitName(c.Name)
 		for _, se := range c.Spec.ServiceEndpoints {
+			// A Gateway's Config names a Service of another namespace as
+			// namespace/name, and its slices are keyed so.
+			sns, svc := ns, se.Service
+			if other, name, ok := strings.Cut(se.Service, "/"); ok {
+				sns, svc = other, name
+			}
 			if key := "service " + ns + "/" + se.Service; !seen[key] {
 				seen[key] = true
-				list, err := kc.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + se.Service})
+				list, err := kc.DiscoveryV1().EndpointSlices(sns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
 				switch {
 				case apierrors.IsForbidden(err):
-					warnings = append(warnings, fmt.Sprintf("the endpoints of Service %s/%s are left out: %v", ns, se.Service, err))
+					warnings = append(warnings, fmt.Sprintf("the endpoints of Service %s/%s are left out: %v", sns, svc, err))
 				case err != nil:
-					return w, nil, fmt.Errorf("listing the EndpointSlices of Service %s/%s: %w", ns, se.Service, err)
+					return w, nil, fmt.Errorf("listing the EndpointSlices of Service %s/%s: %w", sns, svc, err)
 				default:
 					if w.slices[ns] == nil {
 						w.slices[ns] = map[string][]discoveryv1.EndpointSlice{}
@@ -403,6 +460,9 @@ func (o *options) readWorld(ctx context.Context, files []fileConfig) (world, []s
 					w.slices[ns][se.Service] = list.Items
 				}
 			}
+		}
+		if isGatewayConfig(c.Name) {
+			continue // its Secrets are the listeners', read with the Gateway (readGateways)
 		}
 		for _, ts := range c.Spec.TLSSecrets {
 			if key := "secret " + ns + "/" + ts.SecretRef; !seen[key] {

@@ -258,6 +258,7 @@ func TestDiffErrors(t *testing.T) {
 	kubeconfig := unreachableKubeconfig(t)
 	files := writeFiles(t, map[string]string{"a.yaml": clusterConfig})
 	noConfigs := writeFiles(t, map[string]string{"a.yaml": service})
+	routes := writeFiles(t, map[string]string{"a.yaml": webRoute})
 	badAgainst := writeFiles(t, map[string]string{"a.yaml": strings.Replace(clusterConfig, "envoyRef: edge", "envoyRef: edge\n  envoyRefs: edge", 1)})
 	tests := []struct {
 		args []string
@@ -268,7 +269,8 @@ func TestDiffErrors(t *testing.T) {
 		{[]string{"diff", "-f", files, "--unknown"}, "unknown flag: --unknown"},
 		{[]string{"diff", "-f", files, "-o", "wide"}, `unknown output format "wide": want text, json or yaml`},
 		{[]string{"diff", "-f", filepath.Join(files, "missing.yaml")}, "no such file or directory"},
-		{[]string{"diff", "--offline", "-f", noConfigs}, "no EnvoyConfig found in the files (1 other document(s) skipped)"},
+		{[]string{"diff", "--offline", "-f", noConfigs}, "no EnvoyConfig or Gateway API object found in the files (1 other document(s) skipped)"},
+		{[]string{"diff", "--offline", "-f", routes}, "--offline compares EnvoyConfigs only"},
 		{[]string{"diff", "--against", badAgainst, "-f", files}, `--against: ` + badAgainst + `/a.yaml (document 1): EnvoyConfig cluster: error unmarshaling JSON`},
 		{[]string{"diff", "-f", files}, "listing the EnvoyConfigs of namespace team: "},
 	}

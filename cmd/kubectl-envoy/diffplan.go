@@ -88,6 +88,9 @@ type change struct {
 	where  string
 	config translate.Config
 	delete bool
+	// gateway: config is a Gateway's, as the operator translates it (no
+	// webhook admits it: what is wrong in it is reported in status).
+	gateway bool
 }
 
 // diffReport is what diff found.
@@ -192,8 +195,7 @@ func plan(w world, changes []change, now time.Time) diffReport {
 			if !exists {
 				continue
 			}
-			problems := translate.Admit(w.policy, fleetConfigs(after, fleetOf(live)), c.Name, nil)
-			if len(problems) > 0 {
+			if problems := translate.Admit(w.policy, fleetConfigs(after, fleetOf(live)), c.Name, nil); len(problems) > 0 && !ch.gateway {
 				r.Refused = append(r.Refused, refusal{Where: ch.where, EnvoyConfig: c.Name, Message: translate.Refusal(short, true, problems)})
 				continue
 			}
@@ -202,15 +204,17 @@ func plan(w world, changes []change, now time.Time) diffReport {
 			continue
 		}
 		touched[fleetOf(c)] = true
-		if exists {
-			if sameSpec(live, c) {
-				continue // kubectl apply sends nothing: no admission, no change
-			}
+		switch {
+		case exists && sameSpec(live, c):
+			continue // kubectl apply sends nothing: no admission, no change
+		case ch.gateway:
+			// Created when its Gateway was, as translated.
+		case exists:
 			c.Created = live.Created
-		} else {
+		default:
 			c.Created = now.Add(time.Duration(i) * time.Millisecond)
 		}
-		if problems := translate.Admit(w.policy, fleetConfigs(after, fleetOf(c)), c.Name, &c); len(problems) > 0 {
+		if problems := translate.Admit(w.policy, fleetConfigs(after, fleetOf(c)), c.Name, &c); len(problems) > 0 && !ch.gateway {
 			r.Refused = append(r.Refused, refusal{Where: ch.where, EnvoyConfig: c.Name, Message: translate.Refusal(short, false, problems)})
 			continue
 		}
@@ -279,7 +283,7 @@ func diffFleet(w world, f fleet.ID, live, after []translate.Config, changedConfi
 		}
 		for _, group := range groups {
 			for _, msg := range group {
-				d.Notes = append(d.Notes, fmt.Sprintf("EnvoyConfig %s: %s", c.Name, msg))
+				d.Notes = append(d.Notes, fmt.Sprintf("%s: %s", translate.SourceOf(c.Name), msg))
 			}
 		}
 	}
