@@ -255,14 +255,17 @@ func TestChaos(t *testing.T) {
 	// Settled: nothing to write, once the world the operator follows has
 	// settled too (waitWorldSettled). What the operator writes meanwhile, as
 	// kube-controller-manager catches up, still counts towards the budget.
-	waited, err := waitWorldSettled(ctx, c, quiet, 3*time.Minute)
+	waited, unsettled, err := waitWorldSettled(ctx, c, quiet, 3*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := waitConverged(ctx, c, r.opNS, r.objects, r.snapshot, converge); err != nil {
 		t.Fatalf("not converged once the world settled: %v", err)
 	}
-	logf("the world settled %.1fs after the last fault (unchanged for %s)", waited.Seconds(), quiet)
+	logf("the world settled in %.1fs after the chaos (unchanged for %s)", waited.Seconds(), quiet)
+	if unsettled != "" {
+		logf("        first unsettled: %.300s", unsettled)
+	}
 	chaosEnd := mark(t, c, "chaos-end")
 	settleStart := mark(t, c, "settle-start")
 	time.Sleep(settle)
@@ -290,7 +293,7 @@ func TestChaos(t *testing.T) {
 	fmt.Printf("                            %s\n", breakdown(chaosWrites))
 	fmt.Printf("  settled:                  %d writes in %s (%.1f/min), besides %d late deliveries of events from before\n",
 		total(settledWrites), settle, float64(total(settledWrites))/settle.Minutes(), len(late))
-	fmt.Printf("                            the world: %d writes by others (%s), settled %.1fs after the last fault\n",
+	fmt.Printf("                            the world: %d writes by others (%s), settled in %.1fs after the chaos\n",
 		total(worldWrites), breakdown(worldWrites), waited.Seconds())
 	fmt.Printf("  pods beyond replicas:     %d %s (and %d pods the operator deleted)\n", excess, excessOf, podDeletes)
 	fmt.Printf("  commands run twice:       %d %v (Jobs seen: %s)\n", len(twice), twice, watch.generations())

@@ -45,17 +45,18 @@ import (
 // in the chaos namespaces, as the API server serves them, and returns the
 // resource versions of everything the operator's statuses follow, to tell
 // whether it changed since. Empty means settled:
+//   - no object is being deleted;
 //   - every Deployment's status describes its current generation, and all its
 //     replicas run its current template, are ready and available;
-//   - every ReplicaSet's status describes its current generation; its
-//     Deployment exists; only the Deployment's current revision has replicas,
-//     and as many pods, ready, as it wants;
-//   - every pod's controller exists; no pod is being deleted; the pods of
-//     ReplicaSets and PodSets run and are ready, a Job's have finished;
-//   - every Job's FooBar exists, and the Job has finished;
+//   - every ReplicaSet's status describes its current generation; only its
+//     Deployment's current revision has replicas, and as many pods, ready,
+//     as it wants;
+//   - the pods of ReplicaSets and PodSets run and are ready, a Job's have
+//     finished;
+//   - every Job has finished;
 //   - every PodDisruptionBudget's status describes its current generation.
 //
-// An object whose controller is gone waits for the garbage collector.
+// An object whose controller is gone (orphan) is left out of these.
 func worldNotSettled(ctx context.Context, c client.Client) (amiss []string, versions map[string]string, err error) {
 	versions = map[string]string{}
 	uids := map[types.UID]bool{} // the controllers that exist
@@ -115,21 +116,26 @@ func worldNotSettled(ctx context.Context, c client.Client) (amiss []string, vers
 	record := func(kind string, o metav1.Object) {
 		versions[kind+" "+o.GetNamespace()+"/"+o.GetName()] = o.GetResourceVersion()
 	}
-	// controllerGone says why o waits for the garbage collector, or "".
-	controllerGone := func(kind string, o metav1.Object) string {
-		if o.GetDeletionTimestamp() != nil {
-			return fmt.Sprintf("%s %s is being deleted", kind, o.GetName())
+	// orphan says whether o's controller is gone: it waits for the garbage
+	// collector, and no status follows it any more (a controller that takes
+	// the name again has another UID, and does not adopt it). Its deletion,
+	// when it comes, is a change of the world like any other.
+	orphan := func(o metav1.Object) bool {
+		ref := metav1.GetControllerOf(o)
+		return ref != nil && !uids[ref.UID]
+	}
+	// deleting says whether o is being deleted, and adds why to amiss.
+	deleting := func(kind string, o metav1.Object) bool {
+		if o.GetDeletionTimestamp() == nil {
+			return false
 		}
-		if ref := metav1.GetControllerOf(o); ref != nil && !uids[ref.UID] {
-			return fmt.Sprintf("%s %s: its %s %s is gone", kind, o.GetName(), ref.Kind, ref.Name)
-		}
-		return ""
+		amiss = append(amiss, fmt.Sprintf("%s %s is being deleted", kind, o.GetName()))
+		return true
 	}
 	for i := range pods {
 		p := &pods[i]
 		record("Pod", p)
-		if why := controllerGone("Pod", p); why != "" {
-			amiss = append(amiss, why)
+		if deleting("Pod", p) || orphan(p) {
 			continue
 		}
 		ref := metav1.GetControllerOf(p)
@@ -152,8 +158,7 @@ func worldNotSettled(ctx context.Context, c client.Client) (amiss []string, vers
 		d := &deps[i]
 		record("Deployment", d)
 		revision[d.UID] = d.Annotations[revisionAnnotation]
-		if why := controllerGone("Deployment", d); why != "" {
-			amiss = append(amiss, why)
+		if deleting("Deployment", d) || orphan(d) {
 			continue
 		}
 		s, want := d.Status, ptr.Deref(d.Spec.Replicas, 1)
@@ -168,8 +173,7 @@ func worldNotSettled(ctx context.Context, c client.Client) (amiss []string, vers
 	for i := range sets {
 		rs := &sets[i]
 		record("ReplicaSet", rs)
-		if why := controllerGone("ReplicaSet", rs); why != "" {
-			amiss = append(amiss, why)
+		if deleting("ReplicaSet", rs) || orphan(rs) {
 			continue
 		}
 		s, want := rs.Status, ptr.Deref(rs.Spec.Replicas, 1)
@@ -188,8 +192,7 @@ func worldNotSettled(ctx context.Context, c client.Client) (amiss []string, vers
 	for i := range jobs {
 		j := &jobs[i]
 		record("Job", j)
-		if why := controllerGone("Job", j); why != "" {
-			amiss = append(amiss, why)
+		if deleting("Job", j) || orphan(j) {
 			continue
 		}
 		if !jobFinished(j) || j.Status.Active != 0 {
@@ -235,14 +238,16 @@ func jobFinished(j *batchv1.Job) bool {
 // waitWorldSettled waits until the world the operator follows is settled
 // (worldNotSettled) and has not changed for quiet: no Deployment,
 // ReplicaSet, pod, Job, PodDisruptionBudget or EndpointSlice of the chaos
-// namespaces was written meanwhile. It returns how long it waited, or an
-// error that says what is still amiss after timeout.
-func waitWorldSettled(ctx context.Context, c client.Client, quiet, timeout time.Duration) (time.Duration, error) {
+// namespaces was written meanwhile. It returns how long it waited and what
+// was unsettled first, if anything was, or an error that says what is still
+// amiss after timeout.
+func waitWorldSettled(ctx context.Context, c client.Client, quiet, timeout time.Duration) (time.Duration, string, error) {
 	start := time.Now()
 	var (
 		since    time.Time // when the world was last seen to change, or not settled
 		versions map[string]string
 		last     string
+		first    string
 	)
 	for {
 		amiss, now, err := worldNotSettled(ctx, c)
@@ -252,14 +257,19 @@ func waitWorldSettled(ctx context.Context, c client.Client, quiet, timeout time.
 			since, last = time.Time{}, err.Error()
 		case len(amiss) > 0:
 			since, last = time.Time{}, strings.Join(amiss, "; ")
-		case since.IsZero() || !maps.Equal(now, versions):
+		case since.IsZero():
+			since = time.Now()
+		case !maps.Equal(now, versions):
 			since, last = time.Now(), "changing: "+changed(versions, now)
 		case time.Since(since) >= quiet:
-			return time.Since(start), nil
+			return time.Since(start), first, nil
+		}
+		if first == "" {
+			first = last
 		}
 		versions = now
 		if time.Since(start) > timeout {
-			return 0, fmt.Errorf("the world did not settle for %s within %s: %.500s", quiet, timeout, last)
+			return 0, "", fmt.Errorf("the world did not settle for %s within %s: %.500s", quiet, timeout, last)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
