@@ -181,8 +181,9 @@ const (
 	// rejected the served version; the message gives the last rejection.
 	EnvoyConfigReasonNacked = "Nacked"
 	// EnvoyConfigReasonNameClash (Degraded True): a resource has the name of
-	// another EnvoyConfig's resource of the same fleet; the older object's
-	// resource is served.
+	// another EnvoyConfig's resource of the same fleet, or of the fleet's
+	// Gateway's; the older EnvoyConfig's resource is served, and a Gateway's
+	// always.
 	EnvoyConfigReasonNameClash = "NameClash"
 	// EnvoyConfigReasonSecretUnavailable (Degraded True): a Secret that
 	// spec.tlsSecrets names is missing, not labelled for the control plane,
