@@ -36,9 +36,11 @@ import (
 // later; a watch is answered once, and the stream's next request of that
 // type makes a new one.
 //
-//   - Fleets are keyed by node.cluster, and each has its own lock. A
-//     publication takes its fleet's lock alone, and answers that fleet's
-//     waiting watches; nothing of another fleet waits for it.
+//   - Fleets are keyed by node.cluster, and each has its own lock, the
+//     only lock the cache takes: a watch or a publication takes its
+//     fleet's lock alone (fleets are found without one), and a publication
+//     answers that fleet's waiting watches; nothing of another fleet waits
+//     for it.
 //   - A watch is answered by what answer.go computes. The response goes on
 //     the stream's channel, which always has room for it: the stream
 //     server gives each stream one channel for its types (ordered ADS for
@@ -72,10 +74,9 @@ import (
 // rollout's step, the previous one to the others (served, by the stream's
 // node id and publish.Rollout.Serves, which every replica computes alike).
 type Cache struct {
-	// mu guards fleets; a fleet's own lock guards the rest. Lock order:
-	// mu, then a fleet's lock.
-	mu     sync.RWMutex
-	fleets map[string]*fleetEntry
+	// fleets holds each fleet's entry (*fleetEntry) by name; an entry's
+	// own lock guards the rest.
+	fleets sync.Map
 	names  NameLimits
 	// refused counts a watch the cache refuses, by reason (Refused...).
 	refused func(reason string)
@@ -280,7 +281,7 @@ func New(names NameLimits, refused func(reason string)) *Cache {
 	if refused == nil {
 		refused = func(string) {}
 	}
-	return &Cache{fleets: map[string]*fleetEntry{}, names: names, refused: refused}
+	return &Cache{names: names, refused: refused}
 }
 
 // SetNames sets the names a stream may subscribe to; call it before the
@@ -363,19 +364,27 @@ func (c *Cache) Fetch(context.Context, *cachev3.Request) (cachev3.Response, erro
 
 // entry returns fleet's entry, made if there is none.
 func (c *Cache) entry(fleet string) *fleetEntry {
-	c.mu.RLock()
-	f := c.fleets[fleet]
-	c.mu.RUnlock()
-	if f != nil {
-		return f
+	if v, ok := c.fleets.Load(fleet); ok {
+		return v.(*fleetEntry)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if f = c.fleets[fleet]; f == nil {
-		f = &fleetEntry{}
-		c.fleets[fleet] = f
+	v, _ := c.fleets.LoadOrStore(fleet, &fleetEntry{})
+	return v.(*fleetEntry)
+}
+
+// locked returns fleet's entry, locked, or nil when there is none.
+func (c *Cache) locked(fleet string) *fleetEntry {
+	for {
+		v, ok := c.fleets.Load(fleet)
+		if !ok {
+			return nil
+		}
+		f := v.(*fleetEntry)
+		f.mu.Lock()
+		if !f.gone {
+			return f
+		}
+		f.mu.Unlock()
 	}
-	return f
 }
 
 // lock returns fleet's entry, locked, made if there is none.
@@ -502,24 +511,18 @@ func (c *Cache) cancel(fleet string, f *fleetEntry, stream any, st *streamState,
 	if st.handles--; st.handles == 0 && f.streams[stream] == st {
 		delete(f.streams, stream)
 	}
-	idle := f.idle()
+	c.dropLocked(fleet, f)
 	f.mu.Unlock()
-	if idle {
-		c.mu.Lock()
-		f.mu.Lock()
-		c.dropLocked(fleet, f)
-		f.mu.Unlock()
-		c.mu.Unlock()
-	}
 }
 
 // idle reports whether nothing is left of the entry.
 func (f *fleetEntry) idle() bool { return len(f.streams) == 0 && f.current == nil && !f.gone }
 
-// dropLocked removes an entry with nothing left in it; c.mu and f.mu are held.
+// dropLocked removes an entry with nothing left in it; f.mu is held. Who
+// found the entry before and waits for its lock sees it gone, and looks
+// again (lock).
 func (c *Cache) dropLocked(fleet string, f *fleetEntry) {
-	if f.idle() && c.fleets[fleet] == f {
-		delete(c.fleets, fleet)
+	if f.idle() && c.fleets.CompareAndDelete(fleet, f) {
 		f.gone = true
 	}
 }
@@ -539,13 +542,10 @@ func (c *Cache) Publish(fleet string, p *Snapshot, previous *Previous) {
 // Clear stops serving fleet: its streams wait for it again, and keep what
 // they have.
 func (c *Cache) Clear(fleet string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f := c.fleets[fleet]
+	f := c.locked(fleet)
 	if f == nil {
 		return
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.current, f.previous = nil, nil
 	c.dropLocked(fleet, f)
@@ -553,13 +553,10 @@ func (c *Cache) Clear(fleet string) {
 
 // Published returns what fleet serves, or nil.
 func (c *Cache) Published(fleet string) *Snapshot {
-	c.mu.RLock()
-	f := c.fleets[fleet]
-	c.mu.RUnlock()
+	f := c.locked(fleet)
 	if f == nil {
 		return nil
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.current
 }
@@ -567,28 +564,21 @@ func (c *Cache) Published(fleet string) *Snapshot {
 // Ping takes every lock a publication may take, one after the other, and
 // returns once it had them: it does not return while a publication is stuck.
 func (c *Cache) Ping() {
-	c.mu.RLock()
-	entries := make([]*fleetEntry, 0, len(c.fleets))
-	for _, f := range c.fleets {
-		entries = append(entries, f)
-	}
-	c.mu.RUnlock()
-	for _, f := range entries {
+	c.fleets.Range(func(_, v any) bool {
+		f := v.(*fleetEntry)
 		f.mu.Lock()
 		//nolint:staticcheck // taking the lock is the point
 		f.mu.Unlock()
-	}
+		return true
+	})
 }
 
 // Waiting returns how many watches wait for a fleet that is not published.
 func (c *Cache) Waiting(fleet string) int {
-	c.mu.RLock()
-	f := c.fleets[fleet]
-	c.mu.RUnlock()
+	f := c.locked(fleet)
 	if f == nil {
 		return 0
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.current != nil {
 		return 0

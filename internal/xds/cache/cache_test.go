@@ -58,10 +58,10 @@ func TestFleetCacheLeavesUnknownTypesUnanswered(t *testing.T) {
 	if len(sotw) != 0 || len(deltas) != 0 {
 		t.Errorf("answered %d state-of-the-world and %d delta watches of a type not served, want none", len(sotw), len(deltas))
 	}
-	if n := len(c.fleets); n != 1 {
+	if n := fleetsIn(c); n != 1 {
 		t.Errorf("the cache has %d fleets, want the published one alone", n)
 	}
-	if f := c.fleets[fleet]; f == nil || len(f.streams) != 0 {
+	if f := entryOf(c, fleet); f == nil || len(f.streams) != 0 {
 		t.Errorf("the cache keeps streams of watches of a type not served")
 	}
 	cancelSotw()
@@ -97,7 +97,7 @@ func TestUnsubscribingFromEverySecretGetsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cancel()
-	if st := c.fleets[fleet].streams[ch]; len(ch) != 0 || st.types[kindIndex(resourcev3.SecretType)].open == nil {
+	if st := entryOf(c, fleet).streams[ch]; len(ch) != 0 || st.types[kindIndex(resourcev3.SecretType)].open == nil {
 		t.Errorf("a request at the version was answered (%d responses), or does not wait", len(ch))
 	}
 }
@@ -252,4 +252,18 @@ func BenchmarkAnswerDelta(b *testing.B) {
 			}
 		}
 	})
+}
+
+// fleetsIn counts the cache's entries.
+func fleetsIn(c *Cache) int {
+	n := 0
+	c.fleets.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
+// entryOf returns fleet's entry, or nil.
+func entryOf(c *Cache, fleet string) *fleetEntry {
+	v, _ := c.fleets.Load(fleet)
+	f, _ := v.(*fleetEntry)
+	return f
 }

@@ -22,12 +22,12 @@ type cacheProbe struct {
 
 // Healthy is a health check: it fails when the server can no longer
 // publish. That is when its serve loop has ended while the server should run,
-// or when a lock of its cache (the cache's own, or a fleet's) has not let the
-// check in for StuckAfter. Nothing in the cache waits while it holds one (see
-// cache.Cache); the check is there for what nobody foresaw: a server in that
-// state never publishes that fleet again, so /healthz fails and the pod is
-// restarted, and /readyz fails, so that proxies go to another replica
-// meanwhile. The check never waits long: it starts a walk of the locks and
+// or when a fleet's lock in its cache has not let the check in for
+// StuckAfter. Nothing in the cache waits while it holds one (see
+// cache.Cache); the check is there for what nobody foresaw: a server in
+// that state never publishes that fleet again, so /healthz fails and the
+// pod is restarted, and /readyz fails, so that proxies go to another
+// replica meanwhile. The check never waits long: it starts a walk of the locks and
 // judges the walk in flight, if one is. Before the server starts, it passes
 // (readiness waits for Listening).
 func (s *Server) Healthy(*http.Request) error {
