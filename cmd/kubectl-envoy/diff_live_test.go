@@ -54,9 +54,10 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
-// The package's tests run against a real API server with the operator's
-// EnvoyConfig controller, its xDS server, its debug endpoint and its
-// validating webhook: diff's predictions are checked against what the
+// The package's tests run against a real API server, with the Gateway
+// API's CRDs, and the operator's EnvoyConfig controller (which serves
+// Gateways too), its xDS server, its debug endpoint and its validating
+// webhook: diff's predictions are checked against what the
 // operator then does. The RBAC of kubectl envoy's users is the one shipped
 // in config/rbac/debug_client_role.yaml.
 var (
@@ -80,6 +81,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	suite.ValidatingWebhooks = validating
+	suite.GatewayAPI = true // gateway_live_test.go
 	suite.Main(m, func(mgr ctrl.Manager) error {
 		c, err := client.New(mgr.GetConfig(), client.Options{})
 		if err != nil {
@@ -91,7 +93,9 @@ func TestMain(m *testing.M) {
 		if xdsServer, err = server.Add(mgr, server.Options{BindAddress: "127.0.0.1:0", Namespace: operatorNamespace, Replica: "replica-a"}); err != nil {
 			return err
 		}
-		if err := envoyconfig.NewReconciler(mgr, xdsServer, operatorNamespace).SetupWithManager(mgr); err != nil {
+		r := envoyconfig.NewReconciler(mgr, xdsServer, operatorNamespace)
+		r.GatewayAPI = true // a fleet whose Envoy a Gateway controls serves the Gateway
+		if err := r.SetupWithManager(mgr); err != nil {
 			return err
 		}
 		if err := addDebugServer(mgr, c); err != nil {
