@@ -213,6 +213,38 @@ func TestGatewayLive(t *testing.T) {
 		}
 	})
 
+	t.Run("a route's author, who may read only their namespace, is told what is left out, and sees the same diff", func(t *testing.T) {
+		author := tenant(t, ns, "author")
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "route-author"}, Rules: []rbacv1.PolicyRule{
+			rule(gwv1.GroupName, "httproutes", "get", "list", "update"), rule(gwv1.GroupName, "grpcroutes", "list"),
+			rule(gwv1.GroupName, "referencegrants", "list"), rule(gwv1.GroupName, "gateways", "get"), rule("", "services", "get"),
+		}}
+		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "route-author"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "author", Namespace: ns}}}
+		for _, o := range []client.Object{role, binding} {
+			if err := suite.Client.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		files := writeFiles(t, map[string]string{"route.yaml": strings.Replace(routeYAML, "/app", "/author", 1)})
+		code, theirs, stderr := runPlugin(t, "", "diff", "--kubeconfig", author, "--operator-address", operator, "-f", files, "-o", "json")
+		for _, want := range []string{
+			"warning: HTTPRoutes are read in namespaces [" + ns + "] only: ",
+			"warning: ReferenceGrants are read in namespaces [" + ns + "] only: ",
+			"warning: the namespaces' labels, which listeners select routes by, are left out: ",
+			"warning: GatewayClass " + class.Name + " is taken to be served by " + string(gateway.ControllerName) + ": ",
+		} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("stderr %q, want %q", stderr, want)
+			}
+		}
+		_, ours, _ := runPlugin(t, "", args("diff", "-f", files, "-o", "json")...)
+		if code != exitChanges || theirs != ours {
+			t.Errorf("exit %d; the author's diff:\n%s\nthe platform team's:\n%s", code, theirs, ours)
+		}
+	})
+
 	t.Run("diff of a route the API server would refuse", func(t *testing.T) {
 		bad := strings.Replace(routeYAML, "type: PathPrefix", "type: Sideways", 1)
 		code, stdout, stderr := runPlugin(t, "", args("diff", "-f", writeFiles(t, map[string]string{"route.yaml": bad}))...)

@@ -61,7 +61,7 @@ func (o *options) readGateways(ctx context.Context, files []gatewayFile) (gatewa
 	// The files' objects, dry-run.
 	notDefaulted := false
 	for _, f := range files {
-		got, err := dryRun(ctx, gc, f)
+		got, err := dryRun(ctx, gc, f, live)
 		switch {
 		case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsNotFound(err):
 			// Against the schema or its rules, or in a namespace that does
@@ -235,8 +235,9 @@ func unique(keys []types.NamespacedName) []types.NamespacedName {
 
 // dryRun sends f's object to the API server in a dry run: an update of
 // the live object with f's spec, or a create. It returns f with the object
-// as the server would store it.
-func dryRun(ctx context.Context, gc gatewayclient.Interface, f gatewayFile) (gatewayFile, error) {
+// as the server would store it, and adds the live object it read to live
+// (so that the Gateways a route leaves count among those it touches).
+func dryRun(ctx context.Context, gc gatewayclient.Interface, f gatewayFile, live gatewayObjects) (gatewayFile, error) {
 	dry := []string{metav1.DryRunAll}
 	ns, name := f.key.Namespace, f.key.Name
 	var err error
@@ -244,9 +245,10 @@ func dryRun(ctx context.Context, gc gatewayclient.Interface, f gatewayFile) (gat
 	case f.gateway != nil:
 		c := gc.GatewayV1().Gateways(ns)
 		var out *gwv1.Gateway
-		if live, gerr := c.Get(ctx, name, metav1.GetOptions{}); gerr == nil {
-			live.Spec = f.gateway.Spec
-			out, err = c.Update(ctx, live, metav1.UpdateOptions{DryRun: dry})
+		if obj, gerr := c.Get(ctx, name, metav1.GetOptions{}); gerr == nil {
+			live.gateways[f.key] = *obj.DeepCopy()
+			obj.Spec = f.gateway.Spec
+			out, err = c.Update(ctx, obj, metav1.UpdateOptions{DryRun: dry})
 		} else if apierrors.IsNotFound(gerr) {
 			out, err = c.Create(ctx, f.gateway, metav1.CreateOptions{DryRun: dry})
 		} else {
@@ -258,9 +260,10 @@ func dryRun(ctx context.Context, gc gatewayclient.Interface, f gatewayFile) (gat
 	case f.http != nil:
 		c := gc.GatewayV1().HTTPRoutes(ns)
 		var out *gwv1.HTTPRoute
-		if live, gerr := c.Get(ctx, name, metav1.GetOptions{}); gerr == nil {
-			live.Spec = f.http.Spec
-			out, err = c.Update(ctx, live, metav1.UpdateOptions{DryRun: dry})
+		if obj, gerr := c.Get(ctx, name, metav1.GetOptions{}); gerr == nil {
+			live.httpRoutes[f.key] = *obj.DeepCopy()
+			obj.Spec = f.http.Spec
+			out, err = c.Update(ctx, obj, metav1.UpdateOptions{DryRun: dry})
 		} else if apierrors.IsNotFound(gerr) {
 			out, err = c.Create(ctx, f.http, metav1.CreateOptions{DryRun: dry})
 		} else {
@@ -272,9 +275,10 @@ func dryRun(ctx context.Context, gc gatewayclient.Interface, f gatewayFile) (gat
 	case f.grpc != nil:
 		c := gc.GatewayV1().GRPCRoutes(ns)
 		var out *gwv1.GRPCRoute
-		if live, gerr := c.Get(ctx, name, metav1.GetOptions{}); gerr == nil {
-			live.Spec = f.grpc.Spec
-			out, err = c.Update(ctx, live, metav1.UpdateOptions{DryRun: dry})
+		if obj, gerr := c.Get(ctx, name, metav1.GetOptions{}); gerr == nil {
+			live.grpcRoutes[f.key] = *obj.DeepCopy()
+			obj.Spec = f.grpc.Spec
+			out, err = c.Update(ctx, obj, metav1.UpdateOptions{DryRun: dry})
 		} else if apierrors.IsNotFound(gerr) {
 			out, err = c.Create(ctx, f.grpc, metav1.CreateOptions{DryRun: dry})
 		} else {
@@ -285,9 +289,10 @@ func dryRun(ctx context.Context, gc gatewayclient.Interface, f gatewayFile) (gat
 		}
 	case f.grant != nil:
 		c := gc.GatewayV1beta1().ReferenceGrants(ns)
-		if live, gerr := c.Get(ctx, name, metav1.GetOptions{}); gerr == nil {
-			live.Spec = f.grant.Spec
-			f.grant, err = c.Update(ctx, live, metav1.UpdateOptions{DryRun: dry})
+		if obj, gerr := c.Get(ctx, name, metav1.GetOptions{}); gerr == nil {
+			live.grants[f.key] = *obj.DeepCopy()
+			obj.Spec = f.grant.Spec
+			f.grant, err = c.Update(ctx, obj, metav1.UpdateOptions{DryRun: dry})
 		} else if apierrors.IsNotFound(gerr) {
 			f.grant, err = c.Create(ctx, f.grant, metav1.CreateOptions{DryRun: dry})
 		} else {
