@@ -42,9 +42,13 @@ func Sink(xdsCluster string) *metricsv3.StatsSink {
 
 // InclusionPatterns are the full stat names of the inclusion list (see
 // inclusion.go), as regular expressions over Envoy's stat names.
+// A stat prefix or a cluster name with a dot in it is not matched: Envoy's
+// tag extraction cuts those at the first dot, so that their figures would
+// not come under their name anyway; and so cluster.NAME.external.… and its
+// like, which count the same requests again, are not matched either.
 var InclusionPatterns = []string{
-	`^http\..+\.downstream_rq_(total|5xx|rx_reset|tx_reset|time)$`,
-	`^cluster\..+\.upstream_(rq_(total|5xx|rx_reset|tx_reset|time)|cx_connect_fail)$`,
+	`^http\.[^.]+\.downstream_rq_(total|5xx|rx_reset|tx_reset|time)$`,
+	`^cluster\.[^.]+\.upstream_(rq_(total|5xx|rx_reset|tx_reset|time)|cx_connect_fail)$`,
 	`^server\.uptime$`,
 }
 

@@ -1,0 +1,413 @@
+package stats
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/service/metrics/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"sigs.k8s.io/yaml"
+
+	fleetid "github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
+)
+
+// A real Envoy, started as a fleet's proxy is (the fleet's bootstrap and
+// container arguments, its client certificate) with the stats sink added
+// to its bootstrap, streams its figures over the xDS cluster to the
+// Receiver, served on the same mutual TLS port as ADS: the requests it
+// served through a listener to a backend that answers 503 are recorded by
+// its node id, listener and cluster, exactly as Envoy counted them, and
+// the step they stand for is aborted by analysis. With the stats matcher,
+// Envoy sends the inclusion list alone; without it, everything it uses,
+// which the Receiver drops.
+func TestRealEnvoyReportsItsOwnFigures(t *testing.T) {
+	bin := realenvoy.Require(t)
+	for _, withMatcher := range []bool{true, false} {
+		t.Run(map[bool]string{true: "stats matcher", false: "all stats"}[withMatcher], func(t *testing.T) {
+			rig := newRig(t)
+			backend := rig.backend503(t)
+			ports, err := realenvoy.FreePorts(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			edge := ports[0]
+			rig.publish(t, "pod-1", edge, backend.port)
+			p := rig.run(t, bin, "pod-1", fleet, withMatcher)
+
+			// Envoy serves the published listener once the backend itself
+			// answers through it; until then, Envoy answers 503 itself.
+			// Every request that was answered counts.
+			ctx := context.Background()
+			var sent, fromBackend int
+			get := func() (string, error) {
+				status, body, err := httpGet(ctx, fmt.Sprintf("http://127.0.0.1:%d/", edge))
+				if err == nil {
+					sent++
+					if status != http.StatusServiceUnavailable {
+						return body, fmt.Errorf("status %d", status)
+					}
+				}
+				return body, err
+			}
+			testenv.Poll(t, 100*time.Millisecond, testenv.Timeout, "Envoy to route to the backend", func() (bool, error) {
+				body, _ := get()
+				return body == backendBody, nil
+			})
+			for range 20 {
+				if body, err := get(); err != nil || body != backendBody {
+					t.Fatalf("through Envoy: %q, %v", body, err)
+				}
+			}
+			fromBackend = int(backend.served.Load())
+
+			// Envoy's own count, through its admin interface, and the
+			// receiver's agree with what was sent.
+			if got, err := p.Stat(ctx, "http.edge.downstream_rq_5xx"); err != nil || got != int64(sent) {
+				t.Fatalf("Envoy counted %d 5xx on edge (%v), want the %d sent", got, err, sent)
+			}
+			var rep Report
+			testenv.Poll(t, 100*time.Millisecond, testenv.Timeout, "the receiver to hold pod-1's requests", func() (bool, error) {
+				rep, _ = rig.r.Report(fleet, "pod-1")
+				e, c := rep.Scopes[ScopeHTTP("edge")], rep.Scopes[ScopeCluster("backend")]
+				return e.Requests >= uint64(sent) && c.Requests >= uint64(fromBackend) && e.Duration.Count() >= uint64(sent), nil
+			})
+			// Flushes after the traffic add nothing.
+			after := rep.Reports
+			testenv.Poll(t, 100*time.Millisecond, testenv.Timeout, "two more flushes of pod-1", func() (bool, error) {
+				rep, _ = rig.r.Report(fleet, "pod-1")
+				return rep.Reports >= after+2, nil
+			})
+			e, c := rep.Scopes[ScopeHTTP("edge")], rep.Scopes[ScopeCluster("backend")]
+			t.Logf("pod-1 reported %d times: edge %d requests, %d 5xx, %d durations, p99 %v ms; backend %d requests, %d 5xx; %d metrics dropped; messages %s",
+				rep.Reports, e.Requests, e.Errors5xx, e.Duration.Count(), p99(e), c.Requests, c.Errors5xx, rep.Dropped, rig.sizes())
+			if e.Requests != uint64(sent) || e.Errors5xx != uint64(sent) || e.Duration.Count() != uint64(sent) {
+				t.Errorf("edge: %d requests, %d 5xx, %d durations; want the %d sent, all 503", e.Requests, e.Errors5xx, e.Duration.Count(), sent)
+			}
+			if c.Requests != uint64(fromBackend) || c.Errors5xx != uint64(fromBackend) || c.ConnectFailures != 0 {
+				t.Errorf("backend: %+v; want the %d requests the backend served, all 503", c, fromBackend)
+			}
+			if !rep.Connected {
+				t.Error("pod-1's stream is not open")
+			}
+			if withMatcher && rep.Dropped != 0 {
+				t.Errorf("with the stats matcher, %d metrics were dropped: Envoy sent more than the inclusion list", rep.Dropped)
+			}
+			if !withMatcher && rep.Dropped == 0 {
+				t.Error("without the stats matcher, nothing was dropped: Envoy sends every stat it used")
+			}
+			// A proxy of the step serving this aborts it, on its own figures.
+			v := analysis.Judge(analysis.Input{
+				Step:    []analysis.Proxy{Window(Report{}, rep, ScopeHTTP("edge"))},
+				Elapsed: time.Second, Bake: time.Minute,
+				Thresholds: analysis.Thresholds{ErrorRatio: analysis.Limit{Max: 0.05}, MinRequests: 10},
+			})
+			if v.Outcome != analysis.Abort || v.Findings[0].Proxy != "pod-1" || v.Findings[0].Metric != analysis.MetricErrorRatio || v.Findings[0].Value != 1 {
+				t.Errorf("verdict %+v, want an abort on pod-1's 5xx ratio of 1", v)
+			}
+		})
+	}
+}
+
+// A real Envoy whose node names another fleet than its certificate's is
+// refused: its stats stream ends, and nothing of it is kept.
+func TestRealEnvoyOfAnotherFleetIsRefused(t *testing.T) {
+	bin := realenvoy.Require(t)
+	rig := newRig(t)
+	rig.run(t, bin, "pod-1", "ns/other", true)
+	testenv.Poll(t, 100*time.Millisecond, testenv.Timeout, "the receiver to refuse the proxy", func() (bool, error) {
+		return rig.r.Refused(RefusedIdentity) >= 2, nil
+	})
+	for _, f := range []string{"ns/other", fleet} {
+		if _, ok := rig.r.Report(f, "pod-1"); ok {
+			t.Errorf("%s/pod-1 has figures", f)
+		}
+	}
+	if n := rig.r.Proxies(); n != 0 {
+		t.Errorf("the receiver keeps %d proxies, want none", n)
+	}
+}
+
+func p99(f analysis.Figures) string {
+	q, ok := f.Duration.Quantile(0.99)
+	if !ok {
+		return "none"
+	}
+	return fmt.Sprintf("%.2f", q)
+}
+
+// rig is an xDS port as the operator's: ADS (from a snapshot cache) and
+// the Receiver, on one gRPC server over mutual TLS, with the xDS CA.
+type rig struct {
+	a     pki.Authority
+	r     *Receiver
+	addr  string
+	cache cachev3.SnapshotCache
+
+	// What the stats streams carried: the first message of each (which
+	// names the node, with Envoy's build and extensions), and the others.
+	mu                    sync.Mutex
+	firsts, firstBytes    int
+	messages, bytes       int
+	families, maxFamilies int
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	g := &rig{a: newAuthority(t), cache: cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil)}
+	g.r = New(Options{TrustDomain: testPKI.TrustDomain})
+	leaf, err := pki.IssueServer(g.a, []string{"localhost", "127.0.0.1"}, time.Now(), testPKI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(leaf.Cert, leaf.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{pair},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: g.a.Pool(), NextProtos: []string{"h2"}}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)), grpc.StreamInterceptor(g.measure))
+	ctx, cancel := context.WithCancel(context.Background())
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(s, serverv3.NewServer(ctx, g.cache, nil))
+	g.r.Register(s)
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(func() { cancel(); s.Stop() })
+	g.addr = lis.Addr().String()
+	return g
+}
+
+// measure counts the stats messages, their size and metric families.
+func (g *rig) measure(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if !strings.HasPrefix(info.FullMethod, "/envoy.service.metrics.") {
+		return handler(srv, ss)
+	}
+	return handler(srv, &measured{ServerStream: ss, g: g})
+}
+
+type measured struct {
+	grpc.ServerStream
+	g    *rig
+	seen bool
+}
+
+func (m *measured) RecvMsg(v any) error {
+	err := m.ServerStream.RecvMsg(v)
+	if msg, ok := v.(*metricsv3.StreamMetricsMessage); ok && err == nil {
+		m.g.mu.Lock()
+		if !m.seen {
+			m.seen = true
+			m.g.firsts++
+			m.g.firstBytes += proto.Size(msg)
+		} else {
+			m.g.messages++
+			m.g.bytes += proto.Size(msg)
+			m.g.families += len(msg.GetEnvoyMetrics())
+			m.g.maxFamilies = max(m.g.maxFamilies, len(msg.GetEnvoyMetrics()))
+		}
+		m.g.mu.Unlock()
+	}
+	return err
+}
+
+func (g *rig) sizes() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.messages == 0 || g.firsts == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("first of a stream %d bytes; then %d of %d bytes and %d metric families on average, %d at most",
+		g.firstBytes/g.firsts, g.messages, g.bytes/g.messages, g.families/g.messages, g.maxFamilies)
+}
+
+// backend is a Go HTTP server that answers every request 503.
+type backend struct {
+	port   uint32
+	served atomic.Int64
+}
+
+const backendBody = "backend says 503"
+
+func (g *rig) backend503(t *testing.T) *backend {
+	t.Helper()
+	b := &backend{}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		b.served.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, backendBody)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	b.port = uint32(lis.Addr().(*net.TCPAddr).Port)
+	return b
+}
+
+// publish serves node, over ADS, a listener edge on 127.0.0.1:port (stat
+// prefix edge) that routes everything to cluster backend, on
+// 127.0.0.1:backendPort.
+func (g *rig) publish(t *testing.T, node string, port, backendPort uint32) {
+	t.Helper()
+	address := func(port uint32) *corev3.Address {
+		return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}}}}
+	}
+	hcm := &hcmv3.HttpConnectionManager{
+		StatPrefix: "edge",
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
+			Name: "edge",
+			VirtualHosts: []*routev3.VirtualHost{{Name: "all", Domains: []string{"*"}, Routes: []*routev3.Route{{
+				Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+				Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+					ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "backend"}}},
+			}}}},
+		}},
+		HttpFilters: []*hcmv3.HttpFilter{{Name: "envoy.filters.http.router",
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerv3.Router{})}}},
+	}
+	resources := map[string][]types.Resource{
+		resourcev3.ListenerType: {&listenerv3.Listener{Name: "edge", Address: address(port),
+			FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{Name: "envoy.filters.network.http_connection_manager",
+				ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(hcm)}}}}}}},
+		resourcev3.ClusterType: {&clusterv3.Cluster{Name: "backend", ConnectTimeout: durationpb.New(time.Second),
+			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+			LoadAssignment: &endpointv3.ClusterLoadAssignment{ClusterName: "backend", Endpoints: []*endpointv3.LocalityLbEndpoints{{
+				LbEndpoints: []*endpointv3.LbEndpoint{{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: address(backendPort)}}}}}}}}},
+	}
+	snap, err := cachev3.NewSnapshot("1", resources)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.cache.SetSnapshot(context.Background(), node, snap); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run starts Envoy as pod node of fleetName, from the fleet's bootstrap
+// (mutual TLS to the rig, with a client certificate of fleet ns/edge) with
+// the stats sink added (flushed every second; with the stats matcher when
+// withMatcher), and its container's arguments. Envoy is stopped when the
+// test ends.
+func (g *rig) run(t *testing.T, bin, node, fleetName string, withMatcher bool) *realenvoy.Process {
+	t.Helper()
+	xds := proxy.XDSServer{ClusterName: "xds_cluster", Host: "localhost", Port: 1, MutualTLS: true}
+	b := proxy.Bootstrap(xds, proxy.Overload{})
+	matcher := Matcher()
+	if !withMatcher {
+		matcher = nil
+	}
+	if err := AddSink(b, xds.ClusterName, time.Second, matcher); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{proxy.BootstrapPath: toYAML(t, b)}
+	for name, resp := range proxy.SDSFiles(xds) {
+		files[path.Join(proxy.BootstrapDir, name)] = toYAML(t, resp)
+	}
+	leaf, err := pki.IssueClient(g.a, fleetid.ID{Namespace: "ns", Name: "edge"}, time.Now(), testPKI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files[path.Join(proxy.ClientCertDir, proxy.ClientCertFile)] = leaf.Cert
+	files[path.Join(proxy.ClientCertDir, proxy.ClientKeyFile)] = leaf.Key
+	files[path.Join(proxy.ClientCertDir, proxy.TrustedCAFile)] = g.a.Bundle()
+	var args []string
+	for _, a := range proxy.Container(proxy.ContainerOptions{FleetID: fleetName, LogLevel: "warn", XDS: xds}).Args {
+		args = append(args, strings.ReplaceAll(a, "$(POD_NAME)", node))
+	}
+	log := &syncBuffer{}
+	p, err := realenvoy.Run(bin, realenvoy.Proxy{Pod: node, Args: args, Files: files}, t.TempDir(), g.addr, false, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop(5 * time.Second)
+		if t.Failed() {
+			t.Logf("Envoy's log:\n%s", log.String())
+		}
+	})
+	return p
+}
+
+func toYAML(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := yaml.JSONToYAML(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return y
+}
+
+func httpGet(ctx context.Context, url string) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// syncBuffer is Envoy's log.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
