@@ -73,14 +73,14 @@ func TestJudge(t *testing.T) {
 			want: Abort, first: &Finding{Proxy: "pod-a", Scope: "http:edge", Metric: MetricErrorRatio}, value: 0.04, threshold: 0.02,
 		},
 		{
-			name: "baseline without errors: below the floor, no abort",
-			step: []Proxy{proxy("pod-a", one("http:edge", served(1000, 5, 3)))},
+			name:     "baseline without errors: below the floor, no abort",
+			step:     []Proxy{proxy("pod-a", one("http:edge", served(1000, 5, 3)))},
 			baseline: []Proxy{proxy("base-1", one("http:edge", served(1000, 0, 3)))}, elapsed: bake,
 			want: Pass,
 		},
 		{
-			name: "baseline with too little traffic: only the ceiling applies",
-			step: []Proxy{proxy("pod-a", one("http:edge", served(1000, 40, 3)))},
+			name:     "baseline with too little traffic: only the ceiling applies",
+			step:     []Proxy{proxy("pod-a", one("http:edge", served(1000, 40, 3)))},
 			baseline: []Proxy{proxy("base-1", one("http:edge", served(10, 0, 3)))}, elapsed: bake,
 			want: Pass,
 		},
@@ -105,8 +105,8 @@ func TestJudge(t *testing.T) {
 			want: Wait, first: &Finding{Proxy: "pod-a", Metric: MetricRequests}, value: 0, threshold: 50,
 		},
 		{
-			name: "p99 above twice the baseline's",
-			step: []Proxy{proxy("pod-a", one("http:edge", served(200, 0, 900)))},
+			name:     "p99 above twice the baseline's",
+			step:     []Proxy{proxy("pod-a", one("http:edge", served(200, 0, 900)))},
 			baseline: []Proxy{proxy("base-1", one("http:edge", served(1000, 0, 200)))}, elapsed: bake,
 			// 900 ms is in the bucket (500, 1000]: 99 % of it is 995; the
 			// baseline's 200 ms in (100, 250]: 248.5, twice 497.
@@ -144,7 +144,7 @@ func TestJudge(t *testing.T) {
 			want: Abort, first: &Finding{Proxy: "pod-c", Scope: "http:edge", Metric: MetricErrorRatio}, value: 0.5, threshold: 0.05,
 		},
 		{
-			name: "no proxy in the step: wait",
+			name:     "no proxy in the step: wait",
 			baseline: healthyBase, elapsed: bake,
 			want: Wait, first: &Finding{Metric: MetricReports},
 		},
