@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -278,6 +279,55 @@ func TestPlanGatewayChanges(t *testing.T) {
 		}
 	})
 
+	t.Run("a new GRPCRoute: its route, and its backend's cluster speaks HTTP/2", func(t *testing.T) {
+		r := gatewayPlan(t, live, `apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: api}
+spec:
+  parentRefs: [{name: edge}]
+  rules:
+  - matches: [{method: {service: shop.Cart, method: Add}}]
+    backendRefs: [{name: web, port: 80}]
+`)
+		var b bytes.Buffer
+		if err := printDiff(&b, outputText, r); err != nil {
+			t.Fatal(err)
+		}
+		if out := b.String(); !r.changed() || !strings.Contains(out, "routes[name=GRPCRoute/team/api/rule/0/match/0]") ||
+			!strings.Contains(out, "  clusters: 1 changed\n    ~ team/edge/team/web/80\n        + typed_extension_protocol_options: ") || !strings.Contains(out, "http2_protocol_options") {
+			t.Errorf("%s", out)
+		}
+	})
+
+	t.Run("a ReferenceGrant lets a route reach a Service of another namespace", func(t *testing.T) {
+		g := live
+		g.httpRoutes = map[types.NamespacedName]gwv1.HTTPRoute{}
+		rt := live.httpRoutes[types.NamespacedName{Namespace: "team", Name: "web"}]
+		rt = *rt.DeepCopy()
+		rt.Spec.Rules[0].BackendRefs[0].Namespace = ptrTo(gwv1.Namespace("infra"))
+		g.httpRoutes[types.NamespacedName{Namespace: "team", Name: "web"}] = rt
+		g.services = maps.Clone(live.services)
+		g.services[types.NamespacedName{Namespace: "infra", Name: "web"}] = corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "web"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+		grant := `apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: from-team, namespace: infra}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: team}]
+  to: [{group: "", kind: Service}]
+`
+		r := gatewayPlan(t, g, grant)
+		var b bytes.Buffer
+		if err := printDiff(&b, outputText, r); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		if !r.changed() || len(r.Fleets) != 2 || !strings.Contains(out, "fleet team/edge: ") || !strings.Contains(out, "  clusters: 1 added\n") ||
+			!strings.Contains(out, `.direct_response: {"status":500}`) {
+			t.Errorf("%s", out)
+		}
+	})
+
 	t.Run("a route to a Gateway of another controller changes nothing served", func(t *testing.T) {
 		r := gatewayPlan(t, live, strings.NewReplacer("name: web}", "name: x}", "{name: edge}", "{name: theirs}").Replace(webRoute))
 		if r.changed() || len(r.Fleets) != 1 || r.Fleets[0].Fleet != "team/theirs" ||
@@ -298,3 +348,5 @@ func TestPlanGatewayChanges(t *testing.T) {
 		}
 	})
 }
+
+func ptrTo[T any](v T) *T { return &v }
