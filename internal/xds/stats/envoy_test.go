@@ -118,6 +118,9 @@ func TestRealEnvoyReportsItsOwnFigures(t *testing.T) {
 			if c.Requests != uint64(fromBackend) || c.Errors5xx != uint64(fromBackend) || c.ConnectFailures != 0 {
 				t.Errorf("backend: %+v; want the %d requests the backend served, all 503", c, fromBackend)
 			}
+			if cx, err := p.Stat(ctx, "cluster.xds_cluster.upstream_cx_total"); err == nil {
+				t.Logf("Envoy opened %d connection(s) to the xDS cluster, for ADS and the stats stream", cx)
+			}
 			if !rep.Connected {
 				t.Error("pod-1's stream is not open")
 			}
@@ -149,6 +152,9 @@ func TestRealEnvoyOfAnotherFleetIsRefused(t *testing.T) {
 	testenv.Poll(t, 100*time.Millisecond, testenv.Timeout, "the receiver to refuse the proxy", func() (bool, error) {
 		return rig.r.Refused(RefusedIdentity) >= 2, nil
 	})
+	if n := rig.r.Refused(RefusedCertificate); n != 0 {
+		t.Errorf("%d streams refused for their certificate, want none: the certificate is valid, the node is not its fleet's", n)
+	}
 	for _, f := range []string{"ns/other", fleet} {
 		if _, ok := rig.r.Report(f, "pod-1"); ok {
 			t.Errorf("%s/pod-1 has figures", f)

@@ -138,6 +138,10 @@ func (r *Receiver) Register(s *grpc.Server) { metricsv3.RegisterMetricsServiceSe
 
 // Reasons a stream is refused, as Refused counts them.
 const (
+	// RefusedCertificate: no verified client certificate of a fleet.
+	RefusedCertificate = "certificate"
+	// RefusedIdentity: the node is missing, or not of the certificate's
+	// fleet, or another than the stream's.
 	RefusedIdentity = "identity"
 	RefusedStreams  = "streams"
 	RefusedProxies  = "proxies"
@@ -185,7 +189,7 @@ func certifiedFleet(ctx context.Context, trustDomain string) (string, error) {
 func (r *Receiver) StreamMetrics(s metricsv3.MetricsService_StreamMetricsServer) error {
 	certFleet, err := certifiedFleet(s.Context(), r.o.TrustDomain)
 	if err != nil {
-		return r.refuse(RefusedIdentity, status.Error(codes.PermissionDenied, err.Error()))
+		return r.refuse(RefusedCertificate, status.Error(codes.PermissionDenied, err.Error()))
 	}
 	r.mu.Lock()
 	if r.streams >= r.o.MaxStreams {

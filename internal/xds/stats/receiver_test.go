@@ -281,6 +281,15 @@ func TestReceiverAuthenticatesAsADS(t *testing.T) {
 	if _, ok := r.Report(fleet, "pod-9"); ok {
 		t.Error("an unverified client's figures were kept")
 	}
+
+	// A receiver that expects certificates, reached without TLS (a
+	// misconfigured server), refuses every stream.
+	bare := New(Options{TrustDomain: testPKI.TrustDomain})
+	c := dial(t, serve(t, bare), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	wantCode(t, "without TLS", ended(open(t, c), &metricsv3.StreamMetricsMessage{Identifier: node("pod-1", fleet), EnvoyMetrics: flush(1, 1)}), codes.PermissionDenied)
+	if bare.Refused(RefusedCertificate) != 1 || bare.Proxies() != 0 {
+		t.Errorf("refused %d for their certificate, keeps %d proxies; want 1 and none", bare.Refused(RefusedCertificate), bare.Proxies())
+	}
 }
 
 // Only the inclusion list is kept: other metrics, other labels, other
