@@ -58,9 +58,11 @@ type Options struct {
 	Now func() time.Time
 }
 
-// DefaultOptions bound a Receiver for fleets of thousands of proxies: a
-// proxy's record is at most MaxScopes × (4 counters + 20 buckets) × 8 bytes,
-// about 6 KiB.
+// DefaultOptions bound a Receiver for fleets of thousands of proxies. A
+// proxy's record holds at most MaxScopes scopes of 4 counters and 20
+// buckets (192 bytes each: 6 KiB at 32) and their names (at most 256
+// bytes each); a proxy has a scope per listener and per cluster it serves
+// through, a few as a rule.
 var DefaultOptions = Options{MaxStreams: 10000, MaxProxies: 10000, MaxScopes: 32}
 
 // maxNodeID bounds a node id (a pod's name is never longer), and
@@ -350,10 +352,14 @@ func (r *Receiver) Proxies() int {
 // Window returns a proxy's figures between two of its Reports, start taken
 // when a step began and end now, in the scopes named (all of them when
 // none is): what analysis.Judge takes. The proxy reported in the window
-// when a message came after start; a proxy without a start Report (not
-// heard of yet) is measured from nothing.
+// when a message came after start. A proxy without a start Report (not
+// heard of yet), or whose record was made again since (forgotten or
+// evicted in between), is measured from nothing.
 func Window(start, end Report, scopes ...string) analysis.Proxy {
-	p := analysis.Proxy{Node: end.Node, Reported: end.Reports > start.Reports || end.Reports > 0 && !end.First.Equal(start.First), Scopes: map[string]analysis.Figures{}}
+	if !end.First.Equal(start.First) {
+		start = Report{}
+	}
+	p := analysis.Proxy{Node: end.Node, Reported: end.Reports > start.Reports, Scopes: map[string]analysis.Figures{}}
 	if len(scopes) == 0 {
 		for s := range end.Scopes {
 			scopes = append(scopes, s)

@@ -435,6 +435,11 @@ func TestWindow(t *testing.T) {
 	if w := Window(end, end); w.Reported {
 		t.Error("a proxy that sent nothing since the start reported")
 	}
+	// A record made again since the start: measured from nothing.
+	again := Report{Key: end.Key, Reports: 1, First: time.Unix(100, 0), Scopes: map[string]analysis.Figures{e: {Requests: 3}}}
+	if w := Window(start, again, e); !w.Reported || w.Scopes[e].Requests != 3 {
+		t.Errorf("window over a record made again: %+v, want reported, 3 requests", w)
+	}
 }
 
 func waitFor(t testing.TB, what string, cond func() bool) {
