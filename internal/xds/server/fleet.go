@@ -2,6 +2,7 @@ package server
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
@@ -11,8 +12,8 @@ import (
 // fleetRecord is what the server knows of one fleet, in one record: its
 // publication (the version served, each type's version in it and in the
 // versions before it, the previous revision while one rolls out) and its
-// streams, with how many of them stand where with the version served. The
-// Tracker holds the records, under its lock, so that a publication, a
+// streams, with how many of them stand where with the version served. Its
+// lock guards it and its streams' records, so that a publication, a
 // proxy's answer and a report each see a fleet whole. A record lives while
 // its fleet is published or has streams.
 //
@@ -21,6 +22,9 @@ import (
 // server publishes to the record first and then to the cache, under the
 // fleet's publication lock (Server.publicationLock).
 type fleetRecord struct {
+	mu sync.Mutex
+	// gone is set when the record left the Tracker: who holds it looks again.
+	gone bool
 	name string
 	// published is set while the fleet is published (until Forget):
 	// version is then its version, content a hash of its types' versions,
@@ -51,20 +55,56 @@ type fleetRecord struct {
 // rejected is forgotten first (forgetVersion); the published one never.
 const maxVersions = 64
 
-// fleetLocked returns the record of fleet name, made if there is none.
-func (t *Tracker) fleetLocked(name string) *fleetRecord {
-	f := t.fleets[name]
-	if f == nil {
-		f = &fleetRecord{name: name, streams: map[int64]*stream{}}
-		t.fleets[name] = f
+// lockFleet returns the record of fleet name, locked, made if there is none.
+func (t *Tracker) lockFleet(name string) *fleetRecord {
+	for {
+		v, ok := t.fleets.Load(name)
+		if !ok {
+			v, _ = t.fleets.LoadOrStore(name, &fleetRecord{name: name, streams: map[int64]*stream{}})
+		}
+		f := v.(*fleetRecord)
+		f.mu.Lock()
+		if !f.gone {
+			return f
+		}
+		f.mu.Unlock()
 	}
-	return f
 }
 
-// dropLocked forgets a record with nothing left in it.
+// lockedFleet returns the record of fleet name, locked, or nil when there
+// is none.
+func (t *Tracker) lockedFleet(name string) *fleetRecord {
+	for {
+		v, ok := t.fleets.Load(name)
+		if !ok {
+			return nil
+		}
+		f := v.(*fleetRecord)
+		f.mu.Lock()
+		if !f.gone {
+			return f
+		}
+		f.mu.Unlock()
+	}
+}
+
+// eachFleet calls do with each fleet's record, locked.
+func (t *Tracker) eachFleet(do func(f *fleetRecord)) {
+	t.fleets.Range(func(_, v any) bool {
+		f := v.(*fleetRecord)
+		f.mu.Lock()
+		if !f.gone {
+			do(f)
+		}
+		f.mu.Unlock()
+		return true
+	})
+}
+
+// dropLocked forgets a record with nothing left in it; its lock is held.
 func (t *Tracker) dropLocked(f *fleetRecord) {
-	if !f.published && len(f.streams) == 0 && t.fleets[f.name] == f {
-		delete(t.fleets, f.name)
+	if !f.published && len(f.streams) == 0 && t.fleets.CompareAndDelete(f.name, f) {
+		f.gone = true
 	}
 }
 
@@ -89,10 +129,9 @@ func (t *Tracker) publish(name, version string, typeVersions map[string]string, 
 	if previous != "" {
 		previousKey = contentOf(previousTypes) + " " + rollout
 	}
-	t.mu.Lock()
-	f := t.fleetLocked(name)
+	f := t.lockFleet(name)
 	if f.published && f.version == version && f.content == content && f.previousKey == previousKey {
-		t.mu.Unlock()
+		f.mu.Unlock()
 		return false
 	}
 	f.previous, f.previousKey = previous, previousKey
@@ -113,7 +152,7 @@ func (t *Tracker) publish(name, version string, typeVersions map[string]string, 
 	// connected before the fleet was published count from now on.
 	f.rejudgeAll()
 	t.changedLocked(f)
-	t.mu.Unlock()
+	f.mu.Unlock()
 	t.signal()
 	return true
 }
@@ -128,18 +167,21 @@ func (t *Tracker) Published(fleet, version string, typeVersions map[string]strin
 // Forget drops what the tracker knows of a fleet's publications, and the
 // fleet's metric series: it is no longer published.
 func (t *Tracker) Forget(name string) {
-	t.mu.Lock()
-	f := t.fleets[name]
+	f := t.lockedFleet(name)
 	known := f != nil && f.published
 	if f != nil {
 		f.published, f.version, f.content, f.at, f.allAck = false, "", "", time.Time{}, false
 		f.previous, f.previousKey, f.typeVersions, f.versions = "", "", nil, nil
 		t.dropLocked(f)
 	}
+	// Under the fleet's lock, if it has a record, so that no change of its
+	// proxies makes its series again.
 	for _, m := range []interface{ DeleteLabelValues(...string) bool }{metricConnected, metricPushes, metricAcks, metricNacks} {
 		m.DeleteLabelValues(name)
 	}
-	t.mu.Unlock()
+	if f != nil {
+		f.mu.Unlock()
+	}
 	if known {
 		t.signal()
 	}
@@ -147,32 +189,33 @@ func (t *Tracker) Forget(name string) {
 
 // Version returns the version fleet is published at, or "".
 func (t *Tracker) Version(name string) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if f := t.fleets[name]; f != nil {
-		return f.version
+	f := t.lockedFleet(name)
+	if f == nil {
+		return ""
 	}
-	return ""
+	defer f.mu.Unlock()
+	return f.version
 }
 
 // Rolling reports whether a revision of fleet rolls out.
 func (t *Tracker) Rolling(name string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	f := t.fleets[name]
-	return f != nil && f.previous != ""
+	f := t.lockedFleet(name)
+	if f == nil {
+		return false
+	}
+	defer f.mu.Unlock()
+	return f.previous != ""
 }
 
 // report returns, of one look at fleet name's record, its version, how its
 // proxies stand with it, and, while a revision rolls out, what each
 // answered (Answers).
 func (t *Tracker) report(name string) (string, ProxyCounts, map[string]publish.ProxyAnswer) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	f := t.fleets[name]
+	f := t.lockedFleet(name)
 	if f == nil {
 		return "", ProxyCounts{}, nil
 	}
+	defer f.mu.Unlock()
 	var answers map[string]publish.ProxyAnswer
 	if f.previous != "" {
 		answers = f.answers()

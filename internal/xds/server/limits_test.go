@@ -278,16 +278,15 @@ func TestStreamStateIsBounded(t *testing.T) {
 		}
 	}
 	tr := s.Tracker()
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
 	// A record keeps one response of each type served, in an array, and
 	// the names of at most maxUnservedTypes others.
-	if len(tr.streams) != 1 {
-		t.Errorf("%d stream records for one stream", len(tr.streams))
+	streams := streamsOf(tr)
+	if len(streams) != 1 {
+		t.Errorf("%d stream records for one stream", len(streams))
 	}
-	for id, st := range tr.streams {
+	for _, st := range streams {
 		if n := len(st.unserved); n > maxUnservedTypes {
-			t.Errorf("stream %d: %d types not served remembered after %d rounds", id, n, rounds)
+			t.Errorf("stream %d: %d types not served remembered after %d rounds", st.id, n, rounds)
 		}
 	}
 }

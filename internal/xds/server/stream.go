@@ -8,8 +8,10 @@ import (
 
 // stream is what the server knows of one ADS stream, in one record: made
 // when the stream opens, under one id (a delta stream's is negative, see
-// deltaStream), and dropped when it closes. The Tracker holds the records,
-// under its lock. A record holds who is on the stream (identity.go), the
+// deltaStream), and dropped when it closes. The Tracker holds the records.
+// go-control-plane calls a stream's callbacks one at a time, so that only
+// they write its record; once the stream joined its fleet's record, they
+// do it under the fleet's lock, which readers take. A record holds who is on the stream (identity.go), the
 // types it asked for that are not served (unserved.go) and, for each type
 // served, what the stream was last sent and how its proxy answered, from
 // which its standing with its fleet's version follows (tracker.go).
@@ -30,9 +32,9 @@ type stream struct {
 	// request, seen once it came.
 	fleet, node string
 	seen        bool
-	// counted is set once the stream asked for a type served: it is then
-	// one of its fleet's streams (fleetRecord), until it closes.
-	counted bool
+	// record is set once the stream asked for a type served: the stream
+	// is then one of the streams of that fleet's record, until it closes.
+	record *fleetRecord
 	// unserved are the types not served that the stream asked for, at most
 	// maxUnservedTypes.
 	unserved []string

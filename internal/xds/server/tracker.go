@@ -17,13 +17,19 @@ import (
 
 // Tracker holds the record of every stream (stream): who is on it, what
 // was sent to it, and what it accepted (ACK) or rejected (NACK), for state of
-// the world and delta streams alike, and it keeps each fleet's counts over
-// them. It implements go-control-plane's server callbacks; the server's
-// guard is in front of it. Changed is signalled, outside the lock, whenever
-// a fleet's proxies change state. A request takes its lock once.
+// the world and delta streams alike, and the record of every fleet
+// (fleetRecord): its publication, and its streams with their counts. It
+// implements go-control-plane's server callbacks; the server's guard is in
+// front of it. Changed is signalled, outside any lock, whenever a fleet's
+// proxies change state.
 //
-// It also holds each fleet's record (fleetRecord): its publication, and its
-// streams' counts. A stream may claim any fleet. Only fleets that are
+// Each fleet's record has a lock of its own, which guards it and its
+// streams' records: a request takes its fleet's lock once, and nothing of
+// another fleet waits for it. Records are found without a lock. A stream's
+// record is written by the stream's callbacks alone, which go-control-plane
+// calls one at a time, and, once the stream joined its fleet (its first
+// request of a type served), under the fleet's lock. A stream may claim any
+// fleet. Only fleets that are
 // published (publish, until Forget) are counted, reported, notified and
 // have metric series: a stream of another fleet is only remembered until it
 // closes, and counts once its fleet is published.
@@ -33,11 +39,11 @@ import (
 // each fleet's counts follow it. Only a publication judges every proxy of
 // its fleet again.
 type Tracker struct {
-	mu      sync.Mutex
-	streams map[int64]*stream
-	// fleets holds each fleet's record, while it is published or has
-	// counted streams.
-	fleets map[string]*fleetRecord
+	// streams holds each open stream's record (*stream), by id.
+	streams sync.Map
+	// fleets holds each fleet's record (*fleetRecord), by name, while the
+	// fleet is published or has streams.
+	fleets sync.Map
 	// changed holds a signal while a change is not yet taken (Changed).
 	changed chan struct{}
 	now     func() time.Time
@@ -58,7 +64,7 @@ type rejection struct{ typeURL, detail string }
 
 // NewTracker returns a Tracker that follows no stream yet.
 func NewTracker() *Tracker {
-	return &Tracker{streams: map[int64]*stream{}, fleets: map[string]*fleetRecord{}, changed: make(chan struct{}, 1), now: time.Now}
+	return &Tracker{changed: make(chan struct{}, 1), now: time.Now}
 }
 
 // Changed is signalled when a fleet's proxies connect, disconnect, ACK or
@@ -88,22 +94,22 @@ type ProxyCounts struct {
 // Counts returns how the fleet's connected proxies stand with version: a
 // proxy acked it when every type it asked for was accepted at that version.
 func (t *Tracker) Counts(fleet, version string) ProxyCounts {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.countsLocked(fleet, version)
-}
-
-func (t *Tracker) countsLocked(fleet, version string) ProxyCounts {
-	f := t.fleets[fleet]
+	f := t.lockedFleet(fleet)
 	if f == nil {
 		return ProxyCounts{}
 	}
+	defer f.mu.Unlock()
 	return f.counts(version)
 }
 
 // labels returns, for a fleet's version, each type's version in it.
 func (t *Tracker) labels(fleet, version string) func(typ string) string {
-	return t.fleets[fleet].labels(version)
+	f := t.lockedFleet(fleet)
+	if f == nil {
+		return (*fleetRecord)(nil).labels(version)
+	}
+	defer f.mu.Unlock()
+	return f.labels(version)
 }
 
 // judge returns where a proxy stands with the version whose types label
@@ -151,51 +157,46 @@ func (s *stream) asks() bool {
 // type it asked for, and the published version if it rejected it. The
 // leader decides a rollout's steps from them (publish.StepRollout).
 func (t *Tracker) Answers(fleet string) map[string]publish.ProxyAnswer {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	f := t.fleets[fleet]
+	f := t.lockedFleet(fleet)
 	if f == nil {
 		return nil
 	}
+	defer f.mu.Unlock()
 	return f.answers()
-}
-
-// knownLocked reports whether fleet is published.
-func (t *Tracker) knownLocked(fleet string) bool {
-	f := t.fleets[fleet]
-	return f != nil && f.published
 }
 
 // open records a stream that opens, of the fleet its client certificate
 // names ("" in plaintext).
 func (t *Tracker) open(id int64, certFleet string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	now := t.now()
-	t.streams[id] = &stream{id: id, certFleet: certFleet, since: now, lastSeen: now}
+	t.streams.Store(id, &stream{id: id, certFleet: certFleet, since: now, lastSeen: now})
+}
+
+// streamOf returns stream id's record, or nil.
+func (t *Tracker) streamOf(id int64) *stream {
+	v, _ := t.streams.Load(id)
+	s, _ := v.(*stream)
+	return s
 }
 
 func (t *Tracker) closed(id int64) {
-	t.mu.Lock()
-	s, ok := t.streams[id]
+	v, ok := t.streams.LoadAndDelete(id)
 	if !ok {
-		t.mu.Unlock()
 		return
 	}
-	delete(t.streams, id)
-	f := t.fleets[s.fleet]
-	if s.counted && f != nil {
-		f.leave(s)
-		delete(f.streams, id)
+	f := v.(*stream).record
+	if f == nil {
+		return
 	}
-	known := f != nil && f.published
+	f.mu.Lock()
+	f.leave(v.(*stream))
+	delete(f.streams, id)
+	known := f.published
 	if known {
 		t.changedLocked(f)
 	}
-	if f != nil {
-		t.dropLocked(f)
-	}
-	t.mu.Unlock()
+	t.dropLocked(f)
+	f.mu.Unlock()
 	if known {
 		t.signal()
 	}
@@ -214,20 +215,19 @@ type admission struct {
 	node, fleet string
 }
 
-// request admits and records a request of a stream, in one step under the
-// lock: its node, which must be who the stream is (identity.go); a type
+// request admits and records a request of a stream, in one step under its
+// fleet's lock: its node, which must be who the stream is (identity.go); a type
 // not served, which it only counts (unserved.go); or a type served: that
 // the proxy asks for it, and an ACK or NACK of the response named by nonce
 // (version is "" for delta, whose answers carry none).
 func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version string, errorDetail string, isNack bool, names int) (admission, error) {
-	t.mu.Lock()
-	s, ok := t.streams[id]
-	if !ok {
-		t.mu.Unlock()
+	s := t.streamOf(id)
+	if s == nil {
 		return admission{}, errUnknownStream
 	}
+	// Who is on the stream, and the types not served it asked for, only
+	// the stream's callbacks read and write.
 	if err := s.admit(node); err != nil {
-		t.mu.Unlock()
 		return admission{}, err
 	}
 	a := admission{node: s.node, fleet: s.fleet}
@@ -236,14 +236,16 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 		var err error
 		a.unserved = true
 		a.first, err = s.askUnserved(typeURL)
-		t.mu.Unlock()
 		return a, err
 	}
-	joined := !s.counted
-	f := t.fleetLocked(s.fleet)
+	f := s.record
+	joined := f == nil
 	if joined {
-		s.counted = true
+		f = t.lockFleet(s.fleet)
+		s.record = f
 		f.streams[id] = s
+	} else {
+		f.mu.Lock() // a record with streams stays
 	}
 	s.lastSeen = t.now()
 	ty := &s.types[kind]
@@ -287,7 +289,7 @@ func (t *Tracker) request(id int64, node *corev3.Node, typeURL, nonce, version s
 	if changed {
 		t.changedLocked(f)
 	}
-	t.mu.Unlock()
+	f.mu.Unlock()
 	if changed && known {
 		t.signal()
 	}
@@ -299,11 +301,17 @@ func (t *Tracker) response(id int64, typeURL, nonce, version string) {
 	if kind < 0 {
 		return
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if s, ok := t.streams[id]; ok {
-		s.types[kind].sent = sent{nonce: nonce, version: version}
+	s := t.streamOf(id)
+	if s == nil {
+		return
 	}
+	// Before its first request of a type served, nothing but the stream's
+	// callbacks reads its record.
+	if f := s.record; f != nil {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+	}
+	s.types[kind].sent = sent{nonce: nonce, version: version}
 }
 
 // OnStreamOpen implements sotw.Callbacks.
@@ -373,14 +381,12 @@ func (t *Tracker) OnFetchResponse(*discoveryv3.DiscoveryRequest, *discoveryv3.Di
 
 // Fleets returns the published fleets that have a connected proxy.
 func (t *Tracker) Fleets() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	var out []string
-	for name, f := range t.fleets {
+	t.eachFleet(func(f *fleetRecord) {
 		if f.published && len(f.streams) > 0 {
-			out = append(out, name)
+			out = append(out, f.name)
 		}
-	}
+	})
 	sort.Strings(out)
 	return out
 }
@@ -410,14 +416,30 @@ type TypeState struct {
 type NACK struct{ Version, Detail string }
 
 // Proxies returns the state of every proxy of a published fleet, by fleet
-// and node id. It copies under the lock and does nothing else there.
+// and node id. It copies under each fleet's lock and does nothing else
+// there.
 func (t *Tracker) Proxies() []ProxyState {
-	t.mu.Lock()
-	out := make([]ProxyState, 0, len(t.streams))
-	for _, s := range t.streams {
-		if !s.counted || !t.knownLocked(s.fleet) {
-			continue
+	var out []ProxyState
+	t.eachFleet(func(f *fleetRecord) {
+		if f.published {
+			out = f.proxies(out)
 		}
+	})
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Fleet != out[j].Fleet {
+			return out[i].Fleet < out[j].Fleet
+		}
+		if out[i].Node != out[j].Node {
+			return out[i].Node < out[j].Node
+		}
+		return out[i].Since.Before(out[j].Since)
+	})
+	return out
+}
+
+// proxies appends the state of each of the fleet's streams to out.
+func (f *fleetRecord) proxies(out []ProxyState) []ProxyState {
+	for _, s := range f.streams {
 		p := ProxyState{Node: s.node, Fleet: s.fleet, Since: s.since, LastSeen: s.lastSeen, Types: map[string]TypeState{}}
 		for i := range s.types {
 			ty := &s.types[i]
@@ -432,15 +454,5 @@ func (t *Tracker) Proxies() []ProxyState {
 		}
 		out = append(out, p)
 	}
-	t.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Fleet != out[j].Fleet {
-			return out[i].Fleet < out[j].Fleet
-		}
-		if out[i].Node != out[j].Node {
-			return out[i].Node < out[j].Node
-		}
-		return out[i].Since.Before(out[j].Since)
-	})
 	return out
 }

@@ -65,8 +65,8 @@ func TestTrackerProxies(t *testing.T) {
 func recount(t *Tracker, fleet, version string) (c ProxyCounts, details map[string]bool) {
 	details = map[string]bool{}
 	label := t.labels(fleet, version)
-	for _, s := range t.streams {
-		if s.fleet != fleet || !s.counted {
+	for _, s := range streamsOf(t) {
+		if s.fleet != fleet || s.record == nil {
 			continue
 		}
 		c.Connected++
@@ -122,7 +122,7 @@ func TestTrackerCountsFollowEveryEvent(t *testing.T) {
 			case len(open) > 0: // a response, and its ACK or NACK
 				id := open[rnd.IntN(len(open))]
 				typ := types[rnd.IntN(len(types))]
-				s := tr.streams[id]
+				s := tr.streamOf(id)
 				version := fmt.Sprint(typ[len(typ)-3:], rnd.IntN(2))
 				if v, ok := published[s.fleet]; ok && rnd.IntN(2) == 0 {
 					version = tr.labels(s.fleet, v)(typ)
@@ -207,13 +207,13 @@ func TestTrackerKeepsTheVersionsProxiesStandWith(t *testing.T) {
 	if got := tr.Counts("ns/edge", fmt.Sprint("v", 3*maxVersions-1)); got != (ProxyCounts{Connected: 1}) {
 		t.Errorf("Counts of the published version: %+v, want the proxy pending", got)
 	}
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	if n := len(tr.fleets["ns/edge"].typeVersions); n != maxVersions {
+	f := tr.lockedFleet("ns/edge")
+	defer f.mu.Unlock()
+	if n := len(f.typeVersions); n != maxVersions {
 		t.Errorf("the tracker remembers %d versions, want %d", n, maxVersions)
 	}
 	for _, v := range []string{"v0", "v2", "v4"} {
-		if _, kept := tr.fleets["ns/edge"].typeVersions[v]; kept {
+		if _, kept := f.typeVersions[v]; kept {
 			t.Errorf("%s, which no proxy stands with, is remembered over newer versions", v)
 		}
 	}
@@ -267,4 +267,14 @@ func TestTrackerWildcardRequestIsARequest(t *testing.T) {
 	if c := tr.Counts("ns/a", "v1"); c.Acked != 1 {
 		t.Errorf("counts after the ACK = %+v, want the proxy acked", c)
 	}
+}
+
+// streamsOf returns the records of the tracker's open streams.
+func streamsOf(t *Tracker) []*stream {
+	var out []*stream
+	t.streams.Range(func(_, v any) bool {
+		out = append(out, v.(*stream))
+		return true
+	})
+	return out
 }
