@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
@@ -97,12 +97,16 @@ func decodeGatewayFiles(docs []manifest, namespace string) (files []gatewayFile,
 			continue
 		}
 		// Every version of these kinds has the schema of v1's (v1beta1's
-		// for ReferenceGrant).
-		data := bytes.Replace(m.data, []byte(tm.APIVersion), []byte(gwv1.GroupVersion.String()), 1)
-		if err := yaml.UnmarshalStrict(data, obj); err != nil {
+		// for ReferenceGrant), the version they are decoded into.
+		if err := yaml.UnmarshalStrict(m.data, obj); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %s %s: %v", m.where(), tm.Kind, nameOf(m.data), err))
 			continue
 		}
+		version := gwv1.GroupVersion.String()
+		if f.grant != nil {
+			version = gwv1beta1.GroupVersion.String()
+		}
+		obj.(schema.ObjectKind).SetGroupVersionKind(schema.FromAPIVersionAndKind(version, tm.Kind))
 		o := f.object()
 		if o.GetNamespace() == "" {
 			o.SetNamespace(namespace)

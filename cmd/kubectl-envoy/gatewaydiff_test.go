@@ -100,7 +100,7 @@ spec: {parentRef: [{name: edge}]}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decoded %q, want %q", got, want)
 	}
-	if files[2].http.Spec.ParentRefs[0].Name != "edge" {
+	if files[2].http.Spec.ParentRefs[0].Name != "edge" || files[2].http.APIVersion != "gateway.networking.k8s.io/v1" || files[2].http.Kind != "HTTPRoute" {
 		t.Errorf("a v1beta1 HTTPRoute decodes as v1's: %+v", files[2].http.Spec)
 	}
 	wantProblems := []string{
