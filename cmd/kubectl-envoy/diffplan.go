@@ -195,7 +195,7 @@ func plan(w world, changes []change, now time.Time) diffReport {
 			if !exists {
 				continue
 			}
-			if problems := translate.Admit(w.policy, fleetConfigs(after, fleetOf(live)), c.Name, nil); len(problems) > 0 && !ch.gateway {
+			if problems := admit(w.policy, ch, fleetConfigs(after, fleetOf(live)), nil); len(problems) > 0 {
 				r.Refused = append(r.Refused, refusal{Where: ch.where, EnvoyConfig: c.Name, Message: translate.Refusal(short, true, problems)})
 				continue
 			}
@@ -214,7 +214,7 @@ func plan(w world, changes []change, now time.Time) diffReport {
 		default:
 			c.Created = now.Add(time.Duration(i) * time.Millisecond)
 		}
-		if problems := translate.Admit(w.policy, fleetConfigs(after, fleetOf(c)), c.Name, &c); len(problems) > 0 && !ch.gateway {
+		if problems := admit(w.policy, ch, fleetConfigs(after, fleetOf(c)), &c); len(problems) > 0 {
 			r.Refused = append(r.Refused, refusal{Where: ch.where, EnvoyConfig: c.Name, Message: translate.Refusal(short, false, problems)})
 			continue
 		}
@@ -226,6 +226,17 @@ func plan(w world, changes []change, now time.Time) diffReport {
 		r.Fleets = append(r.Fleets, diffFleet(w, f, fleetConfigs(w.configs, f), fleetConfigs(after, f), changedConfigs))
 	}
 	return r
+}
+
+// admit is the webhook's verdict on change ch of an EnvoyConfig (c, or nil
+// for a deletion) among fleet, the fleet's Configs: translate.Admit. A
+// Gateway's Config is admitted by no webhook: what is wrong in it the
+// operator reports in the Gateway's and the routes' status.
+func admit(pol translate.Policy, ch change, fleet []translate.Config, c *translate.Config) []string {
+	if ch.gateway {
+		return nil
+	}
+	return translate.Admit(pol, fleet, ch.config.Name, c)
 }
 
 // diffFleet compares what fleet f is served now, its recorded revision
