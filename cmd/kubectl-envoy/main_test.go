@@ -22,6 +22,8 @@ func TestCommandErrors(t *testing.T) {
 		{[]string{"config-dump"}, "accepts 1 arg(s), received 0"},
 		{[]string{"validate"}, "-f is required"},
 		{[]string{"proxy-status", "a", "b"}, "accepts at most 1 arg(s), received 2"},
+		{[]string{"proxy-status", "tlsroute/x"}, `"tlsroute/x": the kind is one of envoy, gateway, httproute or grpcroute`},
+		{[]string{"proxy-status", "gateway/edge", "-o", "wide"}, `unknown output format "wide": want table, json or yaml`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
