@@ -28,8 +28,8 @@ import (
 // go-control-plane keeps them; and a NACK's error_detail, which the proxy
 // chooses, is cut to MaxNACKDetail bytes, so that no copy of it is larger.
 // The cache checks what a delta stream's requests add up to. The stream's
-// record (stream) is checked and written in one step, under the Tracker's
-// lock.
+// record (stream) is checked and written in one step, under its fleet's
+// lock once it asked for a type served.
 type guard struct {
 	*Tracker
 	// trustDomain is the fleets' trust domain; "" in plaintext.

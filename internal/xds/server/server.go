@@ -68,10 +68,10 @@ type Server struct {
 	// answer as soon as the cache has it.
 	//
 	// Lock order: a fleet's publication lock first; under it the server
-	// takes the tracker's lock and the cache's, one at a time. No one holds
-	// two publication locks at once, and the tracker and the cache never
-	// call the server, so nothing that holds one of their locks waits for a
-	// publication lock.
+	// takes the fleet's lock in the tracker and then the fleet's in the
+	// cache, one at a time. No one holds two publication locks at once, and
+	// the tracker and the cache never call the server, so nothing that
+	// holds one of their locks waits for a publication lock.
 	publishing [publicationStripes]sync.Mutex
 
 	limits Limits
