@@ -57,10 +57,11 @@ var metricsImports = []string{
 var apiClients = []string{"sigs.k8s.io/controller-runtime/", "k8s.io/client-go/"}
 
 // noIO are the rooms that read and write nothing themselves: the decision,
-// and the formats of what is recorded and reported. history/store, the
-// server and the debug endpoint do the reading and writing. They link no
-// client either, through any package (TestPureStagesLinkNoClientNorMetric).
-var noIO = []string{"resource", "translate", "gateway", "publish", "history", "report", "debug"}
+// the formats of what is recorded and reported, and the server's cache,
+// which holds what it serves in memory. history/store, the server and the
+// debug endpoint do the reading and writing. They link no client either,
+// through any package (TestPureStagesLinkNoClientNorMetric).
+var noIO = []string{"resource", "translate", "gateway", "publish", "history", "report", "debug", "cache"}
 
 // pure are the stages before the runtime, and kubectl envoy, which reads
 // what they give.
