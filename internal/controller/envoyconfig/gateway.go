@@ -384,9 +384,11 @@ func (r *Reconciler) watchGateways(b *builder.Builder) *builder.Builder {
 // routes alone (its translation with that route as the only one,
 // gateway.Input.Alone), checks it with the rules of in and, when they pass
 // and an Envoy is available, has Envoy load it; then it translates the
-// Gateway again without the routes refused alone (gateway.Input.Refused).
-// So a route that is refused is withheld from it alone, and the Gateway's
-// other routes are served. again is set when that changed the Gateway's
+// Gateway again without the routes refused alone (gateway.Input.Refused),
+// each keeping the rules the fleet's published revision serves of it, if
+// any (gateway.Input.Published). So a route's refused change is withheld
+// from it alone: its earlier rules and the Gateway's other routes are
+// served. again is set when that changed the Gateway's
 // content; retry when a verdict may be another on a second try. The
 // judge's cache makes a route loaded before free.
 func (r *Reconciler) isolateRoutes(ctx context.Context, w *world, in translate.Input, unavailable string) (again, retry bool) {
@@ -416,6 +418,15 @@ func (r *Reconciler) isolateRoutes(ctx context.Context, w *world, in translate.I
 		return false, retry
 	}
 	gwr.in.Refused = refused
+	// A refused route keeps the rules the fleet's published revision
+	// serves of it, as a refused EnvoyConfig keeps its published content.
+	gwr.in.Published = nil
+	pub := w.published()
+	for i := range pub {
+		if pub[i].Name == gwr.out.Config.Name {
+			gwr.in.Published = &pub[i]
+		}
+	}
 	gwr.out = gateway.Translate(gwr.in)
 	for i := range w.current {
 		if w.current[i].Name == gwr.out.Config.Name {

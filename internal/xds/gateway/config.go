@@ -56,6 +56,14 @@ func (t *translation) config(ls []*listener) (translate.Config, error) {
 		}
 	}
 	for _, name := range sortedSet(used) {
+		if ec, ok := t.earlierCluster[name]; ok && t.clusters[name] == nil {
+			// A cluster only a refused route's earlier rules send to.
+			res.Clusters = append(res.Clusters, ec.raw)
+			if ec.endpoints != nil {
+				c.Spec.ServiceEndpoints = append(c.Spec.ServiceEndpoints, *ec.endpoints)
+			}
+			continue
+		}
 		cl, err := t.envoyCluster(name)
 		if err != nil {
 			return c, err
@@ -115,7 +123,9 @@ func (t *translation) routeConfiguration(port gwv1.PortNumber, ls []*listener, u
 	rc := &routev3.RouteConfiguration{Name: portName(t.gw, int32(port)), IgnorePortInHostMatching: true}
 	for _, h := range hosts {
 		vh := &routev3.VirtualHost{Name: h, Domains: []string{h}}
-		for _, e := range hostRoutes(byHost, owner(ls, port, h), h) {
+		es, groups := hostRoutes(byHost, owner(ls, port, h), h)
+		vh.Metadata = hostGroupsMetadata(groups)
+		for _, e := range es {
 			route := e.route
 			if e.listenerPort && port != 80 && port != 443 {
 				// To the listener's port, which a well-known one leaves out.

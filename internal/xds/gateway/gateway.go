@@ -80,10 +80,16 @@ type Input struct {
 	// Grants are the ReferenceGrants of every namespace.
 	Grants []gwv1beta1.ReferenceGrant
 	// Refused holds the routes refused alone (Alone): by the content
-	// policy's and Envoy's rules, or by a real Envoy. None of their rules
-	// is served, their parents say why (Accepted False), and the Gateway's
-	// other routes are served.
+	// policy's and Envoy's rules, or by a real Envoy. None of their current
+	// rules is served, their parents say why (Accepted False), and the
+	// Gateway's other routes are served.
 	Refused map[RouteKey]Refusal
+	// Published is the Gateway's Config as the fleet's published revision
+	// holds it, if any: a route refused alone keeps the rules it serves of
+	// it there (earlier.go), as an EnvoyConfig whose change is refused
+	// keeps its published content, and its parents say which generation
+	// is served.
+	Published *translate.Config
 }
 
 // Refusal is why a route is refused: the reason of its Accepted condition
@@ -126,7 +132,7 @@ func (in Input) Routes() []RouteKey {
 // listeners, which a real Envoy can load to judge the route by itself.
 func (in Input) Alone(k RouteKey) Input {
 	out := in
-	out.HTTPRoutes, out.GRPCRoutes, out.Refused = nil, nil, nil
+	out.HTTPRoutes, out.GRPCRoutes, out.Refused, out.Published = nil, nil, nil, nil
 	for _, r := range in.HTTPRoutes {
 		if k.Kind == "HTTPRoute" && r.Namespace == k.Namespace && r.Name == k.Name {
 			out.HTTPRoutes = append(out.HTTPRoutes, r)

@@ -21,7 +21,10 @@ import (
 
 // MetadataKey is the filter_metadata key under which each Envoy route says
 // which route, rule and match it comes from: kind, namespace, name,
-// generation, rule and match (indexes from 0).
+// generation, rule and match (indexes from 0); and pathLength, the length
+// of its path match by which it is ordered, when its Envoy match does not
+// tell it. Under the same key, a virtual host says from which hostnames
+// its routes come (hostGroupsMetadata).
 const MetadataKey = "gateway.networking.k8s.io"
 
 // entry is one Envoy route: one match of one rule of a route.
@@ -138,7 +141,12 @@ func owner(ls []*listener, port gwv1.PortNumber, h string) *listener {
 // precedence, as the Gateway API orders routes by their hostnames
 // first. Only routes attached to h's owner are served there: a request
 // reaches one listener of a port, the one of its host.
-func hostRoutes(byHost map[string][]placed, owner *listener, h string) []entry {
+//
+// groups says how many of them come from each of those hosts, in order:
+// the virtual host's metadata keeps it (hostGroups), so that a route's
+// rules read back from a published Config are placed as they were
+// (earlier.go).
+func hostRoutes(byHost map[string][]placed, owner *listener, h string) (out []entry, groups []hostGroup) {
 	var hosts []string
 	for _, g := range coveringHosts(h) {
 		if _, ok := byHost[g]; ok {
@@ -146,7 +154,6 @@ func hostRoutes(byHost map[string][]placed, owner *listener, h string) []entry {
 		}
 	}
 	hostOrder(hosts)
-	var out []entry
 	seen := map[string]bool{}
 	for _, g := range hosts {
 		var es []entry
@@ -158,8 +165,18 @@ func hostRoutes(byHost map[string][]placed, owner *listener, h string) []entry {
 		}
 		sortEntries(es)
 		out = append(out, es...)
+		if len(es) > 0 {
+			groups = append(groups, hostGroup{host: g, routes: len(es)})
+		}
 	}
-	return out
+	return out, groups
+}
+
+// hostGroup is a run of a virtual host's Envoy routes that come from the
+// routes of one hostname (h itself, a wildcard that covers it, or any).
+type hostGroup struct {
+	host   string
+	routes int
 }
 
 // coveringHosts are the virtual hosts whose routes a request for h may
@@ -184,10 +201,15 @@ func coveringHosts(h string) []string {
 // newEntry starts the Envoy route of match mi of rule ri of r.
 func newEntry(r routeObject, ri, mi int, m *routev3.RouteMatch, order precedence) entry {
 	order.created, order.route, order.rule, order.match = r.meta.CreationTimestamp, r.meta.Namespace+"/"+r.meta.Name, ri, mi
-	md, _ := structpb.NewStruct(map[string]any{
+	fields := map[string]any{
 		"kind": string(r.kind), "namespace": r.meta.Namespace, "name": r.meta.Name,
 		"generation": float64(r.meta.Generation), "rule": float64(ri), "match": float64(mi),
-	})
+	}
+	if order.pathLen != matchPathLen(m) {
+		// What the match does not tell of its precedence (orderOf).
+		fields["pathLength"] = float64(order.pathLen)
+	}
+	md, _ := structpb.NewStruct(fields)
 	return entry{order: order, route: &routev3.Route{
 		Name:     fmt.Sprintf("%s/%s/%s/rule/%d/match/%d", r.kind, r.meta.Namespace, r.meta.Name, ri, mi),
 		Match:    m,
@@ -222,9 +244,12 @@ func (t *translation) route(ls []*listener, r routeObject, out map[types.Namespa
 		resolved, unsupported = cmpOr(resolved, p), cmpOr(unsupported, u)
 	}
 	if why, refused := t.in.Refused[RouteKey{Kind: r.kind, NamespacedName: r.name()}]; refused {
-		// Refused alone: none of its rules is served, and the Gateway's
-		// other routes go on.
+		// Refused alone: none of its current rules is served, its earlier
+		// ones are if it has any, and the Gateway's other routes go on.
 		es, unsupported = nil, problemf(why.Reason, "%s", why.Message)
+		if gen, kept := t.keepEarlier(r, ls); kept {
+			unsupported.message += fmt.Sprintf("; the fleet keeps serving the route's rules of generation %d until this is fixed", gen)
+		}
 	}
 	t.place(atts, es)
 	notAccepted(accepted, unsupported)

@@ -19,6 +19,10 @@ type translation struct {
 	ports map[gwv1.PortNumber]map[string][]placed
 	// clusters holds the EDS clusters that backends resolved to, by name.
 	clusters map[string]*cluster
+	// earlier holds the published rules of the routes refused alone, and
+	// earlierCluster the published Config's clusters (earlier.go).
+	earlier        map[RouteKey]*earlierRoute
+	earlierCluster map[string]earlierCluster
 }
 
 // Translate translates one Gateway: see the package's doc.
@@ -28,6 +32,13 @@ func Translate(in Input) Output {
 		gw:       types.NamespacedName{Namespace: in.Gateway.Namespace, Name: in.Gateway.Name},
 		ports:    map[gwv1.PortNumber]map[string][]placed{},
 		clusters: map[string]*cluster{},
+	}
+	if len(in.Refused) > 0 && in.Published != nil {
+		want := map[RouteKey]bool{}
+		for k := range in.Refused {
+			want[k] = true
+		}
+		t.earlier, t.earlierCluster = earlierRoutes(in.Published, t.gw, want), earlierClusters(in.Published)
 	}
 	ls := t.listeners()
 	for _, l := range ls {
