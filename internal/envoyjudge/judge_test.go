@@ -215,7 +215,7 @@ func TestJudgeWithTheFleetsClusters(t *testing.T) {
 			t.Errorf("beside the fleet's clusters %q: %+v; want %s", tt.fleet, v, tt.want)
 		}
 	}
-	if got := r.WithClusters([]string{"collector", "unrelated"}); len(got.Clusters) != 1 {
-		t.Errorf("stand-ins for %d clusters; want one, for the one it names", len(got.Clusters))
+	if got := r.WithClusters([]string{"collector", "unrelated"}); len(got.List("clusters")) != 1 {
+		t.Errorf("stand-ins for %d clusters; want one, for the one it names", len(got.List("clusters")))
 	}
 }

@@ -9,12 +9,14 @@
 package envoyload
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,46 +26,56 @@ import (
 	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // Resources are xDS resources for one Envoy to load, each in JSON with
 // Envoy's field names, by the list of an EnvoyConfig's spec.resources they
-// would be in.
+// would be in (resource.Kind.Field).
 //
 // `envoy --mode validate` builds only static resources: a resource served
 // over xDS is never loaded there. So Bootstrap puts them in the fleet's
 // bootstrap (proxy.Bootstrap: its admin interface, its own listener and
 // clusters, ADS) as static resources, each built as Envoy builds it when
-// it comes over xDS:
-//   - listeners and clusters as they are;
-//   - a route configuration inline in the connection manager of a listener
-//     of its own, which binds no port, with validate_clusters false unless
-//     it says otherwise, as RDS loads it;
-//   - a cluster load assignment as the endpoints of a STATIC cluster of its
-//     own, whose addresses Envoy resolves as EDS does;
-//   - secrets as they are.
+// it comes over xDS: where and how is its kind's (resource.Kind.Static and
+// AsStatic), e.g. a route configuration inline in the connection manager
+// of a listener of its own, a cluster load assignment as the endpoints of a
+// STATIC cluster of its own.
 //
 // A reference to a route configuration, a cluster's endpoints or a secret
 // over ADS is accepted as it is: validate mode subscribes to nothing. But a
-// cluster's secrets over ADS are taken over gRPC from the xDS cluster
-// instead (see sdsOverGRPC).
+// static cluster's secrets over ADS are taken over gRPC from the xDS
+// cluster instead (see sdsOverGRPC).
 // Names of the resources Bootstrap adds start with "envoyload/".
 type Resources struct {
-	Listeners, Routes, Clusters, Endpoints, Secrets []json.RawMessage
+	lists map[string][]json.RawMessage
 }
+
+// kinds are the kinds of resources Envoy loads: resource.Kinds (a test
+// adds one).
+var kinds = resource.Kinds[:]
+
+// kindNamed returns the kind whose list is field.
+func kindNamed(field string) (resource.Kind, bool) {
+	for _, k := range kinds {
+		if k.Field == field {
+			return k, true
+		}
+	}
+	return resource.Kind{}, false
+}
+
+// List returns r's resources of the list field (listeners, routes,
+// clusters, endpoints or secrets).
+func (r Resources) List(field string) []json.RawMessage { return r.lists[field] }
 
 // Add adds raw, a resource in YAML or JSON, to the list field (listeners,
 // routes, clusters, endpoints or secrets).
@@ -72,31 +84,32 @@ func (r *Resources) Add(field string, raw []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", field, err)
 	}
-	list := map[string]*[]json.RawMessage{"listeners": &r.Listeners, "routes": &r.Routes,
-		"clusters": &r.Clusters, "endpoints": &r.Endpoints, "secrets": &r.Secrets}[field]
-	if list == nil {
+	return r.add(field, js)
+}
+
+func (r *Resources) add(field string, js json.RawMessage) error {
+	if _, ok := kindNamed(field); !ok {
 		return fmt.Errorf("no list of resources is named %q", field)
 	}
-	*list = append(*list, js)
+	if r.lists == nil {
+		r.lists = map[string][]json.RawMessage{}
+	}
+	r.lists[field] = append(r.lists[field], js)
 	return nil
 }
 
-// AddMessage adds m, a listener, route configuration, cluster, cluster load
-// assignment or secret.
+// AddMessage adds m, a resource of one of the kinds an EnvoyConfig holds
+// (a listener, route configuration, cluster, cluster load assignment or
+// secret).
 func (r *Resources) AddMessage(m proto.Message) error {
+	typeURL := "type.googleapis.com/" + string(proto.MessageName(m))
 	field := ""
-	switch m.(type) {
-	case *listenerv3.Listener:
-		field = "listeners"
-	case *routev3.RouteConfiguration:
-		field = "routes"
-	case *clusterv3.Cluster:
-		field = "clusters"
-	case *endpointv3.ClusterLoadAssignment:
-		field = "endpoints"
-	case *tlsv3.Secret:
-		field = "secrets"
-	default:
+	for _, k := range kinds {
+		if k.TypeURL == typeURL {
+			field = k.Field
+		}
+	}
+	if field == "" {
 		return fmt.Errorf("%s is not a resource an EnvoyConfig holds", proto.MessageName(m))
 	}
 	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
@@ -106,9 +119,19 @@ func (r *Resources) AddMessage(m proto.Message) error {
 	return r.Add(field, js)
 }
 
-// routerFilter is the HTTP router, the last filter of a connection manager.
-var routerFilter = map[string]any{"name": "envoy.filters.http.router",
-	"typed_config": map[string]any{"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}
+// decode decodes one resource in JSON, keeping its numbers as they are.
+func decode(raw json.RawMessage) (map[string]any, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%s: %w", raw, err)
+	}
+	return m, nil
+}
+
+// staticClusters is where a bootstrap holds its static clusters.
+const staticClusters = "static_resources.clusters"
 
 // Bootstrap returns the fleet's bootstrap holding r, in JSON (which Envoy
 // reads as YAML).
@@ -122,64 +145,36 @@ func (r Resources) Bootstrap() ([]byte, error) {
 	if err := json.Unmarshal(js, &boot); err != nil {
 		return nil, err
 	}
-	static, _ := boot["static_resources"].(map[string]any)
-	add := func(list string, v any) {
-		l, _ := static[list].([]any)
-		static[list] = append(l, v)
-	}
-	decode := func(raw json.RawMessage) (map[string]any, error) {
-		var m map[string]any
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, fmt.Errorf("%s: %w", raw, err)
+	// add appends v to the list at path (a.b.c) of boot.
+	add := func(path string, v any) {
+		at := boot
+		parts := strings.Split(path, ".")
+		for _, p := range parts[:len(parts)-1] {
+			next, ok := at[p].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				at[p] = next
+			}
+			at = next
 		}
-		return m, nil
+		last := parts[len(parts)-1]
+		l, _ := at[last].([]any)
+		at[last] = append(l, v)
 	}
-	for _, raw := range r.Listeners {
-		add("listeners", raw)
-	}
-	for _, raw := range r.Clusters {
-		c, err := decode(raw)
-		if err != nil {
-			return nil, err
+	for _, k := range kinds {
+		for i, raw := range r.lists[k.Field] {
+			res, err := decode(raw)
+			if err != nil {
+				return nil, err
+			}
+			if k.AsStatic != nil {
+				res = k.AsStatic(res, i)
+			}
+			if k.Static == staticClusters {
+				sdsOverGRPC(res)
+			}
+			add(k.Static, res)
 		}
-		add("clusters", sdsOverGRPC(c))
-	}
-	for _, raw := range r.Secrets {
-		add("secrets", raw)
-	}
-	for i, raw := range r.Routes {
-		rc, err := decode(raw)
-		if err != nil {
-			return nil, err
-		}
-		if _, set := rc["validate_clusters"]; !set {
-			rc["validate_clusters"] = false
-		}
-		add("listeners", map[string]any{
-			"name":         fmt.Sprintf("envoyload/routes/%d", i),
-			"address":      map[string]any{"pipe": map[string]any{"path": fmt.Sprintf("@envoyload-routes-%d", i)}},
-			"bind_to_port": false,
-			"filter_chains": []any{map[string]any{"filters": []any{map[string]any{
-				"name": "envoy.filters.network.http_connection_manager",
-				"typed_config": map[string]any{
-					"@type":        "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
-					"stat_prefix":  "envoyload",
-					"route_config": rc,
-					"http_filters": []any{routerFilter},
-				},
-			}}}},
-		})
-	}
-	for i, raw := range r.Endpoints {
-		cla, err := decode(raw)
-		if err != nil {
-			return nil, err
-		}
-		add("clusters", map[string]any{
-			"name":            fmt.Sprintf("envoyload/endpoints/%d", i),
-			"type":            "STATIC",
-			"load_assignment": cla,
-		})
 	}
 	return json.Marshal(boot)
 }
@@ -315,36 +310,45 @@ func Said(err error) string {
 // listener of its own that binds no port, as a route configuration is.
 func FromSpec(res examplev1.EnvoyResources) (Resources, error) {
 	var r Resources
-	for _, l := range []struct {
-		field string
-		items []runtime.RawExtension
-	}{{"listeners", res.Listeners}, {"routes", res.Routes}, {"clusters", res.Clusters}, {"endpoints", res.Endpoints}, {"secrets", res.Secrets}} {
-		for i, item := range l.items {
-			if err := r.Add(l.field, item.Raw); err != nil {
-				return Resources{}, fmt.Errorf("spec.resources.%s[%d]: %w", l.field, i, err)
+	for _, k := range kinds {
+		if k.List == nil {
+			continue
+		}
+		for i, item := range *k.List(&res) {
+			js, err := yaml.YAMLToJSON(item.Raw)
+			if err == nil {
+				js, err = alone(js, i)
+			}
+			if err == nil {
+				err = r.add(k.Field, js)
+			}
+			if err != nil {
+				return Resources{}, fmt.Errorf("spec.resources.%s[%d]: %w", k.Field, i, err)
 			}
 		}
 	}
-	for i, raw := range r.Listeners {
-		var l map[string]any
-		if err := json.Unmarshal(raw, &l); err != nil {
-			return Resources{}, fmt.Errorf("spec.resources.listeners[%d]: %w", i, err)
-		}
-		if api, ok := l["api_listener"].(map[string]any); ok {
-			delete(l, "api_listener")
-			l["address"] = map[string]any{"pipe": map[string]any{"path": fmt.Sprintf("@envoyload-api-listeners-%d", i)}}
-			l["bind_to_port"] = false
-			l["filter_chains"] = []any{map[string]any{"filters": []any{map[string]any{
-				"name": "envoy.filters.network.http_connection_manager", "typed_config": api["api_listener"]}}}}
-		}
-		inlineRoutesUnvalidated(l)
-		js, err := json.Marshal(l)
-		if err != nil {
-			return Resources{}, err
-		}
-		r.Listeners[i] = js
-	}
 	return r, nil
+}
+
+// alone returns js, the i-th resource of its list, as it is loaded alone
+// (FromSpec): every route configuration inline in a connection manager
+// within it that does not say whether its clusters are validated made not
+// to validate them, and an API listener's connection manager made the
+// filter of the listener.
+func alone(js json.RawMessage, i int) (json.RawMessage, error) {
+	res, err := decode(js)
+	if err != nil {
+		return nil, err
+	}
+	if api, ok := res["api_listener"].(map[string]any); ok {
+		delete(res, "api_listener")
+		res["address"] = map[string]any{"pipe": map[string]any{"path": fmt.Sprintf("@envoyload-api-listeners-%d", i)}}
+		res["bind_to_port"] = false
+		res["filter_chains"] = []any{map[string]any{"filters": []any{map[string]any{
+			"name": "envoy.filters.network.http_connection_manager", "typed_config": api["api_listener"]}}}}
+	}
+	inlineRoutesUnvalidated(res)
+	return json.Marshal(res)
 }
 
 // ClusterNames returns the names of the clusters among an EnvoyConfig's
@@ -381,12 +385,12 @@ func ClusterNames(res examplev1.EnvoyResources) []string {
 func (r Resources) WithClusters(names []string) Resources {
 	defined := map[string]bool{}
 	var text strings.Builder
-	for _, list := range [][]json.RawMessage{r.Listeners, r.Routes, r.Clusters, r.Endpoints, r.Secrets} {
-		for _, raw := range list {
+	for _, k := range kinds {
+		for _, raw := range r.lists[k.Field] {
 			text.Write(raw)
 		}
 	}
-	for _, raw := range r.Clusters {
+	for _, raw := range r.lists[clustersField] {
 		var c struct {
 			Name string `json:"name"`
 		}
@@ -395,7 +399,7 @@ func (r Resources) WithClusters(names []string) Resources {
 		}
 	}
 	all := text.String()
-	clusters := slices.Clone(r.Clusters)
+	clusters := slices.Clone(r.lists[clustersField])
 	for _, name := range names {
 		quoted, _ := json.Marshal(name)
 		if defined[name] || !strings.Contains(all, string(quoted)) {
@@ -408,9 +412,16 @@ func (r Resources) WithClusters(names []string) Resources {
 				"explicit_http_config": map[string]any{"http2_protocol_options": map[string]any{}}}}})
 		clusters = append(clusters, stub)
 	}
-	r.Clusters = clusters
+	r.lists = maps.Clone(r.lists)
+	if r.lists == nil {
+		r.lists = map[string][]json.RawMessage{}
+	}
+	r.lists[clustersField] = clusters
 	return r
 }
+
+// clustersField is the list of the clusters.
+var clustersField = resource.KindOf(resourcev3.ClusterType).Field
 
 var versionRE = regexp.MustCompile(`version: [0-9a-f]+/(\d+\.\d+\.\d+)/`)
 
@@ -433,7 +444,8 @@ func Version(ctx context.Context, path string) (string, error) {
 // content, the same digest.
 func (r Resources) Digest() string {
 	h := sha256.New()
-	for _, list := range [][][]byte{raw(r.Listeners), raw(r.Routes), raw(r.Clusters), raw(r.Endpoints), raw(r.Secrets)} {
+	for _, k := range kinds {
+		list := raw(r.lists[k.Field])
 		fmt.Fprintf(h, "%d;", len(list))
 		for _, b := range list {
 			fmt.Fprintf(h, "%d:", len(b))

@@ -71,8 +71,9 @@ func child(path, name string) string {
 
 func index(path, name string, i int) string { return fmt.Sprintf("%s[%d]", child(path, name), i) }
 
-// checkLoad applies Envoy's load-time rules to m, a decoded resource.
-func checkLoad(m types.Resource) error {
+// checkLoad applies Envoy's load-time rules to m, a decoded resource of
+// kind k: the rules of every resource, then its kind's (Kind.check).
+func checkLoad(k Kind, m types.Resource) error {
 	var f findings
 	checkDurations(&f, m)
 	checkRegexes(&f, m)
@@ -80,24 +81,31 @@ func checkLoad(m types.Resource) error {
 	checkMatcherRegexes(&f, m)
 	checkNesting(&f, m)
 	checkDeprecated(&f, m)
-	switch m := m.(type) {
-	case *listenerv3.Listener:
-		checkListener(&f, m)
-	case *routev3.RouteConfiguration:
-		checkRouteConfig(&f, "", m)
-	case *clusterv3.Cluster:
-		checkCluster(&f, m)
-	case *endpointv3.ClusterLoadAssignment:
-		checkEndpointAddresses(&f, "", m, true)
-	case *tlsv3.Secret:
-		if m.GetType() == nil {
-			f.add("", "a secret needs its content: tls_certificate, validation_context, session_ticket_keys or generic_secret")
-		}
-	}
+	k.check(&f, m)
 	if len(f) == 0 {
 		return nil
 	}
 	return fmt.Errorf("%s", strings.Join(f, "; "))
+}
+
+// The load-time rules of each kind (Kind.check).
+
+func checkListenerLoad(f *findings, m types.Resource) { checkListener(f, m.(*listenerv3.Listener)) }
+
+func checkRouteConfigLoad(f *findings, m types.Resource) {
+	checkRouteConfig(f, "", m.(*routev3.RouteConfiguration))
+}
+
+func checkClusterLoad(f *findings, m types.Resource) { checkCluster(f, m.(*clusterv3.Cluster)) }
+
+func checkEndpointsLoad(f *findings, m types.Resource) {
+	checkEndpointAddresses(f, "", m.(*endpointv3.ClusterLoadAssignment), true)
+}
+
+func checkSecretLoad(f *findings, m types.Resource) {
+	if m.(*tlsv3.Secret).GetType() == nil {
+		f.add("", "a secret needs its content: tls_certificate, validation_context, session_ticket_keys or generic_secret")
+	}
 }
 
 // maxDurationSeconds is the largest duration Envoy takes: it counts

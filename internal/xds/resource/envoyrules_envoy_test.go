@@ -1,4 +1,4 @@
-package resource
+package resource_test
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // envoys bounds how many Envoys the tests here run at once.
@@ -37,18 +38,18 @@ func load(t *testing.T, envoy, kind, yaml string) error {
 // what the table records.
 func TestEnvoyRefusesWhatTheRulesRefuse(t *testing.T) {
 	envoy := realenvoy.Require(t)
-	for _, tc := range envoyRuleCases {
-		t.Run(tc.name, func(t *testing.T) {
-			if strings.HasPrefix(tc.envoy, "(no error") {
-				t.Skipf("Envoy refuses nothing here: %s", tc.envoy)
+	for _, tc := range resource.EnvoyRuleCases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			if strings.HasPrefix(tc.Envoy, "(no error") {
+				t.Skipf("Envoy refuses nothing here: %s", tc.Envoy)
 			}
 			t.Parallel()
-			err := load(t, envoy, tc.kind, tc.yaml)
+			err := load(t, envoy, tc.Kind, tc.YAML)
 			if err == nil {
-				t.Fatalf("Envoy loads it; the table says it refuses it with %q", tc.envoy)
+				t.Fatalf("Envoy loads it; the table says it refuses it with %q", tc.Envoy)
 			}
-			if said := realenvoy.Said(err); !strings.Contains(said, tc.envoy) {
-				t.Errorf("Envoy says %q, the table %q", said, tc.envoy)
+			if said := realenvoy.Said(err); !strings.Contains(said, tc.Envoy) {
+				t.Errorf("Envoy says %q, the table %q", said, tc.Envoy)
 			}
 		})
 	}
@@ -57,11 +58,11 @@ func TestEnvoyRefusesWhatTheRulesRefuse(t *testing.T) {
 // What only proxyless gRPC clients take, a real Envoy refuses.
 func TestEnvoyRefusesWhatOnlyProxylessClientsTake(t *testing.T) {
 	envoy := realenvoy.Require(t)
-	for _, tc := range proxylessCases {
-		t.Run(tc.name, func(t *testing.T) {
-			err := load(t, envoy, tc.kind, tc.yaml)
-			if said := realenvoy.Said(err); err == nil || !strings.Contains(said, tc.envoy) {
-				t.Errorf("Envoy says %q, the table %q", said, tc.envoy)
+	for _, tc := range resource.ProxylessCases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			err := load(t, envoy, tc.Kind, tc.YAML)
+			if said := realenvoy.Said(err); err == nil || !strings.Contains(said, tc.Envoy) {
+				t.Errorf("Envoy says %q, the table %q", said, tc.Envoy)
 			}
 		})
 	}
@@ -70,10 +71,10 @@ func TestEnvoyRefusesWhatOnlyProxylessClientsTake(t *testing.T) {
 // Every valid edge case of the table, a real Envoy loads.
 func TestEnvoyLoadsWhatTheRulesAdmit(t *testing.T) {
 	envoy := realenvoy.Require(t)
-	for _, tc := range envoyValidCases {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range resource.EnvoyValidCases() {
+		t.Run(tc.Name, func(t *testing.T) {
 			t.Parallel()
-			if err := load(t, envoy, tc.kind, tc.yaml); err != nil {
+			if err := load(t, envoy, tc.Kind, tc.YAML); err != nil {
 				t.Errorf("Envoy refuses it: %s", realenvoy.Said(err))
 			}
 		})
@@ -84,8 +85,8 @@ func TestEnvoyLoadsWhatTheRulesAdmit(t *testing.T) {
 // or exits on, the others, saying what the table records.
 func TestEnvoyListensWhereTheRulesAdmit(t *testing.T) {
 	envoy := realenvoy.Require(t)
-	for _, tc := range envoyListenCases {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range resource.EnvoyListenCases() {
+		t.Run(tc.Name, func(t *testing.T) {
 			t.Parallel()
 			envoys <- struct{}{}
 			defer func() { <-envoys }()
@@ -94,11 +95,11 @@ func TestEnvoyListensWhereTheRulesAdmit(t *testing.T) {
 				t.Fatal(err)
 			}
 			admin := 0
-			if tc.admin {
+			if tc.Admin {
 				admin = port
 			}
 			var ls []string
-			for _, l := range tc.listenersOn(strconv.Itoa(port)) {
+			for _, l := range tc.ListenersOn(strconv.Itoa(port)) {
 				ls = append(ls, string(l.Raw))
 			}
 			boot := fmt.Sprintf("admin: {address: {socket_address: {address: 127.0.0.1, port_value: %d}}}\nstatic_resources: {listeners: [%s]}\n", admin, strings.Join(ls, ", "))
@@ -106,13 +107,13 @@ func TestEnvoyListensWhereTheRulesAdmit(t *testing.T) {
 			if err != nil && !errors.Is(err, realenvoy.ErrRefused) {
 				t.Fatal(err)
 			}
-			said := strings.ReplaceAll(tc.envoy, "PORT", strconv.Itoa(port))
+			said := strings.ReplaceAll(tc.Envoy, "PORT", strconv.Itoa(port))
 			switch {
-			case tc.field == "" && (err != nil || len(names) != len(ls)):
+			case tc.Field == "" && (err != nil || len(names) != len(ls)):
 				t.Errorf("Envoy listens on %q of %d listeners (%v): %s", names, len(ls), err, logged)
-			case tc.field != "" && err == nil && len(names) == len(ls):
+			case tc.Field != "" && err == nil && len(names) == len(ls):
 				t.Errorf("Envoy listens on all of %q; the table says it cannot (%s)", names, said)
-			case tc.field != "" && !strings.Contains(logged, said):
+			case tc.Field != "" && !strings.Contains(logged, said):
 				t.Errorf("Envoy says %q, the table %q", logged, said)
 			}
 		})
@@ -126,10 +127,10 @@ var programSize = regexp.MustCompile(`RE2 program size of (\d+) > max program si
 // its max_program_size), and programLowerBound is never above them.
 func TestProgramSizesAreEnvoys(t *testing.T) {
 	envoy := realenvoy.Require(t)
-	for _, tc := range re2ProgramSizes {
-		t.Run(tc.regex, func(t *testing.T) {
+	for _, tc := range resource.RE2ProgramSizes() {
+		t.Run(tc.Regex, func(t *testing.T) {
 			t.Parallel()
-			quoted, _ := json.Marshal(tc.regex)
+			quoted, _ := json.Marshal(tc.Regex)
 			err := load(t, envoy, "routes", `{name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {safe_regex: {regex: `+string(quoted)+`, google_re2: {max_program_size: 1}}}, route: {cluster: c}}]}]}`)
 			if err == nil {
 				t.Skip("Envoy loads it over max_program_size 1, and so gives no program size")
@@ -139,11 +140,11 @@ func TestProgramSizesAreEnvoys(t *testing.T) {
 				t.Fatalf("Envoy gives no program size: %v", err)
 			}
 			size, _ := strconv.Atoi(m[1])
-			if size != tc.re2 {
-				t.Errorf("Envoy's RE2 program size is %d, the table's %d", size, tc.re2)
+			if size != tc.RE2 {
+				t.Errorf("Envoy's RE2 program size is %d, the table's %d", size, tc.RE2)
 			}
-			re, _ := syntax.Parse(tc.regex, syntax.Perl)
-			if bound := programLowerBound(re); bound > size {
+			re, _ := syntax.Parse(tc.Regex, syntax.Perl)
+			if bound := resource.ProgramLowerBound(re); bound > size {
 				t.Errorf("bound %d is above Envoy's program size %d", bound, size)
 			}
 		})

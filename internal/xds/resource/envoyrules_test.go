@@ -393,19 +393,11 @@ var proxylessCases = []envoyRuleCase{
 // clusters, endpoints or secrets) of an EnvoyConfig.
 func parseOne(kind, yaml string) ([]Resource, []error) {
 	res := examplev1.EnvoyResources{}
-	r := []runtime.RawExtension{raw(yaml)}
-	switch kind {
-	case "listeners":
-		res.Listeners = r
-	case "routes":
-		res.Routes = r
-	case "clusters":
-		res.Clusters = r
-	case "endpoints":
-		res.Endpoints = r
-	case "secrets":
-		res.Secrets = r
+	k, err := KindNamed(kind)
+	if err != nil {
+		return nil, []error{err}
 	}
+	*k.List(&res) = []runtime.RawExtension{raw(yaml)}
 	return Parse("ns/a", res)
 }
 

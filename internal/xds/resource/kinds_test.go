@@ -1,15 +1,18 @@
 package resource
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -70,6 +73,21 @@ func checkKinds(kinds []Kind, api reflect.Type) []string {
 		if k.name == nil {
 			fail(i, "no name")
 		}
+		if k.check == nil {
+			fail(i, "no check (Envoy's load-time rules of the kind; a func that finds nothing when there are none)")
+		}
+		if k.refs == nil {
+			fail(i, "no refs (the names it gives of other resources; noReferences when none)")
+		}
+		if k.FleetCeiling <= 0 {
+			fail(i, "FleetCeiling %d: want how many a fleet holds at most", k.FleetCeiling)
+		}
+		if err := bootstrapList(k.Static); err != nil {
+			fail(i, "Static %q: %v", k.Static, err)
+		}
+		if k.ByName && k.Wildcard {
+			fail(i, "both ByName and Wildcard")
+		}
 		mt, err := protoregistry.GlobalTypes.FindMessageByURL(k.TypeURL)
 		if k.TypeURL != "" && err != nil {
 			fail(i, "TypeURL %q is not a registered message: %v", k.TypeURL, err)
@@ -88,6 +106,31 @@ func checkKinds(kinds []Kind, api reflect.Type) []string {
 	}
 	slices.Sort(problems)
 	return problems
+}
+
+// bootstrapList returns an error when path (a.b.c, by JSON names with
+// Envoy's field names) is not a list of messages of Envoy's bootstrap.
+func bootstrapList(path string) error {
+	if path == "" {
+		return errors.New("no path")
+	}
+	md := (&bootstrapv3.Bootstrap{}).ProtoReflect().Descriptor()
+	parts := strings.Split(path, ".")
+	for i, part := range parts {
+		fd := md.Fields().ByName(protoreflect.Name(part))
+		switch {
+		case fd == nil:
+			return fmt.Errorf("%s has no field %s", md.FullName(), part)
+		case fd.Message() == nil || fd.IsMap():
+			return fmt.Errorf("%s is not a message or a list of messages", fd.FullName())
+		case i < len(parts)-1 && fd.IsList():
+			return fmt.Errorf("%s is a list, with more path after it", fd.FullName())
+		case i == len(parts)-1 && !fd.IsList():
+			return fmt.Errorf("%s is not a list", fd.FullName())
+		}
+		md = fd.Message()
+	}
+	return nil
 }
 
 // Every kind has every fact, and every list of spec.resources is a kind.
@@ -125,19 +168,34 @@ type apiWithRuntimes struct {
 	Runtimes                 []runtime.RawExtension `json:"runtimes,omitempty"`
 }
 
-// A new type of resource, say RTDS's runtime layers, is one field of
-// examplev1.EnvoyResources and one entry of Kinds: what the entry says is
-// all that reading EnvoyConfigs, the push order, the server, kubectl envoy
-// and the stand-in proxies know of a type. checkKinds (TestKinds) refuses
-// the entry without any one of its facts.
-func TestANewKind(t *testing.T) {
-	var runtimes []runtime.RawExtension
-	layer := Kind{
+// runtimeLayer is the kind a new type of resource, RTDS's runtime layers,
+// would be, its list being runtimes: what TestANewKind adds.
+func runtimeLayer(runtimes *[]runtime.RawExtension) Kind {
+	return Kind{
 		Field: "runtimes", TypeURL: resourcev3.RuntimeType, Noun: "runtime layer", Short: "RTDS", Rank: len(Kinds),
-		List:   func(*examplev1.EnvoyResources) *[]runtime.RawExtension { return &runtimes },
+		FleetCeiling: 100, Static: "layered_runtime.layers",
+		AsStatic: func(res map[string]any, _ int) map[string]any {
+			return map[string]any{"name": res["name"], "static_layer": res["layer"]}
+		},
+		List:   func(*examplev1.EnvoyResources) *[]runtime.RawExtension { return runtimes },
 		newMsg: func() types.Resource { return &runtimev3.Runtime{} },
 		name:   func(r types.Resource) string { return r.(*runtimev3.Runtime).GetName() },
+		check:  func(*findings, types.Resource) {},
+		refs:   noReferences,
 	}
+}
+
+// A new type of resource, say RTDS's runtime layers, is one field of
+// examplev1.EnvoyResources and one entry of Kinds: what the entry says is
+// all that reading EnvoyConfigs, Envoy's load-time rules, references, the
+// fleet's bounds, the policy, the load check in a real Envoy
+// (envoyload), the push order, the server, kubectl envoy, the stand-in
+// proxies and the tests' Envoy-like clients know of a type. checkKinds
+// (TestKinds) refuses the entry without any one of its facts. The tests
+// of envoyload and xdstest add such a kind too, and find it where it goes.
+func TestANewKind(t *testing.T) {
+	var runtimes []runtime.RawExtension
+	layer := runtimeLayer(&runtimes)
 	api := reflect.TypeOf(apiWithRuntimes{})
 	kinds := append(slices.Clone(Kinds[:]), layer)
 	if p := checkKinds(kinds, api); len(p) > 0 {
@@ -154,16 +212,22 @@ func TestANewKind(t *testing.T) {
 	if p := checkKinds(Kinds[:], api); len(p) != 1 {
 		t.Errorf("a field of the API without its kind: %v", p)
 	}
-	// So does an entry without any one of its facts.
+	// So does an entry without any one of its facts, or with a wrong one.
 	for fact, drop := range map[string]func(*Kind){
-		"Field":   func(k *Kind) { k.Field = "" },
-		"TypeURL": func(k *Kind) { k.TypeURL = "" },
-		"Noun":    func(k *Kind) { k.Noun = "" },
-		"Short":   func(k *Kind) { k.Short = "" },
-		"Rank":    func(k *Kind) { k.Rank = 0 },
-		"List":    func(k *Kind) { k.List = nil },
-		"newMsg":  func(k *Kind) { k.newMsg = nil },
-		"name":    func(k *Kind) { k.name = nil },
+		"Field":               func(k *Kind) { k.Field = "" },
+		"TypeURL":             func(k *Kind) { k.TypeURL = "" },
+		"Noun":                func(k *Kind) { k.Noun = "" },
+		"Short":               func(k *Kind) { k.Short = "" },
+		"Rank":                func(k *Kind) { k.Rank = 0 },
+		"FleetCeiling":        func(k *Kind) { k.FleetCeiling = 0 },
+		"Static":              func(k *Kind) { k.Static = "" },
+		"Static (wrong)":      func(k *Kind) { k.Static = "layered_runtime" },
+		"ByName and Wildcard": func(k *Kind) { k.ByName, k.Wildcard = true, true },
+		"List":                func(k *Kind) { k.List = nil },
+		"newMsg":              func(k *Kind) { k.newMsg = nil },
+		"name":                func(k *Kind) { k.name = nil },
+		"check":               func(k *Kind) { k.check = nil },
+		"refs":                func(k *Kind) { k.refs = nil },
 	} {
 		lacking := layer
 		drop(&lacking)

@@ -35,9 +35,12 @@ import (
 // Kind is one type of xDS resource that an EnvoyConfig may hold, and
 // everything the operator knows of it. A new type is one field of
 // examplev1.EnvoyResources and one entry of Kinds: the rest (reading an
-// EnvoyConfig, the order of a push, the types the server serves, kubectl
-// envoy's columns, the stand-in proxies' subscriptions) is derived from
-// Kinds, and TestKinds fails on an entry that lacks a fact.
+// EnvoyConfig, Envoy's load-time rules, the references that must lead
+// somewhere, the fleet's ceiling, the policy's destinations, a load check
+// in a real Envoy, the order of a push, the types the server serves and
+// what warms, kubectl envoy's columns, the subscriptions of the stand-in
+// proxies and of the tests' Envoy-like clients) is derived from Kinds,
+// and TestKinds fails on an entry that lacks a fact.
 type Kind struct {
 	// Field is the list's name in spec.resources: the JSON name of its
 	// field of examplev1.EnvoyResources.
@@ -56,43 +59,82 @@ type Kind struct {
 	// ByName: a proxy asks for the resources by name only, never for all
 	// of them (a wildcard), which the server refuses.
 	ByName bool
+	// Wildcard: a proxy asks for all the resources of the kind (a
+	// state-of-the-world request that names none asks for all, even after
+	// one that named some), and for those of the other kinds by the names
+	// these give (References, Subscribed).
+	Wildcard bool
+	// Destinations: the socket addresses of a resource of the kind are
+	// where a proxy connects to (a cluster's, its endpoints'), not where
+	// it listens, and the policy's rules of destinations apply to them.
+	Destinations bool
+	// FleetCeiling is how many resources of the kind a fleet holds at
+	// most, unless the operator's bounds say otherwise (fleet.<Field>).
+	FleetCeiling int64
+	// Static is where a load check (package envoyload) puts a resource of
+	// the kind for a real Envoy to build: the path of a list of Envoy's
+	// bootstrap, e.g. static_resources.clusters. `envoy --mode validate`
+	// builds only what the bootstrap holds.
+	Static string
+	// AsStatic returns res, a resource of the kind in JSON with Envoy's
+	// field names, decoded, as it goes into Static so that Envoy builds it
+	// as it builds the resource that comes over xDS; i is its index among
+	// its kind's resources, for the names of what it adds (which start
+	// with "envoyload/"). Nil: as it is.
+	AsStatic func(res map[string]any, i int) map[string]any
 	// List returns the kind's list of an EnvoyConfig's resources, the
 	// field Field of res, to read or to replace.
 	List func(res *examplev1.EnvoyResources) *[]runtime.RawExtension
 
 	newMsg func() types.Resource
 	name   func(types.Resource) string
+	// check applies Envoy's load-time rules of the kind (envoyrules.go)
+	// to a resource of the kind.
+	check func(f *findings, m types.Resource)
+	// refs returns the names a resource of the kind gives of other
+	// resources (References).
+	refs func(types.Resource) []Reference
 }
 
 // Kinds lists the kinds of spec.resources, in the order they are read.
 // It is an array, so that the server sizes its arrays of types by it.
 var Kinds = [...]Kind{{
-	Field: "listeners", TypeURL: resourcev3.ListenerType, Noun: "listener", Short: "LDS", Rank: 2,
+	Field: "listeners", TypeURL: resourcev3.ListenerType, Noun: "listener", Short: "LDS", Rank: 2, Wildcard: true,
+	FleetCeiling: 1000, Static: "static_resources.listeners",
 	List:   func(r *examplev1.EnvoyResources) *[]runtime.RawExtension { return &r.Listeners },
 	newMsg: func() types.Resource { return &listenerv3.Listener{} },
 	name:   func(r types.Resource) string { return r.(*listenerv3.Listener).GetName() },
+	check:  checkListenerLoad, refs: listenerReferences,
 }, {
 	Field: "routes", TypeURL: resourcev3.RouteType, Noun: "route configuration", Short: "RDS", Rank: 3,
+	FleetCeiling: 2000, Static: "static_resources.listeners", AsStatic: routesAsStatic,
 	List:   func(r *examplev1.EnvoyResources) *[]runtime.RawExtension { return &r.Routes },
 	newMsg: func() types.Resource { return &routev3.RouteConfiguration{} },
 	name:   func(r types.Resource) string { return r.(*routev3.RouteConfiguration).GetName() },
+	check:  checkRouteConfigLoad, refs: routeReferences,
 }, {
-	Field: "clusters", TypeURL: resourcev3.ClusterType, Noun: "cluster", Short: "CDS", Rank: 0,
+	Field: "clusters", TypeURL: resourcev3.ClusterType, Noun: "cluster", Short: "CDS", Rank: 0, Wildcard: true, Destinations: true,
+	FleetCeiling: 5000, Static: "static_resources.clusters",
 	List:   func(r *examplev1.EnvoyResources) *[]runtime.RawExtension { return &r.Clusters },
 	newMsg: func() types.Resource { return &clusterv3.Cluster{} },
 	name:   func(r types.Resource) string { return r.(*clusterv3.Cluster).GetName() },
+	check:  checkClusterLoad, refs: clusterReferencesOf,
 }, {
-	Field: "endpoints", TypeURL: resourcev3.EndpointType, Noun: "cluster load assignment", Short: "EDS", Rank: 1,
+	Field: "endpoints", TypeURL: resourcev3.EndpointType, Noun: "cluster load assignment", Short: "EDS", Rank: 1, Destinations: true,
+	FleetCeiling: 5000, Static: "static_resources.clusters", AsStatic: endpointsAsStatic,
 	List:   func(r *examplev1.EnvoyResources) *[]runtime.RawExtension { return &r.Endpoints },
 	newMsg: func() types.Resource { return &endpointv3.ClusterLoadAssignment{} },
 	name:   func(r types.Resource) string { return r.(*endpointv3.ClusterLoadAssignment).GetClusterName() },
+	check:  checkEndpointsLoad, refs: noReferences,
 }, {
 	// Secrets come last: a proxy asks for a secret once a cluster or
 	// listener names it.
 	Field: "secrets", TypeURL: resourcev3.SecretType, Noun: "secret", Short: "SDS", Rank: 4, ByName: true,
+	FleetCeiling: 2000, Static: "static_resources.secrets",
 	List:   func(r *examplev1.EnvoyResources) *[]runtime.RawExtension { return &r.Secrets },
 	newMsg: func() types.Resource { return &tlsv3.Secret{} },
 	name:   func(r types.Resource) string { return r.(*tlsv3.Secret).GetName() },
+	check:  checkSecretLoad, refs: noReferences,
 }}
 
 // PushOrder holds the indexes in Kinds of the kinds by Rank: the order in
@@ -176,7 +218,7 @@ func decode(k Kind, raw []byte) (types.Resource, string, error) {
 	if name == "" {
 		return nil, "", fmt.Errorf("a name is required")
 	}
-	if err := checkLoad(msg); err != nil {
+	if err := checkLoad(k, msg); err != nil {
 		return nil, name, err
 	}
 	return msg, name, nil
