@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -17,6 +19,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/gateway"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
 // programmed says whether the fleet's proxies serve the Gateway's Config as
@@ -59,6 +62,10 @@ func (r *Reconciler) reportGateway(ctx context.Context, w *world, s State) error
 	if ok && len(addresses) == 0 {
 		ok, reason, msg = false, gwv1.GatewayReasonAddressNotAssigned, "the fleet's Service has no load-balancer address yet"
 	}
+	nack, blamed := rejectedRoutes(w, s)
+	if !ok && nack != "" {
+		msg += "; " + rejectionOf(nack, blamed)
+	}
 	after := gw.DeepCopy()
 	st := gwr.out.Gateway
 	st.Addresses = addresses
@@ -84,21 +91,89 @@ func (r *Reconciler) reportGateway(ctx context.Context, w *world, s State) error
 			errs = append(errs, fmt.Errorf("updating the status of Gateway %s/%s: %w", gw.Namespace, gw.Name, err))
 		}
 	}
+	httpParents, grpcParents := gwr.out.HTTPRoutes, gwr.out.GRPCRoutes
+	if len(blamed) > 0 {
+		httpParents, grpcParents = maps.Clone(httpParents), maps.Clone(grpcParents)
+		for _, a := range blamed {
+			m := httpParents
+			if a.Route.Kind == "GRPCRoute" {
+				m = grpcParents
+			}
+			m[a.Route.NamespacedName] = rejectedParents(m[a.Route.NamespacedName], a, nack)
+		}
+	}
 	for key, rt := range gwr.httpRoutes {
-		if parents := ourParents(rt.Status.Parents, gw, rt.Namespace, gwr.out.HTTPRoutes[key]); parents != nil {
+		if parents := ourParents(rt.Status.Parents, gw, rt.Namespace, httpParents[key]); parents != nil {
 			after := rt.DeepCopy()
 			after.Status.Parents = parents
 			errs = append(errs, r.writeRouteStatus(ctx, rt, after))
 		}
 	}
 	for key, rt := range gwr.grpcRoutes {
-		if parents := ourParents(rt.Status.Parents, gw, rt.Namespace, gwr.out.GRPCRoutes[key]); parents != nil {
+		if parents := ourParents(rt.Status.Parents, gw, rt.Namespace, grpcParents[key]); parents != nil {
 			after := rt.DeepCopy()
 			after.Status.Parents = parents
 			errs = append(errs, r.writeRouteStatus(ctx, rt, after))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ReasonRejectedByProxies is the reason of a route's Accepted condition
+// when the fleet's proxies rejected a version of the Gateway's
+// configuration, and their rejection names the route's rules.
+const ReasonRejectedByProxies = "RejectedByProxies"
+
+// rejectedRoutes is the proxies' rejection of the Gateway's configuration,
+// if any, and the routes it names (gateway.Attribute): when every proxy
+// rejected the newest version, its words read against the Gateway's
+// Config as it is now; else those of a proxy that rejected the served
+// version, against the Config that version serves.
+func rejectedRoutes(w *world, s State) (string, []gateway.Attribution) {
+	cfg := w.gateway.out.Config
+	served := cfg
+	for _, c := range w.published() {
+		if c.Name == cfg.Name {
+			served = c
+		}
+	}
+	switch {
+	case s.Rejected != "" && s.Rejected != publish.KnownRejection:
+		return s.Rejected, gateway.Attribute(cfg, s.Rejected)
+	case s.ServedRejected != "" && s.ServedRejected != publish.KnownRejection:
+		return s.ServedRejected, gateway.Attribute(served, s.ServedRejected)
+	case s.Proxies.Nacked > 0 && s.Proxies.LastNACK != "":
+		return s.Proxies.LastNACK, gateway.Attribute(served, s.Proxies.LastNACK)
+	}
+	return "", nil
+}
+
+// rejectionOf says, for the Gateway's Programmed condition, what the
+// proxies rejected: the routes their rejection names, or its words.
+func rejectionOf(nack string, blamed []gateway.Attribution) string {
+	if len(blamed) == 0 {
+		return "the proxies rejected it: " + nack
+	}
+	routes := make([]string, 0, len(blamed))
+	for _, a := range blamed {
+		routes = append(routes, fmt.Sprintf("%s (generation %d)", a.Route, a.Generation))
+	}
+	return "the proxies' rejection names the rules of " + strings.Join(routes, ", ") + ": see their status"
+}
+
+// rejectedParents is a route's parent statuses with those that accepted
+// it told that the proxies rejected its rules (a), in their words.
+func rejectedParents(parents []gwv1.RouteParentStatus, a gateway.Attribution, nack string) []gwv1.RouteParentStatus {
+	out := make([]gwv1.RouteParentStatus, len(parents))
+	for i, p := range parents {
+		p.Conditions = slices.Clone(p.Conditions)
+		if c := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionAccepted)); c != nil && c.Status == metav1.ConditionTrue {
+			c.Status, c.Reason = metav1.ConditionFalse, ReasonRejectedByProxies
+			c.Message = fmt.Sprintf("the fleet's proxies rejected the route's rules of generation %d (%s): %s", a.Generation, strings.Join(a.Entries, ", "), nack)
+		}
+		out[i] = p
+	}
+	return out
 }
 
 // writeRouteStatus writes a route's status when it changed.
