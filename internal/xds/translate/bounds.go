@@ -165,12 +165,13 @@ var defaultBounds = map[string]Bound{
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.access_log_flush_interval": {1 * sec, 1 * hr},
 	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.access_log_flush_interval":                            {1 * sec, 1 * hr},
 	"envoy.type.matcher.v3.RegexMatcher.GoogleRE2.max_program_size":                                               {0, 100},
-	// A fleet's resources, by kind.
-	fleetPrefix + "listeners": {0, 1000},
-	fleetPrefix + "routes":    {0, 2000},
-	fleetPrefix + "clusters":  {0, 5000},
-	fleetPrefix + "endpoints": {0, 5000},
-	fleetPrefix + "secrets":   {0, 2000},
+}
+
+// A fleet's resources, by kind: each kind's ceiling (resource.Kind.FleetCeiling).
+func init() {
+	for _, k := range resource.Kinds {
+		defaultBounds[fleetPrefix+k.Field] = Bound{0, k.FleetCeiling}
+	}
 }
 
 // bound returns the bound of name, a field's full name or a fleet count.

@@ -1,21 +1,12 @@
 package translate
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
-	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
@@ -113,11 +104,11 @@ func byType(merged map[resourceKey]resource.Resource) map[string][]types.Resourc
 	return out
 }
 
-// checkReferences returns, by config name, the references that lead nowhere:
-// a listener's route configuration (RDS) that no config defines, a cluster
-// named by a route or a TCP proxy that no config defines, and a secret that
-// a listener or a cluster asks this server for over SDS and that no config
-// defines, inline or in spec.tlsSecrets.
+// checkReferences returns, by config name, the references that lead nowhere
+// (resource.References): a listener's route configuration (RDS) that no
+// config defines, a cluster named by a route or a TCP proxy that no config
+// defines, and a secret that a listener or a cluster asks this server for
+// over SDS and that no config defines, inline or in spec.tlsSecrets.
 func checkReferences(merged map[resourceKey]resource.Resource) map[string][]error {
 	has := func(typeURL, name string) bool { _, ok := merged[resourceKey{typeURL, name}]; return ok }
 	// The Gateways of the fleet, by the prefix of their resources' names.
@@ -137,37 +128,12 @@ func checkReferences(merged map[resourceKey]resource.Resource) map[string][]erro
 		}
 		problems[r.Source] = append(problems[r.Source], errors.New(msg))
 	}
-	checkClusters := func(r resource.Resource, clusters []string) {
-		for _, c := range clusters {
-			if !has(resourcev3.ClusterType, c) {
-				report(r, "cluster", c)
-			}
-		}
-	}
-	checkSecrets := func(r resource.Resource) {
-		for _, s := range sdsReferences(r.Message) {
-			if !has(resourcev3.SecretType, s) {
-				report(r, "secret", s)
-			}
-		}
-	}
 	for _, r := range sortedResources(merged) {
-		switch m := r.Message.(type) {
-		case *listenerv3.Listener:
-			checkSecrets(r)
-			for _, hcm := range connectionManagers(m) {
-				if rds := hcm.GetRds(); rds != nil && !has(resourcev3.RouteType, rds.GetRouteConfigName()) {
-					report(r, "route configuration", rds.GetRouteConfigName())
-				}
-				checkClusters(r, routeClusters(hcm.GetRouteConfig()))
-				checkClusters(r, tracerClusters(hcm))
+		for _, ref := range resource.References(r.Message) {
+			// What warms until the resource it names comes may wait for it.
+			if !ref.Warming && !has(ref.TypeURL, ref.Name) {
+				report(r, resource.KindOf(ref.TypeURL).Noun, ref.Name)
 			}
-			checkClusters(r, tcpProxyClusters(m))
-		case *routev3.RouteConfiguration:
-			checkClusters(r, routeClusters(m))
-		case *clusterv3.Cluster:
-			// EDS clusters may wait for their endpoints: only secrets to check.
-			checkSecrets(r)
 		}
 	}
 	return problems
@@ -179,90 +145,5 @@ func sortedResources(merged map[resourceKey]resource.Resource) []resource.Resour
 		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path+out[i].Source < out[j].Path+out[j].Source })
-	return out
-}
-
-// tracerClusters returns the clusters a connection manager's tracer sends
-// spans to: Envoy refuses the listener when one is not there ("unknown
-// cluster 'x'").
-func tracerClusters(hcm *hcmv3.HttpConnectionManager) []string {
-	a := hcm.GetTracing().GetProvider().GetTypedConfig()
-	z, d := &tracev3.ZipkinConfig{}, &tracev3.DatadogConfig{}
-	switch {
-	case a == nil:
-	case a.MessageIs(z) && a.UnmarshalTo(z) == nil:
-		if c := cmp.Or(z.GetCollectorService().GetHttpUri().GetCluster(), z.GetCollectorCluster()); c != "" {
-			return []string{c}
-		}
-	case a.MessageIs(d) && a.UnmarshalTo(d) == nil && d.GetCollectorCluster() != "":
-		return []string{d.GetCollectorCluster()}
-	}
-	return nil
-}
-
-// connectionManagers returns the HTTP connection managers of a listener:
-// those of its filter chains, and its API listener's (proxyless gRPC).
-func connectionManagers(l *listenerv3.Listener) []*hcmv3.HttpConnectionManager {
-	var out []*hcmv3.HttpConnectionManager
-	add := func(a *anypb.Any) {
-		hcm := &hcmv3.HttpConnectionManager{}
-		if a != nil && a.MessageIs(hcm) && a.UnmarshalTo(hcm) == nil {
-			out = append(out, hcm)
-		}
-	}
-	for _, fc := range filterChains(l) {
-		for _, f := range fc.GetFilters() {
-			add(f.GetTypedConfig())
-		}
-	}
-	add(l.GetApiListener().GetApiListener())
-	return out
-}
-
-func filterChains(l *listenerv3.Listener) []*listenerv3.FilterChain {
-	chains := append([]*listenerv3.FilterChain(nil), l.GetFilterChains()...)
-	if l.GetDefaultFilterChain() != nil {
-		chains = append(chains, l.GetDefaultFilterChain())
-	}
-	return chains
-}
-
-func tcpProxyClusters(l *listenerv3.Listener) []string {
-	var out []string
-	for _, fc := range filterChains(l) {
-		for _, f := range fc.GetFilters() {
-			tp := &tcpproxyv3.TcpProxy{}
-			if a := f.GetTypedConfig(); a != nil && a.MessageIs(tp) && a.UnmarshalTo(tp) == nil {
-				if c := tp.GetCluster(); c != "" {
-					out = append(out, c)
-				}
-				for _, w := range tp.GetWeightedClusters().GetClusters() {
-					out = append(out, w.GetName())
-				}
-			}
-		}
-	}
-	return out
-}
-
-// routeClusters returns the clusters a route configuration sends traffic to.
-func routeClusters(rc *routev3.RouteConfiguration) []string {
-	var out []string
-	for _, vh := range rc.GetVirtualHosts() {
-		for _, r := range vh.GetRoutes() {
-			a := r.GetRoute()
-			if c := a.GetCluster(); c != "" {
-				out = append(out, c)
-			}
-			for _, w := range a.GetWeightedClusters().GetClusters() {
-				out = append(out, w.GetName())
-			}
-			for _, m := range a.GetRequestMirrorPolicies() {
-				if m.GetCluster() != "" {
-					out = append(out, m.GetCluster())
-				}
-			}
-		}
-	}
 	return out
 }

@@ -368,7 +368,7 @@ func (pol Policy) refusals(name string, rs []resource.Resource) []string {
 // namespace ns, each as the field and why.
 func (pol Policy) check(r resource.Resource, ns string) []string {
 	var out []string
-	c := checker{pol: pol, namespace: ns, destinations: r.Kind.TypeURL == resourcev3.ClusterType || r.Kind.TypeURL == resourcev3.EndpointType,
+	c := checker{pol: pol, namespace: ns, destinations: r.Kind.Destinations,
 		refused: map[string]bool{}}
 	c.refuse = func(field string, err error) {
 		out = append(out, fmt.Sprintf("%s %v", field, err))

@@ -8,7 +8,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
@@ -131,29 +130,4 @@ func duplicateSecretNames(c Config, inline []resource.Resource) []error {
 		}
 	}
 	return errs
-}
-
-// sdsFromThisServer reports whether an SDS secret config asks this server:
-// over ADS, or from the source that delivered the resource naming it.
-// Without a config source, the secret is one of the bootstrap's static
-// secrets; with another one, another server's.
-func sdsFromThisServer(c *tlsv3.SdsSecretConfig) bool {
-	src := c.GetSdsConfig()
-	return src.GetAds() != nil || src.GetSelf() != nil
-}
-
-// sdsReferences returns the names of the secrets that m (a listener or a
-// cluster) asks this server for over SDS, at any depth.
-func sdsReferences(m proto.Message) []string {
-	var out []string
-	walk(m, "", func(m proto.Message, _ string) bool {
-		if c, ok := m.(*tlsv3.SdsSecretConfig); ok {
-			if sdsFromThisServer(c) {
-				out = append(out, c.GetName())
-			}
-			return false
-		}
-		return true
-	})
-	return out
 }
