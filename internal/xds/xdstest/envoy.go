@@ -6,13 +6,10 @@ import (
 	"slices"
 	"sort"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
 // Served is what an Envoy-like client was served, by type URL: the names
@@ -20,8 +17,24 @@ import (
 type Served map[string][]string
 
 // EnvoyOrder is the order in which Envoy subscribes on its ADS stream:
-// clusters and listeners to all, then what they name.
-var EnvoyOrder = []string{resourcev3.ClusterType, resourcev3.ListenerType, resourcev3.EndpointType, resourcev3.RouteType, resourcev3.SecretType}
+// to all of the kinds it holds all of (resource.Kind.Wildcard: clusters,
+// listeners), then by name to the others, which those name, each in the
+// order of a push (resource.PushOrder).
+var EnvoyOrder, wildcards = envoyOrder(resource.Kinds[:], resource.PushOrder)
+
+// envoyOrder returns the type URLs of kinds, in EnvoyOrder, and how many
+// of them are wildcards, at its start. order is the push order of kinds.
+func envoyOrder(kinds []resource.Kind, order []int) ([]string, int) {
+	var all, byName []string
+	for _, i := range order {
+		if kinds[i].Wildcard {
+			all = append(all, kinds[i].TypeURL)
+		} else {
+			byName = append(byName, kinds[i].TypeURL)
+		}
+	}
+	return append(all, byName...), len(all)
+}
 
 // Subscriber is a stream that an Envoy-like client drives: ADS or Delta.
 type Subscriber interface {
@@ -80,10 +93,10 @@ func (s deltaSubscriber) next() (update, error) {
 
 // SubscribeAsEnvoy plays Envoy's subscriptions on a fresh stream, against a
 // published fleet: it subscribes to every cluster and every listener, then
-// by name to the load assignments of its EDS clusters, to the route
-// configurations its listeners name over RDS, and to the secrets its
-// listeners and clusters name over SDS, each once it was sent what names
-// it, as Envoy does. It accepts every response, and returns what it holds
+// by name to what they name (resource.Subscribed: the load assignments of
+// its EDS clusters, the route configurations its listeners name over RDS,
+// and the secrets its listeners and clusters name over SDS), each once it
+// was sent what names it, as Envoy does. It accepts every response, and returns what it holds
 // once each subscription was answered. A subscription to no name is not
 // made.
 func SubscribeAsEnvoy(s Subscriber) (Served, error) {
@@ -114,7 +127,7 @@ func SubscribeAsEnvoy(s Subscriber) (Served, error) {
 			}
 		}
 	}
-	for _, typeURL := range EnvoyOrder[:2] {
+	for _, typeURL := range EnvoyOrder[:wildcards] {
 		if err := s.subscribe(typeURL, nil); err != nil {
 			return nil, err
 		}
@@ -122,11 +135,15 @@ func SubscribeAsEnvoy(s Subscriber) (Served, error) {
 			return nil, err
 		}
 	}
-	names, err := Named(slices.Collect(maps.Values(held[resourcev3.ClusterType])), slices.Collect(maps.Values(held[resourcev3.ListenerType])))
+	var holding []*anypb.Any
+	for _, typeURL := range EnvoyOrder[:wildcards] {
+		holding = append(holding, slices.Collect(maps.Values(held[typeURL]))...)
+	}
+	names, err := Named(holding)
 	if err != nil {
 		return nil, err
 	}
-	for _, typeURL := range EnvoyOrder[2:] {
+	for _, typeURL := range EnvoyOrder[wildcards:] {
 		if len(names[typeURL]) == 0 {
 			continue
 		}
@@ -152,94 +169,23 @@ func nameOf(a *anypb.Any) (string, error) {
 	return names[0], nil
 }
 
-// Named returns what clusters and listeners (as sent) name, by type: the
-// load assignments of EDS clusters, the route configurations of
-// HttpConnectionManagers over RDS, and the secrets of TLS contexts over SDS.
-func Named(clusters, listeners []*anypb.Any) (map[string][]string, error) {
-	set := map[string]map[string]bool{}
-	add := func(typeURL, name string) {
-		if set[typeURL] == nil {
-			set[typeURL] = map[string]bool{}
-		}
-		set[typeURL][name] = true
-	}
-	tlsNames := func(ts *corev3.TransportSocket) error {
-		if ts.GetTypedConfig() == nil {
-			return nil
-		}
-		m, err := ts.GetTypedConfig().UnmarshalNew()
+// Named returns what resources (as sent, of the kinds Envoy holds all of:
+// clusters and listeners) name of the kinds it asks for by name, by type,
+// sorted (resource.Subscribed): the load assignments of EDS clusters, the
+// route configurations of HttpConnectionManagers over RDS, and the secrets
+// of TLS contexts over SDS.
+func Named(resources []*anypb.Any) (map[string][]string, error) {
+	var ms []types.Resource
+	for _, a := range resources {
+		m, err := a.UnmarshalNew()
 		if err != nil {
-			return err
-		}
-		var ctx *tlsv3.CommonTlsContext
-		switch t := m.(type) {
-		case *tlsv3.DownstreamTlsContext:
-			ctx = t.GetCommonTlsContext()
-		case *tlsv3.UpstreamTlsContext:
-			ctx = t.GetCommonTlsContext()
-		}
-		for _, c := range ctx.GetTlsCertificateSdsSecretConfigs() {
-			add(resourcev3.SecretType, c.GetName())
-		}
-		if c := ctx.GetValidationContextSdsSecretConfig(); c != nil {
-			add(resourcev3.SecretType, c.GetName())
-		}
-		return nil
-	}
-	for _, a := range clusters {
-		c := &clusterv3.Cluster{}
-		if err := a.UnmarshalTo(c); err != nil {
 			return nil, err
 		}
-		if c.GetType() == clusterv3.Cluster_EDS {
-			name := c.GetName()
-			if n := c.GetEdsClusterConfig().GetServiceName(); n != "" {
-				name = n
-			}
-			add(resourcev3.EndpointType, name)
-		}
-		if err := tlsNames(c.GetTransportSocket()); err != nil {
-			return nil, err
-		}
+		ms = append(ms, m)
 	}
-	hcm := func(a *anypb.Any) error {
-		if a == nil || a.GetTypeUrl() != "type.googleapis.com/"+string((&hcmv3.HttpConnectionManager{}).ProtoReflect().Descriptor().FullName()) {
-			return nil
-		}
-		h := &hcmv3.HttpConnectionManager{}
-		if err := a.UnmarshalTo(h); err != nil {
-			return err
-		}
-		if r := h.GetRds(); r != nil {
-			add(resourcev3.RouteType, r.GetRouteConfigName())
-		}
-		return nil
-	}
-	for _, a := range listeners {
-		l := &listenerv3.Listener{}
-		if err := a.UnmarshalTo(l); err != nil {
-			return nil, err
-		}
-		if err := hcm(l.GetApiListener().GetApiListener()); err != nil {
-			return nil, err
-		}
-		for _, fc := range l.GetFilterChains() {
-			if err := tlsNames(fc.GetTransportSocket()); err != nil {
-				return nil, err
-			}
-			for _, f := range fc.GetFilters() {
-				if err := hcm(f.GetTypedConfig()); err != nil {
-					return nil, err
-				}
-			}
-		}
-	}
-	out := map[string][]string{}
-	for typeURL, names := range set {
-		for n := range names {
-			out[typeURL] = append(out[typeURL], n)
-		}
-		sort.Strings(out[typeURL])
+	out := resource.Subscribed(ms)
+	for _, names := range out {
+		sort.Strings(names)
 	}
 	return out, nil
 }
