@@ -14,17 +14,17 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	// The TLS contexts, in listeners' and clusters' typed configurations,
@@ -46,9 +46,10 @@ const (
 type Subscription struct {
 	TypeURL string
 	Names   []string
-	// Named asks, instead of Names, for the resources that the accepted
-	// listeners and clusters name, once they name any: the secrets of their
-	// TLS contexts (SdsSecretConfig). State of the world only.
+	// Named asks, instead of Names, for the resources of its type that the
+	// accepted listeners and clusters (the kinds a proxy holds all of)
+	// name, once they name any (resource.Subscribed): e.g. the secrets of
+	// their TLS contexts over SDS. State of the world only.
 	Named bool
 }
 
@@ -116,7 +117,7 @@ func SotW(ctx context.Context, c discoveryv3.AggregatedDiscoveryServiceClient, n
 	}
 	names := map[string][]string{}
 	named := map[string]bool{}            // types asked for by the names the configuration holds
-	accepted := map[string][]*anypb.Any{} // listeners and clusters, as last accepted
+	accepted := map[string][]*anypb.Any{} // listeners and clusters (Wildcard kinds), as last accepted
 	last := map[string]*discoveryv3.DiscoveryResponse{}
 	first := true
 	send := func(typeURL string) error {
@@ -151,12 +152,13 @@ func SotW(ctx context.Context, c discoveryv3.AggregatedDiscoveryServiceClient, n
 			return err
 		}
 		report(typ, resp.GetVersionInfo(), proto.Size(resp))
-		if typ != resourcev3.ListenerType && typ != resourcev3.ClusterType {
+		if !resource.KindOf(typ).Wildcard {
 			continue
 		}
 		accepted[typ] = resp.GetResources()
-		want := secretNames(append(slices.Clone(accepted[resourcev3.ListenerType]), accepted[resourcev3.ClusterType]...))
+		wanted := namedBy(accepted)
 		for t := range named {
+			want := wanted[t]
 			if _, asked := names[t]; (asked || len(want) > 0) && !slices.Equal(want, names[t]) {
 				names[t] = want
 				if err := send(t); err != nil {
@@ -167,51 +169,21 @@ func SotW(ctx context.Context, c discoveryv3.AggregatedDiscoveryServiceClient, n
 	}
 }
 
-// secretNames returns, sorted, the names of the SDS secrets that resources
-// name: every SdsSecretConfig in them, inside typed configurations too.
-func secretNames(resources []*anypb.Any) []string {
-	seen := map[string]bool{}
-	var walk func(m protoreflect.Message)
-	walk = func(m protoreflect.Message) {
-		if m.Descriptor().FullName() == "envoy.extensions.transport_sockets.tls.v3.SdsSecretConfig" {
-			if n := m.Get(m.Descriptor().Fields().ByName("name")).String(); n != "" {
-				seen[n] = true
+// namedBy returns, by type and sorted, the names that the resources of
+// accepted name of the kinds a proxy asks for by name (resource.Subscribed).
+func namedBy(accepted map[string][]*anypb.Any) map[string][]string {
+	var ms []types.Resource
+	for _, t := range slices.Sorted(maps.Keys(accepted)) {
+		for _, a := range accepted[t] {
+			if m, err := a.UnmarshalNew(); err == nil {
+				ms = append(ms, m)
 			}
-			return
-		}
-		if a, ok := m.Interface().(*anypb.Any); ok {
-			if inner, err := a.UnmarshalNew(); err == nil {
-				walk(inner.ProtoReflect())
-			}
-			return
-		}
-		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-			switch {
-			case fd.Kind() != protoreflect.MessageKind && fd.Kind() != protoreflect.GroupKind:
-			case fd.IsList():
-				for i := range v.List().Len() {
-					walk(v.List().Get(i).Message())
-				}
-			case fd.IsMap():
-				if fd.MapValue().Kind() == protoreflect.MessageKind {
-					v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool { walk(mv.Message()); return true })
-				}
-			default:
-				walk(v.Message())
-			}
-			return true
-		})
-	}
-	for _, r := range resources {
-		if m, err := r.UnmarshalNew(); err == nil {
-			walk(m.ProtoReflect())
 		}
 	}
-	out := make([]string, 0, len(seen))
-	for n := range seen {
-		out = append(out, n)
+	out := resource.Subscribed(ms)
+	for _, names := range out {
+		slices.Sort(names)
 	}
-	slices.Sort(out)
 	return out
 }
 

@@ -23,12 +23,14 @@ func anyOf(t *testing.T, m proto.Message) *anypb.Any {
 }
 
 // The secrets a proxy asks for are those its listeners' and clusters' TLS
-// contexts name, inside their typed configurations, each once.
-func TestSecretNames(t *testing.T) {
+// contexts ask this server for, inside their typed configurations, each
+// once; and the endpoints of its EDS clusters.
+func TestNamedBy(t *testing.T) {
+	ads := &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}}
 	sds := func(names ...string) []*tlsv3.SdsSecretConfig {
 		var out []*tlsv3.SdsSecretConfig
 		for _, n := range names {
-			out = append(out, &tlsv3.SdsSecretConfig{Name: n})
+			out = append(out, &tlsv3.SdsSecretConfig{Name: n, SdsConfig: ads})
 		}
 		return out
 	}
@@ -39,21 +41,29 @@ func TestSecretNames(t *testing.T) {
 		{TransportSocket: socket(&tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
 			TlsCertificateSdsSecretConfigs: sds("web-cert", "api-cert"),
 			ValidationContextType: &tlsv3.CommonTlsContext_ValidationContextSdsSecretConfig{
-				ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: "clients-ca"},
+				ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: "clients-ca", SdsConfig: ads},
 			},
 		}})},
 		{TransportSocket: socket(&tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: sds("web-cert")}})},
+		// A static secret of the bootstrap is not asked for.
+		{TransportSocket: socket(&tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
+			TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: "static"}}}})},
 	}}
-	cluster := &clusterv3.Cluster{Name: "backend", TransportSocket: socket(&tlsv3.UpstreamTlsContext{
-		CommonTlsContext: &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: sds("client-cert")}})}
+	cluster := &clusterv3.Cluster{Name: "backend", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+		EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{EdsConfig: ads},
+		TransportSocket: socket(&tlsv3.UpstreamTlsContext{
+			CommonTlsContext: &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: sds("client-cert")}})}
 	plain := &clusterv3.Cluster{Name: "plain"}
 
-	got := secretNames([]*anypb.Any{anyOf(t, listener), anyOf(t, cluster), anyOf(t, plain)})
-	if want := []string{"api-cert", "client-cert", "clients-ca", "web-cert"}; !slices.Equal(got, want) {
-		t.Errorf("secret names %v, want %v", got, want)
+	got := namedBy(map[string][]*anypb.Any{resourcev3.ListenerType: {anyOf(t, listener)}, resourcev3.ClusterType: {anyOf(t, cluster), anyOf(t, plain)}})
+	if want := []string{"api-cert", "client-cert", "clients-ca", "web-cert"}; !slices.Equal(got[resourcev3.SecretType], want) {
+		t.Errorf("secret names %v, want %v", got[resourcev3.SecretType], want)
 	}
-	if got := secretNames([]*anypb.Any{anyOf(t, plain)}); len(got) != 0 {
-		t.Errorf("a cluster without TLS names secrets %v", got)
+	if want := []string{"backend"}; !slices.Equal(got[resourcev3.EndpointType], want) {
+		t.Errorf("endpoints %v, want %v", got[resourcev3.EndpointType], want)
+	}
+	if got := namedBy(map[string][]*anypb.Any{resourcev3.ClusterType: {anyOf(t, plain)}}); len(got) != 0 {
+		t.Errorf("a cluster without TLS names %v", got)
 	}
 }
 
