@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
@@ -60,28 +59,36 @@ validation_context:
 `
 )
 
+// validSamples are a valid resource of each kind, by its list.
+var validSamples = map[string]string{"listeners": validListener, "routes": validRoute, "clusters": validCluster,
+	"endpoints": validEndpoints, "secrets": validSecret}
+
+// validResources are an EnvoyConfig's resources: one of each kind.
 func validResources() examplev1.EnvoyResources {
-	return examplev1.EnvoyResources{
-		Listeners: []runtime.RawExtension{raw(validListener)},
-		Routes:    []runtime.RawExtension{raw(validRoute)},
-		Clusters:  []runtime.RawExtension{raw(validCluster)},
-		Endpoints: []runtime.RawExtension{raw(validEndpoints)},
-		Secrets:   []runtime.RawExtension{raw(validSecret)},
+	var res examplev1.EnvoyResources
+	for _, k := range Kinds {
+		*k.List(&res) = []runtime.RawExtension{raw(validSamples[k.Field])}
 	}
+	return res
 }
 
 func TestParseValid(t *testing.T) {
+	for _, k := range Kinds {
+		if validSamples[k.Field] == "" {
+			t.Fatalf("no valid sample of %s in validSamples", k.Field)
+		}
+	}
 	rs, errs := Parse("ns/a", validResources())
 	if len(errs) != 0 {
 		t.Fatalf("errors: %v", errs)
 	}
-	if len(rs) != 5 {
-		t.Fatalf("got %d resources, want 5", len(rs))
+	if len(rs) != len(Kinds) {
+		t.Fatalf("got %d resources, want %d", len(rs), len(Kinds))
 	}
 	byType := resourcesByType(rs)
-	for _, typ := range []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.SecretType} {
-		if len(byType[typ]) != 1 {
-			t.Errorf("%s: %d resources", typ, len(byType[typ]))
+	for _, k := range Kinds {
+		if len(byType[k.TypeURL]) != 1 {
+			t.Errorf("%s: %d resources", k.Field, len(byType[k.TypeURL]))
 		}
 	}
 }
