@@ -83,8 +83,10 @@ func (r *Reconciler) readGateway(ctx context.Context, w *world) error {
 	gw, class, err := r.gatewayOf(ctx, w)
 	if err != nil || gw == nil {
 		r.gatewayBackends.set(w.id, nil)
+		r.gatewayBackends.setSecrets(w.id, nil)
 		return err
 	}
+	r.gatewayBackends.setSecrets(w.id, certificateSecrets(gw))
 	in := gateway.Input{Class: *class, Gateway: *gw, FleetName: w.id.Name,
 		Namespaces: map[string]map[string]string{}, Services: map[types.NamespacedName]corev1.Service{},
 		Secrets: map[types.NamespacedName]corev1.Secret{}}
@@ -285,8 +287,41 @@ func certificateSecrets(gw *gwv1.Gateway) []types.NamespacedName {
 
 // gatewayBackends remembers, by fleet, the backend Services its Gateway's
 // last translation took endpoints from: an EndpointSlice of one of them
-// queues the fleet.
-type gatewayBackends struct{ m sync.Map } // fleet.ID → []types.NamespacedName
+// queues the fleet. It remembers too the Secrets its Gateway's listeners
+// name as certificates: a change of one that the manager's cache holds
+// (one labelled for the control plane) queues the fleet (fleetsOfSecret).
+type gatewayBackends struct {
+	m       sync.Map // fleet.ID → []types.NamespacedName
+	secrets sync.Map // fleet.ID → []types.NamespacedName
+}
+
+func (b *gatewayBackends) setSecrets(id fleet.ID, secrets []types.NamespacedName) {
+	if len(secrets) == 0 {
+		b.secrets.Delete(id)
+		return
+	}
+	b.secrets.Store(id, secrets)
+}
+
+// fleetsOfSecret returns the fleets whose Gateway's listeners name the
+// Secret s as a certificate.
+func (b *gatewayBackends) fleetsOfSecret(s types.NamespacedName) []reconcile.Request {
+	return fleetsNaming(&b.secrets, s)
+}
+
+// fleetsNaming returns the fleets of m (fleet.ID → []types.NamespacedName)
+// that name key.
+func fleetsNaming(m *sync.Map, key types.NamespacedName) []reconcile.Request {
+	var out []reconcile.Request
+	m.Range(func(k, v any) bool {
+		if slices.Contains(v.([]types.NamespacedName), key) {
+			id := k.(fleet.ID)
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
+		}
+		return true
+	})
+	return out
+}
 
 func (b *gatewayBackends) set(id fleet.ID, services []types.NamespacedName) {
 	if len(services) == 0 {
@@ -298,15 +333,7 @@ func (b *gatewayBackends) set(id fleet.ID, services []types.NamespacedName) {
 
 // fleetsOf returns the fleets whose Gateway takes endpoints from svc.
 func (b *gatewayBackends) fleetsOf(svc types.NamespacedName) []reconcile.Request {
-	var out []reconcile.Request
-	b.m.Range(func(k, v any) bool {
-		if slices.Contains(v.([]types.NamespacedName), svc) {
-			id := k.(fleet.ID)
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
-		}
-		return true
-	})
-	return out
+	return fleetsNaming(&b.m, svc)
 }
 
 // watchGateways adds the Gateway API's objects to what queues fleets: a

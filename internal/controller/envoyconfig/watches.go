@@ -89,15 +89,20 @@ func (r *Reconciler) enqueueOnElection(ctx context.Context, elected <-chan struc
 }
 
 // fleetsOfSecret maps a Secret labelled for the control plane to the fleets
-// whose EnvoyConfigs name it in spec.tlsSecrets; to a resync of its
-// namespace when they cannot be listed.
+// whose EnvoyConfigs name it in spec.tlsSecrets, and to those whose
+// Gateway's listeners name it as a certificate (of any namespace, under a
+// ReferenceGrant); to a resync of its namespace when the EnvoyConfigs
+// cannot be listed. A listener's Secret that is not labelled is not in the
+// manager's cache, which holds no other Secret: it is read, uncached, at
+// the fleet's next reconcile.
 func (r *Reconciler) fleetsOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	gateways := r.gatewayBackends.fleetsOfSecret(client.ObjectKeyFromObject(o))
 	var list examplev1.EnvoyConfigList
 	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{secretIndex: o.GetName()}); err != nil {
 		logf.FromContext(ctx).Error(err, "listing the EnvoyConfigs of a Secret; resyncing the namespace's fleets", "secret", client.ObjectKeyFromObject(o))
-		return []reconcile.Request{resyncRequest(o.GetNamespace())}
+		return append(gateways, resyncRequest(o.GetNamespace()))
 	}
-	return fleetsOf(list.Items)
+	return append(fleetsOf(list.Items), gateways...)
 }
 
 // fleetsOf returns the fleets of configs, each once.
