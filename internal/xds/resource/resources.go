@@ -37,9 +37,9 @@ import (
 // examplev1.EnvoyResources and one entry of Kinds: the rest (reading an
 // EnvoyConfig, Envoy's load-time rules, the references that must lead
 // somewhere, the fleet's ceiling, the policy's destinations, a load check
-// in a real Envoy, the order of a push, the types the server serves and
-// what warms, kubectl envoy's columns, the subscriptions of the stand-in
-// proxies and of the tests' Envoy-like clients) is derived from Kinds,
+// in a real Envoy, the order of a push, the types the server serves,
+// kubectl envoy's columns, the subscriptions of the stand-in proxies and
+// of the tests' Envoy-like clients) is derived from Kinds,
 // and TestKinds fails on an entry that lacks a fact.
 type Kind struct {
 	// Field is the list's name in spec.resources: the JSON name of its
