@@ -61,12 +61,12 @@ func Subscribed(resources []types.Resource) map[string][]string {
 	return out
 }
 
-// listenerReferences: a listener names the route configurations of its
-// connection managers over RDS, the clusters their inline route
-// configurations, tracers and TCP proxies send to, and its secrets.
+// listenerReferences: a listener names its secrets, the route
+// configurations of its connection managers over RDS, and the clusters
+// their inline route configurations, tracers and its TCP proxies send to.
 func listenerReferences(m types.Resource) []Reference {
 	l := m.(*listenerv3.Listener)
-	var out []Reference
+	out := secretReferences(l)
 	for _, hcm := range connectionManagers(l) {
 		if rds := hcm.GetRds(); rds != nil {
 			out = append(out, Reference{TypeURL: resourcev3.RouteType, Name: rds.GetRouteConfigName()})
@@ -74,8 +74,7 @@ func listenerReferences(m types.Resource) []Reference {
 		out = clusterReferences(out, routeClusters(hcm.GetRouteConfig()))
 		out = clusterReferences(out, tracerClusters(hcm))
 	}
-	out = clusterReferences(out, tcpProxyClusters(l))
-	return append(out, secretReferences(l)...)
+	return clusterReferences(out, tcpProxyClusters(l))
 }
 
 // routeReferences: a route configuration names the clusters its routes
@@ -111,28 +110,28 @@ func clusterReferences(out []Reference, clusters []string) []Reference {
 // SDS, at any depth.
 func secretReferences(m proto.Message) []Reference {
 	var out []Reference
-	for _, s := range SDSReferences(m) {
+	for _, s := range sdsReferences(m) {
 		out = append(out, Reference{TypeURL: resourcev3.SecretType, Name: s})
 	}
 	return out
 }
 
-// SDSFromThisServer reports whether an SDS secret config asks this server:
+// sdsFromThisServer reports whether an SDS secret config asks this server:
 // over ADS, or from the source that delivered the resource naming it.
 // Without a config source, the secret is one of the bootstrap's static
 // secrets; with another one, another server's.
-func SDSFromThisServer(c *tlsv3.SdsSecretConfig) bool {
+func sdsFromThisServer(c *tlsv3.SdsSecretConfig) bool {
 	src := c.GetSdsConfig()
 	return src.GetAds() != nil || src.GetSelf() != nil
 }
 
-// SDSReferences returns the names of the secrets that m (a listener or a
+// sdsReferences returns the names of the secrets that m (a listener or a
 // cluster) asks this server for over SDS, at any depth.
-func SDSReferences(m proto.Message) []string {
+func sdsReferences(m proto.Message) []string {
 	var out []string
 	Walk(m, "", func(m proto.Message, _ string) bool {
 		if c, ok := m.(*tlsv3.SdsSecretConfig); ok {
-			if SDSFromThisServer(c) {
+			if sdsFromThisServer(c) {
 				out = append(out, c.GetName())
 			}
 			return false

@@ -44,7 +44,7 @@ func TestReferences(t *testing.T) {
 		m    types.Resource
 		want []Reference
 	}{
-		{listener, []Reference{{TypeURL: resourcev3.RouteType, Name: "web"}, {TypeURL: resourcev3.ClusterType, Name: "passthrough"}, {TypeURL: resourcev3.SecretType, Name: "server"}}},
+		{listener, []Reference{{TypeURL: resourcev3.SecretType, Name: "server"}, {TypeURL: resourcev3.RouteType, Name: "web"}, {TypeURL: resourcev3.ClusterType, Name: "passthrough"}}},
 		{route, []Reference{{TypeURL: resourcev3.ClusterType, Name: "a"}, {TypeURL: resourcev3.ClusterType, Name: "b"}}},
 		{cluster, []Reference{{TypeURL: resourcev3.EndpointType, Name: "a-endpoints", Warming: true}, {TypeURL: resourcev3.SecretType, Name: "ca"}}},
 		{endpoints, nil},
