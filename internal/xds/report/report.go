@@ -119,6 +119,18 @@ func Sum(reports []Report, fleetID, version string) publish.Acks {
 	return a
 }
 
+// Behind reports whether a replica with proxies of fleetID connected
+// reports serving them another revision than version: their answers to
+// version are not in the reports yet.
+func Behind(reports []Report, fleetID, version string) bool {
+	for _, r := range reports {
+		if f, ok := r[fleetID]; ok && f.Connected > 0 && f.Version != version {
+			return true
+		}
+	}
+	return false
+}
+
 // Answers gathers what each of a fleet's proxies answered, on every
 // replica, by node id. A proxy connected to two replicas at once (as it
 // moves from one to the other) answers as the one where it answered. It
