@@ -91,6 +91,9 @@ type Reconciler struct {
 	// have seen yet (record.go, report.go).
 	ownHistories ownHistories
 	ownStatuses  ownStatuses
+	// accepted are the revisions found accepted and not yet written so
+	// (record.go).
+	accepted acceptedMarks
 	// gatewayBackends are the backend Services of the fleets' Gateways.
 	gatewayBackends gatewayBackends
 	// queue is the controller's queue, once its sources have started: a

@@ -80,11 +80,13 @@ func (rec recording) clashed() bool { return apierrors.IsAlreadyExists(rec.err) 
 // is unreadable, records it and announces it.
 func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR, reports []report.Report) recording {
 	rec := stored(w)
-	d := publish.Decide(rec.history, ir, acks(reports, w, rec.history), publish.RejectionsOf(w.configs, ir.Version))
+	prev := r.accepted.marked(w, rec.history)
+	d := publish.Decide(prev, ir, acks(reports, w, rec.history), publish.RejectionsOf(w.configs, ir.Version))
 	in := publish.RolloutInput{Policy: rolloutPolicy(w.envoy), Proxies: report.Answers(reports, w.id.String()), Now: r.now()}
 	in.Promote, in.Abort = rolloutOrders(w.envoy)
-	rec.rollout = publish.Roll(rec.history, &d, in)
-	if rec.readable && !d.Changed(rec.history) {
+	rec.rollout = publish.Roll(prev, &d, in)
+	r.accepted.note(w.id, d.History)
+	if rec.readable && !changedBeyondAccepted(d, rec.history) {
 		return rec
 	}
 	// Remembered before it is written: the write's event may come first. A
@@ -235,3 +237,83 @@ func historyDigest(o client.Object) string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// A revision's mark that every connected proxy accepted it (Acked) is
+// written lazily: a decision that changes the history in nothing else
+// writes nothing, and the mark goes with the history's next write, which
+// is when it matters (it makes the revision a rollback target once another
+// is served). Until then the leader keeps it in memory (acceptedMarks), and
+// the EnvoyConfigs' status vouches for it (acceptedOf), since the leader
+// writes it once every proxy answered: a new leader finds the mark there.
+// A mark is thus neither lost nor a write of its own: one change costs
+// one history write.
+
+// changedBeyondAccepted reports whether d changes the history prev in more
+// than the marks that revisions were accepted.
+func changedBeyondAccepted(d publish.Decision, prev publish.History) bool {
+	h := d.History
+	h.Revisions = slices.Clone(h.Revisions)
+	for i := range h.Revisions {
+		if p := prev.Find(h.Revisions[i].Version); p != nil && !p.Acked {
+			h.Revisions[i].Acked = false
+		}
+	}
+	return publish.Decision{History: h}.Changed(prev)
+}
+
+// acceptedOf returns the versions that configs, the fleet's EnvoyConfigs,
+// report as accepted by every connected proxy of the fleet in their
+// status, which only the operator writes: the version published, with as
+// many proxies acked as connected, and at least one.
+func acceptedOf(configs []*examplev1.EnvoyConfig) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range configs {
+		p := c.Status.Proxies
+		if v := c.Status.PublishedVersion; v != "" && p.Connected > 0 && p.Acked == p.Connected {
+			out[v] = true
+		}
+	}
+	return out
+}
+
+// acceptedMarks remembers, by fleet, the versions of its history that the
+// leader found accepted by every connected proxy and has not written so.
+type acceptedMarks struct{ m sync.Map }
+
+// marked returns h with the revisions accepted as the leader found them
+// and as the fleet's EnvoyConfigs report them (acceptedOf) marked so. A
+// revision rejected by every proxy is not marked: the history's mark is
+// the better knowledge.
+func (a *acceptedMarks) marked(w *world, h publish.History) publish.History {
+	known := acceptedOf(w.configs)
+	if v, ok := a.m.Load(w.id); ok {
+		for version := range v.(map[string]bool) {
+			known[version] = true
+		}
+	}
+	out := h
+	out.Revisions = slices.Clone(h.Revisions)
+	for i := range out.Revisions {
+		if rev := &out.Revisions[i]; known[rev.Version] && !rev.Acked && rev.Rejected == "" {
+			rev.Acked = true
+		}
+	}
+	return out
+}
+
+// note remembers the revisions that h, decided on, marks accepted.
+func (a *acceptedMarks) note(id fleet.ID, h publish.History) {
+	m := map[string]bool{}
+	for _, rev := range h.Revisions {
+		if rev.Acked {
+			m[rev.Version] = true
+		}
+	}
+	if len(m) == 0 {
+		a.m.Delete(id)
+		return
+	}
+	a.m.Store(id, m)
+}
+
+func (a *acceptedMarks) forget(id fleet.ID) { a.m.Delete(id) }

@@ -78,6 +78,7 @@ func (r *Reconciler) set(ctx context.Context, w *world, version string, resource
 // the leader deletes its history.
 func (r *Reconciler) forget(ctx context.Context, w *world, leader bool) error {
 	r.Server.ClearFleet(w.id.String())
+	r.accepted.forget(w.id)
 	if !leader {
 		return nil
 	}
