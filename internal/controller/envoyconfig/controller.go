@@ -92,8 +92,10 @@ type Reconciler struct {
 	ownHistories ownHistories
 	ownStatuses  ownStatuses
 	// accepted are the revisions found accepted and not yet written so
-	// (record.go).
+	// (record.go); awaiting, the fleets whose status waits for their
+	// proxies' answers to a new revision (report.go).
 	accepted acceptedMarks
+	awaiting awaitingAnswers
 	// gatewayBackends are the backend Services of the fleets' Gateways.
 	gatewayBackends gatewayBackends
 	// queue is the controller's queue, once its sources have started: a

@@ -8,10 +8,14 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
@@ -27,7 +31,15 @@ func (r *Reconciler) report(ctx context.Context, w *world, ir translate.IR, rec 
 	where := fmt.Sprintf("ConfigMap %s/%s", r.Namespace, history.Name(w.id))
 	base := fleetState(ir, rec, acks(reports, w, rec.history), w.envoy == nil, where)
 	var errs []error
-	for _, c := range w.configs {
+	wait := time.Duration(0)
+	if plain(base, ir) {
+		wait = r.awaiting.wait(w.id, rec.history, reports, time.Now())
+	}
+	configs := w.configs
+	if wait > 0 {
+		configs = nil // written once the replicas report the proxies' answers
+	}
+	for _, c := range configs {
 		c = r.ownStatuses.latest(c)
 		s := base
 		s.Config = ir.Configs[translate.FromObject(c).Name]
@@ -49,8 +61,91 @@ func (r *Reconciler) report(ctx context.Context, w *world, ir translate.IR, rec 
 	if rec.err != nil && !rec.clashed() {
 		errs = append(errs, rec.err)
 	}
-	return status.Result(errors.Join(errs...), rec.clashed())
+	res, err := status.Result(errors.Join(errs...), rec.clashed())
+	if wait > 0 && err == nil && !r.awaiting.wake(w.id, wait, r.queue.Load()) && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
+		res.RequeueAfter = wait
+	}
+	return res, err
 }
+
+// plain reports whether s, with the configs' parts of ir, tells nothing
+// but a revision served and its proxies' answers: no rejection, rollback,
+// withheld change, rollout, hold or failure, which a status tells as the
+// decision finds it (a rollback's rejected version is the IR's only in the
+// reconcile that rolls back), and at once.
+func plain(s State, ir translate.IR) bool {
+	if s.Rejected != "" || s.ServedRejected != "" || s.RolledBack || s.Rollout != nil || s.PublishError != nil ||
+		s.HistoryUnusable != "" || len(s.Held) > 0 {
+		return false
+	}
+	for _, c := range ir.Configs {
+		if c.Withheld != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// answersWait bounds how long the leader holds the status of a fleet's
+// EnvoyConfigs while a replica with proxies of the fleet has not reported
+// serving them the revision the history now serves (awaitingAnswers).
+// A replica reports within its report interval (a second) of serving a
+// revision, with its proxies' answers, or without them if they give none
+// by then; a replica that never reports (one that died and left its
+// report behind) holds the status this long, and no longer.
+const answersWait = 10 * time.Second
+
+// awaitingAnswers holds, by fleet, the status writes that a newly served
+// revision brings until the replicas' reports tell its proxies' answers.
+// The status of a change was written twice: at once, with the new
+// version and none of its proxies answering (every replica still reported
+// the previous version), and again when the reports came, a second later,
+// with their answers. The first told nothing the second does not, and
+// woke every replica. Now the status waits for the reports, at most
+// answersWait: a status that does not depend on the proxies' answers to a
+// new revision (no proxy connected, a decision that serves what was
+// served, a failed record, a rollout's step) is written at once.
+type awaitingAnswers struct{ m sync.Map }
+
+type awaited struct {
+	version string
+	since   time.Time
+}
+
+// wait returns how long the status of fleet id, whose history is h, is
+// held yet at now: 0 when it is written now.
+func (a *awaitingAnswers) wait(id fleet.ID, h publish.History, reports []report.Report, now time.Time) time.Duration {
+	if h.Current == "" || h.Rollout != nil || !report.Behind(reports, id.String(), h.Current) {
+		a.m.Delete(id)
+		return 0
+	}
+	since := now
+	if v, ok := a.m.Load(id); ok && v.(awaited).version == h.Current {
+		since = v.(awaited).since
+	} else {
+		a.m.Store(id, awaited{version: h.Current, since: now})
+	}
+	return max(0, since.Add(answersWait).Sub(now))
+}
+
+// wake queues fleet id on q once wait has passed, if its status is held
+// still: the reports that end the wait wake the leader themselves, and a
+// requeue would bring it a reconcile with nothing new. It reports whether
+// it will (q is set).
+func (a *awaitingAnswers) wake(id fleet.ID, wait time.Duration, q *workqueue.TypedRateLimitingInterface[reconcile.Request]) bool {
+	if q == nil {
+		return false
+	}
+	v, _ := a.m.Load(id)
+	time.AfterFunc(wait, func() {
+		if now, ok := a.m.Load(id); ok && now == v {
+			(*q).Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
+		}
+	})
+	return true
+}
+
+func (a *awaitingAnswers) forget(id fleet.ID) { a.m.Delete(id) }
 
 // fleetState is what every EnvoyConfig of the fleet is told but its own
 // part of the IR: the revision served and the proxies' answers to it (acks),

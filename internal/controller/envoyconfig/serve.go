@@ -79,6 +79,7 @@ func (r *Reconciler) set(ctx context.Context, w *world, version string, resource
 func (r *Reconciler) forget(ctx context.Context, w *world, leader bool) error {
 	r.Server.ClearFleet(w.id.String())
 	r.accepted.forget(w.id)
+	r.awaiting.forget(w.id)
 	if !leader {
 		return nil
 	}

@@ -2,12 +2,14 @@ package envoyconfig
 
 import (
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
 
 // A decision that only marks a revision accepted writes nothing; the mark
@@ -55,5 +57,44 @@ func TestAcceptedMarkWaitsForTheNextWrite(t *testing.T) {
 	rejected := publish.History{Current: "v2", Revisions: []publish.Revision{{Version: "v2", Rejected: "no"}}}
 	if h := new(acceptedMarks).marked(&world{id: id, configs: []*examplev1.EnvoyConfig{vouching}}, rejected); h.Served().Acked {
 		t.Error("a rejected revision was marked accepted")
+	}
+}
+
+// The status of a fleet that serves a new revision waits for every
+// replica with proxies of the fleet to report that revision, at most
+// answersWait.
+func TestStatusWaitsForTheReports(t *testing.T) {
+	id := fleet.ID{Namespace: "ns", Name: "edge"}
+	h := publish.History{Current: "v2", Revisions: []publish.Revision{{Version: "v2"}}}
+	behind := []report.Report{{id.String(): {Version: "v2", Connected: 2, Acked: 2}}, {id.String(): {Version: "v1", Connected: 2, Acked: 2}}}
+	caughtUp := []report.Report{behind[0], {id.String(): {Version: "v2", Connected: 2, Acked: 1}}}
+	noProxies := []report.Report{behind[0], {id.String(): {Version: "v1"}}}
+	start := time.Unix(1000, 0)
+	var a awaitingAnswers
+	if got := a.wait(id, h, behind, start); got != answersWait {
+		t.Errorf("a replica behind: wait %v, want %v", got, answersWait)
+	}
+	if got := a.wait(id, h, behind, start.Add(time.Second)); got != answersWait-time.Second {
+		t.Errorf("a second later: wait %v, want %v", got, answersWait-time.Second)
+	}
+	if got := a.wait(id, h, behind, start.Add(answersWait)); got != 0 {
+		t.Errorf("once answersWait passed: wait %v, want 0", got)
+	}
+	if got := a.wait(id, h, caughtUp, start); got != 0 {
+		t.Errorf("every replica reports v2: wait %v, want 0", got)
+	}
+	if got := a.wait(id, h, noProxies, start); got != 0 {
+		t.Errorf("the replica behind has no proxy connected: wait %v, want 0", got)
+	}
+	rolling := h
+	rolling.Rollout = &publish.Rollout{Revision: "v2", Previous: "v1"}
+	if got := a.wait(id, rolling, behind, start); got != 0 {
+		t.Errorf("a rollout: wait %v, want 0", got)
+	}
+	// A new revision waits afresh.
+	a.wait(id, h, behind, start)
+	h3 := publish.History{Current: "v3", Revisions: []publish.Revision{{Version: "v3"}}}
+	if got := a.wait(id, h3, behind, start.Add(answersWait)); got != answersWait {
+		t.Errorf("a new revision: wait %v, want %v", got, answersWait)
 	}
 }
