@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,12 +27,22 @@ import (
 // over. Only what passes history.Read's checks is used: a copy anywhere else, one for
 // another fleet, or one whose content is not consistent is ignored, and
 // the leader writes it afresh.
+//
+// The migration from the previous release runs once per fleet: once Load
+// found the fleet's history readable in the operator's namespace and no
+// legacy history beside it (there was none, or RetireLegacy deleted it),
+// it no longer looks for one. A Store is used by pointer, and not copied
+// once used.
 type Store struct {
 	Client client.Client
 	// APIReader reads past the cache, when a create says the cache is behind.
 	APIReader client.Reader
 	// Namespace is the operator's namespace, which holds the histories.
 	Namespace string
+
+	// migrated remembers, by fleet.ID, the fleets whose legacy history Load
+	// found gone while their history was in the operator's namespace.
+	migrated sync.Map
 }
 
 // Stored is what the API server holds of one fleet's history.
@@ -60,8 +71,11 @@ type Stored struct {
 var ErrCacheBehind = errors.New("the cache is behind the fleet's history")
 
 // Load reads the history of fleet id. vouched is the version that the
-// fleet's EnvoyConfigs report as published (history.AdoptLegacy).
-func (s Store) Load(ctx context.Context, id fleet.ID, vouched string) (Stored, error) {
+// fleet's EnvoyConfigs report as published (history.AdoptLegacy). It looks
+// for the fleet's legacy history until the fleet is migrated (Store): while
+// its history is not readable in the operator's namespace, the legacy one
+// may be adopted; while both are there, the leader is to retire it.
+func (s *Store) Load(ctx context.Context, id fleet.ID, vouched string) (Stored, error) {
 	var st Stored
 	cm := &corev1.ConfigMap{}
 	switch err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: history.Name(id)}, cm); {
@@ -76,9 +90,15 @@ func (s Store) Load(ctx context.Context, id fleet.ID, vouched string) (Stored, e
 			st.History, st.Readable = h, true
 		}
 	}
+	if _, done := s.migrated.Load(id); done && st.Readable {
+		return st, nil
+	}
 	legacy := &corev1.ConfigMap{}
 	switch err := s.Client.Get(ctx, client.ObjectKey{Namespace: id.Namespace, Name: history.LegacyName(id.Name)}, legacy); {
 	case apierrors.IsNotFound(err):
+		if st.Readable {
+			s.migrated.Store(id, true)
+		}
 	case err != nil:
 		return st, err
 	case history.IsLegacyOf(legacy, id):
@@ -90,10 +110,10 @@ func (s Store) Load(ctx context.Context, id fleet.ID, vouched string) (Stored, e
 	return st, nil
 }
 
-// Record stores h as fleet id's history, over st.Object when there is one.
+// Record writes h as fleet id's history, over st.Object when there is one.
 // An error wrapping ErrCacheBehind means another leader or an earlier
 // reconcile wrote it first: read it again.
-func (s Store) Record(ctx context.Context, id fleet.ID, st Stored, h publish.History) error {
+func (s *Store) Record(ctx context.Context, id fleet.ID, st Stored, h publish.History) error {
 	want, err := history.ConfigMap(s.Namespace, id, h)
 	if err != nil {
 		return err
@@ -114,7 +134,7 @@ func (s Store) Record(ctx context.Context, id fleet.ID, st Stored, h publish.His
 
 // isOurs reports whether err is the refused create of a history that
 // exists and is the fleet's: the cache had not seen it yet.
-func (s Store) isOurs(ctx context.Context, id fleet.ID, err error) bool {
+func (s *Store) isOurs(ctx context.Context, id fleet.ID, err error) bool {
 	if !apierrors.IsAlreadyExists(err) {
 		return false
 	}
@@ -126,7 +146,10 @@ func (s Store) isOurs(ctx context.Context, id fleet.ID, err error) bool {
 }
 
 // Forget deletes the history of a fleet that is gone, and its legacy one.
-func (s Store) Forget(ctx context.Context, st Stored) error {
+func (s *Store) Forget(ctx context.Context, st Stored) error {
+	if id, ok := fleetOf(st, s.Namespace); ok {
+		s.migrated.Delete(id)
+	}
 	var errs []error
 	for _, cm := range []*corev1.ConfigMap{st.Object, st.Legacy} {
 		if cm != nil {
@@ -139,21 +162,32 @@ func (s Store) Forget(ctx context.Context, st Stored) error {
 // RetireLegacy deletes the fleet's legacy history, if it has one: call it
 // once the fleet's history is in the operator's namespace, or the fleet
 // needs none.
-func (s Store) RetireLegacy(ctx context.Context, st Stored) error {
+func (s *Store) RetireLegacy(ctx context.Context, st Stored) error {
 	if st.Legacy == nil {
 		return nil
 	}
 	return s.delete(ctx, st.Legacy)
 }
 
+// fleetOf returns the fleet whose histories st holds.
+func fleetOf(st Stored, namespace string) (fleet.ID, bool) {
+	if st.Object != nil {
+		return history.Fleet(st.Object, namespace)
+	}
+	if st.Legacy != nil {
+		return history.LegacyFleet(st.Legacy)
+	}
+	return fleet.ID{}, false
+}
+
 // delete deletes cm, exactly the object that was read.
-func (s Store) delete(ctx context.Context, cm *corev1.ConfigMap) error {
+func (s *Store) delete(ctx context.Context, cm *corev1.ConfigMap) error {
 	return client.IgnoreNotFound(s.Client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID}))
 }
 
 // Fleets returns the fleets that have a history, in the operator's
 // namespace or as the previous release kept it.
-func (s Store) Fleets(ctx context.Context) ([]fleet.ID, error) {
+func (s *Store) Fleets(ctx context.Context) ([]fleet.ID, error) {
 	var histories, legacy corev1.ConfigMapList
 	errs := []error{
 		s.Client.List(ctx, &histories, client.InNamespace(s.Namespace), client.MatchingLabels{names.ComponentLabel: history.Component}),
