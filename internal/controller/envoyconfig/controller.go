@@ -19,13 +19,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -33,6 +37,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history/store"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
@@ -160,7 +165,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return r.watchGateways(ctrl.NewControllerManagedBy(mgr)).
 		Named(cmp.Or(r.Name, ControllerName)).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
-		Watches(&examplev1.EnvoyConfig{}, fleetsOfConfig{}).
+		Watches(&examplev1.EnvoyConfig{}, fleetsOfConfig{}, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool { return !r.readsNothingNew(e.ObjectOld, e.ObjectNew) },
+		})).
 		Watches(&examplev1.Envoy{}, &handler.EnqueueRequestForObject{}).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.fleetsOfSlice)).
 		// The manager's cache holds only the Secrets labelled for the control
@@ -242,4 +249,40 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		res.RequeueAfter = after
 	}
 	return res, err
+}
+
+// readsNothingNew reports whether an update of an EnvoyConfig from old to
+// new changed nothing a reconcile reads, beyond what statusOnly (the
+// EnvoyConfig watch's own filter) knows: the leader's status write of a
+// change moves two more fields that are read only in cases a settled fleet
+// is not in. status.publishedVersion moves in the status of every
+// EnvoyConfig of a fleet that serves a new revision; a reconcile reads it
+// only to adopt the previous release's history of the fleet (Vouched,
+// history.AdoptLegacy), so it is nothing new while the fleet has no legacy
+// history. status.contentHash moves in the status of the EnvoyConfig that
+// changed; it is read only to tell whether status.rejectedVersions still
+// holds (publish.RejectionsOf), so it is nothing new while neither status
+// names a rejected version (the previous release's rejection, which names
+// none, is a Published condition that statusOnly sees).
+func (r *Reconciler) readsNothingNew(old, new client.Object) bool {
+	o, ok1 := old.(*examplev1.EnvoyConfig)
+	n, ok2 := new.(*examplev1.EnvoyConfig)
+	if !ok1 || !ok2 {
+		return false
+	}
+	moved := *o // a shallow copy: only the status's own fields are set below
+	if len(o.Status.RejectedVersions) == 0 && len(n.Status.RejectedVersions) == 0 {
+		moved.Status.ContentHash = n.Status.ContentHash
+	}
+	moved.Status.PublishedVersion = n.Status.PublishedVersion
+	same := moved.Status.ContentHash == o.Status.ContentHash && moved.Status.PublishedVersion == o.Status.PublishedVersion
+	if same || !statusOnly(&moved, n) {
+		return false // statusOnly alone tells, or the update is read
+	}
+	if o.Status.PublishedVersion == n.Status.PublishedVersion {
+		return true
+	}
+	legacy := &corev1.ConfigMap{}
+	err := r.Client.Get(context.Background(), client.ObjectKey{Namespace: n.Namespace, Name: history.LegacyName(n.Spec.EnvoyRef)}, legacy)
+	return apierrors.IsNotFound(err)
 }

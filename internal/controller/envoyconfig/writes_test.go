@@ -98,3 +98,40 @@ func TestStatusWaitsForTheReports(t *testing.T) {
 		t.Errorf("a new revision: wait %v, want %v", got, answersWait)
 	}
 }
+
+// The leader's status write of a change moves, besides what statusOnly
+// ignores, status.publishedVersion and the edited EnvoyConfig's
+// status.contentHash: neither wakes a replica while the fleet has no
+// legacy history and no status names a rejected version.
+func TestStatusWriteOfAChangeWakesNoOne(t *testing.T) {
+	r := &Reconciler{Client: suite.Manager.GetClient(), Namespace: operatorNamespace}
+	base := &examplev1.EnvoyConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "no-legacy", Generation: 2, ResourceVersion: "10"},
+		Spec:       examplev1.EnvoyConfigSpec{EnvoyRef: "edge"},
+		Status:     examplev1.EnvoyConfigStatus{PublishedVersion: "v1", ContentHash: "h1", Proxies: examplev1.ProxyStatus{Connected: 3, Acked: 3}},
+	}
+	for _, c := range []struct {
+		what   string
+		change func(*examplev1.EnvoyConfig)
+		reads  bool
+	}{
+		{"publishedVersion and the proxies' counts", func(c *examplev1.EnvoyConfig) { c.Status.PublishedVersion, c.Status.Proxies.Acked = "v2", 0 }, false},
+		{"contentHash", func(c *examplev1.EnvoyConfig) { c.Status.ContentHash = "h2" }, false},
+		{"contentHash, with a rejected version", func(c *examplev1.EnvoyConfig) {
+			c.Status.ContentHash, c.Status.RejectedVersions = "h2", []string{"v0"}
+		}, true},
+		{"publishedVersion and rejectedVersions", func(c *examplev1.EnvoyConfig) {
+			c.Status.PublishedVersion, c.Status.RejectedVersions = "v2", []string{"v0"}
+		}, true},
+		{"nothing but the resourceVersion", func(*examplev1.EnvoyConfig) {}, false},
+		{"the spec", func(c *examplev1.EnvoyConfig) { c.Generation, c.Status.PublishedVersion = 3, "v2" }, true},
+	} {
+		updated := base.DeepCopy()
+		updated.ResourceVersion = "11"
+		c.change(updated)
+		wakes := !statusOnly(base, updated) && !r.readsNothingNew(base, updated)
+		if wakes != c.reads {
+			t.Errorf("%s: wakes %v, want %v", c.what, wakes, c.reads)
+		}
+	}
+}
