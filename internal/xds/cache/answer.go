@@ -42,7 +42,7 @@ import (
 // whose returned resources are each response's GetReturnedResources):
 const (
 	// wildcardSent, in a state-of-the-world stream's returned resources:
-	// the last response held every resource of the type at that version.
+	// the last response carried every resource of the type at that version.
 	// go-control-plane drops it when the stream subscribes by name.
 	wildcardSent = "*"
 	// typeVersionKey, in a delta stream's returned resources, maps to the
@@ -178,7 +178,7 @@ func answerDelta(t *typeSnapshot, req *discoveryv3.DeltaDiscoveryRequest, sub ca
 				absent(name)
 			}
 		}
-		// What the stream held and the fleet no longer holds (or a name it
+		// What the stream had and the fleet no longer holds (or a name it
 		// unsubscribed from, which go-control-plane marks with no version:
 		// the wildcard may or may not still hold it) is removed.
 		for name, v := range returned {
@@ -250,7 +250,7 @@ func deltaChanges(t *typeSnapshot, wildcard bool, subscribed map[string]struct{}
 		}
 	}
 	for name, v := range returned {
-		if _, held := t.byName[name]; held || name == typeVersionKey || v == toldAbsent {
+		if _, has := t.byName[name]; has || name == typeVersionKey || v == toldAbsent {
 			continue
 		}
 		if _, named := subscribed[name]; !named {

@@ -100,7 +100,7 @@ func TestAnswerDelta(t *testing.T) {
 	ab := clusterTypeSnapshot(t, 0, "a", "b")
 	v := ab.version
 	ver := func(name string) string { return ab.byName[name].version }
-	held := map[string]string{"a": ver("a"), "b": ver("b"), typeVersionKey: v}
+	both := map[string]string{"a": ver("a"), "b": ver("b"), typeVersionKey: v}
 	for _, tc := range []struct {
 		name       string
 		first      []string          // the stream's first request's subscriptions; nil: a wildcard
@@ -111,7 +111,7 @@ func TestAnswerDelta(t *testing.T) {
 		noAnswer   bool
 	}{
 		{name: "a wildcard's first request", want: []string{"a", "b"}},
-		{name: "a wildcard, up to date", returned: held, noAnswer: true},
+		{name: "a wildcard, up to date", returned: both, noAnswer: true},
 		{name: "a wildcard, one resource changed", returned: map[string]string{"a": "old", "b": ver("b"), typeVersionKey: "old"}, want: []string{"a"}},
 		{name: "a wildcard, one resource gone", returned: map[string]string{"a": ver("a"), "b": ver("b"), "c": "x", typeVersionKey: "old"}, gone: []string{"c"}},
 		{name: "a wildcard, a name unsubscribed that it holds", returned: map[string]string{"a": "", "b": ver("b"), typeVersionKey: v}, want: []string{"a"}},
@@ -119,7 +119,7 @@ func TestAnswerDelta(t *testing.T) {
 		{name: "named, a name that does not exist", first: []string{"a", "ghost"}, want: []string{"a"}, gone: []string{"ghost"}},
 		{name: "named, told it does not exist", first: []string{"a", "ghost"}, returned: map[string]string{"a": ver("a"), "ghost": toldAbsent, typeVersionKey: v}, noAnswer: true},
 		{name: "named, subscribed again to what it holds", first: []string{"a"},
-			then: &discoveryv3.DeltaDiscoveryRequest{ResourceNamesSubscribe: []string{"a"}}, returned: held, want: []string{"a"}},
+			then: &discoveryv3.DeltaDiscoveryRequest{ResourceNamesSubscribe: []string{"a"}}, returned: both, want: []string{"a"}},
 		{name: "named, reconnected with what it holds", first: []string{"a", "b"}, initial: map[string]string{"a": ver("a"), "b": "old"}, want: []string{"b"}},
 		{name: "named, reconnected holding all", first: []string{"a"}, initial: map[string]string{"a": ver("a")}},
 		{name: "named, the type changed elsewhere", first: []string{"a"}, returned: map[string]string{"a": ver("a"), typeVersionKey: "old"}},
@@ -228,9 +228,9 @@ func answerDeltaPlain(t *typeSnapshot, req *discoveryv3.DeltaDiscoveryRequest, s
 func TestAnswerDeltaAsPlain(t *testing.T) {
 	all := []string{"a", "b", "c", "d"}
 	snaps := map[string]*typeSnapshot{}
-	for _, held := range [][]string{{}, {"a"}, {"a", "b"}, {"b", "c", "d"}, all} {
+	for _, names := range [][]string{{}, {"a"}, {"a", "b"}, {"b", "c", "d"}, all} {
 		for g := range 2 {
-			snaps[fmt.Sprint(held, g)] = clusterTypeSnapshot(t, g, held...)
+			snaps[fmt.Sprint(names, g)] = clusterTypeSnapshot(t, g, names...)
 		}
 	}
 	keys := slices.Sorted(maps.Keys(snaps))

@@ -46,8 +46,8 @@ import (
 //     server gives each stream one channel for its types (ordered ADS for
 //     state of the world, delta's own), with room for a response of each
 //     type, and a stream has at most one unanswered watch of a type, which
-//     only the cache answers. So no lock is ever held while the cache waits
-//     for a stream: a slow or silent stream holds nothing.
+//     only the cache answers. So the cache never waits for a stream under
+//     a lock: a slow or silent stream holds nothing.
 //   - The cache knows each stream by that channel (streamState), and sends
 //     it the types in the order of make-before-break (resource.PushOrder): a type
 //     waits until the stream was sent the served version of every type
@@ -86,7 +86,8 @@ type Cache struct {
 // its fleet is published or has streams.
 type fleetEntry struct {
 	mu sync.Mutex
-	// current is the fleet's publication; nil while it is not published.
+	// current is the fleet's publication of the history's Current (the
+	// revision most recently published); nil while it is not published.
 	current *Snapshot
 	// previous, while a revision rolls out, is the previous publication
 	// and the rollout that says which proxies are served it instead of
@@ -166,7 +167,7 @@ func NewSnapshot(version string, resources map[string][]types.Resource) (*Snapsh
 			continue
 		}
 		name := cmp.Or(c.GetEdsClusterConfig().GetServiceName(), c.GetName())
-		if _, held := endpoints.byName[name]; held {
+		if _, ok := endpoints.byName[name]; ok {
 			if p.endpointsOf == nil {
 				p.endpointsOf = map[string]string{}
 			}
@@ -518,7 +519,7 @@ func (c *Cache) cancel(fleet string, f *fleetEntry, stream any, st *streamState,
 // idle reports whether nothing is left of the entry.
 func (f *fleetEntry) idle() bool { return len(f.streams) == 0 && f.current == nil && !f.gone }
 
-// dropLocked removes an entry with nothing left in it; f.mu is held. Who
+// dropLocked removes an entry with nothing left in it, under f.mu. Who
 // found the entry before and waits for its lock sees it gone, and looks
 // again (lock).
 func (c *Cache) dropLocked(fleet string, f *fleetEntry) {
@@ -610,9 +611,9 @@ func (c *Cache) Sent(fleet, typeURL string) map[string]string {
 	return out
 }
 
-// Hold holds fleet's lock until release is called, as a publication stuck
-// under it would: for tests of what watches the cache's health.
-func (c *Cache) Hold(fleet string) (release func()) {
+// Occupy takes fleet's lock until release is called, as a publication
+// stuck under it would: for tests of what watches the cache's health.
+func (c *Cache) Occupy(fleet string) (release func()) {
 	f := c.lock(fleet)
 	return f.mu.Unlock
 }

@@ -101,7 +101,7 @@ func (t *Tracker) eachFleet(do func(f *fleetRecord)) {
 	})
 }
 
-// dropLocked forgets a record with nothing left in it; its lock is held.
+// dropLocked forgets a record with nothing left in it, under its lock.
 func (t *Tracker) dropLocked(f *fleetRecord) {
 	if !f.published && len(f.streams) == 0 && t.fleets.CompareAndDelete(f.name, f) {
 		f.gone = true

@@ -452,7 +452,7 @@ func TestHealthy(t *testing.T) {
 	// Wedge a fleet's lock, as a publication stuck under it would: nothing
 	// in the cache waits while it holds one, but the check is there for
 	// what nobody foresaw.
-	release := s.cache.Hold(fleet)
+	release := s.cache.Occupy(fleet)
 	eventually(t, "the health check to fail", func() bool {
 		err := s.Healthy(nil)
 		if err != nil {

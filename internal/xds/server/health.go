@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// DefaultStuckAfter is how long a lock of the cache may stay held before the
-// server counts as unable to publish. A publication holds its fleet's lock
+// DefaultStuckAfter is how long a lock of the cache may stay taken before
+// the server counts as unable to publish. A publication holds its fleet's lock
 // for milliseconds, however many proxies it reaches.
 const DefaultStuckAfter = 10 * time.Second
 

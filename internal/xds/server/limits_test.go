@@ -169,7 +169,7 @@ func TestHandshakesPerSource(t *testing.T) {
 	mu.Unlock()
 	// A second later, the source may open two more.
 	openSocket(t, attacker, addr, nil)
-	eventually(t, "a socket opened a second later to be held", func() bool { return connsOf(s, attacker) == 3 })
+	eventually(t, "a socket opened a second later to be kept", func() bool { return connsOf(s, attacker) == 3 })
 }
 
 // The sources the server remembers are those that hold something: a

@@ -103,7 +103,7 @@ func NewReporter(mgr ctrl.Manager, proxies Proxies, namespace, replica, pod stri
 		written: map[string]*corev1.ConfigMap{}, pending: map[string]*corev1.ConfigMap{}, tampered: map[string]bool{}}
 }
 
-// unanswered reports whether current changed, from written, a fleet some of
+// unanswered reports whether latest changed, from written, a fleet some of
 // whose proxies have answered its version neither way: most often the
 // moment a replica serves a fleet a new version, before its proxies ACK
 // it, which they do within milliseconds. A report written then would tell
@@ -112,8 +112,8 @@ func NewReporter(mgr ctrl.Manager, proxies Proxies, namespace, replica, pod stri
 // report), cost a write, and wake the leader to write the fleet's status;
 // written once they answered, or once Interval passed if some never do,
 // it tells their answers.
-func unanswered(current, written report.Report) bool {
-	for id, f := range current {
+func unanswered(latest, written report.Report) bool {
+	for id, f := range latest {
 		if f.Connected > f.Acked+f.Nacked && !f.Equal(written[id]) {
 			return true
 		}
@@ -161,34 +161,34 @@ func (r *Reporter) Start(ctx context.Context) error {
 		backoff   time.Duration
 		retry     <-chan time.Time // set while a failed write waits to be tried again
 		paced     <-chan time.Time // set while a change waits for Interval to pass
-		held      <-chan time.Time // set while a change waits for its proxies' answers
-		heldOut   bool             // the change waited Interval for them: it is written as it is
+		delayed   <-chan time.Time // set while a change waits for its proxies' answers
+		waitedOut bool             // the change waited Interval for them: it is written as it is
 		lastWrite time.Time
 	)
 	for {
 		if retry == nil && paced == nil {
-			if current := r.proxies.ProxyReport(); first || !maps.EqualFunc(current, written, report.FleetProxies.Equal) || r.isTampered() {
+			if latest := r.proxies.ProxyReport(); first || !maps.EqualFunc(latest, written, report.FleetProxies.Equal) || r.isTampered() {
 				switch wait := r.Interval - time.Since(lastWrite); {
-				case !first && !heldOut && unanswered(current, written) && !r.isTampered():
-					if held == nil {
-						held = r.after(r.Interval)
+				case !first && !waitedOut && unanswered(latest, written) && !r.isTampered():
+					if delayed == nil {
+						delayed = r.after(r.Interval)
 					}
 				case !first && wait > 0:
-					held, paced = nil, r.after(wait)
+					delayed, paced = nil, r.after(wait)
 				default:
-					held, heldOut = nil, false
-					if err := r.write(ctx, current, owner, first); err != nil && ctx.Err() == nil {
+					delayed, waitedOut = nil, false
+					if err := r.write(ctx, latest, owner, first); err != nil && ctx.Err() == nil {
 						log.Error(err, "writing this replica's proxy report")
 						r.Recorder.Eventf(regarding, nil, corev1.EventTypeWarning, ReasonReportFailed, "Report",
 							"writing the report of this replica's xDS proxies: %v", err)
 						backoff = min(max(2*backoff, 100*time.Millisecond), 10*time.Second)
 						retry = r.after(backoff)
 					} else {
-						first, written, backoff, lastWrite = false, current, 0, time.Now()
+						first, written, backoff, lastWrite = false, latest, 0, time.Now()
 					}
 				}
 			} else {
-				held, heldOut = nil, false // nothing to write: no change waits
+				delayed, waitedOut = nil, false // nothing to write: no change waits
 			}
 		}
 		select {
@@ -201,9 +201,9 @@ func (r *Reporter) Start(ctx context.Context) error {
 			retry = nil
 		case <-paced:
 			paced, lastWrite = nil, time.Time{} // the interval has passed
-		case <-held:
+		case <-delayed:
 			// The interval has passed, since the last write too.
-			held, heldOut, lastWrite = nil, true, time.Time{}
+			delayed, waitedOut, lastWrite = nil, true, time.Time{}
 		}
 	}
 }
@@ -289,15 +289,15 @@ func (r *Reporter) deleteShards(ctx context.Context, keep map[string]bool) error
 	return errors.Join(errs...)
 }
 
-// write writes the shards of current that changed since they were written,
+// write writes the shards of latest that changed since they were written,
 // and those someone else changed; all of them, and with them deletes the
 // shards no longer needed, when afresh. A report that outgrows its shards
 // is split into twice as many: the new shards are written first, so that
 // the leader may count a moved fleet twice for a moment (which leaves
 // "every proxy accepted" and "every proxy rejected" as they are) but never
 // misses one.
-func (r *Reporter) write(ctx context.Context, current report.Report, owner []metav1.OwnerReference, afresh bool) error {
-	want, err := report.Shards(r.Namespace, r.Replica, current, r.count)
+func (r *Reporter) write(ctx context.Context, latest report.Report, owner []metav1.OwnerReference, afresh bool) error {
+	want, err := report.Shards(r.Namespace, r.Replica, latest, r.count)
 	if err != nil {
 		return err
 	}

@@ -26,19 +26,19 @@ func TestReportWaitsForTheProxiesAnswers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
-		mu      sync.Mutex
-		current = report.Report{"ns/edge": {Version: "v1", Connected: 2, Acked: 2}}
-		calls   atomic.Int64
+		mu     sync.Mutex
+		latest = report.Report{"ns/edge": {Version: "v1", Connected: 2, Acked: 2}}
+		calls  atomic.Int64
 	)
 	proxies := stubProxies{changed: make(chan struct{}, 1), report: func() report.Report {
 		calls.Add(1)
 		mu.Lock()
 		defer mu.Unlock()
-		return report.Report{"ns/edge": current["ns/edge"]}
+		return report.Report{"ns/edge": latest["ns/edge"]}
 	}}
 	set := func(f report.FleetProxies) {
 		mu.Lock()
-		current = report.Report{"ns/edge": f}
+		latest = report.Report{"ns/edge": f}
 		mu.Unlock()
 		proxies.change()
 	}

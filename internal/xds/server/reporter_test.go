@@ -174,15 +174,15 @@ func TestReportOf10000Fleets(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
-		mu      sync.Mutex
-		current = manyFleets(10_000)
-		calls   atomic.Int64
+		mu     sync.Mutex
+		latest = manyFleets(10_000)
+		calls  atomic.Int64
 	)
 	proxies := stubProxies{changed: make(chan struct{}, 1), report: func() report.Report {
 		calls.Add(1)
 		mu.Lock()
 		defer mu.Unlock()
-		return maps.Clone(current)
+		return maps.Clone(latest)
 	}}
 	r := NewReporter(suite.Manager, proxies, operatorNamespace, replica, "")
 	r.Interval = time.Hour
@@ -203,7 +203,7 @@ func TestReportOf10000Fleets(t *testing.T) {
 	}
 	testenv.Eventually(t, "the leader to read every fleet's count", func() (bool, error) {
 		reports := readReports(t)
-		for id, f := range current {
+		for id, f := range latest {
 			if !counted(reports, id, f) {
 				return false, fmt.Errorf("fleet %.20s…: %+v", id, report.Sum(reports, id, f.Version))
 			}
@@ -225,13 +225,13 @@ func TestReportOf10000Fleets(t *testing.T) {
 	suite.Counter.Reset()
 	var changed string
 	mu.Lock()
-	for id, f := range current {
+	for id, f := range latest {
 		changed = id
 		f.Acked, f.Nacked, f.LastNACK = 1, 1, "changed"
-		current[id] = f
+		latest[id] = f
 		break
 	}
-	want := current[changed]
+	want := latest[changed]
 	mu.Unlock()
 	proxies.change()
 	select {

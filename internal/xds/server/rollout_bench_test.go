@@ -20,7 +20,7 @@ import (
 // (from SetFleetRollout to their ACKs: step-ms), then to every proxy
 // (complete-ms). It also reports what serving two revisions costs: the
 // bytes allocated to hold the previous revision beside the new one
-// (staged-KiB), which every stream shares; a stream adds only its node id.
+// (previous-KiB), which every stream shares; a stream adds only its node id.
 func BenchmarkRolloutStep(b *testing.B) {
 	const n = 1000
 	ctx, s, addr := startBench(b)
@@ -65,7 +65,7 @@ func BenchmarkRolloutStep(b *testing.B) {
 	state := publish.Rollout{Revision: "r0", Phase: publish.RolloutComplete}
 	answers := make(map[string]publish.ProxyAnswer, n)
 	var step, complete time.Duration
-	var staged int64
+	var previous int64
 	b.ResetTimer()
 	for i := range b.N {
 		prev, next := fmt.Sprintf("r%d", i), fmt.Sprintf("r%d", i+1)
@@ -83,7 +83,7 @@ func BenchmarkRolloutStep(b *testing.B) {
 		step += time.Since(start)
 		if i == 0 {
 			b.StopTimer()
-			staged = allocated(func() {
+			previous = allocated(func() {
 				if _, _, err := encodeFleet(prev, fleetOf(i)); err != nil {
 					b.Fatal(err)
 				}
@@ -108,7 +108,7 @@ func BenchmarkRolloutStep(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(step.Microseconds())/1000/float64(b.N), "step-ms")
 	b.ReportMetric(float64(complete.Microseconds())/1000/float64(b.N), "complete-ms")
-	b.ReportMetric(float64(staged)/1024, "staged-KiB")
+	b.ReportMetric(float64(previous)/1024, "previous-KiB")
 }
 
 // allocated is the bytes that f allocates, on a quiet heap: the

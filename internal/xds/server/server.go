@@ -45,7 +45,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 )
 
-// Server is the operator's ADS server. It serves every fleet's current
+// Server is the operator's ADS server. It serves every fleet's published
 // configuration to its proxies, over state-of-the-world and delta ADS on
 // one port. Every replica of the operator runs one: it needs no leader.
 type Server struct {
@@ -117,7 +117,7 @@ func New(addr string, log logr.Logger) *Server {
 }
 
 // SetTLS has the server speak mutual TLS only: config gives the TLS
-// configuration of each new connection (the server's current certificate,
+// configuration of each new connection (the server's certificate then,
 // and the CAs a client certificate must chain to), and a stream's fleet is
 // the one its client certificate names in trustDomain. Call it before Start.
 func (s *Server) SetTLS(config func(context.Context) (*tls.Config, error), trustDomain string) {
@@ -186,8 +186,10 @@ func (s *Server) SetFleet(ctx context.Context, fleet, version string, resources 
 	return s.SetFleetRollout(ctx, fleet, version, resources, nil)
 }
 
-// Staged is what a fleet serves, while a revision rolls out, to the proxies
-// that the rollout's step does not lead: the previous revision.
+// Staged is the previous revision: what a fleet serves, while a revision
+// rolls out, to the proxies that the rollout's step does not lead. (Its
+// name is older than the glossary's word, previous; it is the only place
+// the word staged means that.)
 type Staged struct {
 	// Rollout is the recorded rollout: Rollout.Serves says, by node id,
 	// which proxies are served Previous.
@@ -198,11 +200,11 @@ type Staged struct {
 }
 
 // SetFleetRollout publishes a fleet's configuration as version, as
-// SetFleet does, and, with staged set while a revision rolls out, the
+// SetFleet does, and, with previous set while a revision rolls out, the
 // previous revision to the proxies that the rollout's step does not lead.
 // Each stream is served by its proxy's node id; the tracker learns the
 // previous revision's type versions, so that its proxies' answers count.
-func (s *Server) SetFleetRollout(_ context.Context, fleet, version string, resources map[string][]types.Resource, staged *Staged) error {
+func (s *Server) SetFleetRollout(_ context.Context, fleet, version string, resources map[string][]types.Resource, previous *Staged) error {
 	// p is what the streams are served: each resource marshalled once, here
 	// (encoded.go). check holds the same resources as they are, for the
 	// consistency check, which looks into Envoy's own types.
@@ -210,16 +212,16 @@ func (s *Server) SetFleetRollout(_ context.Context, fleet, version string, resou
 	if err != nil {
 		return fmt.Errorf("xds: fleet %s: %w", fleet, err)
 	}
-	var previous *cache.Previous
-	var previousTypes map[string]string
-	if staged != nil && staged.Rollout.Phase != publish.RolloutComplete && staged.Version != version {
-		prev, types, err := encodeFleet(staged.Version, staged.Resources)
+	var prev *cache.Previous
+	var prevTypes map[string]string
+	if previous != nil && previous.Rollout.Phase != publish.RolloutComplete && previous.Version != version {
+		snap, types, err := encodeFleet(previous.Version, previous.Resources)
 		if err != nil {
-			return fmt.Errorf("xds: fleet %s, version %s: %w", fleet, staged.Version, err)
+			return fmt.Errorf("xds: fleet %s, version %s: %w", fleet, previous.Version, err)
 		}
-		previous, previousTypes = &cache.Previous{Snapshot: prev, Rollout: staged.Rollout}, types
+		prev, prevTypes = &cache.Previous{Snapshot: snap, Rollout: previous.Rollout}, types
 	}
-	if !s.publish(fleet, p, typeVersions, previous, previousTypes) {
+	if !s.publish(fleet, p, typeVersions, prev, prevTypes) {
 		return nil
 	}
 	if debug := s.log.V(1); debug.Enabled() {
