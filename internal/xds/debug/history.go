@@ -18,7 +18,7 @@ import (
 // the served revision only, its secret material redacted (RedactConfig).
 //
 // A revision records its EnvoyConfigs without spec.resources.secrets, but
-// an EnvoyConfig stored before admission refused secret material inline
+// an EnvoyConfig created before admission refused secret material inline
 // may hold some in its listeners or clusters (a transport socket's private
 // key), and is served, and recorded, all the same. The content of revisions
 // that are not served, which may hold keys its EnvoyConfigs no longer

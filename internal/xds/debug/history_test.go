@@ -14,7 +14,7 @@ import (
 )
 
 // keyListener terminates TLS with a private key inline, as an EnvoyConfig
-// stored before admission refused secret material inline may; it is served
+// created before admission refused secret material inline may; it is served
 // all the same.
 const keyListener = `{"name": "https", "address": {"socket_address": {"address": "0.0.0.0", "port_value": 8443}}, "filter_chains": [{
   "transport_socket": {"name": "tls", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
@@ -57,8 +57,8 @@ func TestShown(t *testing.T) {
 	h.Revisions = append(h.Revisions, publish.Revision{Version: "rejected", Rejected: "bad"})
 	// A change of tls was withheld: the content it takes instead holds a key too.
 	h.Withheld = map[string]translate.Withheld{"ns/tls": {Content: "c", Version: "rejected", Detail: "bad", Previous: &tls}}
-	if stored, _ := json.Marshal(h); !strings.Contains(string(stored), "PRIVATE-KEY") {
-		t.Fatalf("the recorded history holds no inline key, so this test proves nothing: %s", stored)
+	if encoded, _ := json.Marshal(h); !strings.Contains(string(encoded), "PRIVATE-KEY") {
+		t.Fatalf("the recorded history holds no inline key, so this test proves nothing: %s", encoded)
 	}
 
 	shown, err := Shown(h)

@@ -41,7 +41,7 @@ const DefaultPort = 8444
 type State string
 
 const (
-	// Synced: the proxy accepted the version currently served.
+	// Synced: the proxy accepted the type's current version (TypeStatus).
 	Synced State = "SYNCED"
 	// Stale: it has not accepted the current version yet (it was not
 	// sent yet, or the proxy did not answer yet).
@@ -78,8 +78,9 @@ type ProxyRow struct {
 type TypeStatus struct {
 	// Type is the kind's field name: listeners, routes, clusters, endpoints or secrets.
 	Type string `json:"type"`
-	// Current is the version the replica serves the fleet, Sent the
-	// version last sent to the proxy, Acked the one it last accepted.
+	// Current is the type's version in the fleet's current publication on
+	// the replica (the history's Current), Sent the version last sent to
+	// the proxy, Acked the one it last accepted.
 	Current string `json:"current"`
 	Sent    string `json:"sent,omitempty"`
 	Acked   string `json:"acked,omitempty"`

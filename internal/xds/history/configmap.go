@@ -29,7 +29,7 @@ import (
 // elsewhere, or one for another fleet, is never taken for the fleet's.
 // A revision holds no Secret's data and no spec.resources.secrets: those
 // are served from the Secrets and EnvoyConfigs as they are
-// (translate.Config.Recorded). An EnvoyConfig stored before admission
+// (translate.Config.Recorded). An EnvoyConfig created before admission
 // refused secret material inline may still hold some elsewhere (a
 // listener's or a cluster's transport socket): it is served, and recorded,
 // as it is.
@@ -49,11 +49,11 @@ const (
 	RolloutAnnotation = "kube-envoy-controller.io/xds-rollout"
 	historyKey        = "history.json.gz"
 	historyPrefix     = "kube-envoy-controller-xds-history-"
-	// maxStored stays under the API server's 1 MiB limit on a ConfigMap.
-	maxStored = 900 << 10
+	// maxRecorded stays under the API server's 1 MiB limit on a ConfigMap.
+	maxRecorded = 900 << 10
 )
 
-// maxDecoded bounds what a stored history may inflate to (a variable for
+// maxDecoded bounds what a recorded history may inflate to (a variable for
 // the tests' sake).
 var maxDecoded = 64 << 20
 
@@ -66,7 +66,7 @@ func Name(id fleet.ID) string {
 }
 
 // ConfigMap returns the ConfigMap, in namespace (the operator's),
-// that stores h for fleet id. When h does not fit, the contents of
+// that records h for fleet id. When h does not fit, the contents of
 // revisions other than the served one, its rollback target and the one a
 // rollout serves the other proxies are dropped first.
 func ConfigMap(namespace string, id fleet.ID, h publish.History) (*corev1.ConfigMap, error) {
@@ -75,12 +75,12 @@ func ConfigMap(namespace string, id fleet.ID, h publish.History) (*corev1.Config
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxStored {
+	if len(data) > maxRecorded {
 		target := h.RollbackTarget()
-		staged, _ := h.Staged()
+		previous, _ := h.Staged()
 		kept := make([]publish.Revision, 0, 3)
 		for _, r := range h.Revisions {
-			if r.Version == h.Current || (target != nil && r.Version == target.Version) || (staged != nil && r.Version == staged.Version) {
+			if r.Version == h.Current || (target != nil && r.Version == target.Version) || (previous != nil && r.Version == previous.Version) {
 				kept = append(kept, r)
 			}
 		}
@@ -88,8 +88,8 @@ func ConfigMap(namespace string, id fleet.ID, h publish.History) (*corev1.Config
 		if data, err = encode(h); err != nil {
 			return nil, err
 		}
-		if len(data) > maxStored {
-			return nil, fmt.Errorf("the fleet's configuration takes %d KiB compressed, more than a ConfigMap holds (%d KiB)", len(data)>>10, maxStored>>10)
+		if len(data) > maxRecorded {
+			return nil, fmt.Errorf("the fleet's configuration takes %d KiB compressed, more than a ConfigMap holds (%d KiB)", len(data)>>10, maxRecorded>>10)
 		}
 	}
 	annotations := map[string]string{FleetAnnotation: id.String(), VersionAnnotation: h.Current}

@@ -27,15 +27,15 @@ var edge = fleet.ID{Namespace: "shop", Name: "edge"}
 // content returns a revision's content in namespace ns: one EnvoyConfig
 // with one cluster, named name, whose JSON has characters that encoding
 // escapes, so that a version read back is checked against the content as
-// stored.
+// recorded.
 func content(ns, name string) []translate.Config {
 	return []translate.Config{{Name: ns + "/" + name, Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: examplev1.EnvoyResources{
 		Clusters: []runtime.RawExtension{{Raw: []byte(`{"name": "` + name + `", "alt_stat_name": "<a&b>", "connect_timeout": "1s"}`)}},
 	}}}}
 }
 
-// stored returns a revision that holds content, with the version it hashes to.
-func stored(name string, acked bool) publish.Revision {
+// recorded returns a revision that holds content, with the version it hashes to.
+func recorded(name string, acked bool) publish.Revision {
 	c := content(edge.Namespace, name)
 	return publish.Revision{Version: translate.VersionOf(c), Configs: c, Acked: acked}
 }
@@ -44,7 +44,7 @@ func stored(name string, acked bool) publish.Revision {
 // the same history (an unchanged history is no write), in the operator's
 // namespace, under a name of its own.
 func TestHistoryRoundTrip(t *testing.T) {
-	served, accepted := stored("b", false), stored("a", true)
+	served, accepted := recorded("b", false), recorded("a", true)
 	h := publish.History{Current: served.Version, Revisions: []publish.Revision{served, accepted, {Version: "0123456789abcdef", Rejected: "bad"}}}
 	a, err := ConfigMap(operatorNS, edge, h)
 	if err != nil {
@@ -62,7 +62,7 @@ func TestHistoryRoundTrip(t *testing.T) {
 		t.Errorf("read back %q of %q", got.String(), got.Fleet)
 	}
 	if a.Namespace != operatorNS || !strings.HasPrefix(a.Name, "kube-envoy-controller-xds-history-") || len(a.Name) > 253 {
-		t.Errorf("stored as %s/%s", a.Namespace, a.Name)
+		t.Errorf("recorded as %s/%s", a.Namespace, a.Name)
 	}
 	if id, ok := Fleet(a, operatorNS); !ok || id != edge {
 		t.Errorf("Fleet = %v %v", id, ok)
@@ -98,8 +98,8 @@ func TestHistoryNames(t *testing.T) {
 // without the operator's labels, for another fleet, or with content that
 // does not hash to its versions.
 func TestReadHistoryRefuses(t *testing.T) {
-	served := stored("b", false)
-	good := publish.History{Current: served.Version, Revisions: []publish.Revision{served, stored("a", true)}}
+	served := recorded("b", false)
+	good := publish.History{Current: served.Version, Revisions: []publish.Revision{served, recorded("a", true)}}
 	encoded := func(h publish.History) []byte {
 		b, err := encode(h)
 		if err != nil {
@@ -107,7 +107,7 @@ func TestReadHistoryRefuses(t *testing.T) {
 		}
 		return b
 	}
-	forged := stored("b", false)
+	forged := recorded("b", false)
 	forged.Configs[0].Spec.Resources.Clusters[0].Raw = []byte(`{"name": "attacker"}`) // the real version, other content
 	other := content("other", "b")
 	tests := []struct {
@@ -138,7 +138,7 @@ func TestReadHistoryRefuses(t *testing.T) {
 			cm.BinaryData[historyKey] = encoded(publish.History{Fleet: "shop/edge", Current: "0123456789abcdef", Revisions: []publish.Revision{served}})
 		}, "not among the revisions"},
 		{"a rejected revision with content", func(cm *corev1.ConfigMap) {
-			r := stored("c", false)
+			r := recorded("c", false)
 			r.Rejected = "bad"
 			cm.BinaryData[historyKey] = encoded(publish.History{Fleet: "shop/edge", Current: served.Version, Revisions: []publish.Revision{served, r}})
 		}, "rejected and keeps content"},
@@ -182,7 +182,7 @@ func gzipped(t *testing.T, b []byte) []byte {
 	return buf.Bytes()
 }
 
-// legacy returns the previous release's history of edge, as it stored it.
+// legacy returns the previous release's history of edge, as it recorded it.
 func legacy(t *testing.T, h publish.History) *corev1.ConfigMap {
 	t.Helper()
 	b, err := json.Marshal(h)
@@ -200,7 +200,7 @@ func legacy(t *testing.T, h publish.History) *corev1.ConfigMap {
 // EnvoyConfigs' status vouches for its version and its content hashes to
 // it; a forgery gives nothing.
 func TestAdoptLegacy(t *testing.T) {
-	served, accepted := stored("b", false), stored("a", true)
+	served, accepted := recorded("b", false), recorded("a", true)
 	h := publish.History{Current: served.Version, Revisions: []publish.Revision{served, accepted, {Version: "0123456789abcdef", Rejected: "bad"}}}
 	got, ok := AdoptLegacy(legacy(t, h), edge, served.Version)
 	if !ok || got.String() != served.Version+"*" || got.Fleet != "shop/edge" {
@@ -210,7 +210,7 @@ func TestAdoptLegacy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	forged := stored("b", false)
+	forged := recorded("b", false)
 	forged.Configs[0].Spec.Resources.Clusters[0].Raw = []byte(`{"name": "attacker"}`)
 	other := content("other", "b")
 	for name, cm := range map[string]*corev1.ConfigMap{
@@ -248,7 +248,7 @@ func TestAdoptLegacy(t *testing.T) {
 // it must drop the content of revisions to fit, keeps the content of the
 // revision the rollout serves the other proxies.
 func TestHistoryKeepsItsRollout(t *testing.T) {
-	served, previous := stored("b", false), stored("a", false)
+	served, previous := recorded("b", false), recorded("a", false)
 	r := publish.Rollout{Revision: served.Version, Previous: previous.Version, Phase: publish.RolloutProgressing, Cut: "00000000000000ff"}
 	h := publish.History{Current: served.Version, Revisions: []publish.Revision{served, previous}, Rollout: &r}
 	cm, err := ConfigMap(operatorNS, edge, h)
@@ -266,7 +266,7 @@ func TestHistoryKeepsItsRollout(t *testing.T) {
 		t.Errorf("read back rollout %+v, want %+v", got.Rollout, r)
 	}
 
-	// Too large to keep every revision's content: the staged one stays.
+	// Too large to keep every revision's content: the previous one stays.
 	big := func(name string) publish.Revision {
 		c := content(edge.Namespace, name)
 		c[0].Spec.Resources.Clusters[0].Raw = []byte(`{"name": "` + name + `", "alt_stat_name": "` + randomText(t, 450<<10) + `", "connect_timeout": "1s"}`)
@@ -282,7 +282,7 @@ func TestHistoryKeepsItsRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s, ok := got.Staged(); !ok || s.Version != prev.Version || got.Find(other.Version) != nil {
-		t.Errorf("kept %s; staged %v", got.String(), ok)
+		t.Errorf("kept %s; previous %v", got.String(), ok)
 	}
 }
 

@@ -6,7 +6,7 @@
 // history come out. It holds the history's type and its rules (publish.go),
 // the rejections recorded outside it, in the EnvoyConfigs' status
 // (rejections.go), and the state machine of a progressive rollout
-// (rollout.go). How the history is stored is internal/xds/history's; the
+// (rollout.go). How the history is recorded is internal/xds/history's; the
 // replicas' reports of their proxies, which the leader adds up into Acks,
 // are internal/xds/report's.
 package publish
@@ -45,9 +45,12 @@ type Revision struct {
 
 // History is a fleet's revisions, the most recently published first.
 type History struct {
-	// Fleet is the fleet's identity, <namespace>/<name>, as stored.
+	// Fleet is the fleet's identity, <namespace>/<name>, as recorded.
 	Fleet string `json:"fleet,omitempty"`
-	// Current is the version served; "" when nothing is: the only content
+	// Current is the version most recently published: served to every
+	// proxy, or, while its rollout is under way, to the proxies of its
+	// steps, and to none once the rollout is aborted (Rollout.Serves says
+	// which, by proxy). "" when nothing is published: the only content
 	// there is to serve was rejected, and no accepted one is known.
 	Current   string     `json:"current"`
 	Revisions []Revision `json:"revisions"`
@@ -80,7 +83,9 @@ func (h History) String() string {
 	return strings.Join(out, " ")
 }
 
-// Served returns the revision served, or nil.
+// Served returns the current revision (Current), or nil: the one every
+// proxy is served unless a rollout of it is under way or aborted. (Its name
+// is older than the glossary's word, current.)
 func (h History) Served() *Revision { return h.find(h.Current) }
 
 // Find returns the revision of version, or nil.
@@ -318,7 +323,7 @@ type Rejections map[string]bool
 const KnownRejection = "as the fleet's EnvoyConfigs record in status.rejectedVersions"
 
 // RollbackTarget is the newest acked revision that is not served and not
-// rejected: what a rollback serves, and what a stored history keeps the
+// rejected: what a rollback serves, and what a recorded history keeps the
 // content of, with the served revision's, when it must drop the others'.
 func (h *History) RollbackTarget() *Revision {
 	for i := range h.Revisions {

@@ -65,7 +65,7 @@ func TestDecide(t *testing.T) {
 			Acks{Connected: 1, Nacked: 1, LastNACK: "no"}, nil, Unchanged, "v1*!", "Rejected"},
 		{"after a rollback the rejected content is held", History{Current: "v1", Revisions: []Revision{rev("v1", true, ""), rev("v2", false, "bad")}}, "v2",
 			Acks{Connected: 2, Acked: 2}, nil, Hold, "v1*+ v2!", ""},
-		{"restart after a rollback: same decision from the stored history", History{Current: "v1", Revisions: []Revision{rev("v1", true, ""), rev("v2", false, "bad")}}, "v2",
+		{"restart after a rollback: same decision from the recorded history", History{Current: "v1", Revisions: []Revision{rev("v1", true, ""), rev("v2", false, "bad")}}, "v2",
 			Acks{}, nil, Hold, "v1*+ v2!", ""},
 		{"changed content after a rollback is published", History{Current: "v1", Revisions: []Revision{rev("v1", true, ""), rev("v2", false, "bad")}}, "v3",
 			Acks{Connected: 2, Acked: 2}, nil, Publish, "v3* v1+ v2!", ""},

@@ -59,7 +59,7 @@ type RolloutPolicy struct {
 type RolloutPhase string
 
 const (
-	// RolloutProgressing: the proxies of the current step are served the
+	// RolloutProgressing: the proxies of the step under way are served the
 	// new revision, the others the previous one.
 	RolloutProgressing RolloutPhase = "Progressing"
 	// RolloutComplete: every proxy is served the revision.
@@ -79,14 +79,16 @@ type Rollout struct {
 	// last one rolled out to all. Empty once complete.
 	Previous string       `json:"previous,omitempty"`
 	Phase    RolloutPhase `json:"phase"`
-	// Step is the current step's index in the policy's steps (0 is the first).
+	// Step is the index of the step under way in the policy's steps (0 is
+	// the first).
 	Step int `json:"step,omitempty"`
-	// StepStarted is when the current step began; its bake counts from then.
+	// StepStarted is when the step under way began; its bake counts from
+	// then.
 	StepStarted time.Time `json:"stepStarted,omitzero"`
 	// Cut is the step's end in the proxies' hash order (16 hexadecimal
 	// digits): a proxy whose hash is at most Cut leads. Empty: none leads.
 	Cut string `json:"cut,omitempty"`
-	// PromotedByHand: the current step was promoted by hand and does not
+	// PromotedByHand: the step under way was promoted by hand and does not
 	// bake; it still waits for its proxies to accept the revision.
 	PromotedByHand bool `json:"promotedByHand,omitempty"`
 	// Aborted says why an aborted rollout was aborted.
@@ -126,7 +128,7 @@ func (r Rollout) Key() string {
 	return strings.Join([]string{r.Revision, r.Previous, string(r.Phase), r.Cut}, "/")
 }
 
-// leads reports whether node is among the current step's proxies. A Cut
+// leads reports whether node is among the proxies of the step under way. A Cut
 // that does not parse leads nobody: every proxy keeps the previous revision
 // until the leader chooses the step's proxies again.
 func (r Rollout) leads(node string) bool {
@@ -150,9 +152,10 @@ func (r Rollout) clone() Rollout {
 	return r
 }
 
-// Staged returns the previous revision the proxies outside h's rollout are
-// served, and whether there is one: while a rollout of Current is under way
-// or aborted, and the history keeps that revision's content.
+// Staged returns the previous revision, which the proxies outside h's
+// rollout are served, and whether there is one: while a rollout of Current
+// is under way or aborted, and the history keeps that revision's content.
+// (Its name is older than the glossary's word, previous.)
 func (h History) Staged() (*Revision, bool) {
 	if h.Rollout == nil || h.Rollout.Phase == RolloutComplete || h.Rollout.Revision != h.Current {
 		return nil, false
@@ -521,7 +524,7 @@ func StepRollout(in RolloutInput) RolloutDecision {
 	// Promoted: on to the first later step that adds a proxy, or complete.
 	for i := step + 1; i < len(steps); i++ {
 		// The step's proxies are the first in the order of leadership, as
-		// the current step's are: more of them include all of those.
+		// those of the step under way are: more of them include all of those.
 		if len(SelectProxies(steps, i, nodes)) > len(leading) {
 			s.Step, s.Cut, s.StepStarted, s.PromotedByHand = i, cutFor(steps, i, nodes), now, false
 			d.Action = RolloutPromotes

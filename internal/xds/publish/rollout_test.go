@@ -283,7 +283,7 @@ func TestStepRollout(t *testing.T) {
 			policy: canary, state: progressing(0, t0, twenty, 1), target: "v2", proxies: acking("v1", twenty), now: t0,
 			abort:  &RolloutOrder{Revision: "v0"},
 			action: RolloutWaits, want: progressing(0, t0, twenty, 1), leading: order[:1], waiting: "have not accepted"},
-		{name: "an aborted revision is held",
+		{name: "an aborted revision stays aborted",
 			policy: canary, state: aborted(lead, "bad", false), target: "v2", proxies: acking("v1", twenty), now: t0.Add(time.Hour),
 			action: RolloutIdle, want: aborted(lead, "bad", false)},
 		{name: "an aborted revision's content reverted: still aborted, every proxy on the previous revision",
@@ -532,7 +532,7 @@ func TestRolloutWalk(t *testing.T) {
 }
 
 // One NACK from the proxy of the first step returns it to the old revision,
-// and the others never saw the new one; the revision is held.
+// and the others never saw the new one; the rollout is aborted.
 func TestRolloutNACKWalk(t *testing.T) {
 	nodes := fleetNodes(20)
 	order := byHash(nodes)
@@ -682,9 +682,9 @@ func TestRoll(t *testing.T) {
 			if !d.Changed(tc.prev) || len(d.Events) == 0 {
 				t.Errorf("changed %v, events %v", d.Changed(tc.prev), d.Events)
 			}
-			staged, ok := d.History.Staged()
-			if !ok || staged.Version != "v1" {
-				t.Errorf("staged %+v (%v), want v1", staged, ok)
+			previous, ok := d.History.Staged()
+			if !ok || previous.Version != "v1" {
+				t.Errorf("previous %+v (%v), want v1", previous, ok)
 			}
 			// The next decision, with nothing new, keeps the rollout as it is.
 			next := Decide(d.History, ir("v2"), Acks{Connected: 2, Acked: 0}, nil)

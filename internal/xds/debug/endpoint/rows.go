@@ -7,9 +7,9 @@ import (
 )
 
 // Rows turns the tracker's proxies into rows: for each type a proxy asked
-// for, current(fleet, typeURL) is the version the replica serves, which the
-// proxy has accepted (SYNCED), not yet accepted (STALE) or rejected in its
-// last answer (NACKED).
+// for, current(fleet, typeURL) is the type's version in the fleet's current
+// publication on the replica, which the proxy has accepted (SYNCED), not
+// yet accepted (STALE) or rejected in its last answer (NACKED).
 func Rows(proxies []server.ProxyState, current func(fleet, typeURL string) string, replica string) []debug.ProxyRow {
 	out := make([]debug.ProxyRow, 0, len(proxies))
 	for _, p := range proxies {

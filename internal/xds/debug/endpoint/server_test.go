@@ -335,7 +335,7 @@ func TestAuthenticationAndAuthorization(t *testing.T) {
 	})
 }
 
-// record stores h as fleet id's history, as the leader does.
+// record writes h as fleet id's history, as the leader does.
 func record(t *testing.T, id fleet.ID, h publish.History) *corev1.ConfigMap {
 	t.Helper()
 	cm, err := history.ConfigMap(operatorNamespace, id, h)
@@ -349,7 +349,7 @@ func record(t *testing.T, id fleet.ID, h publish.History) *corev1.ConfigMap {
 }
 
 // keyListener terminates TLS with a private key inline, as an EnvoyConfig
-// stored before admission refused secret material inline may; it is served
+// created before admission refused secret material inline may; it is served
 // all the same.
 const keyListener = `{"name": "https", "address": {"socket_address": {"address": "0.0.0.0", "port_value": 8443}}, "filter_chains": [{
   "transport_socket": {"name": "tls", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",

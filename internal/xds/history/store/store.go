@@ -45,7 +45,8 @@ type Store struct {
 	migrated sync.Map
 }
 
-// Stored is what the API server holds of one fleet's history.
+// Stored is what is recorded of one fleet's history in the API server. (Its
+// name is older than the glossary's word, recorded.)
 type Stored struct {
 	// Object is the fleet's history in the operator's namespace, if there
 	// is one (history.IsOf): an object of that name that is not is someone
@@ -66,8 +67,8 @@ type Stored struct {
 }
 
 // ErrCacheBehind: a write of a history was refused because the cache had
-// not seen the stored one yet (a conflict, or a create of a history that
-// exists and is the fleet's). Deciding again on what is stored settles it.
+// not seen the recorded one yet (a conflict, or a create of a history that
+// exists and is the fleet's). Deciding again on what is recorded settles it.
 var ErrCacheBehind = errors.New("the cache is behind the fleet's history")
 
 // Load reads the history of fleet id. vouched is the version that the
