@@ -41,34 +41,56 @@
 //     (translate.VersionOf): the same content is the same version, on any
 //     replica. The type versions a proxy is sent change with what is live
 //     too; a revision's version does not.
-//   - served: what the fleet's proxies are sent. The served revision is
-//     the history's Current; while a progressive rollout of it is under
-//     way, only the proxies of its steps are served Current and the others
-//     the revision before it (Rollout.Previous): Rollout.Serves says which,
-//     by proxy. An EnvoyConfig's content is served when the revision its
-//     proxies are served takes it. Publishing a revision makes it the served one, and
-//     an EnvoyConfig's published content is what the served revision holds
-//     of it.
+//   - current: the revision most recently published, the history's
+//     Current. The cache's publication of a fleet is of it, and the debug
+//     endpoint's TypeStatus.Current is a type's version in it. It is not
+//     always what a proxy is served: see served.
+//   - previous: the revision a fleet served to all its proxies before the
+//     current one, while the current one rolls out (Rollout.Previous,
+//     cache.Previous): the proxies outside the rollout's steps are served
+//     it, and every proxy once the rollout is aborted.
+//   - served: what a proxy is sent. Rollout.Serves says which revision, by
+//     proxy: the current one to every proxy when no rollout of it is under
+//     way; during one, the current one to the proxies of its steps and the
+//     previous one to the others; once it is aborted, the previous one to
+//     all. An EnvoyConfig's content is served when the revision its
+//     proxies are served takes it. Publishing a revision makes it current,
+//     and an EnvoyConfig's published content is what the current revision
+//     holds of it.
 //   - live: served from the objects as they are now, never from a
 //     revision: the endpoints of the Services that spec.serviceEndpoints
 //     names, the Secrets that spec.tlsSecrets names, and inline secrets. A
 //     change of them changes what proxies are sent, under the same version.
 //     (kubectl envoy diff calls the EnvoyConfigs in the cluster live, as
 //     against those of its files.)
-//   - held: the served revision stays, whole, while newer content waits.
+//   - held: the current revision stays, whole, while newer content waits.
 //     translate holds a fleet (IR.Held) when content it serves would have
 //     references that lead nowhere; publish holds (Hold) the IR's content
 //     when it is a revision every proxy rejected, until the content
-//     changes.
+//     changes. A report's write that waits is delayed, and a lock is
+//     taken (cache.Occupy takes one, for tests), not held.
 //   - recorded: written where a restarted or another replica reads it back:
 //     the fleet's history (internal/xds/history), and the rejections that
 //     outlive it in the EnvoyConfigs' status. What is served is decided
 //     from what is recorded alone. translate.Config.Recorded is an
-//     EnvoyConfig as a revision records it.
+//     EnvoyConfig as a revision records it. The rooms do not say stored
+//     for it: history/store holds the Store, which records.
 //   - withheld: an EnvoyConfig's content that every proxy rejected, when
 //     the rejection is attributed to its change (translate.Attribute). It
 //     is recorded in the history (History.Withheld), and while the
 //     EnvoyConfig's content is that, the fleet's revisions take its content
 //     from before the change, and the other EnvoyConfigs' changes are
 //     served.
+//   - report: a replica's report of its proxies' answers, in shards
+//     (internal/xds/report, written by the server's Reporter), which the
+//     leader adds up for publish.
+//   - world: only in state of the world, the xDS protocol beside delta.
+//
+// A few names are older than these words, and stay while code outside the
+// rooms uses them: History.Staged and server.Staged are the previous
+// revision, History.Served the current one, and store.Stored what is
+// recorded of a fleet. translate says current of an EnvoyConfig's content
+// as it is now (ChoiceCurrent), as against its published content; the
+// resource decode cache, analysis and xdstest say held in its everyday
+// sense.
 package xds
