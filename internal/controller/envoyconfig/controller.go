@@ -13,6 +13,7 @@ package envoyconfig
 import (
 	"cmp"
 	"context"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,7 +167,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(cmp.Or(r.Name, ControllerName)).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
 		Watches(&examplev1.EnvoyConfig{}, fleetsOfConfig{}, builder.WithPredicates(predicate.Funcs{
-			UpdateFunc: func(e event.UpdateEvent) bool { return !r.readsNothingNew(e.ObjectOld, e.ObjectNew) },
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return !r.readsNothingNew(e.ObjectOld, e.ObjectNew) && !r.servedAsRecorded(e.ObjectOld, e.ObjectNew)
+			},
 		})).
 		Watches(&examplev1.Envoy{}, &handler.EnqueueRequestForObject{}).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.fleetsOfSlice)).
@@ -285,4 +288,27 @@ func (r *Reconciler) readsNothingNew(old, new client.Object) bool {
 	legacy := &corev1.ConfigMap{}
 	err := r.Client.Get(context.Background(), client.ObjectKey{Namespace: n.Namespace, Name: history.LegacyName(n.Spec.EnvoyRef)}, legacy)
 	return apierrors.IsNotFound(err)
+}
+
+// servedAsRecorded reports whether an update of an EnvoyConfig's spec
+// brings this replica, a follower, nothing to serve: a follower serves its
+// fleet's recorded revision, never the EnvoyConfigs as they are, and the
+// leader's record of the change wakes it (a new revision of the history).
+// So an edit that keeps the EnvoyConfig in its fleet, and its metadata as
+// it is, wakes no follower of a fleet whose history is recorded. Should
+// the follower be elected, it queues every fleet then (enqueueOnElection).
+func (r *Reconciler) servedAsRecorded(old, new client.Object) bool {
+	o, ok1 := old.(*examplev1.EnvoyConfig)
+	n, ok2 := new.(*examplev1.EnvoyConfig)
+	if !ok1 || !ok2 || o.Generation == n.Generation || o.Spec.EnvoyRef != n.Spec.EnvoyRef ||
+		!o.DeletionTimestamp.IsZero() || !n.DeletionTimestamp.IsZero() ||
+		!maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations) || r.IsLeader() {
+		return false
+	}
+	id := fleet.ID{Namespace: n.Namespace, Name: n.Spec.EnvoyRef}
+	cm := &corev1.ConfigMap{}
+	if err := r.Client.Get(context.Background(), client.ObjectKey{Namespace: r.Namespace, Name: history.Name(id)}, cm); err != nil {
+		return false
+	}
+	return history.IsOf(cm, r.Namespace, id)
 }

@@ -5,9 +5,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
@@ -132,6 +134,48 @@ func TestStatusWriteOfAChangeWakesNoOne(t *testing.T) {
 		wakes := !statusOnly(base, updated) && !r.readsNothingNew(base, updated)
 		if wakes != c.reads {
 			t.Errorf("%s: wakes %v, want %v", c.what, wakes, c.reads)
+		}
+	}
+}
+
+// An edit of an EnvoyConfig's spec wakes no follower of a fleet whose
+// history is recorded: it serves the recorded revision, and the leader's
+// record of the edit wakes it. The leader, an edit that moves the
+// EnvoyConfig to another fleet, one that changes its metadata too, and an
+// edit of a fleet with no history wake it.
+func TestEditWakesNoFollower(t *testing.T) {
+	id := fleet.ID{Namespace: "edits", Name: "edge"}
+	cm, err := history.ConfigMap(operatorNamespace, id, publish.History{Current: "v1", Revisions: []publish.Revision{{Version: "v1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithObjects(cm).Build()
+	base := &examplev1.EnvoyConfig{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: id.Namespace, Generation: 1, ResourceVersion: "10"},
+		Spec: examplev1.EnvoyConfigSpec{EnvoyRef: id.Name}}
+	for _, e := range []struct {
+		what   string
+		leader bool
+		change func(*examplev1.EnvoyConfig)
+		wakes  bool
+	}{
+		{"a follower, an edit", false, func(c *examplev1.EnvoyConfig) { c.Generation++ }, false},
+		{"the leader, an edit", true, func(c *examplev1.EnvoyConfig) { c.Generation++ }, true},
+		{"a follower, an edit that moves it to another fleet", false, func(c *examplev1.EnvoyConfig) { c.Generation, c.Spec.EnvoyRef = 2, "other" }, true},
+		{"a follower, an edit with an annotation", false, func(c *examplev1.EnvoyConfig) { c.Generation, c.Annotations = 2, map[string]string{"k": "v"} }, true},
+		{"a follower, an annotation", false, func(c *examplev1.EnvoyConfig) { c.Annotations = map[string]string{"k": "v"} }, true},
+		{"a follower, an edit of a fleet with no history", false, func(c *examplev1.EnvoyConfig) { c.Generation, c.Namespace = 2, "elsewhere" }, true},
+	} {
+		old := base.DeepCopy()
+		if e.what == "a follower, an edit of a fleet with no history" {
+			old.Namespace = "elsewhere"
+		}
+		updated := old.DeepCopy()
+		updated.ResourceVersion = "11"
+		e.change(updated)
+		leader := e.leader
+		r := &Reconciler{Client: c, Namespace: operatorNamespace, IsLeader: func() bool { return leader }}
+		if wakes := !r.servedAsRecorded(old, updated); wakes != e.wakes {
+			t.Errorf("%s: wakes %v, want %v", e.what, wakes, e.wakes)
 		}
 	}
 }
