@@ -9,19 +9,16 @@
 package cache
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"iter"
 	"maps"
 	"sync"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -54,11 +51,13 @@ import (
 //     before it that it subscribes to. So a proxy is sent a push's clusters,
 //     then endpoints, listeners, routes and secrets, also when it has not
 //     answered the previous push of a type yet: the types after it wait
-//     for its answer. Listeners, routes and secrets also wait until the
+//     for its answer. The types after the endpoints also wait until the
 //     stream was sent the endpoints of every EDS cluster it was sent
-//     (warm): a proxy asks for a new cluster's endpoints only once it has
-//     the cluster, and a route to a cluster still warming fails its
-//     requests, so the endpoints' version alone does not tell.
+//     (warm; in general, what each resource it was sent awaits, by
+//     resource.Reference.Warming): a proxy asks for a new cluster's
+//     endpoints only once it has the cluster, and a route to a cluster
+//     still warming fails its requests, so the endpoints' version alone
+//     does not tell.
 //   - A watch of a fleet that is not published waits, with its stream, and
 //     is answered when the fleet is: a proxy may start before its fleet is
 //     published (a new fleet, or a replica that has just started). A fleet
@@ -140,11 +139,21 @@ type streamType struct {
 type Snapshot struct {
 	version string
 	types   [numKinds]*typeSnapshot
-	// endpointsOf maps each EDS cluster whose endpoints the publication
-	// holds to the name of those endpoints (its EDS service name, or its
-	// own): what a proxy sent the cluster asks for and must have before
-	// a route may name it (streamState.warm).
-	endpointsOf map[string]string
+	// warming holds each resource of the publication that a proxy holds
+	// warming until it has another resource of the publication that it
+	// names (resource.Reference.Warming: an EDS cluster, its endpoints):
+	// what a proxy sent the one asks for, and must have before a type
+	// pushed after the other's may name the one (streamState.warm).
+	warming []warming
+}
+
+// warming is a resource that a proxy holds warming until it has the
+// resource it awaits: each by its kind (an index in Kinds) and name.
+type warming struct {
+	kind    int
+	name    string
+	awaits  int
+	awaited string
 }
 
 // NewSnapshot encodes a publication of resources (by type URL) as version.
@@ -160,21 +169,47 @@ func NewSnapshot(version string, resources map[string][]types.Resource) (*Snapsh
 		}
 		p.types[i] = t
 	}
-	endpoints := p.types[kindIndex(resourcev3.EndpointType)]
-	for _, r := range resources[resourcev3.ClusterType] {
-		c, ok := r.(*clusterv3.Cluster)
-		if !ok || c.GetType() != clusterv3.Cluster_EDS {
-			continue
-		}
-		name := cmp.Or(c.GetEdsClusterConfig().GetServiceName(), c.GetName())
-		if _, ok := endpoints.byName[name]; ok {
-			if p.endpointsOf == nil {
-				p.endpointsOf = map[string]string{}
+	for i, t := range p.types {
+		for _, e := range t.sorted {
+			for _, ref := range warmingReferences(i, e) {
+				a := kindIndex(ref.TypeURL)
+				if _, ok := p.types[a].byName[ref.Name]; ok {
+					p.warming = append(p.warming, warming{kind: i, name: e.name, awaits: a, awaited: ref.Name})
+				}
 			}
-			p.endpointsOf[c.GetName()] = name
 		}
 	}
 	return p, nil
+}
+
+// warmingKey is a resource by its kind (an index in Kinds) and content
+// (encodedResource.version).
+type warmingKey struct {
+	kind    int
+	version string
+}
+
+// warmingOf remembers the warming references of the resources published
+// lately, by content: 16,384 of them per generation. Finding a resource's
+// references takes most of the time of a publication (a listener's
+// connection managers are decoded), and an edit changes few resources.
+var warmingOf = resource.NewGenerations[warmingKey, []resource.Reference](1<<14, 1<<14)
+
+// warmingReferences returns the references of e, a resource of kind, that
+// warm (resource.Reference.Warming) to a kind served.
+func warmingReferences(kind int, e *encodedResource) []resource.Reference {
+	key := warmingKey{kind, e.version}
+	if refs, ok := warmingOf.Get(key); ok {
+		return refs
+	}
+	var refs []resource.Reference
+	for _, ref := range resource.References(e.resource) {
+		if ref.Warming && kindIndex(ref.TypeURL) >= 0 {
+			refs = append(refs, ref)
+		}
+	}
+	warmingOf.Put(key, refs, 1)
+	return refs
 }
 
 // Version is the publication's version.
@@ -201,11 +236,14 @@ func (p *Snapshot) Resources() map[string][]types.Resource {
 	return out
 }
 
-// Indexes in Kinds of the types whose order warm checks.
-var (
-	clusterKind  = kindIndex(resourcev3.ClusterType)
-	endpointKind = kindIndex(resourcev3.EndpointType)
-)
+// pushed holds the place of each kind (by its index in Kinds) in
+// resource.PushOrder.
+var pushed = func() (out [numKinds]int) {
+	for i, kind := range resource.PushOrder {
+		out[kind] = i
+	}
+	return out
+}()
 
 // numKinds is the number of types served (Kinds).
 const numKinds = len(resource.Kinds)
@@ -447,46 +485,42 @@ func (f *fleetEntry) serve(st *streamState) {
 }
 
 // caughtUp reports whether the stream was sent p's version of each type
-// before the i-th of resource.PushOrder that it subscribes to and, for a type after
-// the endpoints, whether it is warm.
+// before the i-th of resource.PushOrder that it subscribes to and whether,
+// as far as those types go, it is warm.
 func (st *streamState) caughtUp(p *Snapshot, i int) bool {
 	for _, kind := range resource.PushOrder[:i] {
 		if ty := st.types[kind]; ty.subscribed && ty.at != p.types[kind].version {
 			return false
 		}
 	}
-	if i > endpointsPushed {
-		return st.warm(p)
-	}
-	return true
+	return st.warm(p, i)
 }
 
-// endpointsPushed is the rank of the endpoints in the push order.
-var endpointsPushed = resource.KindOf(resourcev3.EndpointType).Rank
-
-// warm reports whether the stream was sent p's endpoints of every EDS
-// cluster the cache sent it: until then, a proxy has a cluster it cannot
-// send requests to, and a route or listener that names it fails them. A
-// stream that subscribes to no endpoints (or no clusters), or that the
-// cache has not sent clusters, has nothing to wait for.
-func (st *streamState) warm(p *Snapshot) bool {
-	clusters, endpoints := &st.types[clusterKind], &st.types[endpointKind]
-	if !clusters.subscribed || !endpoints.subscribed || clusters.sent == nil || len(p.endpointsOf) == 0 {
-		return true
-	}
-	_, allClusters := clusters.sent[wildcardSent]
-	_, allEndpoints := endpoints.sent[wildcardSent]
-	t := p.types[endpointKind]
-	for cluster, name := range p.endpointsOf {
-		if v, ok := clusters.sent[cluster]; !allClusters && (!ok || v == toldAbsent) {
-			continue // not sent to this stream
+// warm reports whether the stream was sent each resource of p that a
+// resource it was sent awaits (p.warming: the endpoints of every EDS
+// cluster), of the types before the i-th of resource.PushOrder: until
+// then, a proxy holds a resource warming (a cluster it cannot send
+// requests to), and what names it (a route or listener) fails. A stream
+// that subscribes to neither type, or that the cache has not sent the
+// warming one's type, has nothing to wait for.
+func (st *streamState) warm(p *Snapshot, i int) bool {
+	for _, w := range p.warming {
+		holders, awaited := &st.types[w.kind], &st.types[w.awaits]
+		if pushed[w.awaits] >= i || !holders.subscribed || !awaited.subscribed || holders.sent == nil {
+			continue
 		}
-		if allEndpoints && endpoints.sent[wildcardSent] == t.version {
+		if v, ok := holders.sent[w.name]; !ok || v == toldAbsent {
+			if _, all := holders.sent[wildcardSent]; !all {
+				continue // not sent to this stream
+			}
+		}
+		t := p.types[w.awaits]
+		if v, all := awaited.sent[wildcardSent]; all && v == t.version {
 			continue
 		}
 		// A state-of-the-world stream was sent the name at the type's
 		// version, a delta stream at the resource's own.
-		if v := endpoints.sent[name]; v != t.version && v != t.byName[name].version {
+		if v := awaited.sent[w.awaited]; v != t.version && v != t.byName[w.awaited].version {
 			return false
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
@@ -735,10 +736,17 @@ const (
 	scopedRouteType     = "type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration"
 )
 
-// pushOrderForTest is the order the protocol's make-before-break asks for:
-// a cluster before its endpoints, both before the listener that uses them,
-// the listener before its routes; secrets last.
-var pushOrderForTest = []string{resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType, resourcev3.SecretType}
+// pushOrderForTest is the order of resource.PushOrder, by type URL: the
+// one the protocol's make-before-break asks for (a cluster before its
+// endpoints, both before the listener that uses them, the listener before
+// its routes; secrets last), which package resource's TestKinds pins.
+var pushOrderForTest = func() []string {
+	var out []string
+	for _, kind := range resource.PushOrder {
+		out = append(out, resource.Kinds[kind].TypeURL)
+	}
+	return out
+}()
 
 func shortAll(typs []string) []string {
 	out := make([]string, len(typs))

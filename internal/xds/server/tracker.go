@@ -8,7 +8,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
@@ -342,11 +341,9 @@ func (t *Tracker) deltaRequest(id int64, r *discoveryv3.DeltaDiscoveryRequest) (
 }
 
 // wildcard reports whether a state-of-the-world request of typeURL without
-// resource names asks for every resource (listeners and clusters), even
-// after one that named some.
-func wildcard(typeURL string) bool {
-	return typeURL == resourcev3.ListenerType || typeURL == resourcev3.ClusterType
-}
+// resource names asks for every resource, even after one that named some
+// (resource.Kind.Wildcard: listeners and clusters).
+func wildcard(typeURL string) bool { return resource.KindOf(typeURL).Wildcard }
 
 // OnStreamResponse implements sotw.Callbacks.
 func (t *Tracker) OnStreamResponse(_ context.Context, id int64, _ *discoveryv3.DiscoveryRequest, r *discoveryv3.DiscoveryResponse) {
