@@ -16,6 +16,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -61,13 +62,18 @@ type XDSServer struct {
 	// and chains to the fleet's trusted CAs, all read from the files of
 	// ClientCertDir (see SDSFiles).
 	MutualTLS bool
+	// StatsSink has the proxy stream its stats to the server's metrics
+	// service over the same cluster, every StatsFlushInterval (see
+	// StatsSink). Only the built-in xDS server serves it.
+	StatsSink bool
 }
 
 // String returns host:port.
 func (s XDSServer) String() string { return fmt.Sprintf("%s:%d", s.Host, s.Port) }
 
 // Bootstrap returns the v3 bootstrap of a proxy that takes its listeners and
-// clusters over ADS from xds, within the limits of o. The node's id and
+// clusters over ADS from xds, within the limits of o, and, with
+// xds.StatsSink, streams its stats to xds (StatsSink). The node's id and
 // cluster are not in it: Envoy takes them from --service-node and
 // --service-cluster.
 func Bootstrap(xds XDSServer, o Overload) *bootstrapv3.Bootstrap {
@@ -75,7 +81,7 @@ func Bootstrap(xds XDSServer, o Overload) *bootstrapv3.Bootstrap {
 		ResourceApiVersion:    corev3.ApiVersion_V3,
 		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
 	}
-	return &bootstrapv3.Bootstrap{
+	b := &bootstrapv3.Bootstrap{
 		Admin: &bootstrapv3.Admin{Address: socketAddress("127.0.0.1", AdminPort)},
 		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
 			AdsConfig: &corev3.ApiConfigSource{
@@ -100,6 +106,11 @@ func Bootstrap(xds XDSServer, o Overload) *bootstrapv3.Bootstrap {
 		},
 		OverloadManager: overloadManager(o),
 	}
+	if xds.StatsSink {
+		b.StatsSinks = []*metricsv3.StatsSink{StatsSink(xds.ClusterName)}
+		b.StatsFlushInterval = durationpb.New(StatsFlushInterval)
+	}
+	return b
 }
 
 // xdsCluster reaches the xDS server over HTTP/2, with keepalives so that a

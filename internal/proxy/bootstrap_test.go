@@ -10,6 +10,8 @@ import (
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
 	downstreamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
 	fixedheapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -33,6 +35,10 @@ var bootstrapCases = []struct {
 	{"max-port", XDSServer{ClusterName: "x", Host: "a", Port: 65535}, Overload{}},
 	{"built-in-server-mtls", XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000, MutualTLS: true}, Overload{}},
 	{"ip-address-mtls", XDSServer{ClusterName: "xds_cluster", Host: "10.96.0.10", Port: 18000, MutualTLS: true}, Overload{}},
+	// A fleet of the built-in server with spec.configRollout: its proxies
+	// stream their stats to the server.
+	{"built-in-server-mtls-stats-sink", XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000, MutualTLS: true, StatsSink: true}, Overload{}},
+	{"built-in-server-stats-sink", XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000, StatsSink: true}, Overload{}},
 	// A container limited to 1 GiB.
 	{"heap-limit", XDSServer{ClusterName: "xds_cluster", Host: "kube-envoy-controller-xds.kube-envoy-controller.svc", Port: 18000, MutualTLS: true}, Overload{MaxHeapBytes: MaxHeapBytes(1 << 30)}},
 }
@@ -129,6 +135,7 @@ func TestRenderBootstrapIsValidEnvoyV3(t *testing.T) {
 				t.Fatalf("static listeners = %v, want one on %d", ls, ReadyPort)
 			}
 			checkLimits(t, b, tc.overload)
+			checkStatsSink(t, tc.xds, b)
 		})
 	}
 }
@@ -168,15 +175,15 @@ func TestParseBootstrapRejects(t *testing.T) {
 // Any valid spec renders a bootstrap that passes Envoy's schema.
 func FuzzRenderBootstrap(f *testing.F) {
 	for _, tc := range bootstrapCases {
-		f.Add(tc.xds.ClusterName, tc.xds.Host, tc.xds.Port, tc.xds.MutualTLS, int64(tc.overload.MaxHeapBytes))
+		f.Add(tc.xds.ClusterName, tc.xds.Host, tc.xds.Port, tc.xds.MutualTLS, tc.xds.StatsSink, int64(tc.overload.MaxHeapBytes))
 	}
-	f.Fuzz(func(t *testing.T, cluster, host string, port uint32, mtls bool, memoryLimit int64) {
+	f.Fuzz(func(t *testing.T, cluster, host string, port uint32, mtls, stats bool, memoryLimit int64) {
 		// The API admits: a cluster name of [A-Za-z0-9_.:-]{1,128}, a DNS name
 		// or IP address, a port in 1..65535.
 		if !validClusterName(cluster) || !validHost(host) || port < 1 || port > 65535 {
 			t.Skip()
 		}
-		xds := XDSServer{ClusterName: cluster, Host: host, Port: port, MutualTLS: mtls}
+		xds := XDSServer{ClusterName: cluster, Host: host, Port: port, MutualTLS: mtls, StatsSink: stats}
 		files, err := RenderFiles(xds, Overload{MaxHeapBytes: MaxHeapBytes(memoryLimit)})
 		if err != nil {
 			t.Fatalf("RenderFiles(%+v, memory limit %d): %v", xds, memoryLimit, err)
@@ -280,6 +287,38 @@ func checkTLS(t *testing.T, x XDSServer, c *clusterv3.Cluster) {
 				t.Errorf("%s reads %s, outside %s", key, p, ClientCertDir)
 			}
 		}
+	}
+}
+
+// checkStatsSink checks the stats sink: none without StatsSink; with it,
+// the metrics service over the xDS cluster, in the form the receiver reads
+// (counters as deltas, tags as labels, histograms as buckets), flushed
+// every StatsFlushInterval, and no stats matcher, so that every stat stays
+// in the admin interface and /stats/prometheus.
+func checkStatsSink(t *testing.T, x XDSServer, b *bootstrapv3.Bootstrap) {
+	t.Helper()
+	if b.GetStatsConfig().GetStatsMatcher() != nil {
+		t.Errorf("a stats matcher: %v", b.GetStatsConfig().GetStatsMatcher())
+	}
+	if !x.StatsSink {
+		if len(b.GetStatsSinks()) != 0 || b.GetStatsFlushInterval() != nil {
+			t.Errorf("no stats sink asked for, yet sinks %v flushed every %v", b.GetStatsSinks(), b.GetStatsFlushInterval())
+		}
+		return
+	}
+	if len(b.GetStatsSinks()) != 1 || b.GetStatsSinks()[0].GetName() != StatsSinkName {
+		t.Fatalf("stats sinks %v, want one %s", b.GetStatsSinks(), StatsSinkName)
+	}
+	c := &metricsv3.MetricsServiceConfig{}
+	if err := b.GetStatsSinks()[0].GetTypedConfig().UnmarshalTo(c); err != nil {
+		t.Fatal(err)
+	}
+	if c.GetGrpcService().GetEnvoyGrpc().GetClusterName() != x.ClusterName || c.GetTransportApiVersion() != corev3.ApiVersion_V3 ||
+		!c.GetReportCountersAsDeltas().GetValue() || !c.GetEmitTagsAsLabels() || c.GetHistogramEmitMode() != metricsv3.HistogramEmitMode_HISTOGRAM {
+		t.Errorf("stats sink %v", c)
+	}
+	if got := b.GetStatsFlushInterval().AsDuration(); got != StatsFlushInterval {
+		t.Errorf("stats flushed every %v, want %v", got, StatsFlushInterval)
 	}
 }
 

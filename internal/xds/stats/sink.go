@@ -5,40 +5,29 @@ import (
 	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 )
 
 // SinkName is the stats sink's extension name.
-const SinkName = "envoy.stat_sinks.metrics_service"
+const SinkName = proxy.StatsSinkName
 
 // DefaultFlushInterval is how often a proxy sends its figures: a step's
 // bake of a minute sees six reports of each proxy.
-const DefaultFlushInterval = 10 * time.Second
+const DefaultFlushInterval = proxy.StatsFlushInterval
 
 // Sink is the stats sink that streams a proxy's figures to the Receiver at
 // the xDS server, over the bootstrap's static cluster xdsCluster (the one
 // ADS uses, with the fleet's client certificate): counters as deltas,
 // tags as labels (what the Receiver reads), histograms as buckets only.
-func Sink(xdsCluster string) *metricsv3.StatsSink {
-	return &metricsv3.StatsSink{
-		Name: SinkName,
-		ConfigType: &metricsv3.StatsSink_TypedConfig{TypedConfig: mustAny(&metricsv3.MetricsServiceConfig{
-			TransportApiVersion: corev3.ApiVersion_V3,
-			GrpcService: &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
-				EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xdsCluster},
-			}},
-			ReportCountersAsDeltas: wrapperspb.Bool(true),
-			EmitTagsAsLabels:       true,
-			HistogramEmitMode:      metricsv3.HistogramEmitMode_HISTOGRAM,
-		})},
-	}
-}
+// It is the one a fleet's bootstrap declares (proxy.StatsSink), built in
+// package proxy, which renders bootstraps and links no server.
+func Sink(xdsCluster string) *metricsv3.StatsSink { return proxy.StatsSink(xdsCluster) }
 
 // InclusionPatterns are the full stat names of the inclusion list (see
 // inclusion.go), as regular expressions over Envoy's stat names.
