@@ -54,6 +54,7 @@ type Children struct {
 // bootstrap, which admission should have refused.
 func Desired(e *examplev1.Envoy, d fleet.Defaults) (Children, error) {
 	xds := fleet.XDSServer(e, d)
+	xds.StatsSink = statsSink(e)
 	files, err := proxy.RenderFiles(xds, fleet.Overload(e))
 	if err != nil {
 		return Children{XDS: xds}, err
@@ -69,6 +70,16 @@ func Desired(e *examplev1.Envoy, d fleet.Defaults) (Children, error) {
 		HorizontalPodAutoscaler: horizontalPodAutoscaler(e),
 		NetworkPolicy:           networkPolicy(e, d),
 	}, nil
+}
+
+// statsSink tells whether e's proxies stream their stats to the operator
+// (proxy.StatsSink): for a fleet of the built-in xDS server with
+// spec.configRollout, whose steps are to be judged by their proxies' own
+// figures. A fleet of another xDS server, or without a rollout, keeps its
+// bootstrap as it was. Setting or removing spec.configRollout changes the
+// bootstrap, and so rolls the fleet's pods.
+func statsSink(e *examplev1.Envoy) bool {
+	return fleet.BuiltinXDS(e) && e.Spec.ConfigRollout != nil
 }
 
 func objectMeta(e *examplev1.Envoy, name string) metav1.ObjectMeta {

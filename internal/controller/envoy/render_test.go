@@ -265,6 +265,15 @@ var renderCases = []struct {
 		e.Spec.Autoscaling = &examplev1.EnvoyAutoscaling{MinReplicas: ptr.To[int32](3), MaxReplicas: 6, TargetCPUUtilizationPercentage: ptr.To[int32](60)}
 		e.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
 	}},
+	// A fleet of the built-in server with a rollout: its bootstrap declares
+	// the stats sink, which rolls its pods (the bootstrap's hash).
+	{"config-rollout", func(e *examplev1.Envoy) {
+		e.Spec.XDS = nil
+		e.Spec.ConfigRollout = configRollout()
+	}},
+	// A fleet of another xDS server with a rollout: nothing changes (the
+	// children are seed-sample's).
+	{"config-rollout-external-xds", func(e *examplev1.Envoy) { e.Spec.ConfigRollout = configRollout() }},
 	{"memory-limit", func(e *examplev1.Envoy) {
 		e.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")}
 	}},
