@@ -1,7 +1,8 @@
 // Package pki is the xDS control plane's certificate authority, as pure
 // functions of the time: it makes and rotates the CA, issues the xDS server's
 // serving certificate and each fleet's client certificate, and reads a
-// fleet's identity back from a verified certificate. It uses only the
+// fleet's identity back from a verified certificate (and from a gRPC
+// stream's peer, PeerFleet). It uses only the
 // standard library's crypto; the controllers store what it returns in
 // Secrets and decide when to call it.
 //

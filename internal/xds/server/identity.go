@@ -2,12 +2,9 @@ package server
 
 import (
 	"context"
-	"fmt"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
@@ -15,7 +12,7 @@ import (
 )
 
 // Who is on a stream. Over mutual TLS, a stream's fleet is the one its
-// verified client certificate names (pki.VerifiedFleet: a certificate the
+// verified client certificate names (pki.PeerFleet, pki.VerifiedFleet: a certificate the
 // xDS CA signed directly, for client authentication): a node that claims
 // another fleet is refused with PermissionDenied. In plaintext (a local
 // experiment only) nothing is verified. Either way, a stream keeps the node
@@ -26,33 +23,15 @@ import (
 var errUnknownStream = status.Error(codes.PermissionDenied, "unknown stream")
 
 // certifiedFleet returns the fleet of the verified client certificate of
-// the stream that ctx opens, or "" in plaintext (trustDomain "").
+// the stream that ctx opens, or "" in plaintext (trustDomain ""):
+// pki.PeerFleet, the check the stats receiver on the same port makes too.
 func certifiedFleet(ctx context.Context, trustDomain string) (string, error) {
-	if trustDomain == "" {
-		return "", nil
-	}
-	fleet, err := certificateFleet(ctx, trustDomain)
+	fleet, err := pki.PeerFleet(ctx, trustDomain)
 	if err != nil {
 		metricRefused.WithLabelValues(refusedIdentity).Inc()
 		return "", status.Error(codes.PermissionDenied, err.Error())
 	}
 	return fleet, nil
-}
-
-func certificateFleet(ctx context.Context, trustDomain string) (string, error) {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return "", fmt.Errorf("no peer")
-	}
-	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok {
-		return "", fmt.Errorf("no verified client certificate")
-	}
-	id, err := pki.VerifiedFleet(info.State.VerifiedChains, trustDomain)
-	if err != nil {
-		return "", err
-	}
-	return id.String(), nil
 }
 
 // admit admits a request's node: the first one the stream sends, which must

@@ -10,7 +10,7 @@
 //
 // A stats stream is authenticated as an ADS stream is: over mutual TLS,
 // its fleet is the one its verified client certificate names
-// (pki.VerifiedFleet, the check the xDS server makes); its first message
+// (pki.PeerFleet, the check the xDS server makes); its first message
 // must name the node, whose cluster must be that fleet; and a later
 // message that names another node, or another fleet, ends the stream. A
 // proxy thus reports only as a proxy of its own fleet, and a stream only
@@ -25,7 +25,6 @@
 package stats
 
 import (
-	"context"
 	"errors"
 	"io"
 	"sync"
@@ -35,8 +34,6 @@ import (
 	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/service/metrics/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
@@ -164,32 +161,10 @@ func (r *Receiver) refuse(reason string, err error) error {
 	return err
 }
 
-// certifiedFleet returns the fleet of the verified client certificate of
-// the stream of ctx, or "" in plaintext: the xDS server's check, over
-// pki.VerifiedFleet.
-func certifiedFleet(ctx context.Context, trustDomain string) (string, error) {
-	if trustDomain == "" {
-		return "", nil
-	}
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return "", errors.New("no peer")
-	}
-	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok {
-		return "", errors.New("no verified client certificate")
-	}
-	id, err := pki.VerifiedFleet(info.State.VerifiedChains, trustDomain)
-	if err != nil {
-		return "", err
-	}
-	return id.String(), nil
-}
-
 // StreamMetrics implements the MetricsService: it keeps what the stream's
 // proxy reports, as itself, until the stream ends. It never answers.
 func (r *Receiver) StreamMetrics(s metricsv3.MetricsService_StreamMetricsServer) error {
-	certFleet, err := certifiedFleet(s.Context(), r.o.TrustDomain)
+	certFleet, err := pki.PeerFleet(s.Context(), r.o.TrustDomain)
 	if err != nil {
 		return r.refuse(RefusedCertificate, status.Error(codes.PermissionDenied, err.Error()))
 	}
