@@ -21,6 +21,8 @@ type Options struct {
 	// Authority, when set, has the server speak mutual TLS only, with its
 	// certificate from the xDS CA; nil serves plaintext.
 	Authority *authority.Store
+	// Services are served on the server's port beside ADS (AddService).
+	Services []Service
 }
 
 // Add adds to mgr this replica's xDS server and the reporter of its
@@ -37,6 +39,9 @@ func Add(mgr ctrl.Manager, o Options) (*Server, error) {
 	}
 	if o.Authority != nil {
 		srv.SetTLS(o.Authority.ServerConfig, o.Authority.Options.TrustDomain)
+	}
+	for _, svc := range o.Services {
+		srv.AddService(svc)
 	}
 	if err := mgr.Add(srv); err != nil {
 		return nil, err

@@ -3,7 +3,8 @@
 // publish decided for a fleet (SetFleet: a version and its resources) and
 // serves it to the fleet's proxies over state-of-the-world and delta ADS on
 // one port, under mutual TLS with per-fleet identity (identity.go) and
-// bounded by Limits; it tracks what each proxy accepted (Tracker), exports
+// bounded by Limits, beside the services added to that port (AddService:
+// the stats receiver); it tracks what each proxy accepted (Tracker), exports
 // it as metrics and health checks, and writes it to the replica's report
 // (Reporter) for the leader to add up.
 //
@@ -88,7 +89,24 @@ type Server struct {
 	stuckAfter time.Duration
 	serveEnded atomic.Bool
 	probe      cacheProbe
+	// services are served beside ADS (AddService).
+	services []Service
 }
+
+// Service is a gRPC service served on the xDS server's port beside ADS,
+// to the same clients over the same connections and credentials: the
+// stats receiver (internal/xds/stats), to which a fleet's proxies stream
+// their figures over the mutual TLS connection of their ADS stream. It
+// checks who is on each of its streams itself, with pki.PeerFleet and the
+// server's trust domain, as the server does for ADS.
+type Service interface {
+	// Register registers the service on the server's gRPC server.
+	Register(*grpc.Server)
+}
+
+// AddService serves svc on the server's port beside ADS. Call it before
+// Start.
+func (s *Server) AddService(svc Service) { s.services = append(s.services, svc) }
 
 // publicationStripes is the number of publication locks: fleets share them
 // by a hash of their name.
@@ -365,6 +383,9 @@ func (s *Server) Start(ctx context.Context) error {
 	// Ordered: a state-of-the-world stream's responses go out in the order
 	// the cache answers them (delta streams always do).
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, s.cache, callbacks, sotwv3.WithOrderedADS()))
+	for _, svc := range s.services {
+		svc.Register(g)
+	}
 	if s.tls != nil {
 		s.log.Info("serving xDS over mutual TLS", "address", s.bound.String(), "trustDomain", s.trustDomain)
 	} else {

@@ -180,6 +180,9 @@ type rig struct {
 	r     *Receiver
 	addr  string
 	cache cachev3.SnapshotCache
+	// keep are the stats, beside the inclusion list, that the stats
+	// matcher of the Envoys run keeps (Matcher).
+	keep []string
 
 	// What the stats streams carried: the first message of each (which
 	// names the node, with Envoy's build and extensions), and the others.
@@ -270,6 +273,13 @@ const backendBody = "backend says 503"
 
 func (g *rig) backend503(t *testing.T) *backend {
 	t.Helper()
+	return backendAnswering(t, http.StatusServiceUnavailable, backendBody)
+}
+
+// backendAnswering is a Go HTTP server that answers every request status,
+// with body.
+func backendAnswering(t *testing.T, status int, body string) *backend {
+	t.Helper()
 	b := &backend{}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -277,8 +287,8 @@ func (g *rig) backend503(t *testing.T) *backend {
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		b.served.Add(1)
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, backendBody)
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
 	}), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() { _ = srv.Close() })
@@ -291,6 +301,19 @@ func (g *rig) backend503(t *testing.T) *backend {
 // 127.0.0.1:backendPort.
 func (g *rig) publish(t *testing.T, node string, port, backendPort uint32) {
 	t.Helper()
+	snap, err := cachev3.NewSnapshot("1", edgeResources(port, "backend", backendPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.cache.SetSnapshot(context.Background(), node, snap); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// edgeResources are a listener edge on 127.0.0.1:port (stat prefix edge)
+// that routes everything to the static cluster named cluster, on
+// 127.0.0.1:backendPort.
+func edgeResources(port uint32, cluster string, backendPort uint32) map[string][]types.Resource {
 	address := func(port uint32) *corev3.Address {
 		return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
 			Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}}}}
@@ -302,27 +325,20 @@ func (g *rig) publish(t *testing.T, node string, port, backendPort uint32) {
 			VirtualHosts: []*routev3.VirtualHost{{Name: "all", Domains: []string{"*"}, Routes: []*routev3.Route{{
 				Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
 				Action: &routev3.Route_Route{Route: &routev3.RouteAction{
-					ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "backend"}}},
+					ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster}}},
 			}}}},
 		}},
 		HttpFilters: []*hcmv3.HttpFilter{{Name: "envoy.filters.http.router",
 			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerv3.Router{})}}},
 	}
-	resources := map[string][]types.Resource{
+	return map[string][]types.Resource{
 		resourcev3.ListenerType: {&listenerv3.Listener{Name: "edge", Address: address(port),
 			FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{Name: "envoy.filters.network.http_connection_manager",
 				ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(hcm)}}}}}}},
-		resourcev3.ClusterType: {&clusterv3.Cluster{Name: "backend", ConnectTimeout: durationpb.New(time.Second),
+		resourcev3.ClusterType: {&clusterv3.Cluster{Name: cluster, ConnectTimeout: durationpb.New(time.Second),
 			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
-			LoadAssignment: &endpointv3.ClusterLoadAssignment{ClusterName: "backend", Endpoints: []*endpointv3.LocalityLbEndpoints{{
+			LoadAssignment: &endpointv3.ClusterLoadAssignment{ClusterName: cluster, Endpoints: []*endpointv3.LocalityLbEndpoints{{
 				LbEndpoints: []*endpointv3.LbEndpoint{{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: address(backendPort)}}}}}}}}},
-	}
-	snap, err := cachev3.NewSnapshot("1", resources)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.cache.SetSnapshot(context.Background(), node, snap); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -335,7 +351,7 @@ func (g *rig) run(t *testing.T, bin, node, fleetName string, withMatcher bool) *
 	t.Helper()
 	xds := proxy.XDSServer{ClusterName: "xds_cluster", Host: "localhost", Port: 1, MutualTLS: true}
 	b := proxy.Bootstrap(xds, proxy.Overload{})
-	matcher := Matcher()
+	matcher := Matcher(g.keep...)
 	if !withMatcher {
 		matcher = nil
 	}
