@@ -17,12 +17,19 @@
 //     history/store holds the Store that alone reads and writes them.
 //   - report: the format of each replica's report of its proxies' answers,
 //     in shards, which the leader adds up for publish.
+//   - analysis: pure. A rollout step's proxies' figures against the
+//     previous revision's proxies', the bake's time and a fleet's
+//     thresholds in; pass, wait or abort, with the figures why, out.
 //   - cache: what each fleet serves, encoded once, and what each stream
 //     is sent and when, by the rules of the xDS protocol; the server's.
 //   - server: the runtime. Each replica's ADS server, its limits, one
 //     record per stream (the proxy's identity, what it was sent, what it
 //     accepted), the tracker that counts them by fleet, health checks,
 //     metrics, and the writer of the replica's report.
+//   - stats: the runtime beside the server. The receiver of the figures a
+//     fleet's proxies stream over Envoy's metrics service, served on the
+//     server's port and checked as ADS is, kept per proxy within bounds,
+//     for analysis; and the stats sink a bootstrap declares.
 //   - debug: what each replica's debug endpoint answers, as kubectl envoy
 //     reads it; debug/endpoint serves it.
 //

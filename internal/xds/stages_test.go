@@ -17,12 +17,17 @@ const module = "github.com/kube-envoy-controller/kube-envoy-controller"
 // API server, stands after history, as the debug endpoint does after
 // debug. authority, the xDS CA, stands aside: only the runtime uses it.
 // cache, what the server serves and the protocol's answers, stands just
-// before the server, the one room that uses it.
+// before the server, the one room that uses it. analysis, the judgement
+// of a rollout's step by its proxies' figures, is pure and imports no
+// room; stats, the receiver of those figures, is a runtime stage beside
+// the server (served on its port, importing neither it nor anything of
+// it), and hands them to analysis.
 var stages = []struct {
 	name string
 	may  []string
 }{
 	{"resource", nil},
+	{"analysis", nil},
 	{"translate", []string{"resource"}},
 	{"gateway", []string{"resource", "translate"}},
 	{"publish", []string{"resource", "translate"}},
@@ -32,16 +37,19 @@ var stages = []struct {
 	{"authority", nil},
 	{"cache", []string{"resource", "publish"}},
 	{"server", []string{"resource", "translate", "publish", "report", "authority", "cache"}},
+	{"stats", []string{"analysis"}},
 	{"debug", []string{"resource", "translate", "publish"}},
 	{"debug/endpoint", []string{"resource", "translate", "publish", "history", "server", "debug"}},
 }
 
 // runtimeOnly are what only the ADS runtime and the debug endpoint may link:
-// go-control-plane's server, and the packages of ours that run the server.
+// go-control-plane's server, and the packages of ours that run the server
+// or serve on its port.
 var runtimeOnly = []string{
 	"github.com/envoyproxy/go-control-plane/pkg/server/",
 	module + "/internal/xds/cache",
 	module + "/internal/xds/server",
+	module + "/internal/xds/stats",
 	module + "/internal/xds/debug/endpoint",
 }
 
@@ -56,16 +64,16 @@ var metricsImports = []string{
 // to the API server.
 var apiClients = []string{"sigs.k8s.io/controller-runtime/", "k8s.io/client-go/"}
 
-// noIO are the rooms that read and write nothing themselves: the decision,
-// the formats of what is recorded and reported, and the server's cache,
+// noIO are the rooms that read and write nothing themselves: the decision
+// (and the judgement of a rollout's step), the formats of what is recorded and reported, and the server's cache,
 // which holds what it serves in memory. history/store, the server and the
 // debug endpoint do the reading and writing. They link no client either,
 // through any package (TestPureStagesLinkNoClientNorMetric).
-var noIO = []string{"resource", "translate", "gateway", "publish", "history", "report", "debug", "cache"}
+var noIO = []string{"resource", "analysis", "translate", "gateway", "publish", "history", "report", "debug", "cache"}
 
 // pure are the stages before the runtime, and kubectl envoy, which reads
 // what they give.
-var pure = []string{"internal/xds/resource", "internal/xds/translate", "internal/xds/gateway", "internal/xds/publish", "internal/xds/history", "internal/xds/report", "internal/xds/debug", "cmd/kubectl-envoy"}
+var pure = []string{"internal/xds/resource", "internal/xds/analysis", "internal/xds/translate", "internal/xds/gateway", "internal/xds/publish", "internal/xds/history", "internal/xds/report", "internal/xds/debug", "cmd/kubectl-envoy"}
 
 // deps returns, by import path, the imports of each package that pkgs link
 // (go list -deps), tests left out.
