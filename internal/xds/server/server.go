@@ -13,7 +13,8 @@
 // proxy's subscription to any other is left unanswered, and its stream and
 // other subscriptions go on (unserved.go). What serves gRPC, links
 // go-control-plane's server or registers metrics lives here (or in the
-// debug endpoint after it), so that the stages before it (resource,
+// debug endpoint after it, or in the stats receiver served on this port),
+// so that the stages before it (resource,
 // translate, publish) stay pure; package xds tests that they do.
 package server
 
