@@ -85,7 +85,9 @@ type EnvoySpecApplyConfiguration struct {
 	// every rollout (the first in the order of a hash of their pod's name).
 	// Endpoints and Secrets are not staged: they follow the pods and the
 	// Secrets at once. Without it, a change is served to every proxy at
-	// once. Applies to fleets of the built-in xDS server.
+	// once. Applies to fleets of the built-in xDS server. Its proxies then
+	// stream their own stats to the operator (the bootstrap's stats sink),
+	// so setting or removing it replaces the fleet's pods once.
 	ConfigRollout *EnvoyConfigRolloutApplyConfiguration `json:"configRollout,omitempty"`
 	// Egress is where the fleet's proxies may connect to. Whoever runs the
 	// fleet writes it, not the authors of its EnvoyConfigs: it narrows what
