@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"testing"
 	"time"
 
@@ -16,16 +15,9 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
-var testPKI = pki.Options{TrustDomain: "example.org", CAValidity: 30 * 24 * time.Hour, CertValidity: 24 * time.Hour}
+var testPKI = xdstest.TestPKI
 
-func newAuthority(t *testing.T) pki.Authority {
-	t.Helper()
-	a, _, err := pki.Rotate(pki.Authority{}, time.Now(), testPKI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
+var newAuthority = xdstest.NewAuthority
 
 // startTLSServer runs a server that speaks mutual TLS only, with a server
 // certificate for localhost from a.
@@ -38,20 +30,9 @@ func startTLSServer(t *testing.T, a pki.Authority) (*Server, string) {
 // before it starts.
 func startTLSServerWith(t *testing.T, a pki.Authority, configure func(*Server)) (*Server, string) {
 	t.Helper()
-	leaf, err := pki.IssueServer(a, []string{"localhost", "127.0.0.1"}, time.Now(), testPKI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(leaf.Cert, leaf.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &tls.Config{
-		MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{pair},
-		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: a.Pool(), NextProtos: []string{"h2"},
-	}
+	config := xdstest.ServerTLS(t, a)
 	return startServerWith(t, func(s *Server) {
-		s.SetTLS(func(context.Context) (*tls.Config, error) { return cfg.Clone(), nil }, testPKI.TrustDomain)
+		s.SetTLS(config, testPKI.TrustDomain)
 		if configure != nil {
 			configure(s)
 		}
