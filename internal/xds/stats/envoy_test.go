@@ -3,7 +3,6 @@ package stats
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -22,14 +21,11 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/service/metrics/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -41,6 +37,8 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
 // A real Envoy, started as a fleet's proxy is (the fleet's bootstrap and
@@ -63,7 +61,7 @@ func TestRealEnvoyReportsItsOwnFigures(t *testing.T) {
 				t.Fatal(err)
 			}
 			edge := ports[0]
-			rig.publish(t, "pod-1", edge, backend.port)
+			rig.publish(t, "v1", edge, backend.port)
 			p := rig.run(t, bin, "pod-1", fleet, withMatcher)
 
 			// Envoy serves the published listener once the backend itself
@@ -173,13 +171,15 @@ func p99(f analysis.Figures) string {
 	return fmt.Sprintf("%.2f", q)
 }
 
-// rig is an xDS port as the operator's: ADS (from a snapshot cache) and
-// the Receiver, on one gRPC server over mutual TLS, with the xDS CA.
+// rig is the operator's xDS server (server.Server), over mutual TLS with
+// the rig's CA, with the Receiver added to it (AddService, as the
+// operator runs it): ADS and the stats streams on one port.
 type rig struct {
-	a     pki.Authority
-	r     *Receiver
-	addr  string
-	cache cachev3.SnapshotCache
+	a   pki.Authority
+	r   *Receiver
+	srv *server.Server
+	// addr is the server's address.
+	addr string
 	// keep are the stats, beside the inclusion list, that the stats
 	// matcher of the Envoys run keeps (Matcher).
 	keep []string
@@ -194,49 +194,50 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	g := &rig{a: newAuthority(t), cache: cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil)}
+	g := &rig{a: xdstest.NewAuthority(t)}
 	g.r = New(Options{TrustDomain: testPKI.TrustDomain})
-	leaf, err := pki.IssueServer(g.a, []string{"localhost", "127.0.0.1"}, time.Now(), testPKI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(leaf.Cert, leaf.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{pair},
-		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: g.a.Pool(), NextProtos: []string{"h2"}}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)), grpc.StreamInterceptor(g.measure))
+	g.srv = server.New("127.0.0.1:0", logr.Discard())
+	g.srv.SetTLS(xdstest.ServerTLS(t, g.a), testPKI.TrustDomain)
+	g.srv.AddService(measuring{Receiver: g.r, g: g})
 	ctx, cancel := context.WithCancel(context.Background())
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(s, serverv3.NewServer(ctx, g.cache, nil))
-	g.r.Register(s)
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(func() { cancel(); s.Stop() })
-	g.addr = lis.Addr().String()
+	done := make(chan error, 1)
+	go func() { done <- g.srv.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the xDS server: %v", err)
+		}
+	})
+	addr, err := g.srv.Addr(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.addr = addr.String()
 	return g
 }
 
-// measure counts the stats messages, their size and metric families.
-func (g *rig) measure(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if !strings.HasPrefix(info.FullMethod, "/envoy.service.metrics.") {
-		return handler(srv, ss)
-	}
-	return handler(srv, &measured{ServerStream: ss, g: g})
+// measuring is the rig's Receiver as it is served: it counts the stats
+// messages, their size and metric families, and hands them on.
+type measuring struct {
+	*Receiver
+	g *rig
+}
+
+func (m measuring) Register(s *grpc.Server) { metricsv3.RegisterMetricsServiceServer(s, m) }
+
+func (m measuring) StreamMetrics(s metricsv3.MetricsService_StreamMetricsServer) error {
+	return m.Receiver.StreamMetrics(&measured{MetricsService_StreamMetricsServer: s, g: m.g})
 }
 
 type measured struct {
-	grpc.ServerStream
+	metricsv3.MetricsService_StreamMetricsServer
 	g    *rig
 	seen bool
 }
 
-func (m *measured) RecvMsg(v any) error {
-	err := m.ServerStream.RecvMsg(v)
-	if msg, ok := v.(*metricsv3.StreamMetricsMessage); ok && err == nil {
+func (m *measured) Recv() (*metricsv3.StreamMetricsMessage, error) {
+	msg, err := m.MetricsService_StreamMetricsServer.Recv()
+	if err == nil {
 		m.g.mu.Lock()
 		if !m.seen {
 			m.seen = true
@@ -250,7 +251,7 @@ func (m *measured) RecvMsg(v any) error {
 		}
 		m.g.mu.Unlock()
 	}
-	return err
+	return msg, err
 }
 
 func (g *rig) sizes() string {
@@ -296,16 +297,12 @@ func backendAnswering(t *testing.T, status int, body string) *backend {
 	return b
 }
 
-// publish serves node, over ADS, a listener edge on 127.0.0.1:port (stat
-// prefix edge) that routes everything to cluster backend, on
-// 127.0.0.1:backendPort.
-func (g *rig) publish(t *testing.T, node string, port, backendPort uint32) {
+// publish serves the fleet, over ADS, version of a listener edge on
+// 127.0.0.1:port (stat prefix edge) that routes everything to cluster
+// backend, on 127.0.0.1:backendPort.
+func (g *rig) publish(t *testing.T, version string, port, backendPort uint32) {
 	t.Helper()
-	snap, err := cachev3.NewSnapshot("1", edgeResources(port, "backend", backendPort))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.cache.SetSnapshot(context.Background(), node, snap); err != nil {
+	if err := g.srv.SetFleet(context.Background(), fleet, version, edgeResources(port, "backend", backendPort)); err != nil {
 		t.Fatal(err)
 	}
 }

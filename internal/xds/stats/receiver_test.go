@@ -20,36 +20,21 @@ import (
 	fleetid "github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
-var testPKI = pki.Options{TrustDomain: "example.org", CAValidity: 30 * 24 * time.Hour, CertValidity: 24 * time.Hour}
+var testPKI = xdstest.TestPKI
 
 const fleet = "ns/edge"
 
-func newAuthority(t testing.TB) pki.Authority {
-	t.Helper()
-	a, _, err := pki.Rotate(pki.Authority{}, time.Now(), testPKI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
+var newAuthority = xdstest.NewAuthority
 
 // serveTLS serves r over mutual TLS on 127.0.0.1, as the xDS server does,
 // with a server certificate for localhost from a, until the test ends. It
 // returns the address.
 func serveTLS(t testing.TB, a pki.Authority, r *Receiver) string {
 	t.Helper()
-	leaf, err := pki.IssueServer(a, []string{"localhost", "127.0.0.1"}, time.Now(), testPKI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(leaf.Cert, leaf.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{pair},
-		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: a.Pool(), NextProtos: []string{"h2"}}
+	cfg := xdstest.ServerTLSConfig(t, a)
 	return serve(t, r, grpc.Creds(credentials.NewTLS(cfg)))
 }
 

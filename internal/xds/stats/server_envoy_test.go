@@ -2,18 +2,13 @@ package stats
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 )
 
 // The Receiver served on the operator's xDS server's own port
@@ -26,7 +21,8 @@ import (
 // brings come as well.
 func TestRealEnvoyReportsOnTheXDSServersPort(t *testing.T) {
 	bin := realenvoy.Require(t)
-	g, srv := newServerRig(t)
+	g := newRig(t)
+	srv := g.srv
 	// Kept, beside the inclusion list, to count the connections to the
 	// xDS server; the Receiver drops them.
 	g.keep = []string{`^cluster\.xds_cluster\.upstream_(cx|rq)_total$`}
@@ -122,40 +118,4 @@ func TestRealEnvoyReportsOnTheXDSServersPort(t *testing.T) {
 	if n := g.r.Refused(RefusedCertificate) + g.r.Refused(RefusedIdentity); n != 0 {
 		t.Errorf("the receiver refused %d streams, want none", n)
 	}
-}
-
-// newServerRig is a rig whose port is the operator's xDS server's, over
-// mutual TLS with the rig's CA, with the Receiver added to it.
-func newServerRig(t *testing.T) (*rig, *server.Server) {
-	t.Helper()
-	g := &rig{a: newAuthority(t)}
-	g.r = New(Options{TrustDomain: testPKI.TrustDomain})
-	leaf, err := pki.IssueServer(g.a, []string{"localhost", "127.0.0.1"}, time.Now(), testPKI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(leaf.Cert, leaf.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{pair},
-		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: g.a.Pool(), NextProtos: []string{"h2"}}
-	srv := server.New("127.0.0.1:0", logr.Discard())
-	srv.SetTLS(func(context.Context) (*tls.Config, error) { return cfg.Clone(), nil }, testPKI.TrustDomain)
-	srv.AddService(g.r)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the xDS server: %v", err)
-		}
-	})
-	addr, err := srv.Addr(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.addr = addr.String()
-	return g, srv
 }
