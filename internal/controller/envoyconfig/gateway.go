@@ -2,6 +2,7 @@ package envoyconfig
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -44,6 +46,10 @@ type gatewayWorld struct {
 	// services are the backend Services its Config takes endpoints from
 	// (namespace/name), for the watches.
 	services []types.NamespacedName
+	// rejected are the routes whose rules every proxy rejected
+	// (withholdRejectedRoutes), refused alone whatever the judge says of
+	// the others.
+	rejected map[gateway.RouteKey]gateway.Refusal
 }
 
 // gatewayOf returns the Gateway that controls the fleet's Envoy, when the
@@ -441,12 +447,30 @@ func (r *Reconciler) isolateRoutes(ctx context.Context, w *world, in translate.I
 			refused[keys[i]] = gateway.Refusal{Reason: gateway.ReasonRefusedByEnvoy, Message: v.Message}
 		}
 	}
+	return r.refuseRoutes(w, refused), retry
+}
+
+// refuseRoutes translates the fleet's Gateway again with the routes of
+// refused, and those every proxy rejected, refused alone, each keeping the
+// rules the fleet's published revision serves of it (as a refused
+// EnvoyConfig keeps its published content), and puts its Config in
+// w.current; it reports whether that changed what the Gateway's
+// translation refuses.
+func (r *Reconciler) refuseRoutes(w *world, refused map[gateway.RouteKey]gateway.Refusal) bool {
+	gwr := w.gateway
+	refused = maps.Clone(refused)
+	if refused == nil {
+		refused = map[gateway.RouteKey]gateway.Refusal{}
+	}
+	for k, why := range gwr.rejected {
+		if _, ok := refused[k]; !ok {
+			refused[k] = why
+		}
+	}
 	if maps.Equal(refused, gwr.in.Refused) || len(refused) == 0 && len(gwr.in.Refused) == 0 {
-		return false, retry
+		return false
 	}
 	gwr.in.Refused = refused
-	// A refused route keeps the rules the fleet's published revision
-	// serves of it, as a refused EnvoyConfig keeps its published content.
 	gwr.in.Published = nil
 	pub := w.published()
 	for i := range pub {
@@ -460,5 +484,64 @@ func (r *Reconciler) isolateRoutes(ctx context.Context, w *world, in translate.I
 			w.current[i] = gwr.out.Config
 		}
 	}
-	return true, retry
+	return true
+}
+
+// withholdRejectedRoutes withholds alone the routes whose rules every
+// proxy rejected: when the Gateway's content is one the fleet withholds
+// (every proxy rejected it, translate.Withheld) and the proxies' words
+// name routes' rules (gateway.Attribute), those routes are refused alone
+// and keep their earlier rules, and the Gateway's other changes are
+// served, rather than the Gateway's whole content held back. It reports
+// whether that changed the Gateway's content.
+//
+// The route's status keeps it: the fleet's history forgets the Gateway's
+// rejected content once the Gateway's content is another, so a route whose
+// status says that every proxy rejected its generation stays refused alone
+// until it changes.
+func (r *Reconciler) withholdRejectedRoutes(w *world) bool {
+	gwr := w.gateway
+	gwr.rejected = map[gateway.RouteKey]gateway.Refusal{}
+	for key, rt := range gwr.httpRoutes {
+		if why, ok := rejectedByStatus(rt.Status.Parents, gwr.gateway, rt.Namespace, rt.Generation); ok {
+			gwr.rejected[gateway.RouteKey{Kind: "HTTPRoute", NamespacedName: key}] = why
+		}
+	}
+	for key, rt := range gwr.grpcRoutes {
+		if why, ok := rejectedByStatus(rt.Status.Parents, gwr.gateway, rt.Namespace, rt.Generation); ok {
+			gwr.rejected[gateway.RouteKey{Kind: "GRPCRoute", NamespacedName: key}] = why
+		}
+	}
+	if wh, ok := w.stored.History.Withheld[gwr.out.Config.Name]; ok && wh.Content == translate.ContentOf(gwr.out.Config) {
+		for _, a := range gateway.Attribute(gwr.out.Config, wh.Detail) {
+			gwr.rejected[a.Route] = gateway.Refusal{Reason: ReasonRejectedByProxies, Message: fmt.Sprintf(
+				"%s %d (%s) in version %s: %s", everyProxyRejected, a.Generation, strings.Join(a.Entries, ", "), wh.Version, wh.Detail)}
+		}
+	}
+	if len(gwr.rejected) == 0 {
+		return false
+	}
+	return r.refuseRoutes(w, gwr.in.Refused)
+}
+
+// everyProxyRejected starts the message of a route withheld alone because
+// every proxy rejected its rules (withholdRejectedRoutes).
+const everyProxyRejected = "every proxy rejected the route's rules of generation"
+
+// rejectedByStatus returns the refusal that a route's parent status for gw
+// says it is withheld alone by, at its generation, because every proxy
+// rejected its rules; without what translation adds to it.
+func rejectedByStatus(parents []gwv1.RouteParentStatus, gw *gwv1.Gateway, ns string, generation int64) (gateway.Refusal, bool) {
+	for _, p := range parents {
+		if p.ControllerName != gateway.ControllerName || !parentIs(p.ParentRef, ns, gw) {
+			continue
+		}
+		a := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionAccepted))
+		if a != nil && a.Status == metav1.ConditionFalse && a.Reason == ReasonRejectedByProxies && a.ObservedGeneration == generation &&
+			strings.HasPrefix(a.Message, everyProxyRejected) {
+			msg, _, _ := strings.Cut(a.Message, gateway.KeptSuffix)
+			return gateway.Refusal{Reason: ReasonRejectedByProxies, Message: msg}, true
+		}
+	}
+	return gateway.Refusal{}, false
 }

@@ -45,6 +45,12 @@ func (r *Reconciler) judge(ctx context.Context, w *world, in translate.Input, ir
 		}
 		return false
 	}
+	if w.gateway != nil && r.withholdRejectedRoutes(w) {
+		// Every proxy rejected routes' rules of the Gateway's content: it is
+		// translated again without them.
+		in.Configs = w.current
+		ir = translate.Translate(in)
+	}
 	if w.gateway != nil {
 		// Content of the Gateway that the rules refuse: translate it again
 		// without the routes that are refused alone.

@@ -29,6 +29,11 @@ import (
 // among the other routes' rules by what their Envoy match says of their
 // precedence.
 
+// KeptSuffix starts what a refused route's Accepted condition says when
+// it keeps its earlier rules, after why it is refused: " <generation>
+// until this is fixed" follows.
+const KeptSuffix = "; the fleet keeps serving the route's rules of generation"
+
 // earlierRoute is what a Gateway's published Config serves of one route.
 type earlierRoute struct {
 	// generation is the route's generation those rules were translated

@@ -248,7 +248,7 @@ func (t *translation) route(ls []*listener, r routeObject, out map[types.Namespa
 		// ones are if it has any, and the Gateway's other routes go on.
 		es, unsupported = nil, problemf(why.Reason, "%s", why.Message)
 		if gen, kept := t.keepEarlier(r, ls); kept {
-			unsupported.message += fmt.Sprintf("; the fleet keeps serving the route's rules of generation %d until this is fixed", gen)
+			unsupported.message += fmt.Sprintf(KeptSuffix+" %d until this is fixed", gen)
 		}
 	}
 	t.place(atts, es)
