@@ -92,6 +92,8 @@ type Reconciler struct {
 
 	mu      sync.Mutex
 	reports map[string]parsedReport // by ConfigMap name
+	// leftovers are the reports of replicas that are gone (read.go).
+	leftovers leftoverReports
 	// ownHistories and ownStatuses are the leader's last writes of each
 	// fleet's history and each EnvoyConfig's status, which its cache may not
 	// have seen yet (record.go, report.go).

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -106,6 +108,8 @@ func (r *Reconciler) read(ctx context.Context, id fleet.ID) (*world, error) {
 type parsedReport struct {
 	resourceVersion string
 	report          report.Report
+	// pod is the replica's pod, the report's owner, when it runs in one.
+	pod *metav1.OwnerReference
 }
 
 // readReports returns every replica's report, parsing each only when it
@@ -125,6 +129,9 @@ func (r *Reconciler) readReports(ctx context.Context) ([]report.Report, error) {
 	for i := range list.Items {
 		cm := &list.Items[i]
 		seen[cm.Name] = true
+		if r.leftovers.has(cm.Name, cm.ResourceVersion) {
+			continue // its replica is gone (leaveOutLeftovers)
+		}
 		p, ok := r.reports[cm.Name]
 		if !ok || p.resourceVersion != cm.ResourceVersion {
 			rep, err := report.Read(cm)
@@ -133,6 +140,11 @@ func (r *Reconciler) readReports(ctx context.Context) ([]report.Report, error) {
 				continue
 			}
 			p = parsedReport{resourceVersion: cm.ResourceVersion, report: rep}
+			for _, o := range cm.OwnerReferences {
+				if o.APIVersion == "v1" && o.Kind == "Pod" {
+					p.pod = &o
+				}
+			}
 			r.reports[cm.Name] = p
 		}
 		out = append(out, p.report)
@@ -142,7 +154,91 @@ func (r *Reconciler) readReports(ctx context.Context) ([]report.Report, error) {
 			delete(r.reports, name)
 		}
 	}
+	r.leftovers.prune(seen)
 	return out, nil
+}
+
+// A replica deletes its report when it stops. One that is killed leaves
+// it behind: in a cluster, the garbage collector deletes it with the
+// replica's pod, its owner; a pod whose node is lost stays until it is
+// evicted, minutes later. Such a report names the revision its replica
+// last served, with proxies that are gone (they connect to another
+// replica), and holds the status of every fleet it names at each new
+// revision (answersWait), counts those proxies as connected and answering
+// neither way, and keeps the revision from being marked accepted. When a
+// report still names another revision once answersWait passed, the leader
+// asks after its owner: a pod that is gone, another pod of the same name,
+// or one being deleted runs no replica; one that is not Ready (its xDS
+// server is out of the Service's endpoints, or its cache out of sync) and
+// has not reported the revision in answersWait is taken for one that does
+// not serve. Its report, at that resourceVersion, is left out of every sum
+// until its replica writes it again. A report with no owner (a replica outside a cluster) is kept: its
+// replica cannot be asked after.
+
+// leftoverReports are the reports left out, by ConfigMap name, at the
+// resourceVersion they were found left behind.
+type leftoverReports struct{ m sync.Map }
+
+func (l *leftoverReports) has(name, resourceVersion string) bool {
+	v, ok := l.m.Load(name)
+	return ok && v.(string) == resourceVersion
+}
+
+func (l *leftoverReports) prune(seen map[string]bool) {
+	l.m.Range(func(k, _ any) bool {
+		if !seen[k.(string)] {
+			l.m.Delete(k)
+		}
+		return true
+	})
+}
+
+// leaveOutLeftovers asks after the owners of the reports that name fleet
+// fleetID at another revision than version, and leaves out those whose
+// replica is gone. It reports whether it left one out: the reports are
+// read again.
+func (r *Reconciler) leaveOutLeftovers(ctx context.Context, fleetID, version string) (bool, error) {
+	if r.APIReader == nil {
+		return false, nil
+	}
+	type candidate struct {
+		name, resourceVersion string
+		pod                   metav1.OwnerReference
+	}
+	var candidates []candidate
+	r.mu.Lock()
+	for name, p := range r.reports {
+		if p.pod != nil && !r.leftovers.has(name, p.resourceVersion) && report.Behind([]report.Report{p.report}, fleetID, version) {
+			candidates = append(candidates, candidate{name, p.resourceVersion, *p.pod})
+		}
+	}
+	r.mu.Unlock()
+	left := false
+	for _, c := range candidates {
+		pod := &corev1.Pod{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: c.pod.Name}, pod)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return left, fmt.Errorf("reading the pod of a replica's proxy report: %w", err)
+		case pod.UID == c.pod.UID && pod.DeletionTimestamp.IsZero() && podReady(pod):
+			continue // its replica runs, and will report
+		}
+		logf.FromContext(ctx).Info("leaving out the proxy report of a replica that is gone", "configMap", c.name, "pod", c.pod.Name)
+		r.leftovers.m.Store(c.name, c.resourceVersion)
+		left = true
+	}
+	return left, nil
+}
+
+// podReady reports whether pod's Ready condition is True.
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // slices returns, by Service, the EndpointSlices of the Services that the

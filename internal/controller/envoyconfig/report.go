@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
@@ -34,6 +35,17 @@ func (r *Reconciler) report(ctx context.Context, w *world, ir translate.IR, rec 
 	wait := time.Duration(0)
 	if plain(base, ir) {
 		wait = r.awaiting.wait(w.id, rec.history, reports, time.Now())
+		if wait == 0 && r.awaiting.expired(w.id, rec.history.Current) {
+			// A replica has not reported the revision in answersWait: if
+			// it is gone, its report is left out, and the fleet decided on
+			// again without it before its status is written.
+			// One that cannot be asked after is counted as it reports.
+			if left, err := r.leaveOutLeftovers(ctx, w.id.String(), rec.history.Current); err != nil {
+				logf.FromContext(ctx).Error(err, "asking after the replicas whose reports name another revision", "fleet", w.id.String())
+			} else if left {
+				return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+			}
+		}
 	}
 	configs := w.configs
 	if wait > 0 {
@@ -143,6 +155,13 @@ func (a *awaitingAnswers) wake(id fleet.ID, wait time.Duration, q *workqueue.Typ
 		}
 	})
 	return true
+}
+
+// expired reports whether the status of fleet id waited answersWait for
+// the reports of version, and a replica still reports another.
+func (a *awaitingAnswers) expired(id fleet.ID, version string) bool {
+	v, ok := a.m.Load(id)
+	return ok && v.(awaited).version == version
 }
 
 func (a *awaitingAnswers) forget(id fleet.ID) { a.m.Delete(id) }

@@ -1,9 +1,11 @@
 package envoyconfig
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -178,4 +180,43 @@ func TestEditWakesNoFollower(t *testing.T) {
 			t.Errorf("%s: wakes %v, want %v", e.what, wakes, e.wakes)
 		}
 	}
+}
+
+// The report of a replica that is gone, left behind, is left out: once a
+// status waited answersWait for it to report the fleet's revision, the
+// leader asks after its owner, a pod. A Ready pod's replica runs, and its
+// proxies count; one whose pod is not Ready any more serves no proxy.
+func TestLeftoverReportOfAGoneReplica(t *testing.T) {
+	ctx := context.Background()
+	ns, fleetID := newFleet(t)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "replica-" + ns, Namespace: operatorNamespace},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "manager"}}}}
+	create(t, pod)
+	t.Cleanup(func() { _ = suite.Client.Delete(ctx, pod) })
+	setReady := func(status corev1.ConditionStatus) {
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+		if err := suite.Client.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setReady(corev1.ConditionTrue)
+	shards, err := report.Shards(operatorNamespace, pod.Name, report.Report{fleetID: {Version: "earlier", Connected: 5, Acked: 5}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards[0].OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}}
+	create(t, shards[0])
+	t.Cleanup(func() { _ = suite.Client.Delete(ctx, shards[0]) })
+
+	cfg := newConfig(ns, "a", cluster("a", "1s"))
+	create(t, cfg)
+	waitStatus(t, cfg, "the status, with the proxies of a replica that runs", func(c *examplev1.EnvoyConfig) bool {
+		return c.Status.PublishedVersion != "" && c.Status.Proxies.Connected == 5 && c.Status.Proxies.Acked == 0
+	})
+
+	setReady(corev1.ConditionFalse)
+	suite.Touch(t, ControllerName, cfg)
+	waitStatus(t, cfg, "the report of the replica that is gone left out", func(c *examplev1.EnvoyConfig) bool {
+		return c.Status.PublishedVersion != "" && c.Status.Proxies.Connected == 0
+	})
 }
