@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/gateway"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
@@ -337,68 +336,6 @@ func parentIsGateway(ref gwv1.ParentReference, ns string, gw gwv1.Gateway) bool 
 	return ns == gw.Namespace && string(ref.Name) == gw.Name
 }
 
-// backendServices are the Services the routes of in name as backends (and
-// as mirrors), which the operator reads for translation.
-func backendServices(in gateway.Input) []types.NamespacedName {
-	var out []types.NamespacedName
-	add := func(ns string, ref gwv1.BackendObjectReference) {
-		if ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Service" {
-			return
-		}
-		key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
-		if ref.Namespace != nil {
-			key.Namespace = string(*ref.Namespace)
-		}
-		if !slices.Contains(out, key) {
-			out = append(out, key)
-		}
-	}
-	for _, rt := range in.HTTPRoutes {
-		for _, rule := range rt.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				add(rt.Namespace, b.BackendObjectReference)
-			}
-			for _, f := range rule.Filters {
-				if f.RequestMirror != nil {
-					add(rt.Namespace, f.RequestMirror.BackendRef)
-				}
-			}
-		}
-	}
-	for _, rt := range in.GRPCRoutes {
-		for _, rule := range rt.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				add(rt.Namespace, b.BackendObjectReference)
-			}
-		}
-	}
-	return out
-}
-
-// certificateSecrets are the Secrets the Gateway's listeners name as
-// certificates.
-func certificateSecrets(gw gwv1.Gateway) []types.NamespacedName {
-	var out []types.NamespacedName
-	for _, l := range gw.Spec.Listeners {
-		if l.TLS == nil {
-			continue
-		}
-		for _, ref := range l.TLS.CertificateRefs {
-			if ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Secret" {
-				continue
-			}
-			key := types.NamespacedName{Namespace: gw.Namespace, Name: string(ref.Name)}
-			if ref.Namespace != nil {
-				key.Namespace = string(*ref.Namespace)
-			}
-			if !slices.Contains(out, key) {
-				out = append(out, key)
-			}
-		}
-	}
-	return out
-}
-
 // gatewayChange is what the files change of one Gateway: its Config as
 // translated now and as it would be (nil when it is not served), and what
 // its translation reports of the files' objects.
@@ -455,20 +392,7 @@ func planGateways(live, after gatewayObjects, files []gatewayFile, touched []typ
 
 // addSecrets adds the Secrets of in that cfg, in's translation, serves.
 func (c *gatewayChange) addSecrets(in gateway.Input, cfg translate.Config) {
-	for _, ts := range cfg.Spec.TLSSecrets {
-		key := types.NamespacedName{Namespace: c.gateway.Namespace, Name: ts.SecretRef}
-		if ns, name, ok := strings.Cut(ts.SecretRef, "/"); ok {
-			key = types.NamespacedName{Namespace: ns, Name: name}
-		}
-		if s, ok := in.Secrets[key]; ok {
-			s = *s.DeepCopy()
-			if s.Labels == nil {
-				s.Labels = map[string]string{}
-			}
-			s.Labels[names.XDSSecretLabel] = names.XDSSecretTLS
-			c.secrets[ts.SecretRef] = s
-		}
-	}
+	maps.Copy(c.secrets, gateway.ServedSecrets(in, cfg))
 }
 
 // translationNotes are what the Gateway gw's translation o reports of the

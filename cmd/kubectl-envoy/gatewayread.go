@@ -174,8 +174,8 @@ func (o *options) readGateways(ctx context.Context, files []gatewayFile) (gatewa
 	for _, objs := range []gatewayObjects{live, after} {
 		for _, key := range touched {
 			if in, ok := objs.input(key, nil); ok {
-				services = append(services, backendServices(in)...)
-				secrets = append(secrets, certificateSecrets(in.Gateway)...)
+				services = append(services, gateway.BackendServices(in)...)
+				secrets = append(secrets, gateway.CertificateSecrets(in.Gateway)...)
 			}
 		}
 	}

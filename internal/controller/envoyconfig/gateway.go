@@ -24,7 +24,6 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/gateway"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
@@ -92,11 +91,11 @@ func (r *Reconciler) readGateway(ctx context.Context, w *world) error {
 		r.gatewayBackends.setSecrets(w.id, nil)
 		return err
 	}
-	r.gatewayBackends.setSecrets(w.id, certificateSecrets(gw))
+	r.gatewayBackends.setSecrets(w.id, gateway.CertificateSecrets(*gw))
 	in := gateway.Input{Class: *class, Gateway: *gw, FleetName: w.id.Name,
 		Namespaces: map[string]map[string]string{}, Services: map[types.NamespacedName]corev1.Service{},
 		Secrets: map[types.NamespacedName]corev1.Secret{}}
-	gwr := &gatewayWorld{gateway: gw, secrets: map[string]corev1.Secret{}}
+	gwr := &gatewayWorld{gateway: gw}
 
 	var httpRoutes gwv1.HTTPRouteList
 	if err := r.Client.List(ctx, &httpRoutes); err != nil {
@@ -130,7 +129,7 @@ func (r *Reconciler) readGateway(ctx context.Context, w *world) error {
 	for _, ns := range namespaces.Items {
 		in.Namespaces[ns.Name] = ns.Labels
 	}
-	for _, key := range backendServices(in) {
+	for _, key := range gateway.BackendServices(in) {
 		svc := &corev1.Service{}
 		switch err := r.APIReader.Get(ctx, key, svc); {
 		case apierrors.IsNotFound(err):
@@ -140,7 +139,7 @@ func (r *Reconciler) readGateway(ctx context.Context, w *world) error {
 			in.Services[key] = *svc
 		}
 	}
-	for _, key := range certificateSecrets(gw) {
+	for _, key := range gateway.CertificateSecrets(*gw) {
 		s := &corev1.Secret{}
 		switch err := r.APIReader.Get(ctx, key, s); {
 		case apierrors.IsNotFound(err):
@@ -152,12 +151,7 @@ func (r *Reconciler) readGateway(ctx context.Context, w *world) error {
 	}
 
 	gwr.in, gwr.out = in, gateway.Translate(in)
-	for _, ts := range gwr.out.Config.Spec.TLSSecrets {
-		key := refKey(ts.SecretRef, gw.Namespace)
-		if s, ok := in.Secrets[key]; ok {
-			gwr.secrets[ts.SecretRef] = consented(s)
-		}
-	}
+	gwr.secrets = gateway.ServedSecrets(in, gwr.out.Config)
 	for _, se := range gwr.out.Config.Spec.ServiceEndpoints {
 		gwr.services = append(gwr.services, refKey(se.Service, gw.Namespace))
 	}
@@ -189,29 +183,9 @@ func routesOf[T any, P interface {
 	return out
 }
 
-// consented marks a copy of a Secret that a Gateway's listener may serve,
-// by the Gateway API's rules (its own namespace, or a ReferenceGrant), as
-// translation knows consent: the control plane's label. The Secret itself
-// is not changed.
-func consented(s corev1.Secret) corev1.Secret {
-	s = *s.DeepCopy()
-	if s.Labels == nil {
-		s.Labels = map[string]string{}
-	}
-	s.Labels[names.XDSSecretLabel] = names.XDSSecretTLS
-	return s
-}
-
 // refKey reads a Config's reference to a Service or a Secret: "name" in
-// the Gateway's namespace, or "namespace/name".
-func refKey(ref, ns string) types.NamespacedName {
-	for i := range len(ref) {
-		if ref[i] == '/' {
-			return types.NamespacedName{Namespace: ref[:i], Name: ref[i+1:]}
-		}
-	}
-	return types.NamespacedName{Namespace: ns, Name: ref}
-}
+// the Gateway's namespace, or "namespace/name" (gateway.RefKey).
+func refKey(ref, ns string) types.NamespacedName { return gateway.RefKey(ref, ns) }
 
 // namesGateway reports whether parentRefs, of a route in namespace ns, name
 // the Gateway gw.
@@ -226,69 +200,6 @@ func namesGateway(ns string, refs []gwv1.ParentReference, gw *gwv1.Gateway) bool
 		}
 		return pns == gw.Namespace && string(p.Name) == gw.Name
 	})
-}
-
-// backendServices are the Services the routes of in name as backends.
-func backendServices(in gateway.Input) []types.NamespacedName {
-	seen := map[types.NamespacedName]bool{}
-	var out []types.NamespacedName
-	add := func(ns string, ref gwv1.BackendObjectReference) {
-		if ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Service" {
-			return
-		}
-		key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
-		if ref.Namespace != nil {
-			key.Namespace = string(*ref.Namespace)
-		}
-		if !seen[key] {
-			seen[key] = true
-			out = append(out, key)
-		}
-	}
-	for _, rt := range in.HTTPRoutes {
-		for _, rule := range rt.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				add(rt.Namespace, b.BackendObjectReference)
-			}
-			for _, f := range rule.Filters {
-				if f.RequestMirror != nil {
-					add(rt.Namespace, f.RequestMirror.BackendRef)
-				}
-			}
-		}
-	}
-	for _, rt := range in.GRPCRoutes {
-		for _, rule := range rt.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				add(rt.Namespace, b.BackendObjectReference)
-			}
-		}
-	}
-	return out
-}
-
-// certificateSecrets are the Secrets the Gateway's listeners name as
-// certificates.
-func certificateSecrets(gw *gwv1.Gateway) []types.NamespacedName {
-	var out []types.NamespacedName
-	for _, l := range gw.Spec.Listeners {
-		if l.TLS == nil {
-			continue
-		}
-		for _, ref := range l.TLS.CertificateRefs {
-			if ref.Group != nil && *ref.Group != "" || ref.Kind != nil && *ref.Kind != "Secret" {
-				continue
-			}
-			key := types.NamespacedName{Namespace: gw.Namespace, Name: string(ref.Name)}
-			if ref.Namespace != nil {
-				key.Namespace = string(*ref.Namespace)
-			}
-			if !slices.Contains(out, key) {
-				out = append(out, key)
-			}
-		}
-	}
-	return out
 }
 
 // gatewayBackends remembers, by fleet, the backend Services its Gateway's
