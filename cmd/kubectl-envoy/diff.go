@@ -17,6 +17,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/spf13/cobra"
@@ -182,7 +183,11 @@ func (o *options) runDiff(ctx context.Context, d *diffOptions) (int, error) {
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, o.timeout)
 		defer cancel()
-		var gatewayConfigs []translate.Config
+		var (
+			gatewayConfigs []translate.Config
+			replan         func(published map[types.NamespacedName]*translate.Config) []gatewayChange
+			touched        []types.NamespacedName
+		)
 		if len(gwFiles) > 0 {
 			read, err := o.readGateways(ctx, gwFiles)
 			if err != nil {
@@ -190,7 +195,11 @@ func (o *options) runDiff(ctx context.Context, d *diffOptions) (int, error) {
 			}
 			warnings, gwRefused = read.warnings, read.refused
 			after := read.live.with(read.files, time.Now())
-			gwChanges = planGateways(read.live, after, read.files, touchedGateways(read.live, read.files))
+			touched = touchedGateways(read.live, read.files)
+			replan = func(published map[types.NamespacedName]*translate.Config) []gatewayChange {
+				return planGateways(read.live, after, read.files, touched, published)
+			}
+			gwChanges = replan(nil)
 			gatewayConfigs = gatewayConfigsOf(gwChanges)
 		}
 		var more []string
@@ -198,6 +207,14 @@ func (o *options) runDiff(ctx context.Context, d *diffOptions) (int, error) {
 			return 0, err
 		}
 		warnings = append(warnings, more...)
+		if replan != nil {
+			// Translated again with what the fleets' served revisions hold
+			// of the Gateways, as the operator translates: a route it
+			// refused alone keeps its earlier rules. What those rules use
+			// is read already: readWorld reads what the served revisions
+			// use.
+			gwChanges = replan(servedGateways(w.histories, touched))
+		}
 		withGateways(&w, gwChanges)
 	}
 	for _, warning := range warnings {

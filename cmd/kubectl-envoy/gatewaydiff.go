@@ -20,6 +20,7 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/gateway"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -355,8 +356,12 @@ func (c gatewayChange) fleet() fleet.ID {
 }
 
 // planGateways translates each Gateway of touched as live holds it and as
-// after (live with the files) would, as the operator does.
-func planGateways(live, after gatewayObjects, files []gatewayFile, touched []types.NamespacedName) []gatewayChange {
+// after (live with the files) would, as the operator does: a route the
+// operator refused alone keeps the rules the fleet's served revision
+// serves of it, published (servedGateways) holding the Gateway's Config as
+// that revision does (gateway.Input.Published). Without it, such a route
+// shows as removed.
+func planGateways(live, after gatewayObjects, files []gatewayFile, touched []types.NamespacedName, published map[types.NamespacedName]*translate.Config) []gatewayChange {
 	changed := map[gateway.RouteKey]bool{}
 	for _, f := range files {
 		if f.http != nil || f.grpc != nil {
@@ -367,6 +372,7 @@ func planGateways(live, after gatewayObjects, files []gatewayFile, touched []typ
 	for _, gw := range touched {
 		c := gatewayChange{gateway: gw, secrets: map[string]corev1.Secret{}}
 		if in, ok := live.input(gw, nil); ok {
+			in.Published = published[gw]
 			o := gateway.Translate(in)
 			c.before = &o.Config
 			c.addSecrets(in, o.Config)
@@ -381,11 +387,30 @@ func planGateways(live, after gatewayObjects, files []gatewayFile, touched []typ
 			out = append(out, c)
 			continue
 		}
+		in.Published = published[gw]
 		o := gateway.Translate(in)
 		c.after = &o.Config
 		c.addSecrets(in, o.Config)
 		c.notes = append(c.notes, translationNotes(gw, files, o)...)
 		out = append(out, c)
+	}
+	return out
+}
+
+// servedGateways are the Configs of the Gateways of touched as their
+// fleets' served revisions, in histories, hold them (gateway.PublishedOf);
+// a Gateway whose fleet has none, or whose revision holds none of it, is
+// left out.
+func servedGateways(histories map[fleet.ID]publish.History, touched []types.NamespacedName) map[types.NamespacedName]*translate.Config {
+	out := map[types.NamespacedName]*translate.Config{}
+	for _, gw := range touched {
+		rev := histories[fleet.ID{Namespace: gw.Namespace, Name: gateway.FleetName(gw.Name)}].Served()
+		if rev == nil {
+			continue
+		}
+		if c := gateway.PublishedOf(rev.Configs, gw); c != nil {
+			out[gw] = c
+		}
 	}
 	return out
 }

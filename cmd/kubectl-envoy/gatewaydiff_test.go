@@ -217,7 +217,7 @@ func TestRefusedRoutes(t *testing.T) {
 func gatewayPlan(t *testing.T, live gatewayObjects, content string) diffReport {
 	t.Helper()
 	files := gatewayFilesOf(t, content)
-	changes := planGateways(live, live.with(files, time.Unix(200, 0)), files, touchedGateways(live, files))
+	changes := planGateways(live, live.with(files, time.Unix(200, 0)), files, touchedGateways(live, files), nil)
 	w := world{configs: map[string]translate.Config{}, histories: map[fleet.ID]publish.History{}, secrets: map[string]map[string]corev1.Secret{}}
 	withGateways(&w, changes)
 	id := fleet.ID{Namespace: "team", Name: "edge"}
@@ -350,3 +350,54 @@ spec:
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// A route the operator refused alone keeps the rules the fleet's served
+// revision serves of it (gateway.Input.Published): diff takes the
+// Gateway's Config from the fleet's recorded history (servedGateways), as
+// the operator does, and shows nothing changed for a file that changes
+// nothing, not the refused route removed.
+func TestPlanKeepsRefusedRouteEarlierRules(t *testing.T) {
+	live := liveGateway(t)
+	edge := types.NamespacedName{Namespace: "team", Name: "edge"}
+	id := fleet.ID{Namespace: "team", Name: gateway.FleetName("edge")}
+
+	// The fleet serves web as it was: /app.
+	in, ok := live.input(edge, nil)
+	if !ok {
+		t.Fatal("no input")
+	}
+	served := gateway.Translate(in).Config
+	recorded := world{configs: map[string]translate.Config{served.Name: served}}.assumedHistory(id)
+	if rev := recorded.Served(); rev == nil || gateway.PublishedOf(rev.Configs, edge) == nil {
+		t.Fatalf("the recorded history serves no Config of the Gateway: %+v", recorded)
+	}
+
+	// web's edit, /v2, was refused by Envoy, as its status records for its
+	// generation.
+	key := types.NamespacedName{Namespace: "team", Name: "web"}
+	live.httpRoutes = maps.Clone(live.httpRoutes)
+	was := live.httpRoutes[key]
+	rt := *was.DeepCopy()
+	rt.Generation = 2
+	rt.Spec.Rules[0].Matches[0].Path.Value = ptrTo("/v2")
+	rt.Status.Parents = []gwv1.RouteParentStatus{{ControllerName: gateway.ControllerName, ParentRef: gwv1.ParentReference{Name: "edge"},
+		Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionFalse, Reason: gateway.ReasonRefusedByEnvoy, Message: "Envoy: bad", ObservedGeneration: 2}}}}
+	live.httpRoutes[key] = rt
+
+	files := gatewayFilesOf(t, edgeGateway) // the Gateway as it is
+	touched := touchedGateways(live, files)
+	report := func(published map[types.NamespacedName]*translate.Config) diffReport {
+		changes := planGateways(live, live.with(files, time.Unix(200, 0)), files, touched, published)
+		w := world{configs: map[string]translate.Config{}, histories: map[fleet.ID]publish.History{id: recorded}, secrets: map[string]map[string]corev1.Secret{}}
+		withGateways(&w, changes)
+		return plan(w, gatewayChanges(changes), time.Unix(300, 0))
+	}
+
+	if r := report(servedGateways(map[fleet.ID]publish.History{id: recorded}, touched)); len(r.Fleets) != 1 || r.changed() {
+		t.Errorf("with the served revision's Config: %+v, want nothing changed", r)
+	}
+	// Without it, the refused route shows as removed: what diff showed.
+	if r := report(nil); len(r.Fleets) != 1 || !r.changed() {
+		t.Errorf("without the served revision's Config: %+v, want the route removed", r)
+	}
+}

@@ -382,13 +382,7 @@ func (r *Reconciler) refuseRoutes(w *world, refused map[gateway.RouteKey]gateway
 		return false
 	}
 	gwr.in.Refused = refused
-	gwr.in.Published = nil
-	pub := w.published()
-	for i := range pub {
-		if pub[i].Name == gwr.out.Config.Name {
-			gwr.in.Published = &pub[i]
-		}
-	}
+	gwr.in.Published = gateway.PublishedOf(w.published(), client.ObjectKeyFromObject(gwr.gateway))
 	gwr.out = gateway.Translate(gwr.in)
 	for i := range w.current {
 		if w.current[i].Name == gwr.out.Config.Name {

@@ -117,3 +117,18 @@ func ServedSecrets(in Input, cfg translate.Config) map[string]corev1.Secret {
 	}
 	return out
 }
+
+// PublishedOf is the Config of the Gateway gw among served, the Configs of
+// the fleet's served revision, as Input.Published takes it; nil when the
+// revision holds none of it. The operator and kubectl envoy both take the
+// served revision's from the fleet's recorded history.
+func PublishedOf(served []translate.Config, gw types.NamespacedName) *translate.Config {
+	name := ConfigName(gw.Namespace, gw.Name)
+	for i := range served {
+		if served[i].Name == name {
+			c := served[i]
+			return &c
+		}
+	}
+	return nil
+}

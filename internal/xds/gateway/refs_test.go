@@ -164,3 +164,19 @@ func TestServedSecrets(t *testing.T) {
 		t.Errorf("the Input's Secrets changed: %v, %v", own.Labels, other.Labels)
 	}
 }
+
+// The Gateway's Config of a served revision is found by the Gateway's
+// Config name, and only that.
+func TestPublishedOf(t *testing.T) {
+	gw := types.NamespacedName{Namespace: "ns", Name: "g"}
+	served := []translate.Config{{Name: "ns/other"}, {Name: ConfigName("ns", "g"), Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "g"}}, {Name: ConfigName("other", "g")}}
+	if got := PublishedOf(served, gw); got == nil || got.Name != ConfigName("ns", "g") || got.Spec.EnvoyRef != "g" {
+		t.Errorf("PublishedOf = %+v, want the Gateway's Config", got)
+	}
+	if got := PublishedOf(served[:1], gw); got != nil {
+		t.Errorf("PublishedOf of a revision without it = %+v, want nil", got)
+	}
+	if got := PublishedOf(nil, gw); got != nil {
+		t.Errorf("PublishedOf(nil) = %+v, want nil", got)
+	}
+}
