@@ -6,19 +6,28 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	envoyctrl "github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/envoy"
 	gwctrl "github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/gateway"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
@@ -166,4 +175,112 @@ func TestGatewayRouteChangeRollsOutInSteps(t *testing.T) {
 		return h.Current == rev && (h.Rollout == nil || h.Rollout.Phase == publish.RolloutComplete)
 	})
 	suite.WaitEvent(t, ns, e.Name, "Normal RolloutCompleted")
+}
+
+// isControllerRef reports whether refs hold the controller reference to
+// owner (its kind and UID) that has the garbage collector delete the
+// dependent, foreground deletions wait for it.
+func isControllerRef(refs []metav1.OwnerReference, kind string, owner types.UID) bool {
+	c := metav1.OwnerReference{}
+	for _, r := range refs {
+		if r.Controller != nil && *r.Controller {
+			c = r
+		}
+	}
+	return c.Kind == kind && c.UID == owner && c.BlockOwnerDeletion != nil && *c.BlockOwnerDeletion
+}
+
+// A Gateway deleted while its fleet serves its route: the operator stops
+// building the Gateway's Config, so the fleet is served no listener nor
+// route of it, and writes the route's status for it no more. The Envoy the
+// Gateway controls, and the Envoy's children, carry the controller
+// reference that has a cluster's garbage collector delete them; envtest
+// runs no garbage collector (no kube-controller-manager), so the test
+// deletes the Envoy as it would. Then the operator's own leftovers go: the
+// fleet's history in the operator's namespace, which nothing owns, and
+// what the xDS server serves the fleet.
+//
+// What a real cluster adds that envtest cannot show: the garbage collector
+// deleting the Envoy once its Gateway is gone (or before it, in a
+// foreground deletion, which blockOwnerDeletion makes wait), and then the
+// Envoy's Deployment, Service, bootstrap ConfigMap and client certificate
+// Secret, whose controller references are asserted here.
+func TestGatewayDeletedWhileServing(t *testing.T) {
+	ctx := context.Background()
+	ns := suite.Namespace(t)
+	backend(t, ns, "blue")
+	rt := httpRoute(ns, "app", "app.example.com", "blue")
+	create(t, rt)
+	gw, e, fleetID := renderedGateway(t, ns, nil)
+	id := fleet.ID{Namespace: ns, Name: e.Name}
+	if !isControllerRef(e.OwnerReferences, "Gateway", gw.UID) {
+		t.Errorf("the fleet's Envoy has ownerReferences %+v, want the Gateway as its controller, blocking its deletion", e.OwnerReferences)
+	}
+	// The children the Envoy controller (which does not run here) makes of
+	// it are its, likewise; the client certificate Secret has the same
+	// metadata (objectMeta).
+	children, err := envoyctrl.Desired(e, fleet.Defaults{XDS: proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: "builtin.svc", Port: 18000, MutualTLS: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{children.Deployment, children.Service, children.ConfigMap} {
+		if !isControllerRef(o.GetOwnerReferences(), "Envoy", e.UID) {
+			t.Errorf("the fleet's %T %s has ownerReferences %+v, want the Envoy as its controller", o, o.GetName(), o.GetOwnerReferences())
+		}
+	}
+
+	before := routeParent(t, rt, hasCondition(string(gwv1.RouteConditionAccepted), metav1.ConditionTrue, ""))
+	p := xdstest.Connect(t, dialFleet(t, xdsClient(t), fleetID), fleetID, "pod-1", resourcev3.ClusterType)
+	untilClusters(t, p, "the blue backend's cluster", hasClusterOf("blue"))
+	waitGateway(t, gw, func(g *gwv1.Gateway) bool {
+		return hasCondition(string(gwv1.GatewayConditionProgrammed), metav1.ConditionTrue, string(gwv1.GatewayReasonProgrammed))(g.Status.Conditions)
+	})
+	readHistory(t, id, "the Gateway's content recorded", func(h publish.History) bool { return h.Current != "" })
+
+	if err := suite.Client.Delete(ctx, gw, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the Gateway to be gone", func() (bool, error) {
+		err := suite.Client.Get(ctx, client.ObjectKeyFromObject(gw), &gwv1.Gateway{})
+		return apierrors.IsNotFound(err), err
+	})
+	// The fleet is served without the Gateway's listener, route and backend.
+	testenv.Eventually(t, "the fleet to stop serving the Gateway", func() (bool, error) {
+		rs := xdsServer.Resources(fleetID)
+		return len(rs[resourcev3.ListenerType]) == 0 && len(servedHosts(t, fleetID)) == 0,
+			fmt.Errorf("listeners %d, hosts %v", len(rs[resourcev3.ListenerType]), servedHosts(t, fleetID))
+	})
+	untilClusters(t, p, "no cluster of the gone Gateway", func(names []string) bool { return !hasClusterOf("blue")(names) })
+	// The route's entry for the gone Gateway is not written again. (The
+	// operator writes a route's parent status only while it builds the
+	// Gateway's Config; the entry stays as last written.)
+	testenv.Consistently(t, 2*time.Second, func() error {
+		now := &gwv1.HTTPRoute{}
+		if err := suite.Client.Get(ctx, client.ObjectKeyFromObject(rt), now); err != nil {
+			return err
+		}
+		for _, p := range now.Status.Parents {
+			if p.ControllerName == before.ControllerName && p.ParentRef.Name == "edge" && !equality.Semantic.DeepEqual(p, before) {
+				return fmt.Errorf("the entry for the gone Gateway was written again: %+v, was %+v", p, before)
+			}
+		}
+		return nil
+	})
+
+	// The garbage collector's part: the Envoy goes.
+	if err := suite.Client.Delete(ctx, e, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the fleet's history to be deleted", func() (bool, error) {
+		err := suite.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: history.Name(id)}, &corev1.ConfigMap{})
+		return apierrors.IsNotFound(err), err
+	})
+	testenv.Eventually(t, "the xDS server to forget the fleet", func() (bool, error) {
+		rs := xdsServer.Resources(fleetID)
+		n := 0
+		for _, r := range rs {
+			n += len(r)
+		}
+		return n == 0, fmt.Errorf("still served %d resources", n)
+	})
 }
