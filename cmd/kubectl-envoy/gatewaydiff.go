@@ -301,7 +301,7 @@ func refusedRoutes(in gateway.Input, changed map[gateway.RouteKey]bool) map[gate
 			return
 		}
 		for _, p := range parents {
-			if p.ControllerName != gateway.ControllerName || !parentIsGateway(p.ParentRef, k.Namespace, in.Gateway) {
+			if p.ControllerName != gateway.ControllerName || !gateway.ParentIs(p.ParentRef, k.Namespace, types.NamespacedName{Namespace: in.Gateway.Namespace, Name: in.Gateway.Name}) {
 				continue
 			}
 			c := meta.FindStatusCondition(p.Conditions, string(gwv1.RouteConditionAccepted))
@@ -324,17 +324,6 @@ func refusedRoutes(in gateway.Input, changed map[gateway.RouteKey]bool) map[gate
 		return nil
 	}
 	return out
-}
-
-// parentIsGateway reports whether ref, of a route of namespace ns, is gw.
-func parentIsGateway(ref gwv1.ParentReference, ns string, gw gwv1.Gateway) bool {
-	if ref.Group != nil && *ref.Group != gwv1.GroupName || ref.Kind != nil && *ref.Kind != kindGateway {
-		return false
-	}
-	if ref.Namespace != nil {
-		ns = string(*ref.Namespace)
-	}
-	return ns == gw.Namespace && string(ref.Name) == gw.Name
 }
 
 // gatewayChange is what the files change of one Gateway: its Config as

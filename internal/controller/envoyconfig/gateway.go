@@ -188,18 +188,9 @@ func routesOf[T any, P interface {
 func refKey(ref, ns string) types.NamespacedName { return gateway.RefKey(ref, ns) }
 
 // namesGateway reports whether parentRefs, of a route in namespace ns, name
-// the Gateway gw.
+// the Gateway gw (gateway.ParentIs).
 func namesGateway(ns string, refs []gwv1.ParentReference, gw *gwv1.Gateway) bool {
-	return slices.ContainsFunc(refs, func(p gwv1.ParentReference) bool {
-		if p.Group != nil && *p.Group != gwv1.GroupName || p.Kind != nil && *p.Kind != "Gateway" {
-			return false
-		}
-		pns := ns
-		if p.Namespace != nil {
-			pns = string(*p.Namespace)
-		}
-		return pns == gw.Namespace && string(p.Name) == gw.Name
-	})
+	return slices.ContainsFunc(refs, func(p gwv1.ParentReference) bool { return parentIs(p, ns, gw) })
 }
 
 // gatewayBackends remembers, by fleet, the backend Services its Gateway's

@@ -218,9 +218,10 @@ func ourParents(old []gwv1.RouteParentStatus, gw *gwv1.Gateway, routeNS string, 
 	return out
 }
 
-// parentIs reports whether ref, of a route in namespace ns, names gw.
+// parentIs reports whether ref, of a route in namespace ns, names gw
+// (gateway.ParentIs).
 func parentIs(ref gwv1.ParentReference, ns string, gw *gwv1.Gateway) bool {
-	return namesGateway(ns, []gwv1.ParentReference{ref}, gw)
+	return gateway.ParentIs(ref, ns, client.ObjectKeyFromObject(gw))
 }
 
 // serviceAddresses are the load-balancer addresses of the fleet's Service.

@@ -132,3 +132,18 @@ func PublishedOf(served []translate.Config, gw types.NamespacedName) *translate.
 	}
 	return nil
 }
+
+// ParentIs reports whether ref, a parentRef of a route of namespace ns,
+// names the Gateway gw: the group and kind, when given, are the Gateway
+// API's Gateway, and the namespace, when given and not empty, is gw's,
+// else ns is. Translation attaches a route by it; the operator and
+// kubectl envoy find a route's parent status for gw by it.
+func ParentIs(ref gwv1.ParentReference, ns string, gw types.NamespacedName) bool {
+	if ref.Group != nil && *ref.Group != gwv1.GroupName || ref.Kind != nil && *ref.Kind != "Gateway" {
+		return false
+	}
+	if ref.Namespace != nil && *ref.Namespace != "" {
+		ns = string(*ref.Namespace)
+	}
+	return ns == gw.Namespace && string(ref.Name) == gw.Name
+}

@@ -180,3 +180,29 @@ func TestPublishedOf(t *testing.T) {
 		t.Errorf("PublishedOf(nil) = %+v, want nil", got)
 	}
 }
+
+// A parentRef names a Gateway by its name and namespace, the route's when
+// none is given, of the Gateway API's group and kind when they are given.
+func TestParentIs(t *testing.T) {
+	gw := types.NamespacedName{Namespace: "gw", Name: "edge"}
+	tests := []struct {
+		name string
+		ref  gwv1.ParentReference
+		ns   string
+		want bool
+	}{
+		{"the route's namespace", gwv1.ParentReference{Name: "edge"}, "gw", true},
+		{"another namespace than the route's", gwv1.ParentReference{Name: "edge"}, "team", false},
+		{"the namespace given", gwv1.ParentReference{Name: "edge", Namespace: ptr(gwv1.Namespace("gw"))}, "team", true},
+		{"an empty namespace is the route's", gwv1.ParentReference{Name: "edge", Namespace: ptr(gwv1.Namespace(""))}, "gw", true},
+		{"another name", gwv1.ParentReference{Name: "other"}, "gw", false},
+		{"group and kind given", gwv1.ParentReference{Name: "edge", Group: ptr(gwv1.Group(gwv1.GroupName)), Kind: ptr(gwv1.Kind("Gateway"))}, "gw", true},
+		{"another kind", gwv1.ParentReference{Name: "edge", Kind: ptr(gwv1.Kind("Service"))}, "gw", false},
+		{"another group", gwv1.ParentReference{Name: "edge", Group: ptr(gwv1.Group("example.com"))}, "gw", false},
+	}
+	for _, tt := range tests {
+		if got := ParentIs(tt.ref, tt.ns, gw); got != tt.want {
+			t.Errorf("%s: ParentIs = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

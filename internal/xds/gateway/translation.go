@@ -88,19 +88,9 @@ type attachment struct {
 }
 
 // names reports whether ref names this Gateway, for a route of namespace
-// ns.
+// ns (ParentIs).
 func (t *translation) names(ref gwv1.ParentReference, ns string) bool {
-	group, kind := gwv1.Group(gwv1.GroupName), gwv1.Kind("Gateway")
-	if ref.Group != nil {
-		group = *ref.Group
-	}
-	if ref.Kind != nil {
-		kind = *ref.Kind
-	}
-	if ref.Namespace != nil && *ref.Namespace != "" {
-		ns = string(*ref.Namespace)
-	}
-	return group == gwv1.GroupName && kind == "Gateway" && ns == t.gw.Namespace && string(ref.Name) == t.gw.Name
+	return ParentIs(ref, ns, t.gw)
 }
 
 // attach attaches r through each of its parentRefs that names this
