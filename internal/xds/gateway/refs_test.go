@@ -14,6 +14,8 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
+// backendRef is a reference to name, of namespace ns, group and kind when
+// given (group "-" is none).
 func backendRef(ns, group, kind, name string) gwv1.BackendObjectReference {
 	r := gwv1.BackendObjectReference{Name: gwv1.ObjectName(name)}
 	if ns != "" {
@@ -77,17 +79,8 @@ func TestBackendServices(t *testing.T) {
 // namespace unless one is given, each once, core Secrets only.
 func TestCertificateSecrets(t *testing.T) {
 	cert := func(ns, group, kind, name string) gwv1.SecretObjectReference {
-		r := gwv1.SecretObjectReference{Name: gwv1.ObjectName(name)}
-		if ns != "" {
-			r.Namespace = ptr(gwv1.Namespace(ns))
-		}
-		if group != "-" {
-			r.Group = ptr(gwv1.Group(group))
-		}
-		if kind != "" {
-			r.Kind = ptr(gwv1.Kind(kind))
-		}
-		return r
+		b := backendRef(ns, group, kind, name)
+		return gwv1.SecretObjectReference{Group: b.Group, Kind: b.Kind, Name: b.Name, Namespace: b.Namespace}
 	}
 	gw := func(listeners ...[]gwv1.SecretObjectReference) gwv1.Gateway {
 		g := gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "gw", Name: "g"}}
