@@ -7,13 +7,11 @@ import (
 	"sync/atomic"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -27,29 +25,7 @@ import (
 // failingLists is the manager's client, whose Lists of Gateways and of
 // GatewayClasses fail with a server timeout while fail is set.
 func failingLists(fail *atomic.Bool) client.Client {
-	return testenv.Faulty(suite.Manager.GetClient(), interceptor.Funcs{
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			switch list.(type) {
-			case *gwv1.GatewayList, *gwv1.GatewayClassList:
-				if fail.Load() {
-					return apierrors.NewServerTimeout(gwv1.SchemeGroupVersion.WithResource("gateways").GroupResource(), "list", 1)
-				}
-			}
-			return c.List(ctx, list, opts...)
-		},
-	})
-}
-
-// queued returns what q holds, taking it out.
-func queued(q workqueue.TypedRateLimitingInterface[reconcile.Request]) map[reconcile.Request]bool {
-	out := map[reconcile.Request]bool{}
-	for q.Len() > 0 {
-		req, _ := q.Get()
-		out[req] = true
-		q.Done(req)
-		q.Forget(req)
-	}
-	return out
+	return testenv.FailingLists(suite.Manager.GetClient(), fail, &gwv1.GatewayList{}, &gwv1.GatewayClassList{})
 }
 
 // A class's or an Envoy's event whose Gateways or classes cannot be listed
@@ -103,10 +79,10 @@ func TestFailedListResyncs(t *testing.T) {
 	if _, err := r.ReconcileClass(ctx, resync.Request("")); err == nil {
 		t.Error("a resync of the classes whose List fails returned no error: the queue would not retry it")
 	}
-	if got := queued(gateways); len(got) != 0 {
+	if got := testenv.Drain(gateways); len(got) != 0 {
 		t.Errorf("a failed resync queued the Gateways %v", got)
 	}
-	if got := queued(classes); len(got) != 0 {
+	if got := testenv.Drain(classes); len(got) != 0 {
 		t.Errorf("a failed resync queued the classes %v", got)
 	}
 
@@ -116,19 +92,19 @@ func TestFailedListResyncs(t *testing.T) {
 	if _, err := r.Reconcile(ctx, resync.Request("")); err != nil {
 		t.Fatal(err)
 	}
-	if got := queued(gateways); !got[gwReq] {
+	if got := testenv.Drain(gateways); !got[gwReq] {
 		t.Errorf("the resync of every Gateway queued %v, not %v", slices.Collect(maps.Keys(got)), gwReq)
 	}
 	if _, err := r.Reconcile(ctx, resync.Request(ns)); err != nil {
 		t.Fatal(err)
 	}
-	if got := queued(gateways); len(got) != 1 || !got[gwReq] {
+	if got := testenv.Drain(gateways); len(got) != 1 || !got[gwReq] {
 		t.Errorf("the resync of %s queued %v, want %v", ns, slices.Collect(maps.Keys(got)), gwReq)
 	}
 	if _, err := r.ReconcileClass(ctx, resync.Request("")); err != nil {
 		t.Fatal(err)
 	}
-	if got := queued(classes); !got[classReq] {
+	if got := testenv.Drain(classes); !got[classReq] {
 		t.Errorf("the resync of the classes queued %v, not %v", slices.Collect(maps.Keys(got)), classReq)
 	}
 	// And the maps find them again.
