@@ -438,7 +438,7 @@ func TestControlPlaneConfigMapWakeUps(t *testing.T) {
 		h := controlPlaneConfigMaps{r}
 		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 		c.event(h, q)
-		if got := queued(q)[req]; got != c.wakes {
+		if got := testenv.Drain(q)[req]; got != c.wakes {
 			t.Errorf("%s: woken %v, want %v", c.what, got, c.wakes)
 		}
 		q.ShutDown()

@@ -7,12 +7,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
@@ -23,26 +21,7 @@ import (
 // failingLists is the manager's client, whose Lists of EnvoyConfigs fail
 // with a server timeout while fail is set.
 func failingLists(fail *atomic.Bool) client.Client {
-	return testenv.Faulty(suite.Manager.GetClient(), interceptor.Funcs{
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if _, ok := list.(*examplev1.EnvoyConfigList); ok && fail.Load() {
-				return apierrors.NewServerTimeout(examplev1.GroupVersion.WithResource("envoyconfigs").GroupResource(), "list", 1)
-			}
-			return c.List(ctx, list, opts...)
-		},
-	})
-}
-
-// queued returns what q holds, taking it out.
-func queued(q workqueue.TypedRateLimitingInterface[reconcile.Request]) map[reconcile.Request]bool {
-	out := map[reconcile.Request]bool{}
-	for q.Len() > 0 {
-		req, _ := q.Get()
-		out[req] = true
-		q.Done(req)
-		q.Forget(req)
-	}
-	return out
+	return testenv.FailingLists(suite.Manager.GetClient(), fail, &examplev1.EnvoyConfigList{})
 }
 
 // A Secret's or an EndpointSlice's event whose EnvoyConfigs cannot be
@@ -80,14 +59,14 @@ func TestFailedListResyncsTheFleets(t *testing.T) {
 	if _, err := r.Reconcile(ctx, resyncRequest(ns)); err == nil {
 		t.Error("a resync whose List fails returned no error: the queue would not retry it")
 	}
-	if got := queued(q); len(got) != 0 {
+	if got := testenv.Drain(q); len(got) != 0 {
 		t.Errorf("a failed resync queued %v", got)
 	}
 	fail.Store(false)
 	if _, err := r.Reconcile(ctx, resyncRequest(ns)); err != nil {
 		t.Fatal(err)
 	}
-	if got := queued(q); len(got) != 1 || !got[edge] {
+	if got := testenv.Drain(q); len(got) != 1 || !got[edge] {
 		t.Errorf("the resync of %s queued %v, want its fleet %v", ns, got, edge)
 	}
 
@@ -95,13 +74,13 @@ func TestFailedListResyncsTheFleets(t *testing.T) {
 	elected := make(chan struct{})
 	close(elected)
 	r.enqueueOnElection(ctx, elected, q)
-	if got := queued(q); len(got) != 1 || !got[resyncRequest("")] {
+	if got := testenv.Drain(q); len(got) != 1 || !got[resyncRequest("")] {
 		t.Fatalf("the election queued %v, want a resync of every namespace", got)
 	}
 	if _, err := r.Reconcile(ctx, resyncRequest("")); err != nil {
 		t.Fatal(err)
 	}
-	if got := queued(q); !got[edge] {
+	if got := testenv.Drain(q); !got[edge] {
 		t.Errorf("the resync of every namespace queued %v, not %v", got, edge)
 	}
 }
