@@ -63,6 +63,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// changes its Gateways' fleets.
 		Watches(&gwv1.GatewayClass{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfClass)).
 		Watches(&examplev1.Envoy{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfTemplate)).
+		// A route that still names, in its status, a Gateway that is
+		// gone has that entry taken out (routes.go).
+		Watches(&gwv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysGone)).
+		Watches(&gwv1.GRPCRoute{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysGone)).
 		WatchesRawSource(r.gateways.Source()).
 		Complete(r)
 	if err != nil {
@@ -82,17 +86,25 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways/finalizers,verbs=update
 // +kubebuilder:rbac:groups=example.com,resources=envoys,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;grpcroutes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes/status;grpcroutes/status,verbs=get;update;patch
 
 // Reconcile gives one Gateway of this operator's classes its fleet. When
-// the fleet already matches it sends no write. A resync queues every
-// Gateway of its namespace.
+// the fleet already matches it sends no write. A Gateway that is gone has
+// its entries taken out of its routes' status (routes.go). A resync queues
+// every Gateway of its namespace.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if resync.Is(req) {
 		return ctrl.Result{}, r.resyncGateways(ctx, req.Namespace)
 	}
 	gw := &gwv1.Gateway{}
-	if ok, err := r.Fetch(ctx, req, gw); !ok {
+	switch err := r.Client.Get(ctx, req.NamespacedName, gw); {
+	case apierrors.IsNotFound(err):
+		return ctrl.Result{}, r.leaveRoutes(ctx, req.NamespacedName)
+	case err != nil:
 		return ctrl.Result{}, err
+	case !gw.DeletionTimestamp.IsZero():
+		return ctrl.Result{}, nil
 	}
 	class, template, problem, err := r.class(ctx, string(gw.Spec.GatewayClassName))
 	if err != nil || class == nil {
