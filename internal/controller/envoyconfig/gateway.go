@@ -25,6 +25,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/gateway"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
@@ -388,14 +389,19 @@ func (r *Reconciler) refuseRoutes(w *world, refused map[gateway.RouteKey]gateway
 // (every proxy rejected it, translate.Withheld) and the proxies' words
 // name routes' rules (gateway.Attribute), those routes are refused alone
 // and keep their earlier rules, and the Gateway's other changes are
-// served, rather than the Gateway's whole content held back. It reports
-// whether that changed the Gateway's content.
+// served, rather than the Gateway's whole content held back. The
+// Gateway's content is also known for one every proxy rejected when ir,
+// its translation, is a revision of the history that they rejected: the
+// reconcile that withholds the routes records the Gateway's content
+// without them, and so forgets the withheld content, before it writes the
+// routes' status, and that write may fail. It reports whether that
+// changed the Gateway's content.
 //
 // The route's status keeps it: the fleet's history forgets the Gateway's
 // rejected content once the Gateway's content is another, so a route whose
 // status says that every proxy rejected its generation stays refused alone
 // until it changes.
-func (r *Reconciler) withholdRejectedRoutes(w *world) bool {
+func (r *Reconciler) withholdRejectedRoutes(w *world, ir translate.IR) bool {
 	gwr := w.gateway
 	gwr.rejected = map[gateway.RouteKey]gateway.Refusal{}
 	for key, rt := range gwr.httpRoutes {
@@ -408,10 +414,21 @@ func (r *Reconciler) withholdRejectedRoutes(w *world) bool {
 			gwr.rejected[gateway.RouteKey{Kind: "GRPCRoute", NamespacedName: key}] = why
 		}
 	}
+	version, detail := "", ""
 	if wh, ok := w.stored.History.Withheld[gwr.out.Config.Name]; ok && wh.Content == translate.ContentOf(gwr.out.Config) {
-		for _, a := range gateway.Attribute(gwr.out.Config, wh.Detail) {
+		version, detail = wh.Version, wh.Detail
+	} else if rev := w.stored.History.Find(ir.Version); rev != nil && rev.Rejected != "" && rev.Rejected != publish.KnownRejection {
+		// The history forgot the withheld content when the reconcile that
+		// withheld the routes recorded the Gateway's content without them,
+		// but that reconcile's write of the routes' status may have failed
+		// (a conflict with a stale read): the history's revision of the
+		// Gateway's content, which every proxy rejected, still says it.
+		version, detail = rev.Version, rev.Rejected
+	}
+	if detail != "" {
+		for _, a := range gateway.Attribute(gwr.out.Config, detail) {
 			gwr.rejected[a.Route] = gateway.Refusal{Reason: ReasonRejectedByProxies, Message: fmt.Sprintf(
-				"%s %d (%s) in version %s: %s", everyProxyRejected, a.Generation, strings.Join(a.Entries, ", "), wh.Version, wh.Detail)}
+				"%s %d (%s) in version %s: %s", everyProxyRejected, a.Generation, strings.Join(a.Entries, ", "), version, detail)}
 		}
 	}
 	if len(gwr.rejected) == 0 {

@@ -45,7 +45,7 @@ func (r *Reconciler) judge(ctx context.Context, w *world, in translate.Input, ir
 		}
 		return false
 	}
-	if w.gateway != nil && r.withholdRejectedRoutes(w) {
+	if w.gateway != nil && r.withholdRejectedRoutes(w, ir) {
 		// Every proxy rejected routes' rules of the Gateway's content: it is
 		// translated again without them.
 		in.Configs = w.current
