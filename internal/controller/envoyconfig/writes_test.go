@@ -108,6 +108,14 @@ func TestStatusWaitsForTheReports(t *testing.T) {
 // status.contentHash: neither wakes a replica while the fleet has no
 // legacy history and no status names a rejected version.
 func TestStatusWriteOfAChangeWakesNoOne(t *testing.T) {
+	// The legacy history is read from the manager's cache, as the
+	// controller's predicates read it: from events of a started cache. A
+	// test that runs first may come before the cache has started.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if !suite.Manager.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("the manager's cache did not start")
+	}
 	r := &Reconciler{Client: suite.Manager.GetClient(), Namespace: operatorNamespace}
 	base := &examplev1.EnvoyConfig{
 		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "no-legacy", Generation: 2, ResourceVersion: "10"},
