@@ -40,15 +40,8 @@ func (r *Reconciler) gatewaysGone(ctx context.Context, o client.Object) []reconc
 // ourParents returns the Gateways that a route's status entries of this
 // operator's controller name.
 func ourParents(o client.Object) []types.NamespacedName {
-	var parents []gwv1.RouteParentStatus
-	switch rt := o.(type) {
-	case *gwv1.HTTPRoute:
-		parents = rt.Status.Parents
-	case *gwv1.GRPCRoute:
-		parents = rt.Status.Parents
-	}
 	var out []types.NamespacedName
-	for _, p := range parents {
+	for _, p := range *parentsOf(o) {
 		if p.ControllerName != gateway.ControllerName || p.ParentRef.Group != nil && *p.ParentRef.Group != gwv1.GroupName ||
 			p.ParentRef.Kind != nil && *p.ParentRef.Kind != "Gateway" {
 			continue
@@ -68,32 +61,41 @@ func ourParents(o client.Object) []types.NamespacedName {
 // is gone, out of every route that has one. Each route's write is its
 // own; the first error is returned, for the queue to retry.
 func (r *Reconciler) leaveRoutes(ctx context.Context, gw types.NamespacedName) error {
-	var errs []error
 	var https gwv1.HTTPRouteList
-	if err := r.Client.List(ctx, &https); err != nil {
-		return fmt.Errorf("listing HTTPRoutes to take Gateway %s out of their status: %w", gw, err)
-	}
-	for i := range https.Items {
-		rt := &https.Items[i]
-		if kept, ok := without(rt.Status.Parents, rt.Namespace, gw); ok {
-			after := rt.DeepCopy()
-			after.Status.Parents = kept
-			errs = append(errs, client.IgnoreNotFound(r.Client.Status().Update(ctx, after)))
+	var grpcs gwv1.GRPCRouteList
+	for _, list := range []client.ObjectList{&https, &grpcs} {
+		if err := r.Client.List(ctx, list); err != nil {
+			return fmt.Errorf("listing routes to take Gateway %s out of their status: %w", gw, err)
 		}
 	}
-	var grpcs gwv1.GRPCRouteList
-	if err := r.Client.List(ctx, &grpcs); err != nil {
-		return fmt.Errorf("listing GRPCRoutes to take Gateway %s out of their status: %w", gw, err)
+	routes := make([]client.Object, 0, len(https.Items)+len(grpcs.Items))
+	for i := range https.Items {
+		routes = append(routes, &https.Items[i])
 	}
 	for i := range grpcs.Items {
-		rt := &grpcs.Items[i]
-		if kept, ok := without(rt.Status.Parents, rt.Namespace, gw); ok {
-			after := rt.DeepCopy()
-			after.Status.Parents = kept
+		routes = append(routes, &grpcs.Items[i])
+	}
+	var errs []error
+	for _, rt := range routes {
+		if kept, ok := without(*parentsOf(rt), rt.GetNamespace(), gw); ok {
+			after := rt.DeepCopyObject().(client.Object)
+			*parentsOf(after) = kept
 			errs = append(errs, client.IgnoreNotFound(r.Client.Status().Update(ctx, after)))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// parentsOf returns where a route (an HTTPRoute or a GRPCRoute) keeps its
+// status entries.
+func parentsOf(o client.Object) *[]gwv1.RouteParentStatus {
+	switch rt := o.(type) {
+	case *gwv1.HTTPRoute:
+		return &rt.Status.Parents
+	case *gwv1.GRPCRoute:
+		return &rt.Status.Parents
+	}
+	return &[]gwv1.RouteParentStatus{}
 }
 
 // without returns a route's parents without the entries of ours for gw,
