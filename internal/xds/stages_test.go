@@ -19,7 +19,7 @@ const module = "github.com/kube-envoy-controller/kube-envoy-controller"
 // cache, what the server serves and the protocol's answers, stands just
 // before the server, the one room that uses it. analysis, the judgement
 // of a rollout's step by its proxies' figures, is pure and imports no
-// room; stats, the receiver of those figures, is a runtime stage beside
+// room; publish judges a rollout's steps with it and records its verdicts; stats, the receiver of those figures, is a runtime stage beside
 // the server (served on its port, importing neither it nor anything of
 // it), and hands them to analysis.
 var stages = []struct {
@@ -30,7 +30,7 @@ var stages = []struct {
 	{"analysis", nil},
 	{"translate", []string{"resource"}},
 	{"gateway", []string{"resource", "translate"}},
-	{"publish", []string{"resource", "translate"}},
+	{"publish", []string{"resource", "translate", "analysis"}},
 	{"history", []string{"resource", "translate", "publish"}},
 	{"history/store", []string{"resource", "translate", "publish", "history"}},
 	{"report", []string{"publish"}},

@@ -50,8 +50,8 @@ const NumBuckets = len(Bounds)
 // and at most Bounds[i], Over those above the last bound. Its size is
 // fixed.
 type Histogram struct {
-	Counts [NumBuckets]uint64
-	Over   uint64
+	Counts [NumBuckets]uint64 `json:"counts"`
+	Over   uint64             `json:"over,omitempty"`
 }
 
 // Count is the number of samples.
@@ -109,11 +109,11 @@ func (h Histogram) Quantile(q float64) (float64, bool) {
 // requests, the responses with a 5xx status among them, resets, failed
 // upstream connections, and the distribution of request durations.
 type Figures struct {
-	Requests        uint64
-	Errors5xx       uint64
-	Resets          uint64
-	ConnectFailures uint64
-	Duration        Histogram
+	Requests        uint64    `json:"requests,omitempty"`
+	Errors5xx       uint64    `json:"5xx,omitempty"`
+	Resets          uint64    `json:"resets,omitempty"`
+	ConnectFailures uint64    `json:"connectFailures,omitempty"`
+	Duration        Histogram `json:"duration"`
 }
 
 // Add returns the sum of f and g.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
 )
 
 // A progressive rollout serves a fleet's new revision to a few of its
@@ -301,6 +302,23 @@ type ProxyAnswer struct {
 	Nacked string `json:"nacked,omitempty"`
 	Detail string `json:"detail,omitempty"`
 	Type   string `json:"type,omitempty"`
+	// Window is what the proxy served while it ran the version it answered
+	// with, as the replica that receives its stats (internal/xds/stats)
+	// reports it during a rollout: the leader judges the step by it
+	// (analysis). Nil when that replica received no stats of the proxy.
+	Window *Window `json:"window,omitempty"`
+}
+
+// Window is a proxy's figures since the replica that reports it began
+// serving it the version of its answer in the rollout under way (or began
+// receiving its stats, if later): a running total of the window, by scope.
+type Window struct {
+	// Reports counts the stats messages the proxy sent in the window: a
+	// proxy with none is silent, and cannot pass a step.
+	Reports uint64 `json:"reports"`
+	// Scopes are its figures by scope (stats.ScopeHTTP, stats.ScopeCluster);
+	// a scope that served no request in the window is left out.
+	Scopes map[string]analysis.Figures `json:"scopes,omitempty"`
 }
 
 // RolloutOrder is a person's order to promote or abort a rollout. It names
