@@ -125,8 +125,9 @@ codegen: ## Generate only the typed clients in pkg/generated (k8s.io/code-genera
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: $(BIN)/controller-gen $(BIN)/helm ## Fail when generated files (the Helm chart's too) are stale, helm lint complains, code is not gofmt'ed, go vet complains or the binaries link test support.
+verify: $(BIN)/controller-gen $(BIN)/helm ## Fail when generated files (the Helm chart's too) are stale, the tools and the operator resolve a module they both compile to two versions, helm lint complains, code is not gofmt'ed, go vet complains or the binaries link test support.
 	hack/verify-generated.sh
+	hack/verify-tool-versions.sh
 	$(BIN)/kubectl kustomize config/default >/dev/null
 	$(BIN)/helm lint --strict --quiet charts/kube-envoy-controller
 	@unformatted=$$(gofmt -l api cmd internal pkg test hack); \
