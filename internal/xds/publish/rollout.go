@@ -291,7 +291,7 @@ func (d *Decision) withholdAborted(r Rollout, touched Touched) {
 	}
 	for _, name := range names {
 		w := d.History.Withheld[name]
-		w.Rollout = true
+		w.Rollout, w.Analysis = true, r.Aborted.Metric != ""
 		d.History.Withheld[name] = w
 	}
 	d.Withheld = append(d.Withheld, names...)

@@ -307,7 +307,7 @@ func TestRollWithholdsWhatItsFiguresAborted(t *testing.T) {
 	if rd.Action != RolloutAborts || rd.Rollout.Aborted.Scope != "cluster:b2" || !slices.Equal(d.Withheld, []string{"ns/b"}) {
 		t.Fatalf("after the first proxy's 5xx in B's cluster: %s %+v, withheld %v", rd.Action, rd.Rollout.Aborted, d.Withheld)
 	}
-	if w := d.History.Withheld["ns/b"]; !w.Rollout || w.Version != v2.Version || !strings.Contains(w.Detail, "cluster:b2: 5xx-ratio 30.00%") {
+	if w := d.History.Withheld["ns/b"]; !w.Rollout || !w.Analysis || w.Version != v2.Version || !strings.Contains(w.Detail, "cluster:b2: 5xx-ratio 30.00%") {
 		t.Errorf("withheld %+v", w)
 	}
 	if len(d.History.Rollout.Verdicts) != 1 || d.History.Rollout.Verdicts[0].Outcome != analysis.Abort {
