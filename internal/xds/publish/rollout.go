@@ -115,7 +115,8 @@ type StepVerdict struct {
 	Proxies  StepFigures `json:"proxies"`
 	Baseline StepFigures `json:"baseline"`
 	// Finding is what decided an abort, or why a step waits, as a
-	// sentence; empty for a pass.
+	// sentence; empty for a pass, and for a step that waits only for its
+	// bake.
 	Finding string `json:"finding,omitempty"`
 }
 
@@ -647,8 +648,9 @@ func StepRollout(in RolloutInput) RolloutDecision {
 				fmt.Sprintf("version %s failed its analysis at step %d: %s (the step's %s; the baseline's %s)",
 					s.Revision, step+1, v.Finding, v.Proxies, v.Baseline))
 		case analysis.Wait:
+			why := cmp.Or(v.Finding, fmt.Sprintf("baking, %s left", left.Round(time.Second)))
 			d.Action, d.Waiting = RolloutWaits, fmt.Sprintf("step %d of %d: %s (the step's %s; the baseline's %s)",
-				step+1, len(steps), v.Finding, v.Proxies, v.Baseline)
+				step+1, len(steps), why, v.Proxies, v.Baseline)
 			if left > 0 {
 				d.RecheckAfter, d.BakeEnds = left, s.StepStarted.Add(in.Policy.Bake)
 			}
@@ -720,15 +722,10 @@ func judgeStep(in RolloutInput, s Rollout, step int, leading, nodes []string, no
 	v := analysis.Judge(analysis.Input{Step: stepProxies, Baseline: baseline, Elapsed: max(now.Sub(s.StepStarted), 0),
 		Bake: in.Policy.Bake, Thresholds: *in.Policy.Analysis})
 	out := judged{StepVerdict: StepVerdict{Step: step, Outcome: v.Outcome, Proxies: figuresOf(stepProxies), Baseline: figuresOf(baseline)}}
-	if len(v.Findings) > 0 {
-		out.finding = v.Findings[0]
-		out.Finding = Truncate(sentence(v.Findings[0]))
-		if v.Outcome == analysis.Wait && v.Findings[0].Proxy == "" && v.Findings[0].Metric == "" {
-			out.Finding = fmt.Sprintf("baking, %s left", (in.Policy.Bake - max(now.Sub(s.StepStarted), 0)).Round(time.Second))
-		}
-	}
-	if v.Outcome == analysis.Pass {
-		out.Finding = ""
+	// A step that waits only for its bake has no finding to tell.
+	if f := v.Findings; len(f) > 0 && v.Outcome != analysis.Pass && (f[0].Proxy != "" || f[0].Metric != "") {
+		out.finding = f[0]
+		out.Finding = Truncate(sentence(f[0]))
 	}
 	return out
 }
