@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +19,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
@@ -65,6 +68,29 @@ func (r fakeReplica) report(version string, answers map[string]publish.ProxyAnsw
 			r.t.Fatal(err)
 		}
 	}
+}
+
+// stepSeries returns the fleet's series of
+// kube_envoy_controller_rollout_step_requests, by their proxies label.
+func stepSeries(t *testing.T, fleetID string) map[string]float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric)
+	go func() { metricStepRequests.Collect(ch); close(ch) }()
+	out := map[string]float64{}
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		labels := map[string]string{}
+		for _, l := range pb.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["fleet"] == fleetID {
+			out[labels["proxies"]] = pb.GetGauge().GetValue()
+		}
+	}
+	return out
 }
 
 // clustersOf returns the names of the clusters of each EnvoyConfig of a
@@ -187,7 +213,7 @@ func TestRolloutAnalysis(t *testing.T) {
 			t.Errorf("A's %s = %+v", typ, c)
 		}
 	}
-	suite.WaitEvent(t, ns, "edge", fmt.Sprintf("Warning RolloutAborted version %s failed its analysis at step 1: %s (the step's 400 requests of 1 proxies", v2, detail))
+	suite.WaitEvent(t, ns, "edge", fmt.Sprintf("Warning RolloutAborted version %s failed its analysis at step 1: %s (the step's 400 requests of 1 proxy", v2, detail))
 
 	// B's change rolls out, without A's: the next revision.
 	next := readHistory(t, id, "B's change rolling out alone", func(h publish.History) bool {
@@ -207,11 +233,15 @@ func TestRolloutAnalysis(t *testing.T) {
 		r := c.Status.Rollout
 		return r != nil && r.Version == v3 && strings.Contains(r.Message, "too little traffic")
 	})
-	if want := "proxy " + first + ": requests 10, want at least 50: too little traffic to judge (the step's 10 requests of 1 proxies, 0.00% 5xx"; !strings.Contains(got.Status.Rollout.Message, want) {
+	if want := "proxy " + first + ": requests 10, want at least 50: too little traffic to judge (the step's 10 requests of 1 proxy, 0.00% 5xx"; !strings.Contains(got.Status.Rollout.Message, want) {
 		t.Errorf("status.rollout.message = %q, want it to say %q", got.Status.Rollout.Message, want)
 	}
 	if p := condition(got, examplev1.EnvoyConfigConditionPublished); p.Reason != examplev1.EnvoyConfigReasonRollingOut || !strings.Contains(p.Message, "too little traffic") {
 		t.Errorf("B's Published = %+v", p)
+	}
+	// The leader exports the step's figures and the baseline's.
+	if got := stepSeries(t, fleetID); got["step"] != 10 || got["baseline"] != 3000 {
+		t.Errorf("kube_envoy_controller_rollout_step_requests of the fleet: %v, want the step's 10 and the baseline's 3000", got)
 	}
 	// Enough good traffic: the step passes, and the fleet is served B's change.
 	replica.report(v3, answering(next.Rollout.Serves, func(node string) *publish.Window {
@@ -232,4 +262,8 @@ func TestRolloutAnalysis(t *testing.T) {
 	suite.WaitEvent(t, ns, "edge", "Normal RolloutPromoted version "+v3)
 	replica.report(v3, answering(func(string) string { return v3 }, healthy("cluster:b2")))
 	readHistory(t, id, "B's change served to all", func(h publish.History) bool { return h.Current == v3 && h.Rollout == nil })
+	testenv.Eventually(t, "the fleet's step series gone", func() (bool, error) {
+		got := stepSeries(t, fleetID)
+		return len(got) == 0, fmt.Errorf("series %v", got)
+	})
 }

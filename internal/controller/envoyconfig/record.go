@@ -86,6 +86,7 @@ func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR, repo
 	in := publish.RolloutInput{Policy: rolloutPolicy(w.envoy), Proxies: report.Answers(reports, w.id.String()), Now: r.now()}
 	in.Promote, in.Abort = rolloutOrders(w.envoy)
 	rec.rollout = publish.Roll(prev, &d, in)
+	exportStep(w.id.String(), rec.rollout)
 	r.accepted.note(w.id, d.History)
 	if rec.readable && !changedBeyondAccepted(d, rec.history) {
 		return rec

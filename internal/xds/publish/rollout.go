@@ -135,7 +135,11 @@ type StepFigures struct {
 
 // String reads "12 requests of 3 proxies, 0.50% 5xx, p99 3.2ms".
 func (f StepFigures) String() string {
-	s := fmt.Sprintf("%d requests of %d proxies, %.2f%% 5xx", f.Requests, f.Proxies, 100*f.ErrorRatio)
+	proxies := "proxies"
+	if f.Proxies == 1 {
+		proxies = "proxy"
+	}
+	s := fmt.Sprintf("%d requests of %d %s, %.2f%% 5xx", f.Requests, f.Proxies, proxies, 100*f.ErrorRatio)
 	if f.ResetRatio > 0 {
 		s += fmt.Sprintf(", %.2f%% reset", 100*f.ResetRatio)
 	}

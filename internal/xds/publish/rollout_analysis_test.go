@@ -100,7 +100,7 @@ func TestStepRolloutAnalysis(t *testing.T) {
 					Baseline: StepFigures{Proxies: 19, Requests: 19000, P99: 4.96},
 					Finding:  "proxy " + lead + " http:ingress: 5xx-ratio 62.00%, above the ceiling of 5.00%"}),
 			event: "version v2 failed its analysis at step 1: proxy " + lead + " http:ingress: 5xx-ratio 62.00%, above the ceiling of 5.00% " +
-				"(the step's 200 requests of 1 proxies, 62.00% 5xx, p99 5.0ms; the baseline's 19000 requests of 19 proxies, 0.00% 5xx, p99 5.0ms): " +
+				"(the step's 200 requests of 1 proxy, 62.00% 5xx, p99 5.0ms; the baseline's 19000 requests of 19 proxies, 0.00% 5xx, p99 5.0ms): " +
 				"every proxy is served version v1 again"},
 		{name: "under the ceiling but above twice the baseline's share aborts",
 			policy: judgedCanary, state: atStep1, proxies: windows(atStep1, twenty, ingress(figures(1000, 40, 3)), onePercent), now: t0.Add(time.Minute),
@@ -123,7 +123,7 @@ func TestStepRolloutAnalysis(t *testing.T) {
 		{name: "a silent proxy waits within the bake",
 			policy: judgedCanary, state: atStep1, proxies: windows(atStep1, twenty, nil, healthy), now: t0.Add(30 * time.Second),
 			action: RolloutWaits, want: atStep1, judged: &[2]uint64{0, 19000},
-			waiting: "step 1 of 3: proxy " + lead + ": reports 0 yet: silent so far (the step's 0 requests of 1 proxies, 0.00% 5xx; the baseline's 19000 requests"},
+			waiting: "step 1 of 3: proxy " + lead + ": reports 0 yet: silent so far (the step's 0 requests of 1 proxy, 0.00% 5xx; the baseline's 19000 requests"},
 		{name: "a proxy that reported nothing is silent, as one without a window",
 			policy: judgedCanary, state: atStep1, proxies: windows(atStep1, twenty, &Window{}, healthy), now: t0.Add(30 * time.Second),
 			action: RolloutWaits, want: atStep1, judged: &[2]uint64{0, 19000}, waiting: "silent so far"},
@@ -139,14 +139,14 @@ func TestStepRolloutAnalysis(t *testing.T) {
 		{name: "too little traffic waits within the bake",
 			policy: judgedCanary, state: atStep1, proxies: windows(atStep1, twenty, ingress(figures(12, 12, 3)), healthy), now: t0.Add(10 * time.Second),
 			action: RolloutWaits, want: atStep1, judged: &[2]uint64{12, 19000},
-			waiting: "step 1 of 3: proxy " + lead + ": requests 12, want at least 50: too little traffic to judge (the step's 12 requests of 1 proxies, 100.00% 5xx"},
+			waiting: "step 1 of 3: proxy " + lead + ": requests 12, want at least 50: too little traffic to judge (the step's 12 requests of 1 proxy, 100.00% 5xx"},
 		{name: "too little traffic waits past the bake: it never passes, and never aborts",
 			policy: judgedCanary, state: atStep1, proxies: windows(atStep1, twenty, ingress(figures(12, 12, 3)), healthy), now: t0.Add(24 * time.Hour),
 			action: RolloutWaits, want: atStep1, judged: &[2]uint64{12, 19000}, waiting: "too little traffic to judge"},
 		{name: "a good step waits for its bake, and says its figures",
 			policy: judgedCanary, state: atStep1, proxies: windows(atStep1, twenty, ingress(figures(200, 0, 3)), healthy), now: t0.Add(20 * time.Second),
 			action: RolloutWaits, want: atStep1, judged: &[2]uint64{200, 19000},
-			waiting: "step 1 of 3: baking, 40s left (the step's 200 requests of 1 proxies, 0.00% 5xx, p99 5.0ms; the baseline's 19000 requests of 19 proxies, 0.00% 5xx, p99 5.0ms)"},
+			waiting: "step 1 of 3: baking, 40s left (the step's 200 requests of 1 proxy, 0.00% 5xx, p99 5.0ms; the baseline's 19000 requests of 19 proxies, 0.00% 5xx, p99 5.0ms)"},
 		{name: "a good step, baked, is promoted, and its verdict recorded",
 			policy: judgedCanary, state: atStep1, proxies: windows(atStep1, twenty, ingress(figures(200, 0, 3)), healthy), now: t0.Add(time.Minute),
 			action: RolloutPromotes, events: "RolloutPromoted", judged: &[2]uint64{200, 19000},
@@ -155,7 +155,7 @@ func TestStepRolloutAnalysis(t *testing.T) {
 				r.Verdicts = []StepVerdict{passedStep1}
 				return r
 			}(),
-			event: "(step 2 of 3); step 1 passed its analysis: the step's 200 requests of 1 proxies, 0.00% 5xx, p99 5.0ms, the baseline's 19000 requests of 19 proxies, 0.00% 5xx, p99 5.0ms"},
+			event: "(step 2 of 3); step 1 passed its analysis: the step's 200 requests of 1 proxy, 0.00% 5xx, p99 5.0ms, the baseline's 19000 requests of 19 proxies, 0.00% 5xx, p99 5.0ms"},
 		{name: "a step that breaches after an earlier one passed keeps both verdicts",
 			policy: judgedCanary, state: func() Rollout { r := atStep2; r.Verdicts = []StepVerdict{passedStep1}; return r }(),
 			proxies: windows(atStep2, twenty, ingress(figures(100, 20, 3)), healthy), now: t0.Add(time.Minute),
