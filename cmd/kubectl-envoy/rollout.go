@@ -38,11 +38,11 @@ func (o *options) rolloutCommand() *cobra.Command {
 			Short: "Where the fleet's configuration rolls out: the version, the step, the proxies served it, and why it waits",
 			Args:  cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				_, configs, err := o.fleetConfigs(cmd.Context(), args[0])
+				c, configs, err := o.fleetConfigs(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
-				recorded, why := o.recordedRollout(cmd.Context(), args[0])
+				recorded, why := o.recordedRollout(cmd.Context(), c, args[0])
 				if err := printRollout(o.streams.Out, args[0], configs); err != nil {
 					return err
 				}
@@ -51,7 +51,7 @@ func (o *options) rolloutCommand() *cobra.Command {
 		},
 		&cobra.Command{
 			Use:   "promote <fleet>",
-			Short: "Promote the rollout's current step now, without waiting for its bake time; its proxies must still accept the version",
+			Short: "Promote the rollout's current step now, without waiting for its bake time or judging its proxies' figures; its proxies must still accept the version",
 			Args:  cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return o.order(cmd.Context(), args[0], true)
@@ -161,12 +161,23 @@ func (o *options) order(ctx context.Context, fleet string, promote bool) error {
 }
 
 // recordedRollout reads the rollout recorded in the history of fleet, in
-// the command's namespace; nil, and why, when it cannot be read (the
-// caller may not read the operator's namespace) or records none.
-func (o *options) recordedRollout(ctx context.Context, name string) (*publish.Rollout, string) {
+// the command's namespace, when its Envoy judges its steps by their
+// figures (spec.configRollout.analysis); nil, and why, when it cannot be
+// read (the caller may not read the operator's namespace), and nil alone
+// when the fleet has no analysis or the history records no rollout.
+func (o *options) recordedRollout(ctx context.Context, c versioned.Interface, name string) (*publish.Rollout, string) {
 	ns, err := o.namespace()
 	if err != nil {
 		return nil, err.Error()
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	e, err := c.ExampleV1().Envoys(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		return nil, err.Error()
+	case e.Spec.ConfigRollout == nil || e.Spec.ConfigRollout.Analysis == nil:
+		return nil, ""
 	}
 	cfg, err := o.config.ToRESTConfig()
 	if err != nil {
@@ -176,8 +187,6 @@ func (o *options) recordedRollout(ctx context.Context, name string) (*publish.Ro
 	if err != nil {
 		return nil, err.Error()
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
 	id := fleet.ID{Namespace: ns, Name: name}
 	cm, err := kc.CoreV1().ConfigMaps(o.operatorNamespace).Get(ctx, history.Name(id), metav1.GetOptions{})
 	if err != nil {
