@@ -10,14 +10,20 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/pkg/generated/clientset/versioned"
 )
 
 // The rollout commands act through the API server, with the caller's own
 // rights: status reads the fleet's EnvoyConfigs, whose status the operator
-// writes; promote and abort annotate the fleet's Envoy with an order the
+// writes, and, where the caller may read it, the fleet's recorded history
+// in the operator's namespace, for the verdicts of the steps judged by
+// their proxies' figures (spec.configRollout.analysis); promote and abort annotate the fleet's Envoy with an order the
 // operator carries out (examplev1.RolloutPromoteAnnotation and
 // RolloutAbortAnnotation), so that whoever may edit the Envoy may give it,
 // and nobody else.
@@ -32,16 +38,20 @@ func (o *options) rolloutCommand() *cobra.Command {
 			Short: "Where the fleet's configuration rolls out: the version, the step, the proxies served it, and why it waits",
 			Args:  cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				_, configs, err := o.fleetConfigs(cmd.Context(), args[0])
+				c, configs, err := o.fleetConfigs(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
-				return printRollout(o.streams.Out, args[0], configs)
+				recorded, why := o.recordedRollout(cmd.Context(), c, args[0])
+				if err := printRollout(o.streams.Out, args[0], configs); err != nil {
+					return err
+				}
+				return printVerdicts(o.streams.Out, currentRollout(configs), recorded, why)
 			},
 		},
 		&cobra.Command{
 			Use:   "promote <fleet>",
-			Short: "Promote the rollout's current step now, without waiting for its bake time; its proxies must still accept the version",
+			Short: "Promote the rollout's current step now, without waiting for its bake time or judging its proxies' figures; its proxies must still accept the version",
 			Args:  cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return o.order(cmd.Context(), args[0], true)
@@ -148,6 +158,68 @@ func (o *options) order(ctx context.Context, fleet string, promote bool) error {
 	}
 	fmt.Fprintf(o.streams.Out, "envoy.example.com/%s: ordered to %s the rollout (%s=%s)\n", fleet, what, key, value)
 	return nil
+}
+
+// recordedRollout reads the rollout recorded in the history of fleet, in
+// the command's namespace, when its Envoy judges its steps by their
+// figures (spec.configRollout.analysis); nil, and why, when it cannot be
+// read (the caller may not read the operator's namespace), and nil alone
+// when the fleet has no analysis or the history records no rollout.
+func (o *options) recordedRollout(ctx context.Context, c versioned.Interface, name string) (*publish.Rollout, string) {
+	ns, err := o.namespace()
+	if err != nil {
+		return nil, err.Error()
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	e, err := c.ExampleV1().Envoys(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		return nil, err.Error()
+	case e.Spec.ConfigRollout == nil || e.Spec.ConfigRollout.Analysis == nil:
+		return nil, ""
+	}
+	cfg, err := o.config.ToRESTConfig()
+	if err != nil {
+		return nil, err.Error()
+	}
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err.Error()
+	}
+	id := fleet.ID{Namespace: ns, Name: name}
+	cm, err := kc.CoreV1().ConfigMaps(o.operatorNamespace).Get(ctx, history.Name(id), metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Sprintf("the fleet's history in namespace %s cannot be read: %v", o.operatorNamespace, err)
+	}
+	h, err := history.Read(cm, o.operatorNamespace, id)
+	if err != nil {
+		return nil, fmt.Sprintf("the fleet's history is not usable: %v", err)
+	}
+	return h.Rollout, ""
+}
+
+// printVerdicts prints the verdicts of the steps of the rollout r (the
+// EnvoyConfigs' status) that its proxies' figures passed or aborted, as
+// recorded (nil, and why, when they cannot be read); nothing when there
+// is no rollout, or none judged.
+func printVerdicts(w io.Writer, r *examplev1.ConfigRolloutStatus, recorded *publish.Rollout, why string) error {
+	switch {
+	case r == nil:
+		return nil
+	case recorded == nil && why != "":
+		_, err := fmt.Fprintf(w, "\nstep verdicts not shown: %s\n", why)
+		return err
+	case recorded == nil || recorded.Revision != r.Version || len(recorded.Verdicts) == 0:
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tVERDICT\tSTEP PROXIES\tBASELINE\tFINDING")
+	for _, v := range recorded.Verdicts {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", v.Step+1, v.Outcome, v.Proxies, v.Baseline, orDash(v.Finding))
+	}
+	return tw.Flush()
 }
 
 // printRollout prints where the fleet's rollout stands.

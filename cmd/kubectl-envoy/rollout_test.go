@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
 func rolloutConfig(gen int64, published string, r *examplev1.ConfigRolloutStatus) examplev1.EnvoyConfig {
@@ -58,5 +60,49 @@ func TestPrintRollout(t *testing.T) {
 				t.Errorf("printed %q, want %q in it", b.String(), w)
 			}
 		}
+	}
+}
+
+// The verdicts of the steps judged by their proxies' figures are printed
+// when the recorded rollout is the one the EnvoyConfigs report; when the
+// history cannot be read, the status says why they are not.
+func TestPrintVerdicts(t *testing.T) {
+	r := &examplev1.ConfigRolloutStatus{Version: "v2", PreviousVersion: "v1", Phase: "Aborted", Step: 2}
+	recorded := &publish.Rollout{Revision: "v2", Previous: "v1", Phase: publish.RolloutAborted, Step: 1, Verdicts: []publish.StepVerdict{
+		{Step: 0, Outcome: analysis.Pass, Proxies: publish.StepFigures{Proxies: 1, Requests: 300, ErrorRatio: 0.0033, P99: 4.96},
+			Baseline: publish.StepFigures{Proxies: 3, Requests: 3000, P99: 4.96}},
+		{Step: 1, Outcome: analysis.Abort, Proxies: publish.StepFigures{Proxies: 2, Requests: 400, ErrorRatio: 0.62, P99: 4.96},
+			Baseline: publish.StepFigures{Proxies: 2, Requests: 2000, P99: 4.96},
+			Finding:  "proxy edge-1 http:ingress: 5xx-ratio 62.00%, above the ceiling of 5.00%"},
+	}}
+	for _, tc := range []struct {
+		name     string
+		r        *examplev1.ConfigRolloutStatus
+		recorded *publish.Rollout
+		why      string
+		want     []string
+	}{
+		{"both verdicts", r, recorded, "", []string{
+			"STEP  VERDICT  STEP PROXIES",
+			"1     Pass     300 requests of 1 proxy, 0.33% 5xx, p99 5.0ms     3000 requests of 3 proxies, 0.00% 5xx, p99 5.0ms  -",
+			"2     Abort    400 requests of 2 proxies, 62.00% 5xx, p99 5.0ms  2000 requests of 2 proxies, 0.00% 5xx, p99 5.0ms  proxy edge-1 http:ingress: 5xx-ratio 62.00%, above the ceiling of 5.00%"}},
+		{"another rollout recorded", &examplev1.ConfigRolloutStatus{Version: "v3"}, recorded, "", nil},
+		{"no rollout", nil, recorded, "", nil},
+		{"the history unreadable", r, nil, "forbidden", []string{"step verdicts not shown: forbidden"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := printVerdicts(&b, tc.r, tc.recorded, tc.why); err != nil {
+				t.Fatal(err)
+			}
+			if len(tc.want) == 0 && b.Len() > 0 {
+				t.Errorf("printed %q, want nothing", b.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("printed\n%s\nwant %q in it", b.String(), w)
+				}
+			}
+		})
 	}
 }

@@ -608,6 +608,18 @@ var invalidManifests = []badInput{
   configRollout: {steps: []}`},
 	{name: "envoy rollout negative bake", field: "spec.configRollout.bakeSeconds", why: "0", manifest: envoyHead + `spec:
   configRollout: {steps: [{proxies: 1}], bakeSeconds: -1}`},
+	{name: "envoy rollout analysis without requests", field: "spec.configRollout.analysis.minRequests", why: "1", manifest: envoyHead + `spec:
+  configRollout: {steps: [{proxies: 1}], analysis: {minRequests: 0}}`},
+	{name: "envoy rollout analysis ceiling over 100%", field: "spec.configRollout.analysis.resets.maxPercent", why: "100", manifest: envoyHead + `spec:
+  configRollout: {steps: [{proxies: 1}], analysis: {resets: {maxPercent: 150}}}`},
+	{name: "envoy rollout analysis bound below the baseline's share", field: "spec.configRollout.analysis.serverErrors.maxToBaselinePercent",
+		why: "maxToBaselinePercent must be 0 (no bound) or from 100", manifest: envoyHead + `spec:
+  configRollout: {steps: [{proxies: 1}], analysis: {serverErrors: {maxToBaselinePercent: 50}}}`},
+	{name: "envoy rollout analysis bound below the baseline's p99", field: "spec.configRollout.analysis.latencyP99.maxToBaselinePercent",
+		why: "maxToBaselinePercent must be 0 (no bound) or from 100", manifest: envoyHead + `spec:
+  configRollout: {steps: [{proxies: 1}], analysis: {latencyP99: {maxToBaselinePercent: 99}}}`},
+	{name: "envoy rollout analysis negative p99 ceiling", field: "spec.configRollout.analysis.latencyP99.maxMilliseconds", why: "0", manifest: envoyHead + `spec:
+  configRollout: {steps: [{proxies: 1}], analysis: {latencyP99: {maxMilliseconds: -1}}}`},
 	{name: "envoy autoscaling without a CPU request", field: "spec.autoscaling", why: "resources.requests.cpu", manifest: envoyHead + `spec:
   autoscaling: {maxReplicas: 4}`},
 	{name: "envoy autoscaling without maxReplicas", field: "spec.autoscaling.maxReplicas", why: "Required", manifest: envoyHead + `spec:
@@ -749,6 +761,19 @@ var validManifests = []struct{ name, manifest string }{
   configRollout:
     steps: [{proxies: 1}, {percent: 25}, {percent: 100}]
     bakeSeconds: 0`},
+	{"envoy rollout with the default analysis", head("Envoy", "rollout-analysis") + `spec:
+  configRollout:
+    steps: [{proxies: 1}]
+    analysis: {}`},
+	{"envoy rollout with every analysis bound off or at its edge", head("Envoy", "rollout-analysis-edges") + `spec:
+  configRollout:
+    steps: [{proxies: 1}]
+    analysis:
+      minRequests: 1
+      serverErrors: {maxPercent: 0, maxToBaselinePercent: 0}
+      resets: {maxPercent: 100, maxToBaselinePercent: 100}
+      connectFailures: {maxPercent: 1, maxToBaselinePercent: 100000}
+      latencyP99: {maxMilliseconds: 0, maxToBaselinePercent: 0}`},
 	{"envoy port without targetPort", head("Envoy", "no-target-port") + `spec:
   ports:
   - {name: http, port: 8080}`},

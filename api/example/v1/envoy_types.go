@@ -255,6 +255,100 @@ type EnvoyConfigRollout struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400
 	BakeSeconds *int32 `json:"bakeSeconds,omitempty"`
+
+	// Analysis, when set, judges each step by what its proxies served,
+	// from the stats they stream to the operator: once every proxy of the
+	// step accepted the new configuration, its proxies' requests, in the
+	// listeners and clusters the change touched, are held to the limits
+	// below and compared with those of the proxies still on the previous
+	// configuration (the baseline). A proxy past a limit aborts the
+	// rollout at once, as a rejection does; the step goes on once
+	// bakeSeconds passed and each of its proxies served at least
+	// minRequests requests within the limits. A step whose proxies serve
+	// fewer waits, and a proxy that sends no stats through the bake aborts
+	// it. {} sets every default.
+	// +optional
+	Analysis *EnvoyConfigRolloutAnalysis `json:"analysis,omitempty"`
+}
+
+// EnvoyConfigRolloutAnalysis is what a rollout's step is held to. Each
+// limit has a ceiling, in absolute terms, and a bound relative to the
+// baseline's value, in percent of it (200: at most twice the baseline's).
+// The relative bound applies only where the baseline served at least
+// minRequests requests, and only above 1% for a share and above 100 ms for
+// a duration, so that a baseline without any error does not make one error
+// an abort. 0 turns a bound off.
+type EnvoyConfigRolloutAnalysis struct {
+	// MinRequests is how many requests a proxy of the step serves, in the
+	// scopes judged, before it can pass; a scope with fewer is not judged.
+	// Defaults to 50.
+	// +optional
+	// +kubebuilder:default=50
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	MinRequests *int32 `json:"minRequests,omitempty"`
+
+	// ServerErrors bounds the share of responses with a 5xx status.
+	// Defaults to at most 5%, and twice the baseline's.
+	// +optional
+	// +kubebuilder:default={}
+	ServerErrors *EnvoyRolloutShareLimit `json:"serverErrors,omitempty"`
+
+	// Resets bounds the share of requests reset, downstream or upstream.
+	// Defaults to at most 5%, and twice the baseline's.
+	// +optional
+	// +kubebuilder:default={}
+	Resets *EnvoyRolloutShareLimit `json:"resets,omitempty"`
+
+	// ConnectFailures bounds the failed connections to the upstream
+	// clusters, per request. Defaults to at most 5%, and twice the
+	// baseline's.
+	// +optional
+	// +kubebuilder:default={}
+	ConnectFailures *EnvoyRolloutShareLimit `json:"connectFailures,omitempty"`
+
+	// LatencyP99 bounds the 99th percentile of the requests' duration.
+	// Defaults to no ceiling, and twice the baseline's.
+	// +optional
+	// +kubebuilder:default={}
+	LatencyP99 *EnvoyRolloutLatencyLimit `json:"latencyP99,omitempty"`
+}
+
+// EnvoyRolloutShareLimit bounds a share of a step's proxy's requests.
+type EnvoyRolloutShareLimit struct {
+	// MaxPercent is the ceiling, in percent of the requests; 0: none.
+	// Defaults to 5.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	MaxPercent *int32 `json:"maxPercent,omitempty"`
+
+	// MaxToBaselinePercent is the bound relative to the baseline's share,
+	// in percent of it: 200 is twice the baseline's; 0: none. Defaults to
+	// 200.
+	// +optional
+	// +kubebuilder:default=200
+	// +kubebuilder:validation:XValidation:rule="self == 0 || (self >= 100 && self <= 100000)",message="maxToBaselinePercent must be 0 (no bound) or from 100 (the baseline's own share) to 100000"
+	MaxToBaselinePercent *int32 `json:"maxToBaselinePercent,omitempty"`
+}
+
+// EnvoyRolloutLatencyLimit bounds a duration of a step's proxy's requests.
+type EnvoyRolloutLatencyLimit struct {
+	// MaxMilliseconds is the ceiling, in milliseconds; 0: none. Defaults to
+	// 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600000
+	MaxMilliseconds *int32 `json:"maxMilliseconds,omitempty"`
+
+	// MaxToBaselinePercent is the bound relative to the baseline's
+	// duration, in percent of it: 200 is twice the baseline's; 0: none.
+	// Defaults to 200.
+	// +optional
+	// +kubebuilder:default=200
+	// +kubebuilder:validation:XValidation:rule="self == 0 || (self >= 100 && self <= 100000)",message="maxToBaselinePercent must be 0 (no bound) or from 100 (the baseline's own duration) to 100000"
+	MaxToBaselinePercent *int32 `json:"maxToBaselinePercent,omitempty"`
 }
 
 // EnvoyConfigRolloutStep is one step of a rollout: a number of proxies or a

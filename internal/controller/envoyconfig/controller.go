@@ -232,6 +232,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	rec := stored(w)
 	if leader && !w.unrecorded() {
 		rec = r.record(ctx, w, ir, reports)
+	} else {
+		exportStep(w.id.String(), rec.rollout) // only the leader judges a step: none here
 	}
 	if res, ends := rec.ends(); ends {
 		return res, nil

@@ -23,6 +23,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history/store"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
@@ -85,6 +86,7 @@ func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR, repo
 	in := publish.RolloutInput{Policy: rolloutPolicy(w.envoy), Proxies: report.Answers(reports, w.id.String()), Now: r.now()}
 	in.Promote, in.Abort = rolloutOrders(w.envoy)
 	rec.rollout = publish.Roll(prev, &d, in)
+	exportStep(w.id.String(), rec.rollout)
 	r.accepted.note(w.id, d.History)
 	if rec.readable && !changedBeyondAccepted(d, rec.history) {
 		return rec
@@ -122,7 +124,45 @@ func rolloutPolicy(e *examplev1.Envoy) *publish.RolloutPolicy {
 	for _, st := range e.Spec.ConfigRollout.Steps {
 		p.Steps = append(p.Steps, publish.RolloutStep{Proxies: ptr.Deref(st.Proxies, 0), Percent: ptr.Deref(st.Percent, 0)})
 	}
+	p.Analysis = rolloutThresholds(e.Spec.ConfigRollout.Analysis)
 	return p
+}
+
+// rolloutThresholds are the thresholds of a rollout's analysis a (nil:
+// none); a field not set, as in an object stored before the API server
+// defaulted it, takes the default of analysis.DefaultThresholds, as the
+// API's defaults are.
+func rolloutThresholds(a *examplev1.EnvoyConfigRolloutAnalysis) *analysis.Thresholds {
+	if a == nil {
+		return nil
+	}
+	th := analysis.DefaultThresholds
+	if a.MinRequests != nil {
+		th.MinRequests = uint64(max(*a.MinRequests, 0))
+	}
+	share := func(l *analysis.Limit, in *examplev1.EnvoyRolloutShareLimit) {
+		if in == nil {
+			return
+		}
+		if in.MaxPercent != nil {
+			l.Max = float64(*in.MaxPercent) / 100
+		}
+		if in.MaxToBaselinePercent != nil {
+			l.ToBaseline = float64(*in.MaxToBaselinePercent) / 100
+		}
+	}
+	share(&th.ErrorRatio, a.ServerErrors)
+	share(&th.ResetRatio, a.Resets)
+	share(&th.ConnectFailureRatio, a.ConnectFailures)
+	if l := a.LatencyP99; l != nil {
+		if l.MaxMilliseconds != nil {
+			th.P99.Max = float64(*l.MaxMilliseconds)
+		}
+		if l.MaxToBaselinePercent != nil {
+			th.P99.ToBaseline = float64(*l.MaxToBaselinePercent) / 100
+		}
+	}
+	return &th
 }
 
 // rolloutOrders reads the orders to promote or abort a rollout given on

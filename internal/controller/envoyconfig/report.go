@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -219,6 +220,15 @@ func rolloutState(h publish.History, d publish.RolloutDecision) *RolloutState {
 	}
 	switch {
 	case r.Phase != publish.RolloutProgressing:
+	case d.Judged != nil && d.Action == publish.RolloutWaits:
+		// Judged by its proxies' figures: they change as the proxies
+		// report, and the status tells them.
+		why := d.Judged.Finding
+		if !d.BakeEnds.IsZero() {
+			why = strings.TrimSuffix("the step bakes until "+d.BakeEnds.UTC().Format(time.RFC3339)+"; "+why, "; ")
+		}
+		st.Waiting = fmt.Sprintf("its proxies accepted it and are judged by what they serve: %s (the step's %s; the baseline's %s)",
+			why, d.Judged.Proxies, d.Judged.Baseline)
 	case !d.BakeEnds.IsZero():
 		st.Waiting = "its proxies accepted it; the step bakes until " + d.BakeEnds.UTC().Format(time.RFC3339)
 	default:

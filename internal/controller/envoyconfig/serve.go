@@ -80,6 +80,7 @@ func (r *Reconciler) forget(ctx context.Context, w *world, leader bool) error {
 	r.Server.ClearFleet(w.id.String())
 	r.accepted.forget(w.id)
 	r.awaiting.forget(w.id)
+	exportStep(w.id.String(), publish.RolloutDecision{}) // no step of it is judged any more
 	if !leader {
 		return nil
 	}

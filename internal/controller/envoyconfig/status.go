@@ -83,7 +83,10 @@ func (r *RolloutState) status() *examplev1.ConfigRolloutStatus {
 // aborted describes an aborted rollout.
 func (r RolloutState) aborted() string {
 	why := "it was aborted by hand"
-	if a := r.Aborted; a != nil && !a.ByHand {
+	switch a := r.Aborted; {
+	case a != nil && a.Metric != "":
+		why = "its analysis failed: " + a.Detail
+	case a != nil && !a.ByHand:
 		why = fmt.Sprintf("proxy %q rejected it: %s", a.Proxy, a.Detail)
 	}
 	return fmt.Sprintf("the rollout of version %s was aborted (%s); every proxy is served version %s until the content changes", r.Revision, why, r.Previous)
@@ -114,7 +117,10 @@ func Status(c *examplev1.EnvoyConfig, s State) examplev1.EnvoyConfigStatus {
 	}[cs.Choice]
 
 	withheld := ""
-	if w := cs.Withheld; w != nil && w.Rollout {
+	if w := cs.Withheld; w != nil && w.Rollout && w.Analysis {
+		withheld = fmt.Sprintf("the rollout of this change in version %s failed its analysis on its first proxies (%s); it is withheld until the content changes, and the fleet's other EnvoyConfigs are served; %s",
+			w.Version, w.Detail, kept)
+	} else if w != nil && w.Rollout {
 		withheld = fmt.Sprintf("proxy %q, of the first proxies of its rollout, rejected this change in version %s (%s); it is withheld until the content changes, and the fleet's other EnvoyConfigs are served; %s",
 			w.Node, w.Version, w.Detail, kept)
 	} else if w != nil {

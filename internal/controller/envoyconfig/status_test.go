@@ -152,3 +152,34 @@ func TestUnattributedRejection(t *testing.T) {
 		t.Errorf("the EnvoyConfig whose change is withheld: %+v", d)
 	}
 }
+
+// A rollout aborted by its step's figures: the other EnvoyConfigs' Published
+// and Degraded conditions say RolloutAborted with the proxy, the metric, its
+// value and the threshold; the author's, whose change is withheld, say so
+// with the same figures.
+func TestStatusOfAnalysisAbort(t *testing.T) {
+	c := statusOf(true, "v1", nil, "")
+	detail := "proxy edge-abc-1 http:ingress: 5xx-ratio 62.00%, above the ceiling of 5.00%"
+	aborted := publish.Rollout{Revision: "v2", Previous: "v1", Phase: publish.RolloutAborted,
+		Aborted: &publish.RolloutAbort{Proxy: "edge-abc-1", Scope: "http:ingress", Metric: "5xx-ratio", Value: 0.62, Threshold: 0.05, Detail: detail}}
+	s := State{PublishedVersion: "v2", Rollout: &RolloutState{Rollout: aborted, Proxies: 3}, Config: translate.ConfigStatus{Choice: translate.ChoiceCurrent}}
+	st := Status(c, s)
+	for _, typ := range []string{examplev1.EnvoyConfigConditionPublished, examplev1.EnvoyConfigConditionDegraded} {
+		got := meta.FindStatusCondition(st.Conditions, typ)
+		if got == nil || got.Reason != examplev1.EnvoyConfigReasonRolloutAborted || !strings.Contains(got.Message, "its analysis failed: "+detail) {
+			t.Errorf("%s = %+v", typ, got)
+		}
+	}
+	if st.Rollout == nil || !strings.Contains(st.Rollout.Message, detail) {
+		t.Errorf("status.rollout = %+v", st.Rollout)
+	}
+	w := translate.Withheld{Content: "x", Version: "v2", Rollout: true, Analysis: true, Detail: detail, Node: "edge-abc-1"}
+	s.Config = translate.ConfigStatus{Choice: translate.ChoicePublished, Withheld: &w}
+	st = Status(c, s)
+	for _, typ := range []string{examplev1.EnvoyConfigConditionAccepted, examplev1.EnvoyConfigConditionDegraded} {
+		got := meta.FindStatusCondition(st.Conditions, typ)
+		if got == nil || got.Reason != examplev1.EnvoyConfigReasonWithheld || !strings.Contains(got.Message, "failed its analysis on its first proxies ("+detail+")") {
+			t.Errorf("the author's %s = %+v", typ, got)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -249,7 +250,9 @@ func TestAdoptLegacy(t *testing.T) {
 // revision the rollout serves the other proxies.
 func TestHistoryKeepsItsRollout(t *testing.T) {
 	served, previous := recorded("b", false), recorded("a", false)
-	r := publish.Rollout{Revision: served.Version, Previous: previous.Version, Phase: publish.RolloutProgressing, Cut: "00000000000000ff"}
+	r := publish.Rollout{Revision: served.Version, Previous: previous.Version, Phase: publish.RolloutProgressing, Step: 1, Cut: "00000000000000ff",
+		Verdicts: []publish.StepVerdict{{Step: 0, Outcome: "Pass", Proxies: publish.StepFigures{Proxies: 1, Requests: 200, ErrorRatio: 0.005, P99: 4.96},
+			Baseline: publish.StepFigures{Proxies: 3, Requests: 3000, P99: 4.96}}}}
 	h := publish.History{Current: served.Version, Revisions: []publish.Revision{served, previous}, Rollout: &r}
 	cm, err := ConfigMap(operatorNS, edge, h)
 	if err != nil {
@@ -262,7 +265,7 @@ func TestHistoryKeepsItsRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Rollout == nil || *got.Rollout != r {
+	if got.Rollout == nil || !reflect.DeepEqual(*got.Rollout, r) {
 		t.Errorf("read back rollout %+v, want %+v", got.Rollout, r)
 	}
 

@@ -259,7 +259,17 @@ func (h *History) withhold(rev Revision, before *Revision, acks Acks) []string {
 	if before != nil {
 		base = before.Configs
 	}
-	names := translate.Attribute(rev.Configs, base, acks.LastNACKType, acks.LastNACK)
+	return h.withholdNamed(rev, before, acks, translate.Attribute(rev.Configs, base, acks.LastNACKType, acks.LastNACK))
+}
+
+// withholdNamed records as withheld the content that the EnvoyConfigs
+// names have in rev, as withhold does once it attributed the rejection to
+// them, and returns their names.
+func (h *History) withholdNamed(rev Revision, before *Revision, acks Acks, names []string) []string {
+	var base []translate.Config
+	if before != nil {
+		base = before.Configs
+	}
 	for _, name := range names {
 		for _, c := range rev.Configs {
 			if c.Name != name {

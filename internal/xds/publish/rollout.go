@@ -54,6 +54,11 @@ type RolloutPolicy struct {
 	// Bake is how long a step's proxies run the new revision, all of them
 	// having accepted it, before the next step.
 	Bake time.Duration
+	// Analysis, when set, are the thresholds a step's proxies are held to
+	// once they all accepted the revision: the step is judged by what they
+	// served against what the baseline served (analysis.Judge). Nil: the
+	// step is judged by its proxies' acceptance and its bake alone.
+	Analysis *analysis.Thresholds
 }
 
 // RolloutPhase is where a rollout stands.
@@ -94,18 +99,80 @@ type Rollout struct {
 	PromotedByHand bool `json:"promotedByHand,omitempty"`
 	// Aborted says why an aborted rollout was aborted.
 	Aborted *RolloutAbort `json:"aborted,omitempty"`
+	// Verdicts are the verdicts of the steps judged by their proxies'
+	// figures (RolloutPolicy.Analysis) that passed or aborted, in order;
+	// at most one for each of the policy's steps.
+	Verdicts []StepVerdict `json:"verdicts,omitempty"`
+}
+
+// StepVerdict is the verdict of a step judged by its proxies' figures.
+type StepVerdict struct {
+	// Step is the index of the step in the policy's steps.
+	Step    int              `json:"step"`
+	Outcome analysis.Outcome `json:"outcome"`
+	// Proxies are the figures of the step's proxies together, Baseline
+	// those of the proxies on the previous revision, in the scopes judged.
+	Proxies  StepFigures `json:"proxies"`
+	Baseline StepFigures `json:"baseline"`
+	// Finding is what decided an abort, or why a step waits, as a
+	// sentence; empty for a pass, and for a step that waits only for its
+	// bake.
+	Finding string `json:"finding,omitempty"`
+}
+
+// StepFigures are a set of proxies' figures together, in the scopes
+// judged: the number of requests, and the share of them with a 5xx status,
+// reset, or whose upstream connection failed (0 to 1), and the 99th
+// percentile of their duration in milliseconds (0 when there was none).
+type StepFigures struct {
+	Proxies             int     `json:"proxies"`
+	Requests            uint64  `json:"requests"`
+	ErrorRatio          float64 `json:"5xxRatio,omitempty"`
+	ResetRatio          float64 `json:"resetRatio,omitempty"`
+	ConnectFailureRatio float64 `json:"connectFailureRatio,omitempty"`
+	P99                 float64 `json:"p99Ms,omitempty"`
+}
+
+// String reads "12 requests of 3 proxies, 0.50% 5xx, p99 3.2ms".
+func (f StepFigures) String() string {
+	proxies := "proxies"
+	if f.Proxies == 1 {
+		proxies = "proxy"
+	}
+	s := fmt.Sprintf("%d requests of %d %s, %.2f%% 5xx", f.Requests, f.Proxies, proxies, 100*f.ErrorRatio)
+	if f.ResetRatio > 0 {
+		s += fmt.Sprintf(", %.2f%% reset", 100*f.ResetRatio)
+	}
+	if f.ConnectFailureRatio > 0 {
+		s += fmt.Sprintf(", %.2f%% failed connections", 100*f.ConnectFailureRatio)
+	}
+	if f.Requests > 0 {
+		s += fmt.Sprintf(", p99 %.1fms", f.P99)
+	}
+	return s
 }
 
 // RolloutAbort is why a rollout was aborted.
 type RolloutAbort struct {
-	// Proxy is the node id of the proxy that rejected the revision.
+	// Proxy is the node id of the proxy that rejected the revision, or
+	// whose figures aborted the step.
 	Proxy string `json:"proxy,omitempty"`
 	// Detail is its error_detail, cut to MaxDetail, and Type the type URL
-	// it rejected.
+	// it rejected. For an abort on the proxy's figures, Detail says them
+	// as a sentence.
 	Detail string `json:"detail"`
 	Type   string `json:"type,omitempty"`
 	// ByHand: aborted by a person, not by a rejection.
 	ByHand bool `json:"byHand,omitempty"`
+	// Scope, Metric, Value, Threshold and Baseline are set for an abort on
+	// the proxy's figures (analysis.Finding): the scope ("" for all those
+	// judged), the metric, its value, the threshold it passed, and the
+	// baseline's value when the threshold is relative to it.
+	Scope     string  `json:"scope,omitempty"`
+	Metric    string  `json:"metric,omitempty"`
+	Value     float64 `json:"value,omitempty"`
+	Threshold float64 `json:"threshold,omitempty"`
+	Baseline  float64 `json:"baseline,omitempty"`
 }
 
 // Serves returns the version served to the proxy of node id node; empty
@@ -150,6 +217,7 @@ func (r Rollout) clone() Rollout {
 		a := *r.Aborted
 		r.Aborted = &a
 	}
+	r.Verdicts = slices.Clone(r.Verdicts)
 	return r
 }
 
@@ -187,6 +255,11 @@ func Roll(prev History, d *Decision, in RolloutInput) RolloutDecision {
 		in.Policy = nil
 	}
 	in.State, in.Target, in.Rollback = state, d.History.Current, d.Action == RollBack
+	if in.Policy != nil && in.Policy.Analysis != nil && state.Phase == RolloutProgressing && state.Revision == in.Target {
+		if before, after := d.History.Find(state.Previous), d.History.Find(state.Revision); before != nil && after != nil {
+			in.Touched = TouchedScopes(before.Configs, after.Configs)
+		}
+	}
 	rd := StepRollout(in)
 	d.History.Rollout = nil
 	if rd.Rollout.Phase != RolloutComplete && d.History.Current != "" {
@@ -195,7 +268,7 @@ func Roll(prev History, d *Decision, in RolloutInput) RolloutDecision {
 	}
 	d.Events = append(d.Events, rd.Events...)
 	if a := rd.Rollout.Aborted; rd.Action == RolloutAborts && !a.ByHand {
-		d.withholdAborted(rd.Rollout)
+		d.withholdAborted(rd.Rollout, in.Touched)
 	}
 	return rd
 }
@@ -205,17 +278,25 @@ func Roll(prev History, d *Decision, in RolloutInput) RolloutDecision {
 // the revision every proxy runs (r.Previous), and withholds their change,
 // as Decide does when every proxy rejects a revision: the fleet's next
 // revision leaves it out, and rolls out the other EnvoyConfigs' changes.
-func (d *Decision) withholdAborted(r Rollout) {
+// An abort on a proxy's figures in a scope the change touched is
+// attributed to the EnvoyConfigs whose change touched it (touched).
+func (d *Decision) withholdAborted(r Rollout, touched Touched) {
 	cur := d.History.Served()
 	if cur == nil || cur.Version != r.Revision {
 		return
 	}
 	rejected := *cur
 	rejected.Rejected = r.Aborted.Detail
-	names := d.History.withhold(rejected, d.History.Find(r.Previous), Acks{LastNACK: r.Aborted.Detail, LastNACKType: r.Aborted.Type, LastNACKNode: r.Aborted.Proxy})
+	acks := Acks{LastNACK: r.Aborted.Detail, LastNACKType: r.Aborted.Type, LastNACKNode: r.Aborted.Proxy}
+	var names []string
+	if by := touched[r.Aborted.Scope]; r.Aborted.Scope != "" && len(by) > 0 {
+		names = d.History.withholdNamed(rejected, d.History.Find(r.Previous), acks, by)
+	} else {
+		names = d.History.withhold(rejected, d.History.Find(r.Previous), acks)
+	}
 	for _, name := range names {
 		w := d.History.Withheld[name]
-		w.Rollout = true
+		w.Rollout, w.Analysis = true, r.Aborted.Metric != ""
 		d.History.Withheld[name] = w
 	}
 	d.Withheld = append(d.Withheld, names...)
@@ -224,7 +305,8 @@ func (d *Decision) withholdAborted(r Rollout) {
 func (r Rollout) equal(o Rollout) bool {
 	return r.Revision == o.Revision && r.Previous == o.Previous && r.Phase == o.Phase && r.Step == o.Step &&
 		r.StepStarted.Equal(o.StepStarted) && r.Cut == o.Cut && r.PromotedByHand == o.PromotedByHand &&
-		(r.Aborted == nil) == (o.Aborted == nil) && (r.Aborted == nil || *r.Aborted == *o.Aborted)
+		(r.Aborted == nil) == (o.Aborted == nil) && (r.Aborted == nil || *r.Aborted == *o.Aborted) &&
+		slices.Equal(r.Verdicts, o.Verdicts)
 }
 
 // rank is a node id's place in the order of leadership.
@@ -343,6 +425,10 @@ type RolloutInput struct {
 	Rollback bool
 	// Proxies are the fleet's connected proxies, on every replica, by node id.
 	Proxies map[string]ProxyAnswer
+	// Touched are the scopes the change rolled out touched (TouchedScopes):
+	// a step judged by its proxies' figures is judged in those. Empty: in
+	// every scope.
+	Touched Touched
 	Now     time.Time
 	// Promote and Abort are the orders given by hand, if any.
 	Promote, Abort *RolloutOrder
@@ -391,6 +477,9 @@ type RolloutDecision struct {
 	// Superseded is the revision whose rollout a new one cut short.
 	Superseded string
 	Events     []Event
+	// Judged, when the step was judged by its proxies' figures, is its
+	// verdict and the figures it was judged by.
+	Judged *StepVerdict
 }
 
 // Changed reports whether the rollout must be recorded.
@@ -410,9 +499,19 @@ func (d RolloutDecision) Changed(prev Rollout) bool { return !d.Rollout.equal(pr
 //     proxy and its error_detail are recorded, and the revision is not
 //     rolled out again until the target changes.
 //  3. A step is promoted when every connected proxy of the step accepted
-//     the revision and its bake time passed since it began. A promotion by
-//     hand skips the bake, never the proxies' acceptance. A step that would
-//     add no proxy is passed over; after the last step the rollout completes.
+//     the revision and its bake time passed since it began. With analysis
+//     in the policy, a step whose proxies all accepted is judged instead by
+//     what they served (analysis.Judge; see judgeStep): the step's proxies'
+//     windows against the baseline's (the connected proxies that answer
+//     Previous), in the scopes the change touched (Touched), over the time
+//     since the step began, with the policy's bake. A Pass promotes it; an
+//     Abort aborts the rollout as a rejection does, recording the finding
+//     that decided it; a Wait waits, and Waiting says why, with the
+//     figures. A step that passed or aborted records its verdict
+//     (Rollout.Verdicts); one that waits records nothing new. A promotion
+//     by hand skips the bake and the analysis, never the proxies'
+//     acceptance. A step that would add no proxy is passed over; after the
+//     last step the rollout completes.
 //  4. When every proxy of a step has left while others are connected, the
 //     step's proxies are chosen again among them, and its bake starts again.
 func StepRollout(in RolloutInput) RolloutDecision {
@@ -486,16 +585,19 @@ func StepRollout(in RolloutInput) RolloutDecision {
 			}
 		}
 	}
-	if abort != nil {
+	aborts := func(abort *RolloutAbort, msg string) RolloutDecision {
 		s.Phase, s.Aborted, s.Cut, s.PromotedByHand = RolloutAborted, abort, "", false
 		d.Action = RolloutAborts
+		d.Events = append(d.Events, Event{Warning: true, Reason: ReasonRolloutAborted, Message: fmt.Sprintf(
+			"%s: every proxy is served version %s again", msg, s.Previous)})
+		return d.finish(s, nodes)
+	}
+	if abort != nil {
 		msg := fmt.Sprintf("the rollout of version %s was aborted by hand at step %d", s.Revision, step+1)
 		if !abort.ByHand {
 			msg = fmt.Sprintf("proxy %s rejected version %s at step %d (%s)", abort.Proxy, s.Revision, step+1, abort.Detail)
 		}
-		d.Events = append(d.Events, Event{Warning: true, Reason: ReasonRolloutAborted, Message: fmt.Sprintf(
-			"%s: every proxy is served version %s again", msg, s.Previous)})
-		return d.finish(s, nodes)
+		return aborts(abort, msg)
 	}
 
 	if o := in.Promote; o != nil && o.Revision == s.Revision && o.Step == s.Step {
@@ -533,7 +635,35 @@ func StepRollout(in RolloutInput) RolloutDecision {
 			step+1, len(steps), len(pending), len(leading), s.Revision, names(pending))
 		return d.finish(s, nodes)
 	}
-	if left := s.StepStarted.Add(in.Policy.Bake).Sub(now); left > 0 && !s.PromotedByHand {
+	left := s.StepStarted.Add(in.Policy.Bake).Sub(now)
+	var passed string // the judged step's figures, for the promotion's event
+	switch {
+	case s.PromotedByHand:
+	case in.Policy.Analysis != nil:
+		v := judgeStep(in, s, step, leading, nodes, now)
+		d.Judged = &v.StepVerdict
+		switch v.Outcome {
+		case analysis.Abort:
+			f := v.finding
+			s.Verdicts = keepVerdicts(s.Verdicts, v.StepVerdict, len(steps))
+			d.Judged = &s.Verdicts[len(s.Verdicts)-1]
+			return aborts(&RolloutAbort{Proxy: f.Proxy, Detail: v.Finding, Scope: f.Scope, Metric: string(f.Metric),
+				Value: f.Value, Threshold: f.Threshold, Baseline: f.Baseline},
+				fmt.Sprintf("version %s failed its analysis at step %d: %s (the step's %s; the baseline's %s)",
+					s.Revision, step+1, v.Finding, v.Proxies, v.Baseline))
+		case analysis.Wait:
+			why := cmp.Or(v.Finding, fmt.Sprintf("baking, %s left", left.Round(time.Second)))
+			d.Action, d.Waiting = RolloutWaits, fmt.Sprintf("step %d of %d: %s (the step's %s; the baseline's %s)",
+				step+1, len(steps), why, v.Proxies, v.Baseline)
+			if left > 0 {
+				d.RecheckAfter, d.BakeEnds = left, s.StepStarted.Add(in.Policy.Bake)
+			}
+			return d.finish(s, nodes)
+		}
+		s.Verdicts = keepVerdicts(s.Verdicts, v.StepVerdict, len(steps))
+		d.Judged = &s.Verdicts[len(s.Verdicts)-1]
+		passed = fmt.Sprintf("; step %d passed its analysis: the step's %s, the baseline's %s", step+1, v.Proxies, v.Baseline)
+	case left > 0:
 		d.Action, d.Waiting = RolloutWaits, fmt.Sprintf("step %d of %d: baking, %s left", step+1, len(steps), left.Round(time.Second))
 		d.RecheckAfter, d.BakeEnds = left, s.StepStarted.Add(in.Policy.Bake)
 		return d.finish(s, nodes)
@@ -547,15 +677,103 @@ func StepRollout(in RolloutInput) RolloutDecision {
 			s.Step, s.Cut, s.StepStarted, s.PromotedByHand = i, cutFor(steps, i, nodes), now, false
 			d.Action = RolloutPromotes
 			d.Events = append(d.Events, Event{Reason: ReasonRolloutPromoted, Message: fmt.Sprintf(
-				"version %s is served to %s (step %d of %d)", s.Revision, stepProxies(s, i, steps, nodes), i+1, len(steps))})
+				"version %s is served to %s (step %d of %d)%s", s.Revision, stepProxies(s, i, steps, nodes), i+1, len(steps), passed)})
 			return d.finish(s, nodes)
 		}
 	}
 	s = Rollout{Revision: s.Revision, Phase: RolloutComplete}
 	d.Action = RolloutCompletes
 	d.Events = append(d.Events, Event{Reason: ReasonRolloutCompleted, Message: fmt.Sprintf(
-		"version %s is served to every proxy", s.Revision)})
+		"version %s is served to every proxy%s", s.Revision, passed)})
 	return d.finish(s, nodes)
+}
+
+// judged is a step's verdict as StepRollout records it, and the finding
+// that decided it.
+type judged struct {
+	StepVerdict
+	finding analysis.Finding
+}
+
+// judgeStep judges step, whose proxies (leading) all accepted s.Revision,
+// by their windows against the baseline's: the connected proxies outside
+// the step that answer s.Previous. A proxy without a window is silent.
+// Only the scopes the change touched are judged, all when it touched none.
+func judgeStep(in RolloutInput, s Rollout, step int, leading, nodes []string, now time.Time) judged {
+	scopes := in.Touched.Scopes()
+	proxyOf := func(node string) analysis.Proxy {
+		w := in.Proxies[node].Window
+		p := analysis.Proxy{Node: node, Reported: w != nil && w.Reports > 0, Scopes: map[string]analysis.Figures{}}
+		if w == nil {
+			return p
+		}
+		for scope, f := range w.Scopes {
+			if len(scopes) == 0 || slices.Contains(scopes, scope) {
+				p.Scopes[scope] = f
+			}
+		}
+		return p
+	}
+	var stepProxies, baseline []analysis.Proxy
+	for _, node := range nodes {
+		switch {
+		case s.leads(node):
+			stepProxies = append(stepProxies, proxyOf(node))
+		case in.Proxies[node].Acked == s.Previous:
+			baseline = append(baseline, proxyOf(node))
+		}
+	}
+	v := analysis.Judge(analysis.Input{Step: stepProxies, Baseline: baseline, Elapsed: max(now.Sub(s.StepStarted), 0),
+		Bake: in.Policy.Bake, Thresholds: *in.Policy.Analysis})
+	out := judged{StepVerdict: StepVerdict{Step: step, Outcome: v.Outcome, Proxies: figuresOf(stepProxies), Baseline: figuresOf(baseline)}}
+	// A step that waits only for its bake has no finding to tell.
+	if f := v.Findings; len(f) > 0 && v.Outcome != analysis.Pass && (f[0].Proxy != "" || f[0].Metric != "") {
+		out.finding = f[0]
+		out.Finding = Truncate(sentence(f[0]))
+	}
+	return out
+}
+
+// sentence says a finding: "proxy envoy-abc-1 http:ingress: 5xx-ratio
+// 62.00%, above the ceiling of 5.00%".
+func sentence(f analysis.Finding) string {
+	switch {
+	case f.Proxy == "":
+		return f.Reason
+	case f.Scope != "":
+		return fmt.Sprintf("proxy %s %s: %s %s", f.Proxy, f.Scope, f.Metric, f.Reason)
+	}
+	return fmt.Sprintf("proxy %s: %s %s", f.Proxy, f.Metric, f.Reason)
+}
+
+// figuresOf adds proxies' figures up.
+func figuresOf(proxies []analysis.Proxy) StepFigures {
+	var total analysis.Figures
+	for _, p := range proxies {
+		for _, f := range p.Scopes {
+			total = total.Add(f)
+		}
+	}
+	out := StepFigures{Proxies: len(proxies), Requests: total.Requests}
+	if total.Requests > 0 {
+		n := float64(total.Requests)
+		out.ErrorRatio = float64(total.Errors5xx) / n
+		out.ResetRatio = float64(total.Resets) / n
+		out.ConnectFailureRatio = float64(total.ConnectFailures) / n
+	}
+	if p99, ok := total.Duration.Quantile(0.99); ok {
+		out.P99 = p99
+	}
+	return out
+}
+
+// keepVerdicts appends v to verdicts, keeping the last n at most.
+func keepVerdicts(verdicts []StepVerdict, v StepVerdict, n int) []StepVerdict {
+	out := append(slices.Clone(verdicts), v)
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
 }
 
 func (d RolloutDecision) finish(s Rollout, nodes []string) RolloutDecision {

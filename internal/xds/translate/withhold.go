@@ -27,6 +27,11 @@ type Withheld struct {
 	// Rollout: the rejection aborted the revision's rollout, whose other
 	// proxies were never served it.
 	Rollout bool `json:"rollout,omitempty"`
+	// Analysis: what aborted the rollout was not a rejection but the
+	// figures of a proxy of its step, beyond the rollout's analysis limits
+	// in a scope the change touched; Detail says them, and Node is that
+	// proxy.
+	Analysis bool `json:"analysis,omitempty"`
 	// TypeURL is the type the proxies rejected ("" when not known); Detail
 	// the error_detail a proxy gave, and Node that proxy's node id.
 	TypeURL string `json:"typeURL,omitempty"`

@@ -44,6 +44,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.EnvoyConfigApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyConfigRollout"):
 		return &examplev1.EnvoyConfigRolloutApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("EnvoyConfigRolloutAnalysis"):
+		return &examplev1.EnvoyConfigRolloutAnalysisApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyConfigRolloutStep"):
 		return &examplev1.EnvoyConfigRolloutStepApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyConfigSpec"):
@@ -60,6 +62,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &examplev1.EnvoyPortApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoyResources"):
 		return &examplev1.EnvoyResourcesApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("EnvoyRolloutLatencyLimit"):
+		return &examplev1.EnvoyRolloutLatencyLimitApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("EnvoyRolloutShareLimit"):
+		return &examplev1.EnvoyRolloutShareLimitApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoySpec"):
 		return &examplev1.EnvoySpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("EnvoySpreadConstraint"):

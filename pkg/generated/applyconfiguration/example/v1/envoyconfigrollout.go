@@ -18,6 +18,18 @@ type EnvoyConfigRolloutApplyConfiguration struct {
 	// BakeSeconds is how long a step's proxies run the new configuration,
 	// all of them having accepted it, before the next step. Defaults to 60.
 	BakeSeconds *int32 `json:"bakeSeconds,omitempty"`
+	// Analysis, when set, judges each step by what its proxies served,
+	// from the stats they stream to the operator: once every proxy of the
+	// step accepted the new configuration, its proxies' requests, in the
+	// listeners and clusters the change touched, are held to the limits
+	// below and compared with those of the proxies still on the previous
+	// configuration (the baseline). A proxy past a limit aborts the
+	// rollout at once, as a rejection does; the step goes on once
+	// bakeSeconds passed and each of its proxies served at least
+	// minRequests requests within the limits. A step whose proxies serve
+	// fewer waits, and a proxy that sends no stats through the bake aborts
+	// it. {} sets every default.
+	Analysis *EnvoyConfigRolloutAnalysisApplyConfiguration `json:"analysis,omitempty"`
 }
 
 // EnvoyConfigRolloutApplyConfiguration constructs a declarative configuration of the EnvoyConfigRollout type for use with
@@ -44,5 +56,13 @@ func (b *EnvoyConfigRolloutApplyConfiguration) WithSteps(values ...*EnvoyConfigR
 // If called multiple times, the BakeSeconds field is set to the value of the last call.
 func (b *EnvoyConfigRolloutApplyConfiguration) WithBakeSeconds(value int32) *EnvoyConfigRolloutApplyConfiguration {
 	b.BakeSeconds = &value
+	return b
+}
+
+// WithAnalysis sets the Analysis field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Analysis field is set to the value of the last call.
+func (b *EnvoyConfigRolloutApplyConfiguration) WithAnalysis(value *EnvoyConfigRolloutAnalysisApplyConfiguration) *EnvoyConfigRolloutApplyConfiguration {
+	b.Analysis = value
 	return b
 }
