@@ -197,7 +197,7 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	g := &rig{a: xdstest.NewAuthority(t)}
 	// The rig's Envoys flush every second: so are the windows figured.
-	g.r = New(Options{TrustDomain: testPKI.TrustDomain, WindowInterval: time.Second})
+	g.r = New(Options{TrustDomain: testPKI.TrustDomain, WindowInterval: time.Second, Own: BootstrapScopes("xds_cluster")})
 	g.srv = server.New("127.0.0.1:0", logr.Discard())
 	g.srv.SetTLS(xdstest.ServerTLS(t, g.a), testPKI.TrustDomain)
 	g.srv.AddService(measuring{Receiver: g.r, g: g})

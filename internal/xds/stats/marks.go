@@ -3,6 +3,7 @@ package stats
 import (
 	"time"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
@@ -24,12 +25,21 @@ import (
 // window that begins is given at once: it comes with a new answer, which
 // changes the report anyway.
 //
+// A window leaves out the scopes of what the proxy's bootstrap declares
+// itself (Marks.Own, BootstrapScopes): its xDS cluster, and the ready
+// listener and the admin cluster that probes and scrapes go through.
+// Their traffic is the operator's and the kubelet's, the same whatever
+// revision runs: judged, a reconnection to the xDS server would count as
+// the step's reset.
+//
 // Marks are pure: the Reports and the time are inputs.
 type Marks struct {
 	// Interval is the least time between two figurings of a fleet's
 	// windows.
 	Interval time.Duration
-	fleets   map[string]*fleetMarks
+	// Own are the scopes left out of the windows.
+	Own    map[string]bool
+	fleets map[string]*fleetMarks
 }
 
 // fleetMarks are the marks of one fleet's proxies, by node id, and when
@@ -49,9 +59,19 @@ type mark struct {
 }
 
 // NewMarks returns Marks that figure a fleet's windows at most once per
-// interval.
-func NewMarks(interval time.Duration) *Marks {
-	return &Marks{Interval: interval, fleets: map[string]*fleetMarks{}}
+// interval, leaving the scopes own out.
+func NewMarks(interval time.Duration, own ...string) *Marks {
+	m := &Marks{Interval: interval, Own: map[string]bool{}, fleets: map[string]*fleetMarks{}}
+	for _, s := range own {
+		m.Own[s] = true
+	}
+	return m
+}
+
+// BootstrapScopes are the scopes of what a fleet's bootstrap declares
+// itself, xdsCluster its xDS server's cluster: left out of the windows.
+func BootstrapScopes(xdsCluster string) []string {
+	return []string{ScopeCluster(xdsCluster), ScopeCluster(proxy.AdminClusterName), ScopeHTTP(proxy.ReadyListenerName)}
 }
 
 // Windows returns the windows of the proxies that versions names, by
@@ -94,11 +114,11 @@ func (m *Marks) Windows(versions map[string]map[string]string, report func(Key) 
 				start, _ := report(key)
 				mk = &mark{version: version, start: start}
 				fm.proxies[node] = mk
-				mk.window = windowOf(key, mk.start, report)
+				mk.window = m.windowOf(key, mk.start, report)
 			case figure || mk.window == nil:
 				// A proxy whose stats begin to come here is given its
 				// window at once, as one whose window begins.
-				mk.window = windowOf(key, mk.start, report)
+				mk.window = m.windowOf(key, mk.start, report)
 			}
 			if mk.window != nil {
 				if out == nil {
@@ -126,12 +146,21 @@ func (m *Marks) Due(fleet string, now time.Time) bool {
 
 // windowOf figures the window that begins at start, from the proxy's
 // Report as it stands; nil when there is none.
-func windowOf(key Key, start Report, report func(Key) (Report, bool)) *publish.Window {
+func (m *Marks) windowOf(key Key, start Report, report func(Key) (Report, bool)) *publish.Window {
 	end, ok := report(key)
 	if !ok {
 		return nil
 	}
-	return Since(start, end)
+	w := Since(start, end)
+	for s := range w.Scopes {
+		if m.Own[s] {
+			delete(w.Scopes, s)
+		}
+	}
+	if len(w.Scopes) == 0 {
+		w.Scopes = nil
+	}
+	return w
 }
 
 // Since is a proxy's window from start to end, two of its Reports: the

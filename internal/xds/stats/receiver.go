@@ -68,6 +68,9 @@ type Options struct {
 	// WindowInterval is the least time between two figurings of a rolling
 	// fleet's windows (Marks): the proxies' flush interval.
 	WindowInterval time.Duration
+	// Own are the scopes left out of the windows: those of the proxies'
+	// own bootstrap (BootstrapScopes).
+	Own []string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -166,7 +169,7 @@ func New(o Options) *Receiver {
 		o.Now = time.Now
 	}
 	return &Receiver{o: o, proxies: map[Key]*record{}, fleets: map[string]int{}, refused: map[string]uint64{},
-		marks: NewMarks(o.WindowInterval), windows: make(chan struct{}, 1)}
+		marks: NewMarks(o.WindowInterval, o.Own...), windows: make(chan struct{}, 1)}
 }
 
 // Register serves the Receiver on s: on the xDS server's port, the one

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"testing"
@@ -161,16 +162,11 @@ func TestRealEnvoyWindowInARollout(t *testing.T) {
 		return a.Acked == "v1" && a.Window != nil, nil
 	})
 	// The proxy's own streams to the xDS server count in its xDS
-	// cluster's scope; the fleet's traffic in the others.
-	traffic := func(w *publish.Window) []string {
-		var out []string
-		for s := range w.Scopes {
-			if s != ScopeCluster("xds_cluster") {
-				out = append(out, s)
-			}
-		}
-		slices.Sort(out)
-		return out
+	// cluster's scope, which the windows leave out (BootstrapScopes): the
+	// window holds the fleet's traffic alone.
+	traffic := func(w *publish.Window) []string { return slices.Sorted(maps.Keys(w.Scopes)) }
+	if rep, _ := g.r.Report(fleet, "pod-1"); rep.Scopes[ScopeCluster("xds_cluster")].Requests == 0 {
+		t.Errorf("pod-1's record: %v, want its xDS cluster's requests", rep.Scopes)
 	}
 	if w := answer().Window; len(traffic(w)) != 0 {
 		t.Fatalf("pod-1's window before any request: %+v", w)
