@@ -17,7 +17,9 @@ import (
 // accepts a version once it applied it, so what it serves afterwards is
 // that version's, within a flush (the figures of the flush after the
 // mark may hold a few seconds of the version before). A proxy that has
-// accepted nothing yet has no window.
+// accepted nothing yet has no window; one that answers nothing for a
+// while (its stream reconnects) keeps its mark, and its window goes on
+// once it accepts the same version again.
 //
 // Windows change with every flush of every proxy; a fleet's windows are
 // figured again at most once per Marks.Interval (the flush interval), so
@@ -76,11 +78,12 @@ func BootstrapScopes(xdsCluster string) []string {
 
 // Windows returns the windows of the proxies that versions names, by
 // fleet and node id: versions gives, of each fleet that rolls out, the
-// version each of its proxies runs ("" for one that accepted none). A
-// proxy's window begins when its version differs from its mark's, or when
-// it has no mark; report gives a proxy's Report as it stands (false when
-// there is none: it gets no window). The marks of every other fleet and
-// proxy are dropped: the fleet no longer rolls out, or the proxy left.
+// version each of its proxies runs ("" for one that accepted none: it
+// gets no window, and keeps its mark). A proxy's window begins when its
+// version differs from its mark's, or when it has no mark; report gives
+// a proxy's Report as it stands (false when there is none: it gets no
+// window). The marks of every other fleet and proxy are dropped: the
+// fleet no longer rolls out, or the proxy left.
 func (m *Marks) Windows(versions map[string]map[string]string, report func(Key) (Report, bool), now time.Time) map[string]map[string]*publish.Window {
 	if m.fleets == nil {
 		m.fleets = map[string]*fleetMarks{}
@@ -99,7 +102,7 @@ func (m *Marks) Windows(versions map[string]map[string]string, report func(Key) 
 		}
 		figure := fm.figured.IsZero() || now.Sub(fm.figured) >= m.Interval
 		for node := range fm.proxies {
-			if nodes[node] == "" {
+			if _, ok := nodes[node]; !ok {
 				delete(fm.proxies, node)
 			}
 		}

@@ -71,7 +71,7 @@ func TestMarks(t *testing.T) {
 			"pod-2": win(1, map[string]analysis.Figures{e: figures(4, 0)}),
 		}},
 	}, {
-		name: "pod-1 serves v2 with 5xx; pod-2 accepted nothing (it reconnected): no window",
+		name: "pod-1 serves v2 with 5xx; pod-2 accepted nothing (it reconnected): no window, its mark kept",
 		at:   20 * time.Second,
 		reports: []Report{
 			rep("pod-1", 10, map[string]analysis.Figures{e: figures(150, 13), b: figures(20, 10)}),
@@ -82,7 +82,19 @@ func TestMarks(t *testing.T) {
 			"pod-1": win(2, map[string]analysis.Figures{e: figures(20, 10), b: figures(20, 10)}),
 		}},
 	}, {
-		name: "pod-2 accepts v2 again: a new window; the proxy record of pod-1 made again (forgotten in between): from nothing",
+		name: "pod-2 accepts v1 again: its window goes on",
+		at:   20 * time.Second,
+		reports: []Report{
+			rep("pod-1", 10, map[string]analysis.Figures{e: figures(150, 13), b: figures(20, 10)}),
+			{Key: Key{fleet, "pod-2"}, Reports: 3, First: t0.Add(9 * time.Second), Scopes: map[string]analysis.Figures{e: figures(9, 0)}},
+		},
+		versions: map[string]map[string]string{fleet: {"pod-1": "v2", "pod-2": "v1"}},
+		want: map[string]map[string]*publish.Window{fleet: {
+			"pod-1": win(2, map[string]analysis.Figures{e: figures(20, 10), b: figures(20, 10)}),
+			"pod-2": win(1, map[string]analysis.Figures{e: figures(4, 0)}), // as figured at 10 s
+		}},
+	}, {
+		name: "pod-2 accepts v2: a new window; the proxy record of pod-1 made again (forgotten in between): from nothing",
 		at:   21 * time.Second,
 		reports: []Report{
 			{Key: Key{fleet, "pod-1"}, Reports: 1, First: t0.Add(21 * time.Second), Scopes: map[string]analysis.Figures{e: figures(2, 0)}},
@@ -170,8 +182,8 @@ func TestMarksDue(t *testing.T) {
 			t.Errorf("%s at %v: due %v, want %v", c.fleet, c.at, got, c.want)
 		}
 	}
-	// A fleet whose proxies accepted nothing has no marks.
-	m.Windows(map[string]map[string]string{fleet: {"pod-1": ""}}, held, t0.Add(time.Minute))
+	// A fleet whose proxies left has no marks.
+	m.Windows(map[string]map[string]string{fleet: {}}, held, t0.Add(time.Minute))
 	if m.Due(fleet, t0.Add(time.Hour)) {
 		t.Error("due without marks")
 	}
