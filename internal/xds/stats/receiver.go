@@ -29,8 +29,11 @@
 //
 // While a fleet rolls out, the Receiver keeps where each of its proxies'
 // windows begins (Marks), and the server reports the windows
-// (Receiver.Windows) with its proxies' answers; WindowsChanged tells it
-// when a flush changed them, at most once per WindowInterval a fleet.
+// (Receiver.Windows) with its proxies' answers, but for the scopes of the
+// proxies' own bootstrap (Options.Own); WindowsChanged tells it when a
+// flush changed them, at most once per WindowInterval a fleet. A proxy's
+// stats stream and its ADS stream share one connection (Sink), so that
+// its stats come to the replica that serves it.
 package stats
 
 import (
