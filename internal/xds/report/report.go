@@ -45,7 +45,7 @@ const (
 	// while a revision rolls out, each proxy adds its node id and about 40
 	// bytes (and a rejection's detail), and its stats window
 	// (publish.Window): 355 bytes with three scopes that served requests
-	// in it (scope names of 9 to 16 bytes, counts of three digits), 823
+	// in it (scope names of 13 to 16 bytes, counts of three digits), 823
 	// with every figure and bucket at six digits. A fleet's entry is in one
 	// shard: one that outgrows ShardBytes is alone in its shard, up to
 	// MaxEntryBytes.

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
@@ -206,5 +207,36 @@ func TestShardsHoldWindows(t *testing.T) {
 			t.Errorf("%d proxies: %+v, want its answer, with its window: %v", c.proxies, a, c.windows)
 		}
 		t.Logf("%d proxies of a rolling fleet with windows: %d shards", c.proxies, len(shards))
+	}
+}
+
+// A proxy's stats window of three scopes takes what ShardBytes' comment
+// says: 355 bytes with counts of three digits, 823 with every figure and
+// bucket at six digits.
+func TestWindowBytes(t *testing.T) {
+	typical := analysis.Figures{Requests: 100, Errors5xx: 3}
+	typical.Duration.Counts[3] = 100
+	full := analysis.Figures{Requests: 100000, Errors5xx: 100000, Resets: 100000, ConnectFailures: 100000}
+	for i := range full.Duration.Counts {
+		full.Duration.Counts[i] = 100000
+	}
+	full.Duration.Over = 100000
+	for _, c := range []struct {
+		f    analysis.Figures
+		want int
+	}{{typical, 355}, {full, 823}} {
+		a := publish.ProxyAnswer{Acked: "0123456789abcdef"}
+		without, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Window = &publish.Window{Reports: 6, Scopes: map[string]analysis.Figures{"http:edge-001": c.f, "cluster:backend1": c.f, "cluster:backend2": c.f}}
+		with, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(with) - len(without); got != c.want {
+			t.Errorf("a window of three scopes takes %d bytes, want %d: %s", got, c.want, with)
+		}
 	}
 }
