@@ -74,9 +74,10 @@ func run() error {
 		}
 	}
 	if controller.Enabled(s.controllers, envoyconfig.ControllerName) {
+		receiver := newStatsReceiver(opts.Authority)
 		opts.XDS, err = server.Add(mgr, server.Options{
 			BindAddress: s.xdsBindAddress, Namespace: s.namespace, Replica: s.replica, Pod: os.Getenv("POD_NAME"),
-			Limits: s.xdsLimits, Authority: opts.Authority, Services: []server.Service{newStatsReceiver(opts.Authority)},
+			Limits: s.xdsLimits, Authority: opts.Authority, Services: []server.Service{receiver}, Stats: receiver,
 		})
 		if err != nil {
 			return err
@@ -118,14 +119,17 @@ func run() error {
 // newStatsReceiver returns the receiver of the stats that the fleets'
 // proxies stream, served on the xDS server's port over the mutual TLS of
 // their ADS connection and checked against the same trust domain (nothing
-// in plaintext, as ADS). No one reads its figures yet (the rollout's
-// analysis will): until then it only holds them, within
-// stats.DefaultOptions: at most 10,000 streams and 10,000 proxies of 32
-// scopes, each scope's figures 192 bytes and its name at most 256, so at
-// most about 14 KiB a proxy and 140 MiB in all, far less with a few scopes
-// a proxy.
+// in plaintext, as ADS). The server reads it for the windows of the
+// rolling fleets' proxies, which its report carries to the leader (the
+// scopes of the bootstrap's own xDS cluster, ready listener and admin
+// cluster left out: stats.BootstrapScopes). It
+// holds them within stats.DefaultOptions: at most 10,000 streams and
+// 10,000 proxies (9,000 of one fleet) of 32 scopes, each scope's figures
+// 192 bytes and its name at most 256, so at most about 14 KiB a proxy and
+// 140 MiB in all, far less with a few scopes a proxy.
 func newStatsReceiver(a *authority.Store) *stats.Receiver {
 	o := stats.DefaultOptions
+	o.Own = stats.BootstrapScopes(fleet.XDSClusterName)
 	if a != nil {
 		o.TrustDomain = a.Options.TrustDomain
 	}

@@ -30,6 +30,7 @@ import (
 	_ "github.com/kube-envoy-controller/kube-envoy-controller/internal/controller"
 	_ "github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
 	_ "github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
+	_ "github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/stats"
 )
 
 // metricPrefix names the operator's own metrics; controller-runtime's are

@@ -43,7 +43,9 @@ const (
 
 // Names inside the bootstrap.
 const (
-	adminClusterName = "envoy_admin"
+	// AdminClusterName is the static cluster of Envoy's admin interface,
+	// which the ready listener routes to.
+	AdminClusterName = "envoy_admin"
 	// ReadyListenerName is the static listener on ReadyPort.
 	ReadyListenerName = "envoy_ready_stats"
 )
@@ -100,7 +102,7 @@ func Bootstrap(xds XDSServer, o Overload) *bootstrapv3.Bootstrap {
 		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
 			Clusters: []*clusterv3.Cluster{
 				xdsCluster(xds),
-				staticCluster(adminClusterName, "127.0.0.1", AdminPort),
+				staticCluster(AdminClusterName, "127.0.0.1", AdminPort),
 			},
 			Listeners: []*listenerv3.Listener{readyListener()},
 		},
@@ -266,7 +268,7 @@ func staticCluster(name, host string, port uint32) *clusterv3.Cluster {
 // and nothing else of admin.
 func readyListener() *listenerv3.Listener {
 	toAdmin := &routev3.Route_Route{Route: &routev3.RouteAction{
-		ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: adminClusterName},
+		ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: AdminClusterName},
 	}}
 	hcm := &hcmv3.HttpConnectionManager{
 		StatPrefix: ReadyListenerName,

@@ -196,7 +196,7 @@ func FuzzRenderBootstrap(f *testing.F) {
 }
 
 func validClusterName(s string) bool {
-	if len(s) < 1 || len(s) > 128 || s == adminClusterName {
+	if len(s) < 1 || len(s) > 128 || s == AdminClusterName {
 		return false
 	}
 	for _, r := range s {
@@ -334,7 +334,7 @@ func checkLimits(t *testing.T, b *bootstrapv3.Bootstrap, o Overload) {
 	}
 	for _, c := range b.GetStaticResources().GetClusters() {
 		want := uint32(BufferLimitBytes)
-		if c.GetName() != adminClusterName {
+		if c.GetName() != AdminClusterName {
 			want = 0 // the xDS cluster
 		}
 		if got := c.GetPerConnectionBufferLimitBytes().GetValue(); got != want {

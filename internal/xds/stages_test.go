@@ -21,7 +21,8 @@ const module = "github.com/kube-envoy-controller/kube-envoy-controller"
 // of a rollout's step by its proxies' figures, is pure and imports no
 // room; publish judges a rollout's steps with it and records its verdicts; stats, the receiver of those figures, is a runtime stage beside
 // the server (served on its port, importing neither it nor anything of
-// it), and hands them to analysis.
+// it), and hands them to analysis, and to the server as publish's
+// windows, which the server reports.
 var stages = []struct {
 	name string
 	may  []string
@@ -37,7 +38,7 @@ var stages = []struct {
 	{"authority", nil},
 	{"cache", []string{"resource", "publish"}},
 	{"server", []string{"resource", "translate", "publish", "report", "authority", "cache"}},
-	{"stats", []string{"analysis"}},
+	{"stats", []string{"analysis", "publish"}},
 	{"debug", []string{"resource", "translate", "publish"}},
 	{"debug/endpoint", []string{"resource", "translate", "publish", "history", "server", "debug"}},
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"reflect"
 	"sort"
 	"strconv"
@@ -42,8 +43,18 @@ const (
 	// length of its identity and about 60 bytes, and up to publish.MaxDetail and
 	// 350 more (the type and the proxy) while its proxies reject a version;
 	// while a revision rolls out, each proxy adds its node id and about 40
-	// bytes (and a rejection's detail).
+	// bytes (and a rejection's detail), and its stats window
+	// (publish.Window): 355 bytes with three scopes that served requests
+	// in it (scope names of 13 to 16 bytes, counts of three digits), 823
+	// with every figure and bucket at six digits. A fleet's entry is in one
+	// shard: one that outgrows ShardBytes is alone in its shard, up to
+	// MaxEntryBytes.
 	ShardBytes = 256 << 10
+	// MaxEntryBytes bounds one fleet's entry, alone in its shard: the
+	// windows of about 2,000 proxies of three scopes, on one replica
+	// (ConfigMaps hold at most 1 MiB). A rolling fleet's entry that would
+	// outgrow it is reported without its proxies' windows (Shards).
+	MaxEntryBytes = 960 << 10
 	// MaxShards bounds a replica's shards: ShardBytes × MaxShards holds the
 	// entries of far more fleets than a replica can hold proxies of.
 	MaxShards  = 1024
@@ -133,10 +144,13 @@ func Behind(reports []Report, fleetID, version string) bool {
 
 // Answers gathers what each of a fleet's proxies answered, on every
 // replica, by node id. A proxy connected to two replicas at once (as it
-// moves from one to the other) answers as the one where it answered. It
-// returns nil until every replica with a proxy of the fleet lists its
-// proxies (it serves the fleet's rollout): a step chosen among the proxies
-// of some replicas would take in more of the others than it should.
+// moves from one to the other) answers as the one where it answered; its
+// window (publish.ProxyAnswer.Window) is that of a replica that reports
+// one with the same accepted version, the one where it answered first:
+// its stats may come to the other. It returns nil until every replica
+// with a proxy of the fleet lists its proxies (it serves the fleet's
+// rollout): a step chosen among the proxies of some replicas would take
+// in more of the others than it should.
 func Answers(reports []Report, fleetID string) map[string]publish.ProxyAnswer {
 	out := map[string]publish.ProxyAnswer{}
 	for _, r := range reports {
@@ -145,12 +159,22 @@ func Answers(reports []Report, fleetID string) map[string]publish.ProxyAnswer {
 			return nil
 		}
 		for node, a := range f.Proxies {
-			if prev, ok := out[node]; !ok || prev == (publish.ProxyAnswer{}) {
+			prev, ok := out[node]
+			switch {
+			case !ok || !answered(prev) && answered(a):
 				out[node] = a
+			case prev.Window == nil && a.Window != nil && a.Acked == prev.Acked:
+				prev.Window = a.Window
+				out[node] = prev
 			}
 		}
 	}
 	return out
+}
+
+// answered reports whether a proxy answered a version either way.
+func answered(a publish.ProxyAnswer) bool {
+	return a.Acked != "" || a.Nacked != "" || a.Detail != "" || a.Type != ""
 }
 
 // Name is the name that the shards of replica's report start with;
@@ -192,8 +216,12 @@ func ShardOf(fleetID string, count int) int {
 
 // Shards returns the ConfigMaps, in namespace, of replica's report r:
 // as many as the least power of two, atLeast or more, for which each
-// shard's data fits ShardBytes.
+// shard's data fits ShardBytes, or holds one fleet's entry alone within
+// MaxEntryBytes. An entry larger than that is written without its
+// proxies' windows: the leader has their answers, and takes the proxies
+// for silent (publish.Window).
 func Shards(namespace, replica string, r Report, atLeast int) ([]*corev1.ConfigMap, error) {
+	r = withinEntryBytes(r)
 	count := 1
 	for count < atLeast {
 		count *= 2
@@ -240,12 +268,49 @@ func split(r Report, count int) ([]string, bool) {
 			s = Report{}
 		}
 		b, _ := json.Marshal(s) // maps are encoded in key order: the same report is the same bytes
-		if len(b) > ShardBytes {
+		if len(b) > ShardBytes && (len(s) > 1 || len(b) > MaxEntryBytes) {
 			return nil, false
 		}
 		out[i] = string(b)
 	}
 	return out, true
+}
+
+// withinEntryBytes returns r, with the windows left out of each entry
+// that would outgrow MaxEntryBytes with them.
+func withinEntryBytes(r Report) Report {
+	var out Report
+	for id, f := range r {
+		if !hasWindows(f) {
+			continue
+		}
+		if b, _ := json.Marshal(Report{id: f}); len(b) <= MaxEntryBytes {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(r)
+		}
+		proxies := make(map[string]publish.ProxyAnswer, len(f.Proxies))
+		for node, a := range f.Proxies {
+			a.Window = nil
+			proxies[node] = a
+		}
+		f.Proxies = proxies
+		out[id] = f
+	}
+	if out == nil {
+		return r
+	}
+	return out
+}
+
+func hasWindows(f FleetProxies) bool {
+	for _, a := range f.Proxies {
+		if a.Window != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // ShardCount returns the number of shards of the report that cm is a shard

@@ -1,11 +1,14 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
@@ -134,5 +137,106 @@ func TestAnswers(t *testing.T) {
 	}
 	if got := Answers([]Report{a, {"ns/edge": {Version: "v2"}}}, "ns/edge"); len(got) != 2 {
 		t.Errorf("a replica without proxies of the fleet is no matter: Answers = %v", got)
+	}
+}
+
+// A proxy moving between replicas answers as the one where it answered,
+// with the window of a replica that reports one for the version it
+// accepted.
+func TestAnswersKeepWindows(t *testing.T) {
+	w := &publish.Window{Reports: 3, Scopes: map[string]analysis.Figures{"http:edge": {Requests: 7, Errors5xx: 1}}}
+	w1 := &publish.Window{Reports: 1}
+	cases := []struct {
+		name string
+		a, b publish.ProxyAnswer
+		want publish.ProxyAnswer
+	}{
+		{"one replica has its window", publish.ProxyAnswer{Acked: "v2"}, publish.ProxyAnswer{Acked: "v2", Window: w}, publish.ProxyAnswer{Acked: "v2", Window: w}},
+		{"it answered on one only", publish.ProxyAnswer{}, publish.ProxyAnswer{Acked: "v2", Window: w}, publish.ProxyAnswer{Acked: "v2", Window: w}},
+		{"a window of another version", publish.ProxyAnswer{Acked: "v2"}, publish.ProxyAnswer{Acked: "v1", Window: w}, publish.ProxyAnswer{Acked: "v2"}},
+		{"two windows: the first replica's", publish.ProxyAnswer{Acked: "v2", Window: w1}, publish.ProxyAnswer{Acked: "v2", Window: w}, publish.ProxyAnswer{Acked: "v2", Window: w1}},
+	}
+	for _, c := range cases {
+		ra := Report{"ns/edge": {Version: "v2", Connected: 1, Proxies: map[string]publish.ProxyAnswer{"pod-1": c.a}}}
+		rb := Report{"ns/edge": {Version: "v2", Connected: 1, Proxies: map[string]publish.ProxyAnswer{"pod-1": c.b}}}
+		if got := Answers([]Report{ra, rb}, "ns/edge")["pod-1"]; !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// A rolling fleet's entry with its proxies' windows may outgrow a shard:
+// it is then alone in its shard, up to MaxEntryBytes; beyond, its windows
+// are left out, its answers kept.
+func TestShardsHoldWindows(t *testing.T) {
+	scope := analysis.Figures{Requests: 100, Errors5xx: 3}
+	scope.Duration.Counts[3] = 100
+	entry := func(proxies int) FleetProxies {
+		f := FleetProxies{Version: "v2", Connected: proxies, Acked: proxies, Proxies: map[string]publish.ProxyAnswer{}}
+		for i := range proxies {
+			f.Proxies[fmt.Sprintf("edge-7d9f8c6b5-%05d", i)] = publish.ProxyAnswer{Acked: "0123456789abcdef", Window: &publish.Window{Reports: 6,
+				Scopes: map[string]analysis.Figures{"http:edge-001": scope, "cluster:backend1": scope, "cluster:backend2": scope}}}
+		}
+		return f
+	}
+	for _, c := range []struct {
+		proxies int
+		windows bool
+	}{{1000, true}, {2000, true}, {3000, false}} {
+		r := Report{"ns/edge": entry(c.proxies), "ns/other": {Version: "v1", Connected: 1, Acked: 1}}
+		shards, err := Shards("ns", "replica-1", r, 1)
+		if err != nil {
+			t.Fatalf("%d proxies: %v", c.proxies, err)
+		}
+		got := Report{}
+		for _, cm := range shards {
+			if n := len(cm.Data[reportKey]); n > MaxEntryBytes {
+				t.Errorf("%d proxies: a shard of %d bytes", c.proxies, n)
+			}
+			part, err := Read(cm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			maps.Copy(got, part)
+		}
+		f := got["ns/edge"]
+		if len(f.Proxies) != c.proxies || got["ns/other"].Acked != 1 {
+			t.Fatalf("%d proxies: read back %d of them, and %+v", c.proxies, len(f.Proxies), got["ns/other"])
+		}
+		if a := f.Proxies["edge-7d9f8c6b5-00000"]; a.Acked == "" || (a.Window != nil) != c.windows {
+			t.Errorf("%d proxies: %+v, want its answer, with its window: %v", c.proxies, a, c.windows)
+		}
+		t.Logf("%d proxies of a rolling fleet with windows: %d shards", c.proxies, len(shards))
+	}
+}
+
+// A proxy's stats window of three scopes takes what ShardBytes' comment
+// says: 355 bytes with counts of three digits, 823 with every figure and
+// bucket at six digits.
+func TestWindowBytes(t *testing.T) {
+	typical := analysis.Figures{Requests: 100, Errors5xx: 3}
+	typical.Duration.Counts[3] = 100
+	full := analysis.Figures{Requests: 100000, Errors5xx: 100000, Resets: 100000, ConnectFailures: 100000}
+	for i := range full.Duration.Counts {
+		full.Duration.Counts[i] = 100000
+	}
+	full.Duration.Over = 100000
+	for _, c := range []struct {
+		f    analysis.Figures
+		want int
+	}{{typical, 355}, {full, 823}} {
+		a := publish.ProxyAnswer{Acked: "0123456789abcdef"}
+		without, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Window = &publish.Window{Reports: 6, Scopes: map[string]analysis.Figures{"http:edge-001": c.f, "cluster:backend1": c.f, "cluster:backend2": c.f}}
+		with, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(with) - len(without); got != c.want {
+			t.Errorf("a window of three scopes takes %d bytes, want %d: %s", got, c.want, with)
+		}
 	}
 }

@@ -23,6 +23,9 @@ type Options struct {
 	Authority *authority.Store
 	// Services are served on the server's port beside ADS (AddService).
 	Services []Service
+	// Stats, when set, gives the windows of the rolling fleets' proxies
+	// (SetStats): the stats receiver, one of Services.
+	Stats ProxyStats
 }
 
 // Add adds to mgr this replica's xDS server and the reporter of its
@@ -42,6 +45,9 @@ func Add(mgr ctrl.Manager, o Options) (*Server, error) {
 	}
 	for _, svc := range o.Services {
 		srv.AddService(svc)
+	}
+	if o.Stats != nil {
+		srv.SetStats(o.Stats)
 	}
 	if err := mgr.Add(srv); err != nil {
 		return nil, err

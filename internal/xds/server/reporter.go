@@ -37,7 +37,10 @@ import (
 // its fleets and write their EnvoyConfigs' status. For the same reason a
 // change that leaves some of a fleet's proxies answering neither way, as a
 // new version does until they ACK it, waits for their answers, at most
-// Interval (unanswered). A shard that someone
+// Interval (unanswered). While a fleet rolls out, its proxies' answers
+// carry their stats windows (ProxyStats), which change with every flush:
+// a fleet's are figured again, and so change the report, at most once a
+// flush interval, and a settled fleet's report holds none. A shard that someone
 // else deletes or changes is written again; a write that fails is logged,
 // reported as a Warning event (ReasonReportFailed) on the replica's pod,
 // and retried with backoff.

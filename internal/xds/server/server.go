@@ -6,7 +6,8 @@
 // bounded by Limits, beside the services added to that port (AddService:
 // the stats receiver); it tracks what each proxy accepted (Tracker), exports
 // it as metrics and health checks, and writes it to the replica's report
-// (Reporter) for the leader to add up.
+// (Reporter) for the leader to add up, with, while a fleet rolls out, each
+// proxy's stats window from the stats receiver (SetStats).
 //
 // Its invariant: a proxy is served only its own fleet's configuration, as
 // published, and nothing else. It serves five types (resource.Kinds); a
@@ -92,7 +93,28 @@ type Server struct {
 	probe      cacheProbe
 	// services are served beside ADS (AddService).
 	services []Service
+	// stats, when set, gives the windows of the rolling fleets' proxies
+	// (SetStats).
+	stats ProxyStats
 }
+
+// ProxyStats is the stats receiver (internal/xds/stats), as the server
+// reads it to report its proxies' windows while their fleet rolls out.
+type ProxyStats interface {
+	// Windows returns the windows of the proxies versions names, by fleet
+	// and node id: versions gives, of each fleet that rolls out, the
+	// version each of its proxies on this replica accepted last ("" for
+	// none). A proxy whose stats do not come to this replica gets none.
+	// What it keeps of any other fleet or proxy it drops.
+	Windows(versions map[string]map[string]string) map[string]map[string]*publish.Window
+	// WindowsChanged is signalled when a flush is due to change a
+	// rolling fleet's windows (at most once a flush interval a fleet).
+	WindowsChanged() <-chan struct{}
+}
+
+// SetStats has the server report its proxies' windows from ps (the
+// stats receiver served beside ADS, AddService). Call it before Start.
+func (s *Server) SetStats(ps ProxyStats) { s.stats = ps }
 
 // Service is a gRPC service served on the xDS server's port beside ADS,
 // to the same clients over the same connections and credentials: the
@@ -151,13 +173,42 @@ func (s *Server) Tracker() *Tracker { return s.tracker }
 const maxNodeID = 253
 
 // ProxyReport is what the server's proxies answered, by fleet: a Reporter's
-// Proxies. Each fleet's version and counts are of one publication.
+// Proxies. Each fleet's version and counts are of one publication. While a
+// fleet rolls out, each of its proxies' answers carries the proxy's window
+// since the version it accepted, when its stats come to this replica
+// (ProxyStats): they do, over the connection of its ADS stream
+// (proxy.StatsSink).
 func (s *Server) ProxyReport() report.Report {
 	out := report.Report{}
+	var versions map[string]map[string]string
 	for _, id := range s.tracker.Fleets() {
 		version, c, answers := s.tracker.report(id)
-		out[id] = report.FleetProxies{Version: version, Connected: c.Connected, Acked: c.Acked, Nacked: c.Nacked, LastNACK: publish.Truncate(c.LastNACK),
+		f := report.FleetProxies{Version: version, Connected: c.Connected, Acked: c.Acked, Nacked: c.Nacked, LastNACK: publish.Truncate(c.LastNACK),
 			LastNACKType: c.LastNACKType, LastNACKNode: conditions.Truncate(c.LastNACKNode, maxNodeID), Proxies: reportable(answers)}
+		out[id] = f
+		if s.stats != nil && len(f.Proxies) > 0 {
+			v := make(map[string]string, len(f.Proxies))
+			for node, a := range f.Proxies {
+				v[node] = a.Acked
+			}
+			if versions == nil {
+				versions = map[string]map[string]string{}
+			}
+			versions[id] = v
+		}
+	}
+	if s.stats != nil {
+		// Called with every report, so that the marks of a fleet that no
+		// longer rolls out, or of a proxy that left, are dropped.
+		for id, windows := range s.stats.Windows(versions) {
+			proxies := out[id].Proxies
+			for node, w := range windows {
+				if a, ok := proxies[node]; ok {
+					a.Window = w
+					proxies[node] = a
+				}
+			}
+		}
 	}
 	return out
 }
@@ -391,6 +442,20 @@ func (s *Server) Start(ctx context.Context) error {
 		s.log.Info("serving xDS over mutual TLS", "address", s.bound.String(), "trustDomain", s.trustDomain)
 	} else {
 		s.log.Info("serving xDS in PLAINTEXT: any client that reaches the port can read any fleet's configuration; use it only for local experiments", "address", s.bound.String())
+	}
+
+	if s.stats != nil {
+		// A flush that changes a rolling fleet's windows changes the report.
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-s.stats.WindowsChanged():
+					s.tracker.signal()
+				}
+			}
+		}()
 	}
 
 	done := make(chan error, 1)

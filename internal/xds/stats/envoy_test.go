@@ -172,8 +172,9 @@ func p99(f analysis.Figures) string {
 }
 
 // rig is the operator's xDS server (server.Server), over mutual TLS with
-// the rig's CA, with the Receiver added to it (AddService, as the
-// operator runs it): ADS and the stats streams on one port.
+// the rig's CA, with the Receiver added to it (AddService and SetStats, as
+// the operator runs it): ADS and the stats streams on one port, and the
+// windows of a rolling fleet's proxies in the server's report.
 type rig struct {
 	a   pki.Authority
 	r   *Receiver
@@ -195,10 +196,12 @@ type rig struct {
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	g := &rig{a: xdstest.NewAuthority(t)}
-	g.r = New(Options{TrustDomain: testPKI.TrustDomain})
+	// The rig's Envoys flush every second: so are the windows figured.
+	g.r = New(Options{TrustDomain: testPKI.TrustDomain, WindowInterval: time.Second, Own: BootstrapScopes("xds_cluster")})
 	g.srv = server.New("127.0.0.1:0", logr.Discard())
 	g.srv.SetTLS(xdstest.ServerTLS(t, g.a), testPKI.TrustDomain)
 	g.srv.AddService(measuring{Receiver: g.r, g: g})
+	g.srv.SetStats(g.r)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.srv.Start(ctx) }()

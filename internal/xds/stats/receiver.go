@@ -18,10 +18,22 @@
 // pod's: within a fleet, the node id is the proxy's own claim.
 //
 // What is kept is bounded: per proxy, at most MaxScopes scopes of fixed
-// size; at most MaxProxies proxies (a new one evicts the proxy longest
-// silent among those without a stream, or is refused); at most MaxStreams
-// streams at once. Anything off the inclusion list, or past a bound, is
-// dropped and counted.
+// size; per fleet, at most MaxFleetProxies proxies, and at most MaxProxies
+// in all (a new one evicts the proxy of its own fleet longest silent among
+// those without a stream, so that one fleet's proxies never evict
+// another's, or is refused); at most MaxStreams streams at once. A proxy
+// without a stream that sent nothing for Grace left its fleet (its pod is
+// gone, or it reports to another replica now) and is forgotten. Anything
+// off the inclusion list, or past a bound, is dropped and counted, in the
+// Receiver and in its metrics.
+//
+// While a fleet rolls out, the Receiver keeps where each of its proxies'
+// windows begins (Marks), and the server reports the windows
+// (Receiver.Windows) with its proxies' answers, but for the scopes of the
+// proxies' own bootstrap (Options.Own); WindowsChanged tells it when a
+// flush changed them, at most once per WindowInterval a fleet. A proxy's
+// stats stream and its ADS stream share one connection (Sink), so that
+// its stats come to the replica that serves it.
 package stats
 
 import (
@@ -38,6 +50,7 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 )
 
 // Options bound and configure a Receiver.
@@ -47,10 +60,20 @@ type Options struct {
 	TrustDomain string
 	// MaxStreams bounds the streams open at once.
 	MaxStreams int
-	// MaxProxies bounds the proxies whose figures are kept.
-	MaxProxies int
+	// MaxProxies bounds the proxies whose figures are kept, and
+	// MaxFleetProxies those of one fleet.
+	MaxProxies, MaxFleetProxies int
 	// MaxScopes bounds the scopes kept per proxy.
 	MaxScopes int
+	// Grace is how long a proxy without a stream is kept after its last
+	// message.
+	Grace time.Duration
+	// WindowInterval is the least time between two figurings of a rolling
+	// fleet's windows (Marks): the proxies' flush interval.
+	WindowInterval time.Duration
+	// Own are the scopes left out of the windows: those of the proxies'
+	// own bootstrap (BootstrapScopes).
+	Own []string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -59,8 +82,11 @@ type Options struct {
 // proxy's record holds at most MaxScopes scopes of 4 counters and 20
 // buckets (192 bytes each: 6 KiB at 32) and their names (at most 256
 // bytes each); a proxy has a scope per listener and per cluster it serves
-// through, a few as a rule.
-var DefaultOptions = Options{MaxStreams: 10000, MaxProxies: 10000, MaxScopes: 32}
+// through, a few as a rule. A fleet may have as many proxies as a
+// replica keeps, less a tenth for the others'. A proxy silent for three
+// minutes, eighteen flushes, is gone.
+var DefaultOptions = Options{MaxStreams: 10000, MaxProxies: 10000, MaxFleetProxies: 9000, MaxScopes: 32,
+	Grace: 3 * time.Minute, WindowInterval: DefaultFlushInterval}
 
 // maxNodeID bounds a node id (a pod's name is never longer), and
 // maxScopeName a scope's name.
@@ -109,8 +135,16 @@ type Receiver struct {
 	streams    int
 	lastStream uint64
 	proxies    map[Key]*record
+	// fleets counts the proxies kept, by fleet.
+	fleets map[string]int
+	// swept is when the proxies gone were last forgotten (sweepLocked).
+	swept time.Time
 	// refused counts the streams refused, by reason.
 	refused map[string]uint64
+	// marks are where the windows of the rolling fleets' proxies begin;
+	// windows is signalled when a flush is due to change them.
+	marks   *Marks
+	windows chan struct{}
 }
 
 // New returns a Receiver bounded by o (a zero bound is DefaultOptions').
@@ -122,13 +156,23 @@ func New(o Options) *Receiver {
 	if o.MaxProxies <= 0 {
 		o.MaxProxies = d.MaxProxies
 	}
+	if o.MaxFleetProxies <= 0 {
+		o.MaxFleetProxies = min(d.MaxFleetProxies, o.MaxProxies)
+	}
 	if o.MaxScopes <= 0 {
 		o.MaxScopes = d.MaxScopes
+	}
+	if o.Grace <= 0 {
+		o.Grace = d.Grace
+	}
+	if o.WindowInterval <= 0 {
+		o.WindowInterval = d.WindowInterval
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Receiver{o: o, proxies: map[Key]*record{}, refused: map[string]uint64{}}
+	return &Receiver{o: o, proxies: map[Key]*record{}, fleets: map[string]int{}, refused: map[string]uint64{},
+		marks: NewMarks(o.WindowInterval, o.Own...), windows: make(chan struct{}, 1)}
 }
 
 // Register serves the Receiver on s: on the xDS server's port, the one
@@ -143,8 +187,12 @@ const (
 	// fleet, or another than the stream's.
 	RefusedIdentity = "identity"
 	RefusedStreams  = "streams"
-	RefusedProxies  = "proxies"
-	RefusedReplaced = "replaced"
+	// RefusedProxies: MaxProxies are kept, each with a stream or of another
+	// fleet; RefusedFleetProxies: MaxFleetProxies of its fleet are kept,
+	// each with a stream.
+	RefusedProxies      = "proxies"
+	RefusedFleetProxies = "fleet_proxies"
+	RefusedReplaced     = "replaced"
 )
 
 // Refused returns how many streams were refused for reason.
@@ -156,9 +204,14 @@ func (r *Receiver) Refused(reason string) uint64 {
 
 func (r *Receiver) refuse(reason string, err error) error {
 	r.mu.Lock()
-	r.refused[reason]++
+	r.refusedLocked(reason)
 	r.mu.Unlock()
 	return err
+}
+
+func (r *Receiver) refusedLocked(reason string) {
+	r.refused[reason]++
+	metricRefused.WithLabelValues(reason).Inc()
 }
 
 // StreamMetrics implements the MetricsService: it keeps what the stream's
@@ -170,11 +223,12 @@ func (r *Receiver) StreamMetrics(s metricsv3.MetricsService_StreamMetricsServer)
 	}
 	r.mu.Lock()
 	if r.streams >= r.o.MaxStreams {
-		r.refused[RefusedStreams]++
+		r.refusedLocked(RefusedStreams)
 		r.mu.Unlock()
 		return status.Errorf(codes.ResourceExhausted, "the receiver holds as many stats streams as it may (%d)", r.o.MaxStreams)
 	}
 	r.streams++
+	metricStreams.Inc()
 	r.lastStream++
 	id := r.lastStream
 	r.mu.Unlock()
@@ -183,6 +237,7 @@ func (r *Receiver) StreamMetrics(s metricsv3.MetricsService_StreamMetricsServer)
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.streams--
+		metricStreams.Dec()
 		if rec := r.proxies[key]; rec != nil && rec.stream == id {
 			rec.stream = 0
 		}
@@ -224,12 +279,20 @@ func (r *Receiver) admit(id uint64, certFleet string, node *corev3.Node) (Key, e
 	defer r.mu.Unlock()
 	rec := r.proxies[key]
 	if rec == nil {
-		if len(r.proxies) >= r.o.MaxProxies && !r.evictLocked() {
-			r.refused[RefusedProxies]++
+		now := r.o.Now()
+		r.sweepLocked(now)
+		if r.fleets[key.Fleet] >= r.o.MaxFleetProxies && !r.evictLocked(key.Fleet) {
+			r.refusedLocked(RefusedFleetProxies)
+			return Key{}, status.Errorf(codes.ResourceExhausted, "the receiver keeps the figures of as many proxies of fleet %s as it may (%d)", key.Fleet, r.o.MaxFleetProxies)
+		}
+		if len(r.proxies) >= r.o.MaxProxies && !r.evictLocked(key.Fleet) {
+			r.refusedLocked(RefusedProxies)
 			return Key{}, status.Errorf(codes.ResourceExhausted, "the receiver keeps the figures of as many proxies as it may (%d)", r.o.MaxProxies)
 		}
-		rec = &record{scopes: map[string]*analysis.Figures{}, first: r.o.Now()}
+		rec = &record{scopes: map[string]*analysis.Figures{}, first: now}
 		r.proxies[key] = rec
+		r.fleets[key.Fleet]++
+		metricProxies.Inc()
 	}
 	// A proxy's newest stream is its current one: Envoy opens a new stream
 	// when it finds its old one dead, and the old one ends at its next
@@ -238,21 +301,56 @@ func (r *Receiver) admit(id uint64, certFleet string, node *corev3.Node) (Key, e
 	return key, nil
 }
 
-// evictLocked forgets the proxy without a stream that reported least
-// recently, and reports whether there was one.
-func (r *Receiver) evictLocked() bool {
+// evictLocked forgets the proxy of fleet without a stream that reported
+// least recently, and reports whether there was one. A proxy of another
+// fleet is never evicted: it is forgotten once silent for Grace.
+func (r *Receiver) evictLocked(fleet string) bool {
+	if r.fleets[fleet] == 0 {
+		return false
+	}
 	var oldest Key
 	var at time.Time
 	found := false
 	for k, rec := range r.proxies {
-		if rec.stream == 0 && (!found || rec.last.Before(at)) {
+		if k.Fleet == fleet && rec.stream == 0 && (!found || rec.last.Before(at)) {
 			oldest, at, found = k, rec.last, true
 		}
 	}
 	if found {
-		delete(r.proxies, oldest)
+		r.forgetLocked(oldest, forgottenEvicted)
 	}
 	return found
+}
+
+// sweepLocked forgets the proxies without a stream silent for Grace, at
+// most once per tenth of it: they left their fleet.
+func (r *Receiver) sweepLocked(now time.Time) {
+	if now.Sub(r.swept) < r.o.Grace/10 {
+		return
+	}
+	r.swept = now
+	for k, rec := range r.proxies {
+		last := rec.last
+		if last.IsZero() {
+			last = rec.first
+		}
+		if rec.stream == 0 && now.Sub(last) >= r.o.Grace {
+			r.forgetLocked(k, forgottenSilent)
+		}
+	}
+}
+
+// forgetLocked drops a proxy's record, counted by why.
+func (r *Receiver) forgetLocked(k Key, why string) {
+	if _, ok := r.proxies[k]; !ok {
+		return
+	}
+	delete(r.proxies, k)
+	if r.fleets[k.Fleet]--; r.fleets[k.Fleet] <= 0 {
+		delete(r.fleets, k.Fleet)
+	}
+	metricProxies.Dec()
+	metricForgotten.WithLabelValues(why).Inc()
 }
 
 // keep adds a message's figures to its proxy's record.
@@ -262,11 +360,25 @@ func (r *Receiver) keep(id uint64, key Key, m *metricsv3.StreamMetricsMessage) e
 	rec := r.proxies[key]
 	if rec == nil || rec.stream != id {
 		// Forgotten, or replaced by a newer stream of the same proxy.
-		r.refused[RefusedReplaced]++
+		r.refusedLocked(RefusedReplaced)
 		return status.Errorf(codes.Aborted, "%s has a newer stats stream", key)
 	}
+	now := r.o.Now()
 	rec.reports++
-	rec.last = r.o.Now()
+	rec.last = now
+	dropped := rec.dropped
+	defer func() {
+		if d := rec.dropped - dropped; d > 0 {
+			metricDropped.Add(float64(d))
+		}
+		r.sweepLocked(now)
+		if r.marks.Due(key.Fleet, now) {
+			select {
+			case r.windows <- struct{}{}:
+			default: // a signal is pending
+			}
+		}
+	}()
 	for _, fam := range m.GetEnvoyMetrics() {
 		for _, mt := range fam.GetMetric() {
 			s, ok := parse(fam.GetName(), fam.GetType(), mt)
@@ -296,7 +408,10 @@ func (r *Receiver) keep(id uint64, key Key, m *metricsv3.StreamMetricsMessage) e
 func (r *Receiver) Report(fleet, node string) (Report, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	key := Key{Fleet: fleet, Node: node}
+	return r.reportLocked(Key{Fleet: fleet, Node: node})
+}
+
+func (r *Receiver) reportLocked(key Key) (Report, bool) {
 	rec := r.proxies[key]
 	if rec == nil {
 		return Report{Key: key}, false
@@ -314,8 +429,23 @@ func (r *Receiver) Report(fleet, node string) (Report, bool) {
 func (r *Receiver) Forget(fleet, node string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.proxies, Key{Fleet: fleet, Node: node})
+	r.forgetLocked(Key{Fleet: fleet, Node: node}, forgottenLeft)
 }
+
+// Windows returns the windows of the proxies of the rolling fleets, by
+// fleet and node id, from the version each runs (Marks.Windows): a proxy
+// whose stats the Receiver does not hold gets none. The marks of every
+// other fleet and proxy are dropped. The server calls it as it reports.
+func (r *Receiver) Windows(versions map[string]map[string]string) map[string]map[string]*publish.Window {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.marks.Windows(versions, r.reportLocked, r.o.Now())
+}
+
+// WindowsChanged is signalled when a proxy's flush is due to change its
+// rolling fleet's windows: at most once per WindowInterval a fleet, and
+// never for a fleet that does not roll out.
+func (r *Receiver) WindowsChanged() <-chan struct{} { return r.windows }
 
 // Proxies returns how many proxies the Receiver holds figures of.
 func (r *Receiver) Proxies() int {

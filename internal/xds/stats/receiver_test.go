@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -361,25 +362,82 @@ func TestReceiverBounds(t *testing.T) {
 		}
 	})
 	t.Run("proxies", func(t *testing.T) {
-		// With both kept proxies connected, a third is refused; once one's
-		// stream ended, the third takes its place.
-		r := New(Options{MaxProxies: 2})
+		// With both kept proxies of a fleet connected, a third of it is
+		// refused; once one's stream ended, the third takes its place. A
+		// fleet's proxies never evict another fleet's, even when all the
+		// receiver keeps are kept.
+		const other = "ns/other"
+		r := New(Options{MaxProxies: 3, MaxFleetProxies: 2})
 		c := dial(t, serve(t, r), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		s1 := start(t, r, c, "pod-1")
 		start(t, r, c, "pod-2")
 		wantCode(t, "a third proxy, both kept connected", ended(open(t, c), first("pod-3")), codes.ResourceExhausted)
+		o := open(t, c)
+		if err := o.Send(&metricsv3.StreamMetricsMessage{Identifier: node("pod-1", other), EnvoyMetrics: []*prom.MetricFamily{heartbeat()}}); err != nil {
+			t.Fatal(err)
+		}
+		waitReports(t, r, other, "pod-1", 1)
 		if err := ended(s1); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "pod-1 to disconnect", func() bool { rep, _ := r.Report(fleet, "pod-1"); return !rep.Connected })
+		another := &metricsv3.StreamMetricsMessage{Identifier: node("pod-2", other), EnvoyMetrics: []*prom.MetricFamily{heartbeat()}}
+		wantCode(t, "a proxy of another fleet, all kept", ended(open(t, c), another), codes.ResourceExhausted)
+		if _, ok := r.Report(fleet, "pod-1"); !ok {
+			t.Error("a proxy of another fleet evicted pod-1")
+		}
 		start(t, r, c, "pod-3")
-		if _, ok := r.Report(fleet, "pod-1"); ok || r.Proxies() != 2 {
+		if _, ok := r.Report(fleet, "pod-1"); ok || r.Proxies() != 3 {
 			t.Errorf("pod-1 kept beside pod-2 and pod-3 (%d proxies), want it evicted", r.Proxies())
 		}
-		if r.Refused(RefusedProxies) != 1 {
-			t.Errorf("%d refused for proxies, want 1", r.Refused(RefusedProxies))
+		if r.Refused(RefusedFleetProxies) != 1 || r.Refused(RefusedProxies) != 1 {
+			t.Errorf("%d refused for the fleet's proxies and %d for all, want 1 and 1", r.Refused(RefusedFleetProxies), r.Refused(RefusedProxies))
 		}
 	})
+	t.Run("grace", func(t *testing.T) {
+		// A proxy without a stream, silent for the grace period, is
+		// forgotten; one with a stream is kept, however long silent.
+		clock := &fakeClock{at: time.Unix(1000, 0)}
+		r := New(Options{Grace: time.Minute, Now: clock.now})
+		c := dial(t, serve(t, r), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		s1 := start(t, r, c, "pod-1")
+		start(t, r, c, "pod-2")
+		if err := ended(s1); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "pod-1 to disconnect", func() bool { rep, _ := r.Report(fleet, "pod-1"); return !rep.Connected })
+		clock.add(59 * time.Second)
+		start(t, r, c, "pod-3")
+		if _, ok := r.Report(fleet, "pod-1"); !ok {
+			t.Error("pod-1 forgotten within the grace period")
+		}
+		clock.add(6 * time.Second) // the next sweep: a tenth of the grace period later
+		start(t, r, c, "pod-4")
+		if _, ok := r.Report(fleet, "pod-1"); ok {
+			t.Error("pod-1 kept, without a stream, past the grace period")
+		}
+		if _, ok := r.Report(fleet, "pod-2"); !ok || r.Proxies() != 3 {
+			t.Errorf("pod-2, silent as long but with its stream, forgotten (%d proxies, want 3)", r.Proxies())
+		}
+	})
+}
+
+// fakeClock is a Receiver's clock that tests move.
+type fakeClock struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.at
+}
+
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = c.at.Add(d)
 }
 
 // A proxy's newer stream replaces its older one, which ends at its next
@@ -435,5 +493,74 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A flush signals WindowsChanged only while its fleet rolls out (it has
+// marks), and at most once per WindowInterval: when its windows are due
+// to be figured again.
+func TestReceiverSignalsWindows(t *testing.T) {
+	clock := &fakeClock{at: time.Unix(1000, 0)}
+	r := New(Options{WindowInterval: 10 * time.Second, Now: clock.now})
+	c := dial(t, serve(t, r), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	s := open(t, c)
+	sent := uint64(0)
+	send := func() {
+		t.Helper()
+		msg := &metricsv3.StreamMetricsMessage{EnvoyMetrics: flush(1, 0)}
+		if sent == 0 {
+			msg.Identifier = node("pod-1", fleet)
+		}
+		if err := s.Send(msg); err != nil {
+			t.Fatal(err)
+		}
+		sent++
+		waitReports(t, r, fleet, "pod-1", sent)
+	}
+	signalled := func() bool {
+		select {
+		case <-r.WindowsChanged():
+			return true
+		default:
+			return false
+		}
+	}
+	send()
+	clock.add(time.Minute)
+	send()
+	if signalled() {
+		t.Error("signalled for a fleet that does not roll out")
+	}
+	w := r.Windows(map[string]map[string]string{fleet: {"pod-1": "v1"}})
+	if got := w[fleet]["pod-1"]; got == nil || got.Reports != 0 {
+		t.Fatalf("pod-1's window %+v, want one just begun", got)
+	}
+	clock.add(9 * time.Second)
+	send()
+	if signalled() {
+		t.Error("signalled within the interval")
+	}
+	clock.add(time.Second)
+	send()
+	send()
+	if !signalled() {
+		t.Fatal("not signalled once the interval passed")
+	}
+	if signalled() {
+		t.Error("signalled twice")
+	}
+	if w := r.Windows(map[string]map[string]string{fleet: {"pod-1": "v1"}}); w[fleet]["pod-1"].Reports != 3 || w[fleet]["pod-1"].Scopes[ScopeHTTP("edge")].Requests != 3 {
+		t.Errorf("pod-1's window %+v, want the 3 reports of one request since the mark", w[fleet]["pod-1"])
+	}
+	send()
+	if signalled() {
+		t.Error("signalled just after the windows were figured")
+	}
+	// The fleet no longer rolls out: its marks are dropped.
+	r.Windows(nil)
+	clock.add(time.Minute)
+	send()
+	if signalled() {
+		t.Error("signalled for a fleet that no longer rolls out")
 	}
 }

@@ -3,12 +3,17 @@ package stats
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 )
 
 // The Receiver served on the operator's xDS server's own port
@@ -117,5 +122,130 @@ func TestRealEnvoyReportsOnTheXDSServersPort(t *testing.T) {
 	}
 	if n := g.r.Refused(RefusedCertificate) + g.r.Refused(RefusedIdentity); n != 0 {
 		t.Errorf("the receiver refused %d streams, want none", n)
+	}
+}
+
+// A real Envoy of a fleet that rolls out: the server's report
+// (ProxyReport, what the replica writes for the leader) carries, with
+// its answer, its window: the requests and the 5xx it really served since
+// it accepted the previous revision, which sends them to a backend that
+// answers 503. Once the step leads it and it accepts the new revision,
+// its window begins again, empty, and then holds what it served of the
+// new revision alone.
+func TestRealEnvoyWindowInARollout(t *testing.T) {
+	bin := realenvoy.Require(t)
+	g := newRig(t)
+	srv := g.srv
+	bad := g.backend503(t)
+	good := backendAnswering(t, http.StatusOK, "backend says ok")
+	ports, err := realenvoy.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge := ports[0]
+	ctx := context.Background()
+	// v2 rolls out after v1; a Cut of "" leads no proxy, the largest every one.
+	rollout := func(cut string) {
+		t.Helper()
+		previous := &server.Staged{Version: "v1", Resources: edgeResources(edge, "backend", bad.port),
+			Rollout: publish.Rollout{Revision: "v2", Previous: "v1", Phase: publish.RolloutProgressing, Cut: cut}}
+		if err := srv.SetFleetRollout(ctx, fleet, "v2", edgeResources(edge, "backend-ok", good.port), previous); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rollout("")
+	g.run(t, bin, "pod-1", fleet, true)
+
+	answer := func() publish.ProxyAnswer { return srv.ProxyReport()[fleet].Proxies["pod-1"] }
+	testenv.Poll(t, 100*time.Millisecond, testenv.Timeout, "pod-1 to accept v1, its stats to come", func() (bool, error) {
+		a := answer()
+		return a.Acked == "v1" && a.Window != nil, nil
+	})
+	// The proxy's own streams to the xDS server count in its xDS
+	// cluster's scope, which the windows leave out (BootstrapScopes): the
+	// window holds the fleet's traffic alone.
+	traffic := func(w *publish.Window) []string { return slices.Sorted(maps.Keys(w.Scopes)) }
+	if rep, _ := g.r.Report(fleet, "pod-1"); rep.Scopes[ScopeCluster("xds_cluster")].Requests == 0 {
+		t.Errorf("pod-1's record: %v, want its xDS cluster's requests", rep.Scopes)
+	}
+	if w := answer().Window; len(traffic(w)) != 0 {
+		t.Fatalf("pod-1's window before any request: %+v", w)
+	}
+
+	// Each request on a connection of its own: Envoy serves it with the
+	// listener it runs when it comes.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	var sent, sent5xx uint64
+	get := func() string {
+		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", edge))
+		if err != nil {
+			return ""
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(resp.Body)
+		sent++
+		if resp.StatusCode >= 500 {
+			sent5xx++
+		}
+		return string(body)
+	}
+	testenv.Poll(t, 100*time.Millisecond, testenv.Timeout, "Envoy to route to the 503 backend", func() (bool, error) {
+		return get() == backendBody, nil
+	})
+	for range 20 {
+		get()
+	}
+	var w *publish.Window
+	testenv.Poll(t, 100*time.Millisecond, testenv.Timeout, "pod-1's window to hold its requests", func() (bool, error) {
+		w = answer().Window
+		return w != nil && w.Scopes[ScopeHTTP("edge")].Requests >= sent && w.Scopes[ScopeCluster("backend")].Requests >= uint64(bad.served.Load()), nil
+	})
+	e, b := w.Scopes[ScopeHTTP("edge")], w.Scopes[ScopeCluster("backend")]
+	t.Logf("v1: pod-1's window: %d reports; edge %d requests, %d 5xx; backend %d requests, %d 5xx", w.Reports, e.Requests, e.Errors5xx, b.Requests, b.Errors5xx)
+	if e.Requests != sent || e.Errors5xx != sent5xx || sent5xx != sent || e.Duration.Count() != sent {
+		t.Errorf("edge %+v: want the %d requests sent, all answered 5xx (%d)", e, sent, sent5xx)
+	}
+	if served := uint64(bad.served.Load()); b.Requests != served || b.Errors5xx != served {
+		t.Errorf("backend %+v: want the %d requests the backend served, all 503", b, served)
+	}
+	if got := traffic(w); !slices.Equal(got, []string{ScopeCluster("backend"), ScopeHTTP("edge")}) || w.Reports == 0 {
+		t.Errorf("pod-1's window of %d reports, scopes %v: want edge and backend, and its reports", w.Reports, got)
+	}
+
+	// The step leads pod-1: it is served v2, accepts it, and its window
+	// begins again.
+	rollout("ffffffffffffffff")
+	testenv.Poll(t, 100*time.Millisecond, testenv.Timeout, "pod-1 to accept v2", func() (bool, error) {
+		w = answer().Window
+		return answer().Acked == "v2" && w != nil, nil
+	})
+	if got := traffic(w); len(got) != 0 {
+		t.Errorf("pod-1's window once it accepted v2, before any request: %v, want none of v1's", got)
+	}
+	sent, sent5xx = 0, 0
+	for range 20 {
+		get()
+	}
+	testenv.Poll(t, 100*time.Millisecond, testenv.Timeout, "pod-1's window of v2 to hold its requests", func() (bool, error) {
+		w = answer().Window
+		return w != nil && w.Scopes[ScopeHTTP("edge")].Requests >= sent, nil
+	})
+	e, ok := w.Scopes[ScopeHTTP("edge")], w.Scopes[ScopeCluster("backend-ok")]
+	t.Logf("v2: pod-1's window: %d reports; edge %d requests, %d 5xx; backend-ok %d requests", w.Reports, e.Requests, e.Errors5xx, ok.Requests)
+	if e.Requests != sent || e.Errors5xx != sent5xx || sent5xx != 0 {
+		t.Errorf("edge %+v: want the %d requests sent since v2, none 5xx (%d)", e, sent, sent5xx)
+	}
+	if served := uint64(good.served.Load()); ok.Requests != served || served != sent {
+		t.Errorf("backend-ok %+v: want the %d requests sent, which it served (%d)", ok, sent, served)
+	}
+	if got := traffic(w); !slices.Equal(got, []string{ScopeCluster("backend-ok"), ScopeHTTP("edge")}) {
+		t.Errorf("pod-1's window of v2 has scopes %v, want edge and backend-ok alone", got)
+	}
+	// The fleet no longer rolls out: no answers, no windows.
+	if err := srv.SetFleet(ctx, fleet, "v2", edgeResources(edge, "backend-ok", good.port)); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.ProxyReport()[fleet]; got.Proxies != nil {
+		t.Errorf("a settled fleet's report lists its proxies: %+v", got)
 	}
 }
