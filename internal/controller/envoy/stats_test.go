@@ -27,6 +27,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/stats"
 )
@@ -252,9 +253,9 @@ func TestRealEnvoyOfARolloutFleetReportsToTheXDSServer(t *testing.T) {
 	var rep stats.Report
 	testenv.Poll(t, 200*time.Millisecond, testenv.Timeout, "the receiver to hold the proxy's requests", func() (bool, error) {
 		rep, _ = r.Report(id, pod.Name)
-		return rep.Scopes[stats.ScopeHTTP(proxy.ReadyListenerName)].Requests >= sent, nil
+		return rep.Scopes[analysis.ScopeHTTP(proxy.ReadyListenerName)].Requests >= sent, nil
 	})
-	h, admin := rep.Scopes[stats.ScopeHTTP(proxy.ReadyListenerName)], rep.Scopes[stats.ScopeCluster("envoy_admin")]
+	h, admin := rep.Scopes[analysis.ScopeHTTP(proxy.ReadyListenerName)], rep.Scopes[analysis.ScopeCluster("envoy_admin")]
 	t.Logf("%s reported %d times: ready listener %d requests, %d 5xx; admin cluster %d requests; %d metrics dropped",
 		pod.Name, rep.Reports, h.Requests, h.Errors5xx, admin.Requests, rep.Dropped)
 	if h.Errors5xx != 0 || admin.Requests < sent || h.Duration.Count() < sent {

@@ -348,3 +348,12 @@ func format(m Metric, v float64) string {
 	}
 	return fmt.Sprintf("%.2f%%", 100*v)
 }
+
+// ScopeHTTP names the scope of an HTTP connection manager, by its stat
+// prefix, and ScopeCluster that of an upstream cluster: the scopes the
+// stats receiver keeps a proxy's figures in, and those a change touches
+// (publish).
+func ScopeHTTP(statPrefix string) string { return "http:" + statPrefix }
+
+// ScopeCluster names an upstream cluster's scope (ScopeHTTP).
+func ScopeCluster(name string) string { return "cluster:" + name }

@@ -398,7 +398,7 @@ type Window struct {
 	// Reports counts the stats messages the proxy sent in the window: a
 	// proxy with none is silent, and cannot pass a step.
 	Reports uint64 `json:"reports"`
-	// Scopes are its figures by scope (stats.ScopeHTTP, stats.ScopeCluster);
+	// Scopes are its figures by scope (analysis.ScopeHTTP, analysis.ScopeCluster);
 	// a scope that served no request in the window is left out.
 	Scopes map[string]analysis.Figures `json:"scopes,omitempty"`
 }

@@ -11,19 +11,13 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
 
-// scopeHTTP and scopeCluster name the scopes of an HTTP connection manager
-// by its stat prefix and of an upstream cluster, as the stats receiver
-// does (stats.ScopeHTTP, stats.ScopeCluster; that package's tests import
-// this one's, so this one does not import it).
-func scopeHTTP(statPrefix string) string { return "http:" + statPrefix }
-func scopeCluster(name string) string    { return "cluster:" + name }
-
 // Touched is what a change of a fleet's content touched that its proxies'
-// traffic can show: by scope (stats.ScopeHTTP, stats.ScopeCluster), the
+// traffic can show: by scope (analysis.ScopeHTTP, analysis.ScopeCluster), the
 // EnvoyConfigs whose change touched it, sorted. Empty when the change
 // touched nothing traffic shows (only secrets or endpoints changed, say).
 type Touched map[string][]string
@@ -80,13 +74,13 @@ func TouchedScopes(before, after []translate.Config) Touched {
 		}
 		for _, ref := range resource.References(is[typeURL][name].msg) {
 			if ref.TypeURL == resourcev3.ClusterType && !sent[ref.Name] {
-				add(scopeCluster(ref.Name), owner)
+				add(analysis.ScopeCluster(ref.Name), owner)
 			}
 		}
 	}
 	for name, r := range is[resourcev3.ClusterType] {
 		if _, ok := changed(resourcev3.ClusterType, name); ok {
-			add(scopeCluster(name), r.config)
+			add(analysis.ScopeCluster(name), r.config)
 		}
 	}
 	for name, r := range is[resourcev3.RouteType] {
@@ -100,7 +94,7 @@ func TouchedScopes(before, after []translate.Config) Touched {
 			newlyReferenced(resourcev3.ListenerType, name, r.config)
 		}
 		for _, hcm := range connectionManagers(r.msg.(*listenerv3.Listener)) {
-			scope := scopeHTTP(hcm.GetStatPrefix())
+			scope := analysis.ScopeHTTP(hcm.GetStatPrefix())
 			if listenerChanged {
 				add(scope, r.config)
 			}

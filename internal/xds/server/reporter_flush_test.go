@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/stats"
@@ -147,7 +148,7 @@ func TestReportWritesWindowsOncePerFlushInterval(t *testing.T) {
 	flush(5)
 	testenv.Eventually(t, "pod-0's window written again", func() (bool, error) {
 		w := reported().Proxies["pod-0"].Window
-		return w != nil && w.Scopes[stats.ScopeHTTP("edge")].Requests == 25, nil
+		return w != nil && w.Scopes[analysis.ScopeHTTP("edge")].Requests == 25, nil
 	})
 	looked()
 	if w := writes(); len(w) != 1 {

@@ -98,7 +98,7 @@ func TestRealEnvoyReportsItsOwnFigures(t *testing.T) {
 			var rep Report
 			testenv.Poll(t, 100*time.Millisecond, testenv.Timeout, "the receiver to hold pod-1's requests", func() (bool, error) {
 				rep, _ = rig.r.Report(fleet, "pod-1")
-				e, c := rep.Scopes[ScopeHTTP("edge")], rep.Scopes[ScopeCluster("backend")]
+				e, c := rep.Scopes[analysis.ScopeHTTP("edge")], rep.Scopes[analysis.ScopeCluster("backend")]
 				return e.Requests >= uint64(sent) && c.Requests >= uint64(fromBackend) && e.Duration.Count() >= uint64(sent), nil
 			})
 			// Flushes after the traffic add nothing.
@@ -107,7 +107,7 @@ func TestRealEnvoyReportsItsOwnFigures(t *testing.T) {
 				rep, _ = rig.r.Report(fleet, "pod-1")
 				return rep.Reports >= after+2, nil
 			})
-			e, c := rep.Scopes[ScopeHTTP("edge")], rep.Scopes[ScopeCluster("backend")]
+			e, c := rep.Scopes[analysis.ScopeHTTP("edge")], rep.Scopes[analysis.ScopeCluster("backend")]
 			t.Logf("pod-1 reported %d times: edge %d requests, %d 5xx, %d durations, p99 %v ms; backend %d requests, %d 5xx; %d metrics dropped; messages %s",
 				rep.Reports, e.Requests, e.Errors5xx, e.Duration.Count(), p99(e), c.Requests, c.Errors5xx, rep.Dropped, rig.sizes())
 			if e.Requests != uint64(sent) || e.Errors5xx != uint64(sent) || e.Duration.Count() != uint64(sent) {
@@ -130,7 +130,7 @@ func TestRealEnvoyReportsItsOwnFigures(t *testing.T) {
 			}
 			// A proxy of the step serving this aborts it, on its own figures.
 			v := analysis.Judge(analysis.Input{
-				Step:    []analysis.Proxy{Window(Report{}, rep, ScopeHTTP("edge"))},
+				Step:    []analysis.Proxy{Window(Report{}, rep, analysis.ScopeHTTP("edge"))},
 				Elapsed: time.Second, Bake: time.Minute,
 				Thresholds: analysis.Thresholds{ErrorRatio: analysis.Limit{Max: 0.05}, MinRequests: 10},
 			})

@@ -108,9 +108,9 @@ func parse(name string, typ prom.MetricType, m *prom.Metric) (sample, bool) {
 	if (k.field == fieldErrors) != (class != "") || k.field == fieldErrors && class != "5" {
 		return sample{}, false
 	}
-	s := sample{scope: ScopeHTTP(scope)}
+	s := sample{scope: analysis.ScopeHTTP(scope)}
 	if k.scope == labelCluster {
-		s.scope = ScopeCluster(scope)
+		s.scope = analysis.ScopeCluster(scope)
 	}
 	if k.field == fieldDuration {
 		h, ok := histogram(m.GetHistogram())

@@ -73,7 +73,7 @@ func NewMarks(interval time.Duration, own ...string) *Marks {
 // BootstrapScopes are the scopes of what a fleet's bootstrap declares
 // itself, xdsCluster its xDS server's cluster: left out of the windows.
 func BootstrapScopes(xdsCluster string) []string {
-	return []string{ScopeCluster(xdsCluster), ScopeCluster(proxy.AdminClusterName), ScopeHTTP(proxy.ReadyListenerName)}
+	return []string{analysis.ScopeCluster(xdsCluster), analysis.ScopeCluster(proxy.AdminClusterName), analysis.ScopeHTTP(proxy.ReadyListenerName)}
 }
 
 // Windows returns the windows of the proxies that versions names, by

@@ -14,7 +14,7 @@ import (
 // versions the proxies run and the time, and wants the windows.
 func TestMarks(t *testing.T) {
 	const other = "ns/other"
-	e, b := ScopeHTTP("edge"), ScopeCluster("backend")
+	e, b := analysis.ScopeHTTP("edge"), analysis.ScopeCluster("backend")
 	t0 := time.Unix(1000, 0)
 	first := t0.Add(-time.Hour) // when the Receiver first heard of the proxies
 	rep := func(node string, reports uint64, scopes map[string]analysis.Figures) Report {
@@ -201,11 +201,11 @@ func TestMarksLeaveTheBootstrapsScopesOut(t *testing.T) {
 	m := NewMarks(10*time.Second, BootstrapScopes("xds_cluster")...)
 	start := Report{Key: Key{fleet, "pod-1"}, First: t0, Reports: 1}
 	end := Report{Key: Key{fleet, "pod-1"}, First: t0, Reports: 3, Scopes: map[string]analysis.Figures{
-		ScopeCluster("xds_cluster"):       {Requests: 1, Resets: 1},
-		ScopeCluster("envoy_admin"):       {Requests: 4},
-		ScopeHTTP("envoy_ready_stats"):    {Requests: 4},
-		ScopeHTTP("edge"):                 {Requests: 7, Errors5xx: 7},
-		ScopeCluster("xds_cluster_other"): {Requests: 2},
+		analysis.ScopeCluster("xds_cluster"):       {Requests: 1, Resets: 1},
+		analysis.ScopeCluster("envoy_admin"):       {Requests: 4},
+		analysis.ScopeHTTP("envoy_ready_stats"):    {Requests: 4},
+		analysis.ScopeHTTP("edge"):                 {Requests: 7, Errors5xx: 7},
+		analysis.ScopeCluster("xds_cluster_other"): {Requests: 2},
 	}}
 	held := start
 	report := func(Key) (Report, bool) { return held, true }
@@ -213,14 +213,14 @@ func TestMarksLeaveTheBootstrapsScopesOut(t *testing.T) {
 	m.Windows(versions, report, t0)
 	held = end
 	got := m.Windows(versions, report, t0.Add(10*time.Second))[fleet]["pod-1"]
-	want := &publish.Window{Reports: 2, Scopes: map[string]analysis.Figures{ScopeHTTP("edge"): {Requests: 7, Errors5xx: 7}, ScopeCluster("xds_cluster_other"): {Requests: 2}}}
+	want := &publish.Window{Reports: 2, Scopes: map[string]analysis.Figures{analysis.ScopeHTTP("edge"): {Requests: 7, Errors5xx: 7}, analysis.ScopeCluster("xds_cluster_other"): {Requests: 2}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("window %s, want %s", js(got), js(want))
 	}
 	// Nothing but the bootstrap's own traffic: no scope at all.
-	held = Report{Key: end.Key, First: t0, Reports: 4, Scopes: map[string]analysis.Figures{ScopeCluster("xds_cluster"): {Requests: 2}}}
+	held = Report{Key: end.Key, First: t0, Reports: 4, Scopes: map[string]analysis.Figures{analysis.ScopeCluster("xds_cluster"): {Requests: 2}}}
 	m.Windows(map[string]map[string]string{fleet: {"pod-1": "v2"}}, report, t0.Add(20*time.Second))
-	held.Reports, held.Scopes = 5, map[string]analysis.Figures{ScopeCluster("xds_cluster"): {Requests: 3}}
+	held.Reports, held.Scopes = 5, map[string]analysis.Figures{analysis.ScopeCluster("xds_cluster"): {Requests: 3}}
 	if got := m.Windows(map[string]map[string]string{fleet: {"pod-1": "v2"}}, report, t0.Add(30*time.Second))[fleet]["pod-1"]; got.Reports != 1 || got.Scopes != nil {
 		t.Errorf("window %s, want one report and no scope", js(got))
 	}

@@ -477,10 +477,3 @@ func Window(start, end Report, scopes ...string) analysis.Proxy {
 	}
 	return p
 }
-
-// ScopeHTTP and ScopeCluster name the scopes of an HTTP connection
-// manager's stat prefix and of an upstream cluster.
-func ScopeHTTP(statPrefix string) string { return "http:" + statPrefix }
-
-// ScopeCluster names an upstream cluster's scope.
-func ScopeCluster(name string) string { return "cluster:" + name }

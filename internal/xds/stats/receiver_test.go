@@ -189,7 +189,7 @@ func TestReceiverKeepsAProxysFigures(t *testing.T) {
 		}
 	}
 	rep := waitReports(t, r, fleet, "pod-1", 3)
-	got := rep.Scopes[ScopeHTTP("edge")]
+	got := rep.Scopes[analysis.ScopeHTTP("edge")]
 	if got.Requests != 15 || got.Errors5xx != 4 || got.Duration.Count() != 15 || got.Duration.Counts[2] != 15 {
 		t.Errorf("edge's figures %+v, want 15 requests, 4 of them 5xx, 15 durations in (1, 5] ms", got)
 	}
@@ -240,7 +240,7 @@ func TestReceiverAuthenticatesAsADS(t *testing.T) {
 	if _, ok := r.Report(fleet, "pod-2"); ok {
 		t.Error("pod-2 has figures from pod-1's stream")
 	}
-	if rep, _ := r.Report(fleet, "pod-1"); rep.Scopes[ScopeHTTP("edge")].Requests != 2 {
+	if rep, _ := r.Report(fleet, "pod-1"); rep.Scopes[analysis.ScopeHTTP("edge")].Requests != 2 {
 		t.Errorf("pod-1 has %+v, want the 2 requests of its own first messages only", rep.Scopes)
 	}
 	if got := r.Refused(RefusedIdentity); got != 4 {
@@ -310,8 +310,8 @@ func TestReceiverKeepsOnlyTheInclusionList(t *testing.T) {
 	}
 	rep := waitReports(t, r, fleet, "pod-1", 1)
 	want := map[string]analysis.Figures{
-		ScopeHTTP("edge"):       {Requests: 7},
-		ScopeCluster("backend"): {Requests: 6, Errors5xx: 2, Resets: 1, ConnectFailures: 3},
+		analysis.ScopeHTTP("edge"):       {Requests: 7},
+		analysis.ScopeCluster("backend"): {Requests: 6, Errors5xx: 2, Resets: 1, ConnectFailures: 3},
 	}
 	if len(rep.Scopes) != len(want) {
 		t.Errorf("scopes %v, want %v", rep.Scopes, want)
@@ -457,7 +457,7 @@ func TestReceiverNewerStreamReplaces(t *testing.T) {
 	}
 	waitReports(t, r, fleet, "pod-1", 2)
 	wantCode(t, "the older stream", ended(old, &metricsv3.StreamMetricsMessage{EnvoyMetrics: flush(100, 100)}), codes.Aborted)
-	if rep, _ := r.Report(fleet, "pod-1"); rep.Scopes[ScopeHTTP("edge")].Requests != 3 || !rep.Connected {
+	if rep, _ := r.Report(fleet, "pod-1"); rep.Scopes[analysis.ScopeHTTP("edge")].Requests != 3 || !rep.Connected {
 		t.Errorf("pod-1: %+v, want 3 requests, still connected by its newer stream", rep)
 	}
 }
@@ -465,7 +465,7 @@ func TestReceiverNewerStreamReplaces(t *testing.T) {
 // Window is a proxy's figures between two reports, silent when nothing
 // came in between.
 func TestWindow(t *testing.T) {
-	e, b := ScopeHTTP("edge"), ScopeCluster("backend")
+	e, b := analysis.ScopeHTTP("edge"), analysis.ScopeCluster("backend")
 	start := Report{Key: Key{fleet, "pod-1"}, Reports: 4, Scopes: map[string]analysis.Figures{e: {Requests: 10, Errors5xx: 1}}}
 	end := Report{Key: Key{fleet, "pod-1"}, Reports: 6, Scopes: map[string]analysis.Figures{e: {Requests: 30, Errors5xx: 11}, b: {Requests: 5}}}
 	w := Window(start, end, e)
@@ -549,7 +549,7 @@ func TestReceiverSignalsWindows(t *testing.T) {
 	if signalled() {
 		t.Error("signalled twice")
 	}
-	if w := r.Windows(map[string]map[string]string{fleet: {"pod-1": "v1"}}); w[fleet]["pod-1"].Reports != 3 || w[fleet]["pod-1"].Scopes[ScopeHTTP("edge")].Requests != 3 {
+	if w := r.Windows(map[string]map[string]string{fleet: {"pod-1": "v1"}}); w[fleet]["pod-1"].Reports != 3 || w[fleet]["pod-1"].Scopes[analysis.ScopeHTTP("edge")].Requests != 3 {
 		t.Errorf("pod-1's window %+v, want the 3 reports of one request since the mark", w[fleet]["pod-1"])
 	}
 	send()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/realenvoy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
 )
@@ -70,10 +71,10 @@ func TestRealEnvoyReportsOnTheXDSServersPort(t *testing.T) {
 	var rep Report
 	testenv.Poll(t, 100*time.Millisecond, testenv.Timeout, "the receiver to hold pod-1's requests", func() (bool, error) {
 		rep, _ = g.r.Report(fleet, "pod-1")
-		e, c := rep.Scopes[ScopeHTTP("edge")], rep.Scopes[ScopeCluster("backend")]
+		e, c := rep.Scopes[analysis.ScopeHTTP("edge")], rep.Scopes[analysis.ScopeCluster("backend")]
 		return e.Requests >= uint64(sent) && c.Requests >= uint64(fromBad), nil
 	})
-	e, c := rep.Scopes[ScopeHTTP("edge")], rep.Scopes[ScopeCluster("backend")]
+	e, c := rep.Scopes[analysis.ScopeHTTP("edge")], rep.Scopes[analysis.ScopeCluster("backend")]
 	t.Logf("v1: pod-1 reported %d times: edge %d requests, %d 5xx, %d durations; backend %d requests, %d 5xx",
 		rep.Reports, e.Requests, e.Errors5xx, e.Duration.Count(), c.Requests, c.Errors5xx)
 	if e.Requests != uint64(sent) || e.Errors5xx != uint64(sent) || c.Requests != uint64(fromBad) || c.Errors5xx != uint64(fromBad) {
@@ -95,10 +96,10 @@ func TestRealEnvoyReportsOnTheXDSServersPort(t *testing.T) {
 	fromGood := int(good.served.Load())
 	testenv.Poll(t, 100*time.Millisecond, testenv.Timeout, "the receiver to hold pod-1's requests of v2", func() (bool, error) {
 		rep, _ = g.r.Report(fleet, "pod-1")
-		return rep.Scopes[ScopeCluster("backend-ok")].Requests >= uint64(fromGood), nil
+		return rep.Scopes[analysis.ScopeCluster("backend-ok")].Requests >= uint64(fromGood), nil
 	})
-	ok := rep.Scopes[ScopeCluster("backend-ok")]
-	e = rep.Scopes[ScopeHTTP("edge")]
+	ok := rep.Scopes[analysis.ScopeCluster("backend-ok")]
+	e = rep.Scopes[analysis.ScopeHTTP("edge")]
 	t.Logf("v2: pod-1 reported %d times: edge %d requests, %d 5xx; backend-ok %d requests, %d 5xx; %d metrics dropped",
 		rep.Reports, e.Requests, e.Errors5xx, ok.Requests, ok.Errors5xx, rep.Dropped)
 	if ok.Requests != uint64(fromGood) || ok.Errors5xx != 0 {
@@ -165,7 +166,7 @@ func TestRealEnvoyWindowInARollout(t *testing.T) {
 	// cluster's scope, which the windows leave out (BootstrapScopes): the
 	// window holds the fleet's traffic alone.
 	traffic := func(w *publish.Window) []string { return slices.Sorted(maps.Keys(w.Scopes)) }
-	if rep, _ := g.r.Report(fleet, "pod-1"); rep.Scopes[ScopeCluster("xds_cluster")].Requests == 0 {
+	if rep, _ := g.r.Report(fleet, "pod-1"); rep.Scopes[analysis.ScopeCluster("xds_cluster")].Requests == 0 {
 		t.Errorf("pod-1's record: %v, want its xDS cluster's requests", rep.Scopes)
 	}
 	if w := answer().Window; len(traffic(w)) != 0 {
@@ -198,9 +199,9 @@ func TestRealEnvoyWindowInARollout(t *testing.T) {
 	var w *publish.Window
 	testenv.Poll(t, 100*time.Millisecond, testenv.Timeout, "pod-1's window to hold its requests", func() (bool, error) {
 		w = answer().Window
-		return w != nil && w.Scopes[ScopeHTTP("edge")].Requests >= sent && w.Scopes[ScopeCluster("backend")].Requests >= uint64(bad.served.Load()), nil
+		return w != nil && w.Scopes[analysis.ScopeHTTP("edge")].Requests >= sent && w.Scopes[analysis.ScopeCluster("backend")].Requests >= uint64(bad.served.Load()), nil
 	})
-	e, b := w.Scopes[ScopeHTTP("edge")], w.Scopes[ScopeCluster("backend")]
+	e, b := w.Scopes[analysis.ScopeHTTP("edge")], w.Scopes[analysis.ScopeCluster("backend")]
 	t.Logf("v1: pod-1's window: %d reports; edge %d requests, %d 5xx; backend %d requests, %d 5xx", w.Reports, e.Requests, e.Errors5xx, b.Requests, b.Errors5xx)
 	if e.Requests != sent || e.Errors5xx != sent5xx || sent5xx != sent || e.Duration.Count() != sent {
 		t.Errorf("edge %+v: want the %d requests sent, all answered 5xx (%d)", e, sent, sent5xx)
@@ -208,7 +209,7 @@ func TestRealEnvoyWindowInARollout(t *testing.T) {
 	if served := uint64(bad.served.Load()); b.Requests != served || b.Errors5xx != served {
 		t.Errorf("backend %+v: want the %d requests the backend served, all 503", b, served)
 	}
-	if got := traffic(w); !slices.Equal(got, []string{ScopeCluster("backend"), ScopeHTTP("edge")}) || w.Reports == 0 {
+	if got := traffic(w); !slices.Equal(got, []string{analysis.ScopeCluster("backend"), analysis.ScopeHTTP("edge")}) || w.Reports == 0 {
 		t.Errorf("pod-1's window of %d reports, scopes %v: want edge and backend, and its reports", w.Reports, got)
 	}
 
@@ -228,9 +229,9 @@ func TestRealEnvoyWindowInARollout(t *testing.T) {
 	}
 	testenv.Poll(t, 100*time.Millisecond, testenv.Timeout, "pod-1's window of v2 to hold its requests", func() (bool, error) {
 		w = answer().Window
-		return w != nil && w.Scopes[ScopeHTTP("edge")].Requests >= sent, nil
+		return w != nil && w.Scopes[analysis.ScopeHTTP("edge")].Requests >= sent, nil
 	})
-	e, ok := w.Scopes[ScopeHTTP("edge")], w.Scopes[ScopeCluster("backend-ok")]
+	e, ok := w.Scopes[analysis.ScopeHTTP("edge")], w.Scopes[analysis.ScopeCluster("backend-ok")]
 	t.Logf("v2: pod-1's window: %d reports; edge %d requests, %d 5xx; backend-ok %d requests", w.Reports, e.Requests, e.Errors5xx, ok.Requests)
 	if e.Requests != sent || e.Errors5xx != sent5xx || sent5xx != 0 {
 		t.Errorf("edge %+v: want the %d requests sent since v2, none 5xx (%d)", e, sent, sent5xx)
@@ -238,7 +239,7 @@ func TestRealEnvoyWindowInARollout(t *testing.T) {
 	if served := uint64(good.served.Load()); ok.Requests != served || served != sent {
 		t.Errorf("backend-ok %+v: want the %d requests sent, which it served (%d)", ok, sent, served)
 	}
-	if got := traffic(w); !slices.Equal(got, []string{ScopeCluster("backend-ok"), ScopeHTTP("edge")}) {
+	if got := traffic(w); !slices.Equal(got, []string{analysis.ScopeCluster("backend-ok"), analysis.ScopeHTTP("edge")}) {
 		t.Errorf("pod-1's window of v2 has scopes %v, want edge and backend-ok alone", got)
 	}
 	// The fleet no longer rolls out: no answers, no windows.
