@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
@@ -99,15 +101,9 @@ func TestProxyReportCarriesWindows(t *testing.T) {
 // waitAcked waits until n proxies of the test fleet accepted its version.
 func waitAcked(t *testing.T, s *Server, n int) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute) // no speed goal: it ends a test that will not pass
-	for {
+	// No speed goal: the bound only ends a test that will not pass.
+	testenv.Poll(t, 5*time.Millisecond, time.Minute, "the proxies' acceptance", func() (bool, error) {
 		c := s.Tracker().Counts(fleet, s.Version(fleet))
-		if c.Acked == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d proxies accepted %s", c.Acked, n, s.Version(fleet))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return c.Acked == n, fmt.Errorf("%d of %d proxies accepted %s", c.Acked, n, s.Version(fleet))
+	})
 }

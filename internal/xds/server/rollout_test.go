@@ -13,6 +13,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
@@ -57,17 +58,11 @@ func sentClusters(s *Server) map[string]string {
 // waitAnswers waits until the tracker's answers of the test fleet are want.
 func waitAnswers(t *testing.T, s *Server, want map[string]publish.ProxyAnswer) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute) // no speed goal: it ends a test that will not pass
-	for {
+	// No speed goal: the bound only ends a test that will not pass.
+	testenv.Poll(t, 5*time.Millisecond, time.Minute, "the proxies' answers", func() (bool, error) {
 		got := s.Tracker().Answers(fleet)
-		if maps.Equal(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("answers = %v, want %v", got, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return maps.Equal(got, want), fmt.Errorf("answers %v, want %v", got, want)
+	})
 }
 
 // A fleet whose revision rolls out serves each proxy the revision of its
@@ -138,13 +133,10 @@ func testRollout(t *testing.T, protocol string) {
 				want[node] = atNew
 			}
 		}
-		deadline := time.Now().Add(time.Minute) // no speed goal: it ends a test that will not pass
-		for got := sentClusters(s); !maps.Equal(got, want); got = sentClusters(s) {
-			if time.Now().After(deadline) {
-				t.Fatalf("clusters sent, by proxy: %v, want %v", got, want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testenv.Poll(t, 5*time.Millisecond, time.Minute, "the clusters sent to each proxy", func() (bool, error) {
+			got := sentClusters(s)
+			return maps.Equal(got, want), fmt.Errorf("clusters sent, by proxy: %v, want %v", got, want)
+		})
 	}
 
 	// Step 1: two proxies are served v2.

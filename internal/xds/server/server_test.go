@@ -15,6 +15,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/go-logr/logr"
 
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -71,17 +72,10 @@ func waitCounts(t *testing.T, s *Server, version string, want ProxyCounts) {
 	t.Helper()
 	// No speed goal: a bound that only ends a test that will not pass, with
 	// hundreds of streams under the race detector on a small machine.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	testenv.Poll(t, 10*time.Millisecond, 2*time.Minute, "the counts of "+version, func() (bool, error) {
 		got := s.Tracker().Counts(fleet, version)
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("counts for %s = %+v, want %+v", version, got, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return got == want, fmt.Errorf("counts %+v, want %+v", got, want)
+	})
 }
 
 func TestSotwAckAndNack(t *testing.T) {

@@ -3,6 +3,7 @@ package stats
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 
 	fleetid "github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
@@ -152,17 +154,13 @@ func flush(n, e float64) []*prom.MetricFamily {
 // waitReports waits until the receiver has n reports of fleet/id.
 func waitReports(t testing.TB, r *Receiver, fleet, id string, n uint64) Report {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		rep, ok := r.Report(fleet, id)
-		if ok && rep.Reports >= n {
-			return rep
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s/%s: %d reports, want %d", fleet, id, rep.Reports, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var rep Report
+	testenv.Poll(t, 10*time.Millisecond, 30*time.Second, "the reports of "+fleet+"/"+id, func() (bool, error) {
+		var ok bool
+		rep, ok = r.Report(fleet, id)
+		return ok && rep.Reports >= n, fmt.Errorf("%d reports, want %d", rep.Reports, n)
+	})
+	return rep
 }
 
 func wantCode(t testing.TB, what string, err error, code codes.Code) {
@@ -202,13 +200,10 @@ func TestReceiverKeepsAProxysFigures(t *testing.T) {
 	if err := ended(s); err != nil {
 		t.Errorf("closed by the proxy: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for rep, _ := r.Report(fleet, "pod-1"); rep.Connected; rep, _ = r.Report(fleet, "pod-1") {
-		if time.Now().After(deadline) {
-			t.Fatal("still connected after its stream closed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Poll(t, 10*time.Millisecond, 10*time.Second, "the proxy's record to say its stream closed", func() (bool, error) {
+		rep, _ := r.Report(fleet, "pod-1")
+		return !rep.Connected, nil
+	})
 }
 
 // A stream is refused unless its certificate is the fleet's its node
@@ -487,13 +482,7 @@ func TestWindow(t *testing.T) {
 
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Poll(t, 10*time.Millisecond, 30*time.Second, what, func() (bool, error) { return cond(), nil })
 }
 
 // A flush signals WindowsChanged only while its fleet rolls out (it has
