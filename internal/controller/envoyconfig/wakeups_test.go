@@ -161,19 +161,16 @@ func (rep *countedReplica) cost(fleetID string, since int) cost {
 // the suite's have anything queued or running.
 func quiet(t *testing.T, fleetID string, reps ...*countedReplica) {
 	t.Helper()
-	last := ""
-	testenv.Eventually(t, "the replicas to go quiet", func() (bool, error) {
+	testenv.Steady(t, time.Second, testenv.Timeout, "the replicas to go quiet", func() (string, error) {
 		now, idle := "", testenv.Idle(ControllerName)
 		for _, rep := range reps {
 			now += fmt.Sprintf("%d/%d ", len(rep.writes.Writes()), rep.reconciles.of(fleetID))
 			idle = idle && testenv.Idle(rep.controller)
 		}
-		if now == last && idle {
-			return true, nil
+		if !idle {
+			return "", fmt.Errorf("writes/reconciles %s, and a controller has work queued or running", now)
 		}
-		last = now
-		time.Sleep(time.Second)
-		return false, nil
+		return now, nil
 	})
 }
 
