@@ -54,17 +54,7 @@ func TestReportWaitsForTheProxiesAnswers(t *testing.T) {
 	go func() { _ = r.Start(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
 	name := report.ShardName(replica, 0)
-	reported := func() report.FleetProxies {
-		cm := &corev1.ConfigMap{}
-		if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: name}, cm); err != nil {
-			return report.FleetProxies{}
-		}
-		rep, err := report.Read(cm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rep["ns/edge"]
-	}
+	reported := func() report.FleetProxies { return reportedFleet(ctx, t, name, "ns/edge") }
 	// looked waits until the reporter has read the report again twice
 	// since: it is past the signal before.
 	looked := func() {
@@ -111,4 +101,19 @@ func TestReportWaitsForTheProxiesAnswers(t *testing.T) {
 	if w := writes(); len(w) != 1 {
 		t.Errorf("the report was written %d times, want once: %v", len(w), w)
 	}
+}
+
+// reportedFleet returns fleet's entry in the report shard name, as the API
+// server holds it: the zero entry until the shard is written.
+func reportedFleet(ctx context.Context, t *testing.T, name, fleet string) report.FleetProxies {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: name}, cm); err != nil {
+		return report.FleetProxies{}
+	}
+	rep, err := report.Read(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep[fleet]
 }

@@ -2,7 +2,7 @@ package server
 
 import (
 	"context"
-	"sync"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,8 +14,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
@@ -33,8 +31,8 @@ import (
 // the test's.
 func TestReportWritesWindowsOncePerFlushInterval(t *testing.T) {
 	const replica = "replica-windows"
-	clock := &testClock{at: time.Unix(1000, 0)}
-	rcv := stats.New(stats.Options{WindowInterval: 10 * time.Second, Now: clock.now})
+	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	rcv := stats.New(stats.Options{WindowInterval: 10 * time.Second, Now: clock.Now})
 	s, addr := startServerWith(t, func(s *Server) { s.AddService(rcv); s.SetStats(rcv) })
 	v1 := clusters("a")
 	mustPublish(t, s, "v1", v1)
@@ -85,17 +83,7 @@ func TestReportWritesWindowsOncePerFlushInterval(t *testing.T) {
 	go func() { _ = r.Start(rctx); close(stopped) }()
 	defer func() { rcancel(); <-stopped }()
 	name := report.ShardName(replica, 0)
-	reported := func() report.FleetProxies {
-		cm := &corev1.ConfigMap{}
-		if err := suite.Client.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: name}, cm); err != nil {
-			return report.FleetProxies{}
-		}
-		rep, err := report.Read(cm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rep[fleet]
-	}
+	reported := func() report.FleetProxies { return reportedFleet(ctx, t, name, fleet) }
 	writes := func() []string { return suite.Counter.WritesTo("/configmaps/" + name) }
 	// looked waits until the reporter has read the report again twice
 	// since: it is past any signal before.
@@ -111,7 +99,7 @@ func TestReportWritesWindowsOncePerFlushInterval(t *testing.T) {
 	// Settled: flushes, a flush interval apart, write nothing.
 	suite.Counter.Reset()
 	for range 3 {
-		clock.add(10 * time.Second)
+		clock.Step(10 * time.Second)
 		flush(5)
 	}
 	looked()
@@ -137,14 +125,14 @@ func TestReportWritesWindowsOncePerFlushInterval(t *testing.T) {
 	for range 3 {
 		flush(5)
 	}
-	clock.add(9 * time.Second)
+	clock.Step(9 * time.Second)
 	flush(5)
 	looked()
 	if w := writes(); len(w) != 0 {
 		t.Fatalf("the report was written within the flush interval: %v", w)
 	}
 	// The interval passed: the next flush's window is written, once.
-	clock.add(time.Second)
+	clock.Step(time.Second)
 	flush(5)
 	testenv.Eventually(t, "pod-0's window written again", func() (bool, error) {
 		w := reported().Proxies["pod-0"].Window
@@ -168,22 +156,4 @@ type countedProxies struct {
 func (p countedProxies) ProxyReport() report.Report {
 	p.calls.Add(1)
 	return p.Server.ProxyReport()
-}
-
-// testClock is a clock the test moves.
-type testClock struct {
-	mu sync.Mutex
-	at time.Time
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.at
-}
-
-func (c *testClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.at = c.at.Add(d)
 }

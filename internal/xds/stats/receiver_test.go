@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	clocktesting "k8s.io/utils/clock/testing"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -392,8 +392,8 @@ func TestReceiverBounds(t *testing.T) {
 	t.Run("grace", func(t *testing.T) {
 		// A proxy without a stream, silent for the grace period, is
 		// forgotten; one with a stream is kept, however long silent.
-		clock := &fakeClock{at: time.Unix(1000, 0)}
-		r := New(Options{Grace: time.Minute, Now: clock.now})
+		clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+		r := New(Options{Grace: time.Minute, Now: clock.Now})
 		c := dial(t, serve(t, r), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		s1 := start(t, r, c, "pod-1")
 		start(t, r, c, "pod-2")
@@ -401,12 +401,12 @@ func TestReceiverBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "pod-1 to disconnect", func() bool { rep, _ := r.Report(fleet, "pod-1"); return !rep.Connected })
-		clock.add(59 * time.Second)
+		clock.Step(59 * time.Second)
 		start(t, r, c, "pod-3")
 		if _, ok := r.Report(fleet, "pod-1"); !ok {
 			t.Error("pod-1 forgotten within the grace period")
 		}
-		clock.add(6 * time.Second) // the next sweep: a tenth of the grace period later
+		clock.Step(6 * time.Second) // the next sweep: a tenth of the grace period later
 		start(t, r, c, "pod-4")
 		if _, ok := r.Report(fleet, "pod-1"); ok {
 			t.Error("pod-1 kept, without a stream, past the grace period")
@@ -415,24 +415,6 @@ func TestReceiverBounds(t *testing.T) {
 			t.Errorf("pod-2, silent as long but with its stream, forgotten (%d proxies, want 3)", r.Proxies())
 		}
 	})
-}
-
-// fakeClock is a Receiver's clock that tests move.
-type fakeClock struct {
-	mu sync.Mutex
-	at time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.at
-}
-
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.at = c.at.Add(d)
 }
 
 // A proxy's newer stream replaces its older one, which ends at its next
@@ -489,8 +471,8 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 // marks), and at most once per WindowInterval: when its windows are due
 // to be figured again.
 func TestReceiverSignalsWindows(t *testing.T) {
-	clock := &fakeClock{at: time.Unix(1000, 0)}
-	r := New(Options{WindowInterval: 10 * time.Second, Now: clock.now})
+	clock := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	r := New(Options{WindowInterval: 10 * time.Second, Now: clock.Now})
 	c := dial(t, serve(t, r), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	s := open(t, c)
 	sent := uint64(0)
@@ -515,7 +497,7 @@ func TestReceiverSignalsWindows(t *testing.T) {
 		}
 	}
 	send()
-	clock.add(time.Minute)
+	clock.Step(time.Minute)
 	send()
 	if signalled() {
 		t.Error("signalled for a fleet that does not roll out")
@@ -524,12 +506,12 @@ func TestReceiverSignalsWindows(t *testing.T) {
 	if got := w[fleet]["pod-1"]; got == nil || got.Reports != 0 {
 		t.Fatalf("pod-1's window %+v, want one just begun", got)
 	}
-	clock.add(9 * time.Second)
+	clock.Step(9 * time.Second)
 	send()
 	if signalled() {
 		t.Error("signalled within the interval")
 	}
-	clock.add(time.Second)
+	clock.Step(time.Second)
 	send()
 	send()
 	if !signalled() {
@@ -547,7 +529,7 @@ func TestReceiverSignalsWindows(t *testing.T) {
 	}
 	// The fleet no longer rolls out: its marks are dropped.
 	r.Windows(nil)
-	clock.add(time.Minute)
+	clock.Step(time.Minute)
 	send()
 	if signalled() {
 		t.Error("signalled for a fleet that no longer rolls out")
