@@ -21,7 +21,8 @@
 # BENCH_XDS_PLAINTEXT=1 runs the operator with --xds-plaintext, and the xDS
 # benchmark's clients without TLS: the figures beside those over mutual TLS.
 # Each of its clients has a connection of its own, as each Envoy does;
-# BENCH_XDS_STREAMS_PER_CONN=K puts K streams on each connection.
+# BENCH_XDS_STREAMS_PER_CONN=K puts K streams on each connection, and
+# BENCH_XDS_SETUPS=K lets at most K of its proxies set up at once.
 #
 # BENCH_SMOKE=1 (make bench-smoke) runs every benchmark at tiny sizes on a
 # cluster of 3 nodes (default name kec-bench-smoke): it checks the harness and

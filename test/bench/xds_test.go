@@ -70,7 +70,10 @@ func clusterRange(from, to, port, other int) examplev1.EnvoyResources {
 // proxy's ACK, the bytes each proxy is sent for it, and the operator's live
 // heap per 1000 connected proxies.
 // BENCH_XDS_SIZES sets the numbers of proxies (default "100,1000"),
-// BENCH_XDS_ROUNDS the updates per row (default 10).
+// BENCH_XDS_ROUNDS the updates per row (default 10), BENCH_XDS_SETUPS how
+// many proxies may be setting up at once (default: all of them). Each row
+// saves the operator's heap and goroutine profiles with the proxies
+// connected (saveProfiles).
 func TestXDSPushToAck(t *testing.T) {
 	addr := xdsAddr(t)
 	sizes := sizesEnv(t, "BENCH_XDS_SIZES", "100,1000")
@@ -106,10 +109,11 @@ func TestXDSPushToAck(t *testing.T) {
 			heapBefore := operatorHeap(t)
 			started := time.Now()
 			acks := startLoadClients(t, addr, fleet, mode, n, xdsClusters, certDir)
-			acks.waitAll(t, n, "")
+			acks.waitAllWithin(t, n, "", setupWait)
 			setup := time.Since(started)
 			waitConnected(t, fleet, n)
 			heapAfter := operatorHeap(t)
+			saveProfiles(t, fmt.Sprintf("xds-%s-%d", mode, n))
 
 			var lat []time.Duration
 			var all []time.Duration
@@ -154,6 +158,24 @@ func TestXDSPushToAck(t *testing.T) {
 		}
 	}
 	Record(t, "xds", strings.Join(rows, "\n")+"\n")
+}
+
+// saveProfiles writes the operator's heap profile, taken right after a
+// GC, and its goroutines grouped by stack into the results directory, as
+// name.heap.pprof and name.goroutines.txt: what a row's memory is made of
+// (`go tool pprof -sample_index=inuse_space -top name.heap.pprof`). A
+// smoke run, which records nothing, saves none.
+func saveProfiles(t *testing.T, name string) {
+	t.Helper()
+	dir, addr := os.Getenv("BENCH_OUT"), os.Getenv("OPERATOR_PPROF_ADDR")
+	if dir == "" || Smoke() {
+		return
+	}
+	for file, path := range map[string]string{name + ".heap.pprof": "heap?gc=1", name + ".goroutines.txt": "goroutine?debug=1"} {
+		if err := os.WriteFile(filepath.Join(dir, file), httpGet(t, "http://"+addr+"/debug/pprof/"+path), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // xdsAddr is the operator's xDS address.
@@ -236,7 +258,8 @@ func startLoadClients(t *testing.T, addr, fleet, mode string, n, clusters int, c
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), loadClientsEnv+"=1", "XDS_LOAD_ADDR="+addr, "XDS_LOAD_FLEET="+fleet,
-		"XDS_LOAD_MODE="+mode, "XDS_LOAD_N="+strconv.Itoa(n), "XDS_LOAD_CLUSTERS="+strconv.Itoa(clusters), "XDS_LOAD_CERT_DIR="+certDir)
+		"XDS_LOAD_MODE="+mode, "XDS_LOAD_N="+strconv.Itoa(n), "XDS_LOAD_CLUSTERS="+strconv.Itoa(clusters), "XDS_LOAD_CERT_DIR="+certDir,
+		"XDS_LOAD_SETUPS="+os.Getenv("BENCH_XDS_SETUPS"))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -304,11 +327,22 @@ func (lc *loadClients) latest() string {
 	return lc.order[len(lc.order)-1]
 }
 
+// setupWait bounds the connection set-up of a row: on a busy machine
+// thousands of handshakes at once time out, and their proxies connect
+// again (as Envoys do), which takes minutes.
+const setupWait = 10 * time.Minute
+
 // waitAll waits until n clients acknowledged one version other than prev,
 // and returns their ACKs.
 func (lc *loadClients) waitAll(t *testing.T, n int, prev string) []ack {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	return lc.waitAllWithin(t, n, prev, 2*time.Minute)
+}
+
+// waitAllWithin is waitAll, waiting at most d.
+func (lc *loadClients) waitAllWithin(t *testing.T, n int, prev string, d time.Duration) []ack {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	go func() { time.Sleep(time.Until(deadline)); lc.cond.Broadcast() }()
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
@@ -396,7 +430,10 @@ func runLoadClients() {
 	}
 	var conns []discoveryv3.AggregatedDiscoveryServiceClient
 	for range (n + perConn - 1) / perConn {
-		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+		// A stream waits for its connection, which gRPC makes again, with
+		// backoff, when it fails, as an Envoy does: on a busy machine some
+		// of thousands of handshakes at once time out.
+		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(grpc.WaitForReady(true)))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -408,11 +445,31 @@ func runLoadClients() {
 		run = standin.Delta
 	}
 	subs := []standin.Subscription{{TypeURL: resourcev3.EndpointType, Names: names}}
+	// At most setupsAtOnce proxies set up at once (XDS_LOAD_SETUPS, 0 for
+	// no bound): each holds a place from its start to its first response.
+	// Thousands of TLS handshakes at once on a busy machine outlast the
+	// handshake timeouts of both sides, and then come again at once.
+	var places chan struct{}
+	if v := os.Getenv("XDS_LOAD_SETUPS"); v != "" && v != "0" {
+		k, err := measure.Size(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "XDS_LOAD_SETUPS:", err)
+			os.Exit(1)
+		}
+		places = make(chan struct{}, k)
+	}
 	for i := range n {
 		node := &corev3.Node{Id: fmt.Sprintf("load-%d", i), Cluster: fleet}
 		c := conns[i%len(conns)]
+		var once sync.Once
+		release := func() {}
+		if places != nil {
+			places <- struct{}{}
+			release = func() { once.Do(func() { <-places }) }
+		}
 		go func() {
-			err := run(context.Background(), c, node, subs, func(_, v string, size int) { report(i, v, size) })
+			err := run(context.Background(), c, node, subs, func(_, v string, size int) { release(); report(i, v, size) })
+			release()
 			fmt.Fprintf(os.Stderr, "client %d: %v\n", i, err)
 		}()
 	}
