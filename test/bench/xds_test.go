@@ -467,10 +467,17 @@ func runLoadClients() {
 			places <- struct{}{}
 			release = func() { once.Do(func() { <-places }) }
 		}
+		// A stream that ends is opened again, as an Envoy does, after a
+		// pause: the server closes a connection whose keepalive pings go
+		// unanswered, which a client process of 10,000 proxies on a busy
+		// machine may not answer in time.
 		go func() {
-			err := run(context.Background(), c, node, subs, func(_, v string, size int) { release(); report(i, v, size) })
-			release()
-			fmt.Fprintf(os.Stderr, "client %d: %v\n", i, err)
+			for {
+				err := run(context.Background(), c, node, subs, func(_, v string, size int) { release(); report(i, v, size) })
+				release()
+				fmt.Fprintf(os.Stderr, "client %d: %v; opening the stream again\n", i, err)
+				time.Sleep(time.Second)
+			}
 		}()
 	}
 	select {}
