@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sync/atomic"
 	"testing"
@@ -131,19 +132,22 @@ func TestReportWritesWindowsOncePerFlushInterval(t *testing.T) {
 	if w := writes(); len(w) != 0 {
 		t.Fatalf("the report was written within the flush interval: %v", w)
 	}
-	// The interval passed: the next flush's window is written, once.
+	// The interval passed: the window is figured again at the reporter's
+	// next look, and written, once. That look may come before the flush
+	// after it (a signal still pending), which is then counted at the next
+	// interval's figuring: the window written holds 4 or 5 flushes.
 	clock.Step(time.Second)
 	flush(5)
 	testenv.Eventually(t, "pod-0's window written again", func() (bool, error) {
 		w := reported().Proxies["pod-0"].Window
-		return w != nil && w.Scopes[analysis.ScopeHTTP("edge")].Requests == 25, nil
+		return w != nil && w.Reports >= 4, fmt.Errorf("pod-0's window %+v", w)
 	})
 	looked()
 	if w := writes(); len(w) != 1 {
 		t.Errorf("the report was written %d times, want once: %v", len(w), w)
 	}
-	if w := reported().Proxies["pod-0"].Window; w.Reports != 5 {
-		t.Errorf("pod-0's window: %+v, want the 5 flushes since it began", w)
+	if w := reported().Proxies["pod-0"].Window; w.Reports != 4 && w.Reports != 5 || w.Scopes[analysis.ScopeHTTP("edge")].Requests != 5*w.Reports {
+		t.Errorf("pod-0's window: %+v, want the 4 or 5 flushes since it began, of 5 requests each", w)
 	}
 }
 
