@@ -8,16 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/stats"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
 )
-
-// The scopes are named as the stats receiver names them.
-func TestScopeNames(t *testing.T) {
-	if scopeHTTP("ingress") != stats.ScopeHTTP("ingress") || scopeCluster("web") != stats.ScopeCluster("web") {
-		t.Errorf("scopes %s and %s, the receiver's %s and %s", scopeHTTP("ingress"), scopeCluster("web"), stats.ScopeHTTP("ingress"), stats.ScopeCluster("web"))
-	}
-}
 
 // listenerJSON is a listener on port with one HTTP connection manager of
 // stat_prefix prefix, over RDS route configuration rds, or with an inline
