@@ -40,12 +40,18 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/server"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/stats"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
 )
 
 var (
 	suite     testenv.Suite
 	xdsServer *server.Server
+	// statsReceiver receives the stats the suite's real Envoys stream, on
+	// the xDS server's port, as the operator serves it; its windows are
+	// figured every second, the flush interval of those Envoys
+	// (rollout_envoy_test.go).
+	statsReceiver *stats.Receiver
 )
 
 // operatorNamespace holds the replicas' reports of their proxies.
@@ -61,7 +67,11 @@ func TestMain(m *testing.M) {
 		if ca, err = authority.Add(mgr, authority.Config{Namespace: operatorNamespace, Options: testPKI, Hosts: []string{"localhost", "127.0.0.1"}}); err != nil {
 			return err
 		}
-		xdsServer, err = server.Add(mgr, server.Options{BindAddress: "127.0.0.1:0", Namespace: operatorNamespace, Replica: "replica-a", Authority: ca})
+		o := stats.DefaultOptions
+		o.TrustDomain, o.Own, o.WindowInterval = testPKI.TrustDomain, stats.BootstrapScopes(fleet.XDSClusterName), time.Second
+		statsReceiver = stats.New(o)
+		xdsServer, err = server.Add(mgr, server.Options{BindAddress: "127.0.0.1:0", Namespace: operatorNamespace, Replica: "replica-a", Authority: ca,
+			Services: []server.Service{statsReceiver}, Stats: statsReceiver})
 		if err != nil {
 			return err
 		}

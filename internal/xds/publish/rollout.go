@@ -392,8 +392,10 @@ type ProxyAnswer struct {
 }
 
 // Window is a proxy's figures since the replica that reports it began
-// serving it the version of its answer in the rollout under way (or began
-// receiving its stats, if later): a running total of the window, by scope.
+// serving it the version of its answer in the rollout under way (from the
+// proxy's first stats message after it accepted that version, which alone
+// may hold the version before; or since the replica began receiving its
+// stats, if later): a running total of the window, by scope.
 type Window struct {
 	// Reports counts the stats messages the proxy sent in the window: a
 	// proxy with none is silent, and cannot pass a step.

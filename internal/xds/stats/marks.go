@@ -11,12 +11,17 @@ import (
 // A replica reports, while a fleet rolls out, each of its proxies' window
 // (publish.Window): what the proxy served since it began running the
 // version of its answer, as this replica saw it. Marks keep where each
-// window begins: the proxy's Report when the version it runs changed on
-// this replica, or when it first appeared among the fleet's proxies. The
-// version is the one it last accepted (publish.ProxyAnswer.Acked): Envoy
-// accepts a version once it applied it, so what it serves afterwards is
-// that version's, within a flush (the figures of the flush after the
-// mark may hold a few seconds of the version before). A proxy that has
+// window begins: the proxy's Report when it first appeared among the
+// fleet's proxies, or the first of its Reports that this replica reads
+// after the version it runs changed. The version is the one it last
+// accepted (publish.ProxyAnswer.Acked): Envoy accepts a version once it
+// applied it, so what it serves afterwards is that version's. The flush
+// that comes after the change holds what the proxy served before it too
+// (up to a flush interval of the version before), so the window begins
+// after it, and is empty (Reports 0) until then. Counted from the change
+// itself, a step with a short bake passed on what its proxies served of
+// the previous version (envoyconfig's
+// TestRealEnvoysRolloutJudgedByTheirStats). A proxy that has
 // accepted nothing yet has no window; one that answers nothing for a
 // while (its stream reconnects) keeps its mark, and its window goes on
 // once it accepts the same version again.
@@ -52,11 +57,15 @@ type fleetMarks struct {
 }
 
 // mark is where a proxy's window begins: the version it runs, and its
-// Report then (zero when the Receiver held none); window is its window as
-// last figured, nil while the Receiver holds no Report of it.
+// Report then (zero when the Receiver held none); until settled, the
+// Report the version changed at, and the window begins at the next one
+// read (the flush after the change may hold the version before). window
+// is its window as last figured, nil while the Receiver holds no Report of
+// it.
 type mark struct {
 	version string
 	start   Report
+	settled bool
 	window  *publish.Window
 }
 
@@ -79,8 +88,9 @@ func BootstrapScopes(xdsCluster string) []string {
 // Windows returns the windows of the proxies that versions names, by
 // fleet and node id: versions gives, of each fleet that rolls out, the
 // version each of its proxies runs ("" for one that accepted none: it
-// gets no window, and keeps its mark). A proxy's window begins when its
-// version differs from its mark's, or when it has no mark; report gives
+// gets no window, and keeps its mark). A proxy's window begins when it
+// has no mark, and, when its version differs from its mark's, at the
+// first of its Reports read after that (empty until then); report gives
 // a proxy's Report as it stands (false when there is none: it gets no
 // window). The marks of every other fleet and proxy are dropped: the
 // fleet no longer rolls out, or the proxy left.
@@ -115,12 +125,19 @@ func (m *Marks) Windows(versions map[string]map[string]string, report func(Key) 
 			switch {
 			case mk == nil || mk.version != version:
 				start, _ := report(key)
-				mk = &mark{version: version, start: start}
+				// A proxy that first appears runs its version since
+				// before: its window begins at once.
+				mk = &mark{version: version, start: start, settled: mk == nil}
 				fm.proxies[node] = mk
 				mk.window = m.windowOf(key, mk.start, report)
 			case figure || mk.window == nil:
 				// A proxy whose stats begin to come here is given its
 				// window at once, as one whose window begins.
+				if !mk.settled {
+					if end, ok := report(key); ok && (end.Reports > mk.start.Reports || !end.First.Equal(mk.start.First)) {
+						mk.start, mk.settled = end, true
+					}
+				}
 				mk.window = m.windowOf(key, mk.start, report)
 			}
 			if mk.window != nil {

@@ -71,16 +71,14 @@ func TestMarks(t *testing.T) {
 			"pod-2": win(1, map[string]analysis.Figures{e: figures(4, 0)}),
 		}},
 	}, {
-		name: "pod-1 serves v2 with 5xx; pod-2 accepted nothing (it reconnected): no window, its mark kept",
+		name: "pod-1's first flush since v2, which may hold some of v1: its window begins there; pod-2 accepted nothing (it reconnected): no window, its mark kept",
 		at:   20 * time.Second,
 		reports: []Report{
 			rep("pod-1", 10, map[string]analysis.Figures{e: figures(150, 13), b: figures(20, 10)}),
 			{Key: Key{fleet, "pod-2"}, Reports: 3, First: t0.Add(9 * time.Second), Scopes: map[string]analysis.Figures{e: figures(9, 0)}},
 		},
 		versions: map[string]map[string]string{fleet: {"pod-1": "v2", "pod-2": ""}},
-		want: map[string]map[string]*publish.Window{fleet: {
-			"pod-1": win(2, map[string]analysis.Figures{e: figures(20, 10), b: figures(20, 10)}),
-		}},
+		want:     map[string]map[string]*publish.Window{fleet: {"pod-1": win(0, nil)}},
 	}, {
 		name: "pod-2 accepts v1 again: its window goes on",
 		at:   20 * time.Second,
@@ -90,7 +88,7 @@ func TestMarks(t *testing.T) {
 		},
 		versions: map[string]map[string]string{fleet: {"pod-1": "v2", "pod-2": "v1"}},
 		want: map[string]map[string]*publish.Window{fleet: {
-			"pod-1": win(2, map[string]analysis.Figures{e: figures(20, 10), b: figures(20, 10)}),
+			"pod-1": win(0, nil),
 			"pod-2": win(1, map[string]analysis.Figures{e: figures(4, 0)}), // as figured at 10 s
 		}},
 	}, {
@@ -102,7 +100,7 @@ func TestMarks(t *testing.T) {
 		},
 		versions: map[string]map[string]string{fleet: {"pod-1": "v2", "pod-2": "v2"}},
 		want: map[string]map[string]*publish.Window{fleet: {
-			"pod-1": win(2, map[string]analysis.Figures{e: figures(20, 10), b: figures(20, 10)}), // not figured yet
+			"pod-1": win(0, nil), // not figured yet
 			"pod-2": win(0, nil),
 		}},
 	}, {
@@ -220,8 +218,11 @@ func TestMarksLeaveTheBootstrapsScopesOut(t *testing.T) {
 	// Nothing but the bootstrap's own traffic: no scope at all.
 	held = Report{Key: end.Key, First: t0, Reports: 4, Scopes: map[string]analysis.Figures{analysis.ScopeCluster("xds_cluster"): {Requests: 2}}}
 	m.Windows(map[string]map[string]string{fleet: {"pod-1": "v2"}}, report, t0.Add(20*time.Second))
+	// The flush after the change, where the window begins; then one more.
 	held.Reports, held.Scopes = 5, map[string]analysis.Figures{analysis.ScopeCluster("xds_cluster"): {Requests: 3}}
-	if got := m.Windows(map[string]map[string]string{fleet: {"pod-1": "v2"}}, report, t0.Add(30*time.Second))[fleet]["pod-1"]; got.Reports != 1 || got.Scopes != nil {
+	m.Windows(map[string]map[string]string{fleet: {"pod-1": "v2"}}, report, t0.Add(30*time.Second))
+	held.Reports, held.Scopes = 6, map[string]analysis.Figures{analysis.ScopeCluster("xds_cluster"): {Requests: 4}}
+	if got := m.Windows(map[string]map[string]string{fleet: {"pod-1": "v2"}}, report, t0.Add(40*time.Second))[fleet]["pod-1"]; got.Reports != 1 || got.Scopes != nil {
 		t.Errorf("window %s, want one report and no scope", js(got))
 	}
 }

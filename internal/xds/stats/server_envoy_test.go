@@ -223,6 +223,15 @@ func TestRealEnvoyWindowInARollout(t *testing.T) {
 	if got := traffic(w); len(got) != 0 {
 		t.Errorf("pod-1's window once it accepted v2, before any request: %v, want none of v1's", got)
 	}
+	// The window begins at pod-1's first flush after it accepted v2 (that
+	// flush may hold requests of v1): what is sent after that counts.
+	testenv.Poll(t, 100*time.Millisecond, testenv.Timeout, "pod-1's window of v2 to begin", func() (bool, error) {
+		w = answer().Window
+		return w != nil && w.Reports >= 1, nil
+	})
+	if got := traffic(w); len(got) != 0 {
+		t.Errorf("pod-1's window of v2, before any request: %v", got)
+	}
 	sent, sent5xx = 0, 0
 	for range 20 {
 		get()
