@@ -1,7 +1,6 @@
 package envoy
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -227,7 +225,7 @@ func TestRealEnvoyOfARolloutFleetReportsToTheXDSServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	var log syncBuffer
+	var log realenvoy.Log
 	proc, err := realenvoy.Run(bin, p, root, addr.String(), false, &log)
 	if err != nil {
 		t.Fatal(err)
@@ -312,22 +310,4 @@ func httpGet(ctx context.Context, url string) (string, error) {
 		err = fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	return string(b), err
-}
-
-// syncBuffer is Envoy's log.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

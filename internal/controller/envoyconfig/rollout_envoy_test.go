@@ -1,7 +1,6 @@
 package envoyconfig
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -400,7 +399,7 @@ func runFleetEnvoy(t *testing.T, bin string, id fleet.ID, node string) *realenvo
 	for _, arg := range proxy.Container(proxy.ContainerOptions{FleetID: id.String(), LogLevel: "warn", XDS: xds}).Args {
 		args = append(args, strings.ReplaceAll(arg, "$(POD_NAME)", node))
 	}
-	log := &lockedBuffer{}
+	log := &realenvoy.Log{}
 	p, err := realenvoy.Run(bin, realenvoy.Proxy{Pod: node, Args: args, Files: files}, t.TempDir(), xdsClient(t), false, log)
 	if err != nil {
 		t.Fatal(err)
@@ -425,22 +424,4 @@ func protoYAML(t *testing.T, m proto.Message) []byte {
 		t.Fatal(err)
 	}
 	return y
-}
-
-// lockedBuffer is an Envoy's log.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *lockedBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *lockedBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package stats
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -373,7 +372,7 @@ func (g *rig) run(t *testing.T, bin, node, fleetName string, withMatcher bool) *
 	for _, a := range proxy.Container(proxy.ContainerOptions{FleetID: fleetName, LogLevel: "warn", XDS: xds}).Args {
 		args = append(args, strings.ReplaceAll(a, "$(POD_NAME)", node))
 	}
-	log := &syncBuffer{}
+	log := &realenvoy.Log{}
 	p, err := realenvoy.Run(bin, realenvoy.Proxy{Pod: node, Args: args, Files: files}, t.TempDir(), g.addr, false, log)
 	if err != nil {
 		t.Fatal(err)
@@ -414,22 +413,4 @@ func httpGet(ctx context.Context, url string) (int, string, error) {
 	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
-}
-
-// syncBuffer is Envoy's log.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
