@@ -333,7 +333,7 @@ func RenderBootstrap(xds XDSServer, o Overload) ([]byte, error) {
 	if err := b.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("invalid bootstrap: %w", err)
 	}
-	return toYAML(b)
+	return YAML(b)
 }
 
 // RenderFiles returns every file a proxy of xds reads from its bootstrap
@@ -358,7 +358,7 @@ func RenderFiles(xds XDSServer, o Overload) (map[string][]byte, error) {
 				return nil, fmt.Errorf("invalid SDS file %s: %w", name, err)
 			}
 		}
-		if files[name], err = toYAML(resp); err != nil {
+		if files[name], err = YAML(resp); err != nil {
 			return nil, err
 		}
 	}
@@ -373,7 +373,9 @@ func FileKeys(xds XDSServer) []string {
 	return []string{BootstrapKey}
 }
 
-func toYAML(m proto.Message) ([]byte, error) {
+// YAML encodes m as the files of a fleet's ConfigMap hold it: its proto
+// field names, keys sorted.
+func YAML(m proto.Message) ([]byte, error) {
 	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encoding %T: %w", m, err)

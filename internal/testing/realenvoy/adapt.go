@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -321,4 +323,30 @@ func dig(tree any, path ...any) any {
 		}
 	}
 	return tree
+}
+
+// FleetPod returns what a pod of fleet fleetID, named node, runs Envoy
+// with when its bootstrap is b (a test's variant of proxy.Bootstrap(xds,
+// ...)): the bootstrap and its SDS files, the fleet's client certificate
+// and key and the trusted CA bundle, as its volumes mount them, and its
+// container's arguments.
+func FleetPod(b proto.Message, xds proxy.XDSServer, fleetID, node string, cert, key, bundle []byte) (Proxy, error) {
+	files := map[string][]byte{}
+	var err error
+	if files[proxy.BootstrapPath], err = proxy.YAML(b); err != nil {
+		return Proxy{}, err
+	}
+	for name, resp := range proxy.SDSFiles(xds) {
+		if files[path.Join(proxy.BootstrapDir, name)], err = proxy.YAML(resp); err != nil {
+			return Proxy{}, err
+		}
+	}
+	files[path.Join(proxy.ClientCertDir, proxy.ClientCertFile)] = cert
+	files[path.Join(proxy.ClientCertDir, proxy.ClientKeyFile)] = key
+	files[path.Join(proxy.ClientCertDir, proxy.TrustedCAFile)] = bundle
+	var args []string
+	for _, a := range proxy.Container(proxy.ContainerOptions{FleetID: fleetID, LogLevel: "warn", XDS: xds}).Args {
+		args = append(args, strings.ReplaceAll(a, "$(POD_NAME)", node))
+	}
+	return Proxy{Pod: node, Args: args, Files: files}, nil
 }

@@ -6,8 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,10 +23,8 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"sigs.k8s.io/yaml"
 
 	fleetid "github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
@@ -357,23 +353,16 @@ func (g *rig) run(t *testing.T, bin, node, fleetName string, withMatcher bool) *
 	if err := AddSink(b, xds.ClusterName, time.Second, matcher); err != nil {
 		t.Fatal(err)
 	}
-	files := map[string][]byte{proxy.BootstrapPath: toYAML(t, b)}
-	for name, resp := range proxy.SDSFiles(xds) {
-		files[path.Join(proxy.BootstrapDir, name)] = toYAML(t, resp)
-	}
 	leaf, err := pki.IssueClient(g.a, fleetid.ID{Namespace: "ns", Name: "edge"}, time.Now(), testPKI)
 	if err != nil {
 		t.Fatal(err)
 	}
-	files[path.Join(proxy.ClientCertDir, proxy.ClientCertFile)] = leaf.Cert
-	files[path.Join(proxy.ClientCertDir, proxy.ClientKeyFile)] = leaf.Key
-	files[path.Join(proxy.ClientCertDir, proxy.TrustedCAFile)] = g.a.Bundle()
-	var args []string
-	for _, a := range proxy.Container(proxy.ContainerOptions{FleetID: fleetName, LogLevel: "warn", XDS: xds}).Args {
-		args = append(args, strings.ReplaceAll(a, "$(POD_NAME)", node))
+	pod, err := realenvoy.FleetPod(b, xds, fleetName, node, leaf.Cert, leaf.Key, g.a.Bundle())
+	if err != nil {
+		t.Fatal(err)
 	}
 	log := &realenvoy.Log{}
-	p, err := realenvoy.Run(bin, realenvoy.Proxy{Pod: node, Args: args, Files: files}, t.TempDir(), g.addr, false, log)
+	p, err := realenvoy.Run(bin, pod, t.TempDir(), g.addr, false, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,19 +373,6 @@ func (g *rig) run(t *testing.T, bin, node, fleetName string, withMatcher bool) *
 		}
 	})
 	return p
-}
-
-func toYAML(t *testing.T, m proto.Message) []byte {
-	t.Helper()
-	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := yaml.JSONToYAML(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return y
 }
 
 func httpGet(ctx context.Context, url string) (int, string, error) {
