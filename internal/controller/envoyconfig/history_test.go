@@ -276,7 +276,14 @@ func readHistory(t *testing.T, id fleet.ID, what string, cond func(publish.Histo
 		}
 		var err error
 		h, err = history.Read(cm, operatorNamespace, id)
-		return err == nil && cond(h), err
+		if err != nil {
+			return false, err
+		}
+		rollout := "none"
+		if h.Rollout != nil {
+			rollout = fmt.Sprintf("%+v", *h.Rollout)
+		}
+		return cond(h), fmt.Errorf("the history serves %s; its rollout: %s; withheld: %v", h.Current, rollout, h.Withheld)
 	})
 	return h
 }

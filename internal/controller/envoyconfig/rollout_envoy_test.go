@@ -6,20 +6,16 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -68,7 +64,7 @@ func TestRealEnvoysRolloutJudgedByTheirStats(t *testing.T) {
 	e := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns}, Spec: examplev1.EnvoySpec{
 		ConfigRollout: &examplev1.EnvoyConfigRollout{
 			Steps:       []examplev1.EnvoyConfigRolloutStep{{Proxies: ptr.To[int32](1)}, {Percent: ptr.To[int32](50)}, {Percent: ptr.To[int32](100)}},
-			BakeSeconds: ptr.To[int32](5),
+			BakeSeconds: ptr.To[int32](10),
 			Analysis:    &examplev1.EnvoyConfigRolloutAnalysis{MinRequests: ptr.To[int32](minRequests)},
 		}}}
 	create(t, e)
@@ -264,7 +260,7 @@ func TestRealEnvoysRolloutJudgedByTheirStats(t *testing.T) {
 	}
 	testenv.Eventually(t, quiet+"'s window to outlast the bake", func() (bool, error) {
 		w := xdsServer.ProxyReport()[id.String()].Proxies[quiet].Window
-		return w != nil && w.Reports >= 6, fmt.Errorf("window %+v", w)
+		return w != nil && w.Reports >= 11, fmt.Errorf("window %+v", w)
 	})
 	got = waitStatus(t, cfg, "the quiet change, baked, still waiting for traffic", func(c *examplev1.EnvoyConfig) bool {
 		r := c.Status.Rollout
@@ -380,10 +376,6 @@ func runFleetEnvoy(t *testing.T, bin string, id fleet.ID, node string) *realenvo
 	xds := proxy.XDSServer{ClusterName: fleet.XDSClusterName, Host: "localhost", Port: 1, MutualTLS: true, StatsSink: true}
 	b := proxy.Bootstrap(xds, proxy.Overload{})
 	b.StatsFlushInterval = durationpb.New(time.Second)
-	files := map[string][]byte{proxy.BootstrapPath: protoYAML(t, b)}
-	for name, resp := range proxy.SDSFiles(xds) {
-		files[path.Join(proxy.BootstrapDir, name)] = protoYAML(t, resp)
-	}
 	a, err := ca.Authority(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -392,15 +384,12 @@ func runFleetEnvoy(t *testing.T, bin string, id fleet.ID, node string) *realenvo
 	if err != nil {
 		t.Fatal(err)
 	}
-	files[path.Join(proxy.ClientCertDir, proxy.ClientCertFile)] = leaf.Cert
-	files[path.Join(proxy.ClientCertDir, proxy.ClientKeyFile)] = leaf.Key
-	files[path.Join(proxy.ClientCertDir, proxy.TrustedCAFile)] = a.Bundle()
-	var args []string
-	for _, arg := range proxy.Container(proxy.ContainerOptions{FleetID: id.String(), LogLevel: "warn", XDS: xds}).Args {
-		args = append(args, strings.ReplaceAll(arg, "$(POD_NAME)", node))
+	pod, err := realenvoy.FleetPod(b, xds, id.String(), node, leaf.Cert, leaf.Key, a.Bundle())
+	if err != nil {
+		t.Fatal(err)
 	}
 	log := &realenvoy.Log{}
-	p, err := realenvoy.Run(bin, realenvoy.Proxy{Pod: node, Args: args, Files: files}, t.TempDir(), xdsClient(t), false, log)
+	p, err := realenvoy.Run(bin, pod, t.TempDir(), xdsClient(t), false, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,17 +400,4 @@ func runFleetEnvoy(t *testing.T, bin string, id fleet.ID, node string) *realenvo
 		}
 	})
 	return p
-}
-
-func protoYAML(t *testing.T, m proto.Message) []byte {
-	t.Helper()
-	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := yaml.JSONToYAML(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return y
 }
