@@ -22,6 +22,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/analysis"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
@@ -125,6 +126,10 @@ func rolloutPolicy(e *examplev1.Envoy) *publish.RolloutPolicy {
 		p.Steps = append(p.Steps, publish.RolloutStep{Proxies: ptr.Deref(st.Proxies, 0), Percent: ptr.Deref(st.Percent, 0)})
 	}
 	p.Analysis = rolloutThresholds(e.Spec.ConfigRollout.Analysis)
+	// A proxy's window begins at its first flush after it accepted the
+	// change, and a replica figures windows once a flush interval: one
+	// silent for three has stopped reporting.
+	p.Silence = 3 * proxy.StatsFlushInterval
 	return p
 }
 

@@ -11,7 +11,10 @@
 //
 //  1. A proxy that reported nothing in the window cannot pass: the step
 //     waits for it while it bakes, and aborts once the bake is over and
-//     it is still silent (metric "reports", value 0).
+//     it is still silent (metric "reports", value 0), but never before
+//     Silence: a proxy's window begins at its first report after it
+//     accepted the change, so a short bake must not take a proxy that has
+//     not had its first report yet for a silent one.
 //  2. Each of its scopes with at least MinRequests requests is judged,
 //     metric by metric, against the absolute ceiling and against the
 //     baseline's figures of the same scope: above either, the step aborts.
@@ -256,7 +259,11 @@ type Input struct {
 	// Elapsed is the time since the step began (its window), and Bake how
 	// long it bakes.
 	Elapsed, Bake time.Duration
-	Thresholds    Thresholds
+	// Silence is how long since the step began a proxy may have reported
+	// nothing before its silence aborts the step, however short the bake:
+	// a few of its flush intervals.
+	Silence    time.Duration
+	Thresholds Thresholds
 }
 
 // Judge returns the step's verdict (see the package's rules).
@@ -274,8 +281,8 @@ func Judge(in Input) Verdict {
 	for _, p := range step {
 		if !p.Reported {
 			f := Finding{Proxy: p.Node, Metric: MetricReports, Value: 0, Threshold: 1}
-			if baked {
-				f.Outcome, f.Reason = Abort, fmt.Sprintf("0, want at least 1: silent through the bake of %s", in.Bake)
+			if silentFor := max(in.Bake, in.Silence); in.Elapsed >= silentFor {
+				f.Outcome, f.Reason = Abort, fmt.Sprintf("0, want at least 1: silent for %s", silentFor)
 				aborts = append(aborts, f)
 			} else {
 				f.Outcome, f.Reason = Wait, "0 yet: silent so far"

@@ -43,6 +43,7 @@ func TestJudge(t *testing.T) {
 		step     []Proxy
 		baseline []Proxy
 		elapsed  time.Duration
+		silence  time.Duration
 		th       *Thresholds
 		want     Outcome
 		// first is the first finding's proxy, scope and metric, and value
@@ -100,6 +101,16 @@ func TestJudge(t *testing.T) {
 			want: Abort, first: &Finding{Proxy: "pod-b", Metric: MetricReports}, value: 0, threshold: 1,
 		},
 		{
+			name: "silent after a bake shorter than Silence, within it: wait",
+			step: []Proxy{silent("pod-a")}, baseline: healthyBase, elapsed: bake + time.Second, silence: 2 * bake,
+			want: Wait, first: &Finding{Proxy: "pod-a", Metric: MetricReports}, value: 0, threshold: 1,
+		},
+		{
+			name: "silent after a bake shorter than Silence, past it: abort",
+			step: []Proxy{silent("pod-a")}, baseline: healthyBase, elapsed: 2 * bake, silence: 2 * bake,
+			want: Abort, first: &Finding{Proxy: "pod-a", Metric: MetricReports}, value: 0, threshold: 1,
+		},
+		{
 			name: "reported, but no request: wait",
 			step: []Proxy{proxy("pod-a", nil)}, baseline: healthyBase, elapsed: bake,
 			want: Wait, first: &Finding{Proxy: "pod-a", Metric: MetricRequests}, value: 0, threshold: 50,
@@ -150,7 +161,7 @@ func TestJudge(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := Input{Step: tc.step, Baseline: tc.baseline, Elapsed: tc.elapsed, Bake: bake, Thresholds: th}
+			in := Input{Step: tc.step, Baseline: tc.baseline, Elapsed: tc.elapsed, Bake: bake, Silence: tc.silence, Thresholds: th}
 			if tc.th != nil {
 				in.Thresholds = *tc.th
 			}

@@ -59,6 +59,10 @@ type RolloutPolicy struct {
 	// served against what the baseline served (analysis.Judge). Nil: the
 	// step is judged by its proxies' acceptance and its bake alone.
 	Analysis *analysis.Thresholds
+	// Silence is how long since a judged step began its proxies may have
+	// reported no stats before that aborts the step, however short the
+	// bake (analysis.Input): a few of the proxies' flush intervals.
+	Silence time.Duration
 }
 
 // RolloutPhase is where a rollout stands.
@@ -472,8 +476,9 @@ type RolloutDecision struct {
 	Serve map[string]string
 	// Waiting says why a step that is under way is not promoted yet.
 	Waiting string
-	// RecheckAfter, when not zero, is when the step's bake ends: decide again
-	// then. BakeEnds is that time.
+	// RecheckAfter, when not zero, is when the step's bake ends, or a judged
+	// step's silent proxies would abort it: decide again then. BakeEnds is
+	// when the bake ends.
 	RecheckAfter time.Duration
 	BakeEnds     time.Time
 	// Superseded is the revision whose rollout a new one cut short.
@@ -659,6 +664,8 @@ func StepRollout(in RolloutInput) RolloutDecision {
 				step+1, len(steps), why, v.Proxies, v.Baseline)
 			if left > 0 {
 				d.RecheckAfter, d.BakeEnds = left, s.StepStarted.Add(in.Policy.Bake)
+			} else if silence := s.StepStarted.Add(in.Policy.Silence).Sub(now); silence > 0 {
+				d.RecheckAfter = silence
 			}
 			return d.finish(s, nodes)
 		}
@@ -726,7 +733,7 @@ func judgeStep(in RolloutInput, s Rollout, step int, leading, nodes []string, no
 		}
 	}
 	v := analysis.Judge(analysis.Input{Step: stepProxies, Baseline: baseline, Elapsed: max(now.Sub(s.StepStarted), 0),
-		Bake: in.Policy.Bake, Thresholds: *in.Policy.Analysis})
+		Bake: in.Policy.Bake, Silence: in.Policy.Silence, Thresholds: *in.Policy.Analysis})
 	out := judged{StepVerdict: StepVerdict{Step: step, Outcome: v.Outcome, Proxies: figuresOf(stepProxies), Baseline: figuresOf(baseline)}}
 	// A step that waits only for its bake has no finding to tell.
 	if f := v.Findings; len(f) > 0 && v.Outcome != analysis.Pass && (f[0].Proxy != "" || f[0].Metric != "") {

@@ -20,6 +20,14 @@ var judgedCanary = func() *RolloutPolicy {
 	return &p
 }()
 
+// shortBake is judgedCanary with a bake of 10 s, shorter than the 30 s its
+// proxies may stay silent.
+var shortBake = func() *RolloutPolicy {
+	p := *judgedCanary
+	p.Bake, p.Silence = 10*time.Second, 30*time.Second
+	return &p
+}()
+
 // figures are n requests, e of them 5xx, each taking ms.
 func figures(n, e uint64, ms float64) analysis.Figures {
 	f := analysis.Figures{Requests: n, Errors5xx: e}
@@ -90,6 +98,8 @@ func TestStepRolloutAnalysis(t *testing.T) {
 		// judged is the step's and the baseline's requests when the step
 		// was judged.
 		judged *[2]uint64
+		// recheck is when to decide again, when set.
+		recheck time.Duration
 	}{
 		{name: "a step 5xx-heavy from its start aborts on the ceiling, during the bake",
 			policy: judgedCanary, state: atStep1, proxies: windows(atStep1, twenty, ingress(figures(200, 124, 3)), healthy), now: t0.Add(10 * time.Second),
@@ -131,11 +141,23 @@ func TestStepRolloutAnalysis(t *testing.T) {
 			policy: judgedCanary, state: atStep1, proxies: windows(atStep1, twenty, nil, healthy), now: t0.Add(time.Minute),
 			action: RolloutAborts, events: "RolloutAborted", judged: &[2]uint64{0, 19000},
 			want: aborted(0, RolloutAbort{Proxy: lead, Metric: "reports", Threshold: 1,
-				Detail: "proxy " + lead + ": reports 0, want at least 1: silent through the bake of 1m0s"},
+				Detail: "proxy " + lead + ": reports 0, want at least 1: silent for 1m0s"},
 				StepVerdict{Step: 0, Outcome: analysis.Abort, Proxies: StepFigures{Proxies: 1},
 					Baseline: StepFigures{Proxies: 19, Requests: 19000, P99: 4.96},
-					Finding:  "proxy " + lead + ": reports 0, want at least 1: silent through the bake of 1m0s"}),
-			event: "silent through the bake"},
+					Finding:  "proxy " + lead + ": reports 0, want at least 1: silent for 1m0s"}),
+			event: "silent for 1m0s"},
+		{name: "a silent proxy after a bake shorter than its silence waits, and the step is decided again when its silence would abort",
+			policy: shortBake, state: atStep1, proxies: windows(atStep1, twenty, nil, healthy), now: t0.Add(20 * time.Second),
+			action: RolloutWaits, want: atStep1, judged: &[2]uint64{0, 19000}, waiting: "silent so far", recheck: 10 * time.Second},
+		{name: "a silent proxy past its silence aborts the step, however short the bake",
+			policy: shortBake, state: atStep1, proxies: windows(atStep1, twenty, nil, healthy), now: t0.Add(30 * time.Second),
+			action: RolloutAborts, events: "RolloutAborted", judged: &[2]uint64{0, 19000},
+			want: aborted(0, RolloutAbort{Proxy: lead, Metric: "reports", Threshold: 1,
+				Detail: "proxy " + lead + ": reports 0, want at least 1: silent for 30s"},
+				StepVerdict{Step: 0, Outcome: analysis.Abort, Proxies: StepFigures{Proxies: 1},
+					Baseline: StepFigures{Proxies: 19, Requests: 19000, P99: 4.96},
+					Finding:  "proxy " + lead + ": reports 0, want at least 1: silent for 30s"}),
+			event: "silent for 30s"},
 		{name: "too little traffic waits within the bake",
 			policy: judgedCanary, state: atStep1, proxies: windows(atStep1, twenty, ingress(figures(12, 12, 3)), healthy), now: t0.Add(10 * time.Second),
 			action: RolloutWaits, want: atStep1, judged: &[2]uint64{12, 19000},
@@ -238,6 +260,9 @@ func TestStepRolloutAnalysis(t *testing.T) {
 				t.Errorf("judged %+v, want no judgement", *d.Judged)
 			case tt.judged != nil && (d.Judged == nil || d.Judged.Proxies.Requests != tt.judged[0] || d.Judged.Baseline.Requests != tt.judged[1]):
 				t.Errorf("judged %+v, want the step's %d requests and the baseline's %d", d.Judged, tt.judged[0], tt.judged[1])
+			}
+			if tt.recheck != 0 && d.RecheckAfter != tt.recheck {
+				t.Errorf("recheck after %s, want %s", d.RecheckAfter, tt.recheck)
 			}
 		})
 	}

@@ -38,7 +38,8 @@ func (t Touched) Scopes() []string {
 //     whose route configuration over RDS is new or changed;
 //   - cluster:<name> of each cluster of after that is new or changed, and
 //     of each cluster that a new or changed route configuration or listener
-//     sends traffic to and did not before.
+//     sends traffic to and did not before; only of the clusters that a
+//     listener or route configuration of after sends traffic to.
 //
 // A resource's EnvoyConfig is the one that gives it; where two give one
 // name, the first of the revision's order (the older), as translation
@@ -78,8 +79,21 @@ func TouchedScopes(before, after []translate.Config) Touched {
 			}
 		}
 	}
+	// A cluster that no listener or route configuration sends to serves no
+	// traffic to judge it by (a cluster added ahead of its route): judging
+	// its scope would have the step wait for traffic for ever.
+	used := map[string]bool{}
+	for _, typeURL := range []string{resourcev3.ListenerType, resourcev3.RouteType} {
+		for _, r := range is[typeURL] {
+			for _, ref := range resource.References(r.msg) {
+				if ref.TypeURL == resourcev3.ClusterType {
+					used[ref.Name] = true
+				}
+			}
+		}
+	}
 	for name, r := range is[resourcev3.ClusterType] {
-		if _, ok := changed(resourcev3.ClusterType, name); ok {
+		if _, ok := changed(resourcev3.ClusterType, name); ok && used[name] {
 			add(analysis.ScopeCluster(name), r.config)
 		}
 	}

@@ -27,8 +27,8 @@ type EnvoyConfigRolloutApplyConfiguration struct {
 	// rollout at once, as a rejection does; the step goes on once
 	// bakeSeconds passed and each of its proxies served at least
 	// minRequests requests within the limits. A step whose proxies serve
-	// fewer waits, and a proxy that sends no stats through the bake aborts
-	// it. {} sets every default.
+	// fewer waits, and a proxy that sends no stats through the bake, and
+	// for at least 30 seconds, aborts it. {} sets every default.
 	Analysis *EnvoyConfigRolloutAnalysisApplyConfiguration `json:"analysis,omitempty"`
 }
 
