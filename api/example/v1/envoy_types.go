@@ -266,7 +266,7 @@ type EnvoyConfigRollout struct {
 	// bakeSeconds passed and each of its proxies served at least
 	// minRequests requests within the limits. A step whose proxies serve
 	// fewer waits, and a proxy that sends no stats through the bake, and
-	// for at least 30 seconds, aborts it. {} sets every default.
+	// for at least a minute, aborts it. {} sets every default.
 	// +optional
 	Analysis *EnvoyConfigRolloutAnalysis `json:"analysis,omitempty"`
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -166,6 +167,8 @@ func TestRolloutAnalysis(t *testing.T) {
 	}
 	if p := rolloutPolicy(e); p == nil || p.Analysis == nil || !reflect.DeepEqual(*p.Analysis, analysis.DefaultThresholds) {
 		t.Fatalf("the policy of analysis {} as the API server stores it: %+v, want the thresholds %+v", p, analysis.DefaultThresholds)
+	} else if p.Silence != time.Minute {
+		t.Fatalf("a judged step's proxies may be silent for %s, want a minute, however short the bake", p.Silence)
 	}
 	first := publish.SelectProxies([]publish.RolloutStep{{Proxies: 1}}, 0, nodes)[0]
 

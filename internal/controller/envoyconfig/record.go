@@ -126,10 +126,12 @@ func rolloutPolicy(e *examplev1.Envoy) *publish.RolloutPolicy {
 		p.Steps = append(p.Steps, publish.RolloutStep{Proxies: ptr.Deref(st.Proxies, 0), Percent: ptr.Deref(st.Percent, 0)})
 	}
 	p.Analysis = rolloutThresholds(e.Spec.ConfigRollout.Analysis)
-	// A proxy's window begins at its first flush after it accepted the
-	// change, and a replica figures windows once a flush interval: one
-	// silent for three has stopped reporting.
-	p.Silence = 3 * proxy.StatsFlushInterval
+	// A proxy's first report of a change comes with its second flush after
+	// it accepted it (the first holds the previous version's traffic too:
+	// stats.Marks), and a replica figures windows once a flush interval: a
+	// healthy proxy has reported within three intervals of the step's
+	// start. Six leave as much again for a replica under load.
+	p.Silence = 6 * proxy.StatsFlushInterval
 	return p
 }
 
