@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -290,10 +291,9 @@ func Judge(in Input) Verdict {
 			}
 			continue
 		}
-		var total Figures
+		total := Total(p.Scopes)
 		for _, scope := range slices.Sorted(maps.Keys(p.Scopes)) {
 			f := p.Scopes[scope]
-			total = total.Add(f)
 			if f.Requests < th.MinRequests || th.MinRequests == 0 && f.Requests == 0 {
 				continue
 			}
@@ -360,7 +360,32 @@ func format(m Metric, v float64) string {
 // prefix, and ScopeCluster that of an upstream cluster: the scopes the
 // stats receiver keeps a proxy's figures in, and those a change touches
 // (publish).
-func ScopeHTTP(statPrefix string) string { return "http:" + statPrefix }
+func ScopeHTTP(statPrefix string) string { return scopeHTTP + statPrefix }
 
 // ScopeCluster names an upstream cluster's scope (ScopeHTTP).
 func ScopeCluster(name string) string { return "cluster:" + name }
+
+const scopeHTTP = "http:"
+
+// Total is a proxy's figures over its scopes, each request counted once.
+// A request counts in the HTTP connection manager that took it and again
+// in the cluster it was sent to, so its requests, 5xx responses, resets
+// and durations are those of its HTTP scopes when it has any, and of its
+// clusters otherwise; its failed connections, which only clusters count,
+// are its clusters'.
+func Total(scopes map[string]Figures) Figures {
+	var http, clusters Figures
+	hasHTTP := false
+	for scope, f := range scopes {
+		if strings.HasPrefix(scope, scopeHTTP) {
+			http, hasHTTP = http.Add(f), true
+		} else {
+			clusters = clusters.Add(f)
+		}
+	}
+	if !hasHTTP {
+		return clusters
+	}
+	http.ConnectFailures = clusters.ConnectFailures
+	return http
+}

@@ -224,3 +224,30 @@ func TestFiguresWindow(t *testing.T) {
 		t.Errorf("a window that runs backwards is %+v, want nothing", z)
 	}
 }
+
+// A request counts once in a proxy's total, though its HTTP connection
+// manager and its cluster both count it.
+func TestTotal(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		scopes map[string]Figures
+		want   Figures
+	}{
+		{name: "none", want: Figures{}},
+		{name: "an HTTP scope and the cluster it sends to: the HTTP scope's, with the cluster's failed connections",
+			scopes: map[string]Figures{
+				ScopeHTTP("ingress"):  {Requests: 20, Errors5xx: 20},
+				ScopeCluster("next"):  {Errors5xx: 20, ConnectFailures: 3},
+				ScopeHTTP("admin"):    {Requests: 5},
+				ScopeCluster("other"): {Requests: 5, ConnectFailures: 1},
+			},
+			want: Figures{Requests: 25, Errors5xx: 20, ConnectFailures: 4}},
+		{name: "clusters alone (a TCP proxy's): theirs",
+			scopes: map[string]Figures{ScopeCluster("a"): {Requests: 7, Resets: 1}, ScopeCluster("b"): {Requests: 3}},
+			want:   Figures{Requests: 10, Resets: 1}},
+	} {
+		if got := Total(tc.scopes); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}

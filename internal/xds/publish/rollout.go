@@ -759,9 +759,7 @@ func sentence(f analysis.Finding) string {
 func figuresOf(proxies []analysis.Proxy) StepFigures {
 	var total analysis.Figures
 	for _, p := range proxies {
-		for _, f := range p.Scopes {
-			total = total.Add(f)
-		}
+		total = total.Add(analysis.Total(p.Scopes))
 	}
 	out := StepFigures{Proxies: len(proxies), Requests: total.Requests}
 	if total.Requests > 0 {
