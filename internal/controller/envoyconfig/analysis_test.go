@@ -172,10 +172,13 @@ func TestRolloutAnalysis(t *testing.T) {
 	}
 	first := publish.SelectProxies([]publish.RolloutStep{{Proxies: 1}}, 0, nodes)[0]
 
-	// A and B change at once.
+	// A and B change at once: each a new cluster, and a route to it (a
+	// cluster that nothing sends to is not judged).
 	for c, name := range map[*examplev1.EnvoyConfig]string{a: "a2", b: "b2"} {
 		patch := client.MergeFrom(c.DeepCopy())
 		c.Spec.Resources.Clusters = append(c.Spec.Resources.Clusters, cluster(name, "1s"))
+		c.Spec.Resources.Routes = append(c.Spec.Resources.Routes, raw(`{"name": "to-`+name+`", "virtual_hosts": [{"name": "all", "domains": ["*"],
+			"routes": [{"match": {"prefix": "/"}, "route": {"cluster": "`+name+`"}}]}]}`))
 		if err := suite.Client.Patch(ctx, c, patch); err != nil {
 			t.Fatal(err)
 		}
