@@ -11,17 +11,21 @@ import (
 // A replica reports, while a fleet rolls out, each of its proxies' window
 // (publish.Window): what the proxy served since it began running the
 // version of its answer, as this replica saw it. Marks keep where each
-// window begins: the proxy's Report when it first appeared among the
-// fleet's proxies, or the first of its Reports that this replica reads
-// after the version it runs changed. The version is the one it last
-// accepted (publish.ProxyAnswer.Acked): Envoy accepts a version once it
-// applied it, so what it serves afterwards is that version's. The flush
-// that comes after the change holds what the proxy served before it too
-// (up to a flush interval of the version before), so the window begins
-// after it, and is empty (Reports 0) until then. Counted from the change
-// itself, a step with a short bake passed on what its proxies served of
-// the previous version (envoyconfig's
-// TestRealEnvoysRolloutJudgedByTheirStats). A proxy that has
+// window begins: the first of its Reports that this replica reads after
+// the proxy first appeared among the rolling fleet's proxies, or after the
+// version it runs changed. The version is the one it last accepted
+// (publish.ProxyAnswer.Acked): Envoy accepts a version once it applied
+// it, so what it serves afterwards is that version's. The flush that
+// comes after the change holds what the proxy served before it too (up to
+// a flush interval of the version before), so the window begins after it,
+// and is empty (Reports 0) until then. Counted from the change itself, a
+// step with a short bake passed on what its proxies served of the
+// previous version (envoyconfig's TestRealEnvoysRolloutJudgedByTheirStats).
+// So does a proxy that first appears: a fleet that begins to roll out
+// has its step's proxies on the new version from the start, and a
+// proxy's first message holds all it served since it started; counted at
+// once, a step's first proxy was judged on the traffic it had served the
+// version before (the task page "Rolling out a change"). A proxy that has
 // accepted nothing yet has no window; one that answers nothing for a
 // while (its stream reconnects) keeps its mark, and its window goes on
 // once it accepts the same version again.
@@ -88,9 +92,9 @@ func BootstrapScopes(xdsCluster string) []string {
 // Windows returns the windows of the proxies that versions names, by
 // fleet and node id: versions gives, of each fleet that rolls out, the
 // version each of its proxies runs ("" for one that accepted none: it
-// gets no window, and keeps its mark). A proxy's window begins when it
-// has no mark, and, when its version differs from its mark's, at the
-// first of its Reports read after that (empty until then); report gives
+// gets no window, and keeps its mark). When a proxy has no mark, or its
+// version differs from its mark's, its window begins at the first of its
+// Reports read after that (empty until then); report gives
 // a proxy's Report as it stands (false when there is none: it gets no
 // window). The marks of every other fleet and proxy are dropped: the
 // fleet no longer rolls out, or the proxy left.
@@ -125,9 +129,7 @@ func (m *Marks) Windows(versions map[string]map[string]string, report func(Key) 
 			switch {
 			case mk == nil || mk.version != version:
 				start, _ := report(key)
-				// A proxy that first appears runs its version since
-				// before: its window begins at once.
-				mk = &mark{version: version, start: start, settled: mk == nil}
+				mk = &mark{version: version, start: start}
 				fm.proxies[node] = mk
 				mk.window = m.windowOf(key, mk.start, report)
 			case figure || mk.window == nil:

@@ -46,21 +46,30 @@ func TestMarks(t *testing.T) {
 		versions: map[string]map[string]string{fleet: {"pod-1": "v1", "pod-2": "v1"}},
 		want:     map[string]map[string]*publish.Window{fleet: {"pod-1": win(0, nil)}},
 	}, {
-		name: "the interval passed: figured again, since the mark; pod-2's stats come: its window, from nothing",
+		name: "the interval passed: the first Reports read since they appeared, where their windows begin (the first holds what pod-2 served before)",
 		at:   10 * time.Second,
 		reports: []Report{
 			rep("pod-1", 7, map[string]analysis.Figures{e: figures(120, 3), b: figures(0, 0)}),
 			{Key: Key{fleet, "pod-2"}, Reports: 1, First: t0.Add(9 * time.Second), Scopes: map[string]analysis.Figures{e: figures(4, 0)}},
 		},
 		versions: map[string]map[string]string{fleet: {"pod-1": "v1", "pod-2": "v1"}},
+		want:     map[string]map[string]*publish.Window{fleet: {"pod-1": win(0, nil), "pod-2": win(0, nil)}},
+	}, {
+		name: "the interval passed: figured again, since the marks",
+		at:   20 * time.Second,
+		reports: []Report{
+			rep("pod-1", 8, map[string]analysis.Figures{e: figures(130, 3), b: figures(0, 0)}),
+			{Key: Key{fleet, "pod-2"}, Reports: 2, First: t0.Add(9 * time.Second), Scopes: map[string]analysis.Figures{e: figures(9, 0)}},
+		},
+		versions: map[string]map[string]string{fleet: {"pod-1": "v1", "pod-2": "v1"}},
 		// backend served no request in the window: left out.
 		want: map[string]map[string]*publish.Window{fleet: {
-			"pod-1": win(2, map[string]analysis.Figures{e: figures(20, 2)}),
-			"pod-2": win(1, map[string]analysis.Figures{e: figures(4, 0)}),
+			"pod-1": win(1, map[string]analysis.Figures{e: figures(10, 0)}),
+			"pod-2": win(1, map[string]analysis.Figures{e: figures(5, 0)}),
 		}},
 	}, {
-		name: "pod-1 runs v2: its window begins again at once; pod-2's as it was",
-		at:   12 * time.Second,
+		name: "pod-1 runs v2: its window begins again, empty; pod-2's as it was",
+		at:   22 * time.Second,
 		reports: []Report{
 			rep("pod-1", 8, map[string]analysis.Figures{e: figures(130, 3)}),
 			{Key: Key{fleet, "pod-2"}, Reports: 2, First: t0.Add(9 * time.Second), Scopes: map[string]analysis.Figures{e: figures(9, 0)}},
@@ -68,11 +77,11 @@ func TestMarks(t *testing.T) {
 		versions: map[string]map[string]string{fleet: {"pod-1": "v2", "pod-2": "v1"}},
 		want: map[string]map[string]*publish.Window{fleet: {
 			"pod-1": win(0, nil),
-			"pod-2": win(1, map[string]analysis.Figures{e: figures(4, 0)}),
+			"pod-2": win(1, map[string]analysis.Figures{e: figures(5, 0)}),
 		}},
 	}, {
 		name: "pod-1's first flush since v2, which may hold some of v1: its window begins there; pod-2 accepted nothing (it reconnected): no window, its mark kept",
-		at:   20 * time.Second,
+		at:   30 * time.Second,
 		reports: []Report{
 			rep("pod-1", 10, map[string]analysis.Figures{e: figures(150, 13), b: figures(20, 10)}),
 			{Key: Key{fleet, "pod-2"}, Reports: 3, First: t0.Add(9 * time.Second), Scopes: map[string]analysis.Figures{e: figures(9, 0)}},
@@ -81,7 +90,7 @@ func TestMarks(t *testing.T) {
 		want:     map[string]map[string]*publish.Window{fleet: {"pod-1": win(0, nil)}},
 	}, {
 		name: "pod-2 accepts v1 again: its window goes on",
-		at:   20 * time.Second,
+		at:   30 * time.Second,
 		reports: []Report{
 			rep("pod-1", 10, map[string]analysis.Figures{e: figures(150, 13), b: figures(20, 10)}),
 			{Key: Key{fleet, "pod-2"}, Reports: 3, First: t0.Add(9 * time.Second), Scopes: map[string]analysis.Figures{e: figures(9, 0)}},
@@ -89,11 +98,11 @@ func TestMarks(t *testing.T) {
 		versions: map[string]map[string]string{fleet: {"pod-1": "v2", "pod-2": "v1"}},
 		want: map[string]map[string]*publish.Window{fleet: {
 			"pod-1": win(0, nil),
-			"pod-2": win(1, map[string]analysis.Figures{e: figures(4, 0)}), // as figured at 10 s
+			"pod-2": win(1, map[string]analysis.Figures{e: figures(5, 0)}), // as figured at 20 s
 		}},
 	}, {
 		name: "pod-2 accepts v2: a new window; the proxy record of pod-1 made again (forgotten in between): from nothing",
-		at:   21 * time.Second,
+		at:   31 * time.Second,
 		reports: []Report{
 			{Key: Key{fleet, "pod-1"}, Reports: 1, First: t0.Add(21 * time.Second), Scopes: map[string]analysis.Figures{e: figures(2, 0)}},
 			{Key: Key{fleet, "pod-2"}, Reports: 3, First: t0.Add(9 * time.Second), Scopes: map[string]analysis.Figures{e: figures(9, 0)}},
@@ -105,7 +114,7 @@ func TestMarks(t *testing.T) {
 		}},
 	}, {
 		name: "figured again",
-		at:   30 * time.Second,
+		at:   40 * time.Second,
 		reports: []Report{
 			{Key: Key{fleet, "pod-1"}, Reports: 1, First: t0.Add(21 * time.Second), Scopes: map[string]analysis.Figures{e: figures(2, 0)}},
 			{Key: Key{fleet, "pod-2"}, Reports: 3, First: t0.Add(9 * time.Second), Scopes: map[string]analysis.Figures{e: figures(9, 0)}},
@@ -117,7 +126,7 @@ func TestMarks(t *testing.T) {
 		}},
 	}, {
 		name: "pod-1 leaves, another fleet rolls out",
-		at:   31 * time.Second,
+		at:   41 * time.Second,
 		reports: []Report{
 			{Key: Key{fleet, "pod-2"}, Reports: 4, First: t0.Add(9 * time.Second), Scopes: map[string]analysis.Figures{e: figures(19, 0)}},
 			{Key: Key{other, "pod-1"}, Reports: 9, First: first, Scopes: map[string]analysis.Figures{e: figures(19, 0)}},
@@ -129,7 +138,7 @@ func TestMarks(t *testing.T) {
 		},
 	}, {
 		name: "ns/edge no longer rolls out: its marks are dropped",
-		at:   32 * time.Second,
+		at:   42 * time.Second,
 		reports: []Report{
 			{Key: Key{fleet, "pod-2"}, Reports: 4, First: t0.Add(9 * time.Second), Scopes: map[string]analysis.Figures{e: figures(19, 0)}},
 			{Key: Key{other, "pod-1"}, Reports: 9, First: first, Scopes: map[string]analysis.Figures{e: figures(19, 0)}},
@@ -138,7 +147,7 @@ func TestMarks(t *testing.T) {
 		want:     map[string]map[string]*publish.Window{other: {"pod-1": win(0, nil)}},
 	}, {
 		name: "ns/edge rolls out again: pod-2's window begins anew",
-		at:   60 * time.Second,
+		at:   70 * time.Second,
 		reports: []Report{
 			{Key: Key{fleet, "pod-2"}, Reports: 6, First: t0.Add(9 * time.Second), Scopes: map[string]analysis.Figures{e: figures(29, 0)}},
 		},
@@ -197,32 +206,35 @@ func js(v any) string {
 func TestMarksLeaveTheBootstrapsScopesOut(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	m := NewMarks(10*time.Second, BootstrapScopes("xds_cluster")...)
-	start := Report{Key: Key{fleet, "pod-1"}, First: t0, Reports: 1}
+	start := Report{Key: Key{fleet, "pod-1"}, First: t0}
 	end := Report{Key: Key{fleet, "pod-1"}, First: t0, Reports: 3, Scopes: map[string]analysis.Figures{
 		analysis.ScopeCluster("xds_cluster"):       {Requests: 1, Resets: 1},
 		analysis.ScopeCluster("envoy_admin"):       {Requests: 4},
 		analysis.ScopeHTTP("envoy_ready_stats"):    {Requests: 4},
-		analysis.ScopeHTTP("edge"):                 {Requests: 7, Errors5xx: 7},
+		analysis.ScopeHTTP("edge"):                 {Requests: 8, Errors5xx: 7},
 		analysis.ScopeCluster("xds_cluster_other"): {Requests: 2},
 	}}
 	held := start
 	report := func(Key) (Report, bool) { return held, true }
 	versions := map[string]map[string]string{fleet: {"pod-1": "v1"}}
 	m.Windows(versions, report, t0)
+	// The first flush read, where the window begins.
+	held = Report{Key: start.Key, First: t0, Reports: 1, Scopes: map[string]analysis.Figures{analysis.ScopeHTTP("edge"): {Requests: 1}}}
+	m.Windows(versions, report, t0.Add(10*time.Second))
 	held = end
-	got := m.Windows(versions, report, t0.Add(10*time.Second))[fleet]["pod-1"]
+	got := m.Windows(versions, report, t0.Add(20*time.Second))[fleet]["pod-1"]
 	want := &publish.Window{Reports: 2, Scopes: map[string]analysis.Figures{analysis.ScopeHTTP("edge"): {Requests: 7, Errors5xx: 7}, analysis.ScopeCluster("xds_cluster_other"): {Requests: 2}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("window %s, want %s", js(got), js(want))
 	}
 	// Nothing but the bootstrap's own traffic: no scope at all.
 	held = Report{Key: end.Key, First: t0, Reports: 4, Scopes: map[string]analysis.Figures{analysis.ScopeCluster("xds_cluster"): {Requests: 2}}}
-	m.Windows(map[string]map[string]string{fleet: {"pod-1": "v2"}}, report, t0.Add(20*time.Second))
+	m.Windows(map[string]map[string]string{fleet: {"pod-1": "v2"}}, report, t0.Add(30*time.Second))
 	// The flush after the change, where the window begins; then one more.
 	held.Reports, held.Scopes = 5, map[string]analysis.Figures{analysis.ScopeCluster("xds_cluster"): {Requests: 3}}
-	m.Windows(map[string]map[string]string{fleet: {"pod-1": "v2"}}, report, t0.Add(30*time.Second))
+	m.Windows(map[string]map[string]string{fleet: {"pod-1": "v2"}}, report, t0.Add(40*time.Second))
 	held.Reports, held.Scopes = 6, map[string]analysis.Figures{analysis.ScopeCluster("xds_cluster"): {Requests: 4}}
-	if got := m.Windows(map[string]map[string]string{fleet: {"pod-1": "v2"}}, report, t0.Add(40*time.Second))[fleet]["pod-1"]; got.Reports != 1 || got.Scopes != nil {
+	if got := m.Windows(map[string]map[string]string{fleet: {"pod-1": "v2"}}, report, t0.Add(50*time.Second))[fleet]["pod-1"]; got.Reports != 1 || got.Scopes != nil {
 		t.Errorf("window %s, want one report and no scope", js(got))
 	}
 }
