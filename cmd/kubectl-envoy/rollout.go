@@ -201,10 +201,15 @@ func (o *options) recordedRollout(ctx context.Context, c versioned.Interface, na
 
 // printVerdicts prints the verdicts of the steps of the rollout r (the
 // EnvoyConfigs' status) that its proxies' figures passed or aborted, as
-// recorded (nil, and why, when they cannot be read); nothing when there
-// is no rollout, or none judged.
+// recorded (nil, and why, when they cannot be read); with no rollout under
+// way, those of the last rollout when it was aborted (the fleet serves the
+// revision without the withheld change, which has no rollout of its own);
+// nothing when there is none, or none judged.
 func printVerdicts(w io.Writer, r *examplev1.ConfigRolloutStatus, recorded *publish.Rollout, why string) error {
 	switch {
+	case r == nil && recorded != nil && recorded.Phase == publish.RolloutAborted && len(recorded.Verdicts) > 0:
+		fmt.Fprintf(w, "\nthe last rollout, of version %s, was aborted at step %d\n", recorded.Revision, recorded.Step+1)
+		r = &examplev1.ConfigRolloutStatus{Version: recorded.Revision}
 	case r == nil:
 		return nil
 	case recorded == nil && why != "":

@@ -87,7 +87,11 @@ func TestPrintVerdicts(t *testing.T) {
 			"1     Pass     300 requests of 1 proxy, 0.33% 5xx, p99 5.0ms     3000 requests of 3 proxies, 0.00% 5xx, p99 5.0ms  -",
 			"2     Abort    400 requests of 2 proxies, 62.00% 5xx, p99 5.0ms  2000 requests of 2 proxies, 0.00% 5xx, p99 5.0ms  proxy edge-1 http:ingress: 5xx-ratio 62.00%, above the ceiling of 5.00%"}},
 		{"another rollout recorded", &examplev1.ConfigRolloutStatus{Version: "v3"}, recorded, "", nil},
-		{"no rollout", nil, recorded, "", nil},
+		{"no rollout under way, the last one aborted: its verdicts", nil, recorded, "", []string{
+			"the last rollout, of version v2, was aborted at step 2",
+			"2     Abort    400 requests of 2 proxies, 62.00% 5xx, p99 5.0ms  2000 requests of 2 proxies, 0.00% 5xx, p99 5.0ms  proxy edge-1 http:ingress: 5xx-ratio 62.00%, above the ceiling of 5.00%"}},
+		{"no rollout under way, the last one complete", nil, func() *publish.Rollout { c := *recorded; c.Phase = publish.RolloutComplete; return &c }(), "", nil},
+		{"no rollout, none recorded", nil, nil, "", nil},
 		{"the history unreadable", r, nil, "forbidden", []string{"step verdicts not shown: forbidden"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
