@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -346,6 +347,12 @@ func operatorHeap(t *testing.T) measure.HeapStats {
 // (OPERATOR_METRICS_ADDR) that carry labels.
 func operatorMetric(t *testing.T, name string, labels map[string]string) (measure.Series, error) {
 	t.Helper()
+	return measure.Sum(operatorMetrics(t), name, labels)
+}
+
+// operatorMetrics reads the operator's metrics, every family at once.
+func operatorMetrics(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
 	addr := os.Getenv("OPERATOR_METRICS_ADDR")
 	if addr == "" {
 		t.Fatal("OPERATOR_METRICS_ADDR is not set: run through hack/bench.sh")
@@ -354,7 +361,7 @@ func operatorMetric(t *testing.T, name string, labels map[string]string) (measur
 	if err != nil {
 		t.Fatalf("the operator's metrics: %v", err)
 	}
-	return measure.Sum(fams, name, labels)
+	return fams
 }
 
 func httpGet(t *testing.T, url string) []byte {

@@ -67,8 +67,10 @@ func clusterRange(from, to, port, other int) examplev1.EnvoyResources {
 // certificate as the operator issued it: the time from starting the proxies
 // to every proxy's first ACK (connection set-up: handshakes and first push),
 // the time from an EnvoyConfig update (one EDS endpoint changes) to each
-// proxy's ACK, the bytes each proxy is sent for it, and the operator's live
-// heap per 1000 connected proxies.
+// proxy's ACK, the bytes each proxy is sent for it, the mean wall time of
+// each stage of its push (the operator's
+// kube_envoy_controller_xds_push_stage_seconds over the rounds), and the
+// operator's live heap per 1000 connected proxies.
 // BENCH_XDS_SIZES sets the numbers of proxies (default "100,1000"),
 // BENCH_XDS_ROUNDS the updates per row (default 10), BENCH_XDS_SETUPS how
 // many proxies may be setting up at once (default: all of them). Each row
@@ -79,8 +81,9 @@ func TestXDSPushToAck(t *testing.T) {
 	sizes := sizesEnv(t, "BENCH_XDS_SIZES", "100,1000")
 	rounds := sizeEnv(t, "BENCH_XDS_ROUNDS", 10)
 	rows := []string{
-		"| mode | transport | proxies | connection set-up: all first ACKs | push to ACK sent p50 | p99 | all ACKs sent, median of rounds | bytes per proxy per endpoint change | operator CPU per push | operator live heap per 1000 proxies (MiB) | operator RSS (MiB) | of which heap in use / goroutine stacks (MiB), goroutines |",
-		"|---|---|---|---|---|---|---|---|---|---|---|---|",
+		"| mode | transport | proxies | connection set-up: all first ACKs | push to ACK sent p50 | p99 | all ACKs sent, median of rounds | bytes per proxy per endpoint change | operator CPU per push | operator live heap per 1000 proxies (MiB) | operator RSS (MiB) | of which heap in use / goroutine stacks (MiB), goroutines | " +
+			strings.Join(pushStageNames, " | ") + " |",
+		"|---|---|---|---|---|---|---|---|---|---|---|---|" + strings.Repeat("---|", len(pushStageNames)),
 	}
 	for _, mode := range []string{"sotw", "delta"} {
 		for _, n := range sizes {
@@ -119,6 +122,8 @@ func TestXDSPushToAck(t *testing.T) {
 			var all []time.Duration
 			var bytes int64
 			cpuBefore := operatorCPU(t)
+			stagesBefore := pushStages(t)
+			loadsBefore := envoyLoads(t)
 			for r := range rounds {
 				prev := acks.latest()
 				patch := client.MergeFrom(cfg.DeepCopy())
@@ -138,6 +143,15 @@ func TestXDSPushToAck(t *testing.T) {
 				all = append(all, last)
 			}
 			cpuPerPush := (operatorCPU(t) - cpuBefore) / float64(rounds)
+			// The last round's stages are observed once its reconcile ends
+			// and its proxies all ACKed: wait for them.
+			stages := waitPushStages(t, stagesBefore, rounds)
+			loads := envoyLoads(t)
+			// The judge stage: Envoy runs at admission (the webhook, in the
+			// patch's request) and before the leader records, once per
+			// content; the other is a verdict from its cache.
+			t.Logf("%s, %d proxies: %.0f Envoy loads in %d rounds, %.1f ms each; %.0f verdicts from the judge's cache", mode, n,
+				loads.Count-loadsBefore.Count, rounds, (loads.Sum-loadsBefore.Sum)/max(loads.Count-loadsBefore.Count, 1)*1000, loads.Value-loadsBefore.Value)
 			rss := operatorRSS(t)
 			goroutines, err := operatorMetric(t, "go_goroutines", nil)
 			if err != nil {
@@ -150,14 +164,98 @@ func TestXDSPushToAck(t *testing.T) {
 			if certDir == "" {
 				transport = "plaintext"
 			}
-			rows = append(rows, fmt.Sprintf("| %s | %s | %d | %s | %s | %s | %s | %d | %.0f ms | %.1f | %.0f | %.0f / %.0f, %.0f |", mode, transport, n, ms(setup),
+			rows = append(rows, fmt.Sprintf("| %s | %s | %d | %s | %s | %s | %s | %d | %.0f ms | %.1f | %.0f | %.0f / %.0f, %.0f | %s |", mode, transport, n, ms(setup),
 				ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(all[len(all)/2]), bytes/int64(rounds*n), cpuPerPush*1000, perThousand,
-				mib(rss.Current), mib(heapAfter.HeapInuse), mib(heapAfter.StackInuse), goroutines.Value))
+				mib(rss.Current), mib(heapAfter.HeapInuse), mib(heapAfter.StackInuse), goroutines.Value, strings.Join(stages, " | ")))
 			t.Log(rows[len(rows)-1])
 			acks.stop()
 		}
 	}
 	Record(t, "xds", strings.Join(rows, "\n")+"\n")
+}
+
+// envoyLoads reads the operator's real Envoy loads (envoy --mode validate):
+// their count and sum of durations, and, as Value, the verdicts its judge
+// took from its cache instead.
+func envoyLoads(t *testing.T) measure.Series {
+	t.Helper()
+	fams := operatorMetrics(t)
+	loads, err := measure.Sum(fams, "kube_envoy_controller_envoy_validation_duration_seconds", nil)
+	if err != nil && !errors.Is(err, measure.ErrNoFamily) { // no family: no Envoy has loaded anything yet
+		t.Fatal(err)
+	}
+	hits, err := measure.Sum(fams, "kube_envoy_controller_envoy_validation_cache_hits_total", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loads.Value = hits.Value
+	return loads
+}
+
+// pushStageMetric is the operator's histogram of the wall time of each
+// stage of a push, and pushStageNames its stages, in a push's order.
+const pushStageMetric = "kube_envoy_controller_xds_push_stage_seconds"
+
+var pushStageNames = []string{"queue", "read", "translate", "judge", "reports", "record", "serve", "status", "fanout"}
+
+// pushStages reads the operator's observations of each stage of a push.
+// A stage not observed yet has none; the histogram itself must be there.
+func pushStages(t *testing.T) map[string]measure.Series {
+	t.Helper()
+	fams := operatorMetrics(t)
+	out := map[string]measure.Series{}
+	for _, stage := range pushStageNames {
+		s, err := measure.Sum(fams, pushStageMetric, map[string]string{"stage": stage})
+		if err != nil {
+			t.Fatalf("the operator's push stages: %v", err)
+		}
+		out[stage] = s
+	}
+	return out
+}
+
+// waitPushStages waits until each stage of a push has been observed pushes
+// times since before or, for a stage that is not, until no more
+// observations come, and returns each stage's mean wall time per push since
+// before: "12.3 ms", with the number of pushes observed when it is not
+// pushes ("—" for none).
+func waitPushStages(t *testing.T, before map[string]measure.Series, pushes int) []string {
+	t.Helper()
+	var after map[string]measure.Series
+	short := func() bool {
+		after = pushStages(t)
+		for _, stage := range pushStageNames {
+			if after[stage].Count-before[stage].Count < float64(pushes) {
+				return true
+			}
+		}
+		return false
+	}
+	if short() {
+		// A stage that some push does not observe (a queue whose write came
+		// before the previous reconcile started) stays short for good.
+		testenv.Steady(t, time.Second, time.Minute, "the push stages' observations", func() (string, error) {
+			short()
+			var counts []string
+			for _, stage := range pushStageNames {
+				counts = append(counts, strconv.FormatFloat(after[stage].Count, 'f', 0, 64))
+			}
+			return strings.Join(counts, ","), nil
+		})
+	}
+	out := make([]string, 0, len(pushStageNames))
+	for _, stage := range pushStageNames {
+		n, sum := after[stage].Count-before[stage].Count, after[stage].Sum-before[stage].Sum
+		switch {
+		case n == 0:
+			out = append(out, "—")
+		case n == float64(pushes):
+			out = append(out, fmt.Sprintf("%.1f ms", sum/n*1000))
+		default:
+			out = append(out, fmt.Sprintf("%.1f ms (%.0f pushes)", sum/n*1000, n))
+		}
+	}
+	return out
 }
 
 // saveProfiles writes the operator's heap profile, taken right after a

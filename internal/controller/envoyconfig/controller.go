@@ -106,6 +106,9 @@ type Reconciler struct {
 	awaiting awaitingAnswers
 	// gatewayBackends are the backend Services of the fleets' Gateways.
 	gatewayBackends gatewayBackends
+	// queued holds, by fleet, when an EnvoyConfig's write last queued it,
+	// until a reconcile of the fleet starts (watches.go).
+	queued queuedAt
 	// queue is the controller's queue, once its sources have started: a
 	// resync queues the fleets it finds on it (watches.go).
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
@@ -168,7 +171,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return r.watchGateways(ctrl.NewControllerManagedBy(mgr)).
 		Named(cmp.Or(r.Name, ControllerName)).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
-		Watches(&examplev1.EnvoyConfig{}, fleetsOfConfig{}, builder.WithPredicates(predicate.Funcs{
+		Watches(&examplev1.EnvoyConfig{}, fleetsOfConfig{queued: &r.queued}, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				return !r.readsNothingNew(e.ObjectOld, e.ObjectNew) && !r.servedAsRecorded(e.ObjectOld, e.ObjectNew)
 			},
@@ -207,19 +210,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if isResync(req) {
 		return ctrl.Result{}, r.resync(ctx, req.Namespace)
 	}
+	// Each phase's wall time, observed when the leader records a new
+	// revision (server.PushTimer).
+	pt := server.StartPush()
+	if at, ok := r.queued.take(req.NamespacedName); ok {
+		pt.Queued(at)
+	}
 	w, err := r.read(ctx, fleet.ID{Namespace: req.Namespace, Name: req.Name})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	pt.Mark(server.StageRead)
 	leader := r.IsLeader()
 	if w.gone() {
 		return ctrl.Result{}, r.forget(ctx, w, leader)
 	}
 	in := w.input(r.Policy.ForFleet(w.envoy))
 	ir := translate.Translate(in)
+	pt.Mark(server.StageTranslate)
 	judgeAgain := false
 	if leader {
 		ir, judgeAgain = r.judge(ctx, w, in, ir)
+		pt.Mark(server.StageJudge)
 	}
 	// The leader reads the replicas' reports once: what it decides on is
 	// what the status tells.
@@ -228,10 +240,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if reports, err = r.readReports(ctx); err != nil {
 			return ctrl.Result{}, err
 		}
+		pt.Mark(server.StageReports)
 	}
 	rec := stored(w)
 	if leader && !w.unrecorded() {
 		rec = r.record(ctx, w, ir, reports)
+		pt.Mark(server.StageRecord)
 	} else {
 		exportStep(w.id.String(), rec.rollout) // only the leader judges a step: none here
 	}
@@ -241,10 +255,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.serve(ctx, w, ir, rec); err != nil || !leader {
 		return ctrl.Result{}, err
 	}
+	pt.Mark(server.StageServe)
 	if err := r.retireLegacy(ctx, w, rec); err != nil {
 		return ctrl.Result{}, err
 	}
+	pt.Skip()
 	res, err := r.report(ctx, w, ir, rec, reports)
+	pt.Mark(server.StageStatus)
+	if rec.published {
+		pt.Observe()
+	}
 	after := rec.rollout.RecheckAfter // the step's bake ends: decide again then
 	if rec.again {
 		after = time.Millisecond

@@ -47,6 +47,8 @@ type recording struct {
 	err error
 	// rollout is the leader's decision on the served revision's rollout.
 	rollout publish.RolloutDecision
+	// published: the leader recorded a new revision to serve.
+	published bool
 	// again: the recorded decision changed what the history withholds,
 	// which translation reads. The fleet is decided on again at once, from
 	// what was recorded (its content without a change withheld now is its
@@ -105,6 +107,7 @@ func (r *Reconciler) record(ctx context.Context, w *world, ir translate.IR, repo
 		r.ownHistories.forget(w.id)
 	} else {
 		r.announce(ctx, w, rec.history, d)
+		rec.published = d.History.Current != rec.history.Current
 		rec.again = !maps.Equal(d.History.Withheld, rec.history.Withheld)
 		rec.history, rec.readable = d.History, true
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -135,23 +137,32 @@ func (r *Reconciler) fleetsOfSlice(ctx context.Context, o client.Object) []recon
 }
 
 // fleetsOfConfig enqueues the fleet an EnvoyConfig belongs to, and on an
-// update that moves it to another fleet, the old fleet too.
-type fleetsOfConfig struct{}
+// update that moves it to another fleet, the old fleet too. It notes when
+// a write queued each fleet in queued, if set: the push's queue stage.
+type fleetsOfConfig struct{ queued *queuedAt }
 
 func fleetRequest(o client.Object) reconcile.Request {
 	c := o.(*examplev1.EnvoyConfig)
 	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.EnvoyRef}}
 }
 
-func (fleetsOfConfig) Create(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	q.Add(fleetRequest(e.Object))
+// add queues req for a write the informer saw now.
+func (h fleetsOfConfig) add(q workqueue.TypedRateLimitingInterface[reconcile.Request], req reconcile.Request) {
+	if h.queued != nil {
+		h.queued.note(req.NamespacedName, time.Now())
+	}
+	q.Add(req)
 }
-func (fleetsOfConfig) Update(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+
+func (h fleetsOfConfig) Create(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.add(q, fleetRequest(e.Object))
+}
+func (h fleetsOfConfig) Update(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	if statusOnly(e.ObjectOld, e.ObjectNew) {
 		return
 	}
-	q.Add(fleetRequest(e.ObjectOld))
-	q.Add(fleetRequest(e.ObjectNew))
+	h.add(q, fleetRequest(e.ObjectOld))
+	h.add(q, fleetRequest(e.ObjectNew))
 }
 
 // statusOnly reports whether an update of an EnvoyConfig from old to new
@@ -191,8 +202,8 @@ func statusOnly(old, new client.Object) bool {
 	return equality.Semantic.DeepEqual(read(o), read(n))
 }
 
-func (fleetsOfConfig) Delete(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	q.Add(fleetRequest(e.Object))
+func (h fleetsOfConfig) Delete(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.add(q, fleetRequest(e.Object))
 }
 func (fleetsOfConfig) Generic(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	q.Add(fleetRequest(e.Object))
@@ -280,4 +291,24 @@ func (h controlPlaneConfigMaps) servesAsIs(id fleet.ID, old, o client.Object) bo
 	w, wok := old.GetAnnotations()[history.VersionAnnotation]
 	rolling := o.GetAnnotations()[history.RolloutAnnotation] != old.GetAnnotations()[history.RolloutAnnotation]
 	return ok && wok && v == w && !rolling && h.r.Server.Version(id.String()) == v
+}
+
+// queuedAt remembers, by fleet, when the informer last saw a write of one
+// of its EnvoyConfigs that queued it, until a reconcile of the fleet starts
+// and takes it: the queue stage of a push is from then to that start. The
+// clock is this replica's alone, so a queue's time is never skewed by
+// another's; the time from the API server's write to the informer's event
+// is not in it. A later write before the reconcile starts replaces an
+// earlier one: the queue is the last write's.
+type queuedAt struct{ m sync.Map }
+
+func (q *queuedAt) note(fleet types.NamespacedName, at time.Time) { q.m.Store(fleet, at) }
+
+// take returns when a write last queued fleet, and forgets it.
+func (q *queuedAt) take(fleet types.NamespacedName) (time.Time, bool) {
+	v, ok := q.m.LoadAndDelete(fleet)
+	if !ok {
+		return time.Time{}, false
+	}
+	return v.(time.Time), true
 }

@@ -34,6 +34,10 @@ type fleetRecord struct {
 	version, content string
 	at               time.Time
 	allAck           bool
+	// started is when the publication of version started (SetFleet), and
+	// lastSent when its last response so far was handed to a stream, until
+	// allAck: the fan-out's time is observed then.
+	started, lastSent time.Time
 	// previous, while a revision rolls out, is the version of the previous
 	// revision, which the proxies the rollout's step does not lead are
 	// served; previousKey is its content hash and the rollout's state
@@ -121,10 +125,11 @@ func contentOf(typeVersions map[string]string) string {
 // the version typeVersions gives it, so that answers can be judged and the
 // time until every proxy accepts it measured; and, while a revision rolls
 // out, the previous version (previous, "" when none), with its types, that
-// the proxies rollout (publish.Rollout.Key) does not lead are served. It
+// the proxies rollout (publish.Rollout.Key) does not lead are served;
+// started is when its publication started. It
 // does nothing, and reports false, when that is what the record holds; else
 // the fleet's proxies are judged anew, and Changed is signalled.
-func (t *Tracker) publish(name, version string, typeVersions map[string]string, previous string, previousTypes map[string]string, rollout string) bool {
+func (t *Tracker) publish(name, version string, typeVersions map[string]string, previous string, previousTypes map[string]string, rollout string, started time.Time) bool {
 	content, previousKey := contentOf(typeVersions), ""
 	if previous != "" {
 		previousKey = contentOf(previousTypes) + " " + rollout
@@ -141,6 +146,7 @@ func (t *Tracker) publish(name, version string, typeVersions map[string]string, 
 	f.remember(version, typeVersions)
 	if !f.published || f.version != version {
 		f.version, f.at, f.allAck = version, t.now(), false
+		f.started, f.lastSent = started, time.Time{}
 		metricPushes.WithLabelValues(name).Inc()
 	}
 	f.published, f.content = true, content
@@ -161,7 +167,7 @@ func (t *Tracker) publish(name, version string, typeVersions map[string]string, 
 // type at the version typeVersions gives it, and no rollout under way (see
 // publish).
 func (t *Tracker) Published(fleet, version string, typeVersions map[string]string) {
-	t.publish(fleet, version, typeVersions, "", nil, "")
+	t.publish(fleet, version, typeVersions, "", nil, "", t.now())
 }
 
 // Forget drops what the tracker knows of a fleet's publications, and the
@@ -171,6 +177,7 @@ func (t *Tracker) Forget(name string) {
 	known := f != nil && f.published
 	if f != nil {
 		f.published, f.version, f.content, f.at, f.allAck = false, "", "", time.Time{}, false
+		f.started, f.lastSent = time.Time{}, time.Time{}
 		f.previous, f.previousKey, f.typeVersions, f.versions = "", "", nil, nil
 		t.dropLocked(f)
 	}
@@ -392,7 +399,9 @@ func (f *fleetRecord) leave(s *stream) {
 
 // changedLocked updates the fleet's metrics after its proxies changed, and
 // observes the publish-to-ACK time once every connected proxy accepted the
-// published version.
+// published version, and the fan-out's: from the publication's start to the
+// last response of it handed to a stream, if any was (a publication that
+// changed no type a proxy asks for sends nothing).
 func (t *Tracker) changedLocked(f *fleetRecord) {
 	if !f.published {
 		return
@@ -401,6 +410,18 @@ func (t *Tracker) changedLocked(f *fleetRecord) {
 	metricConnected.WithLabelValues(f.name).Set(float64(connected))
 	if !f.allAck && connected > 0 && f.acked == connected {
 		metricPublishToAck.Observe(t.now().Sub(f.at).Seconds())
+		if !f.started.IsZero() && f.lastSent.After(f.started) {
+			metricPushStage.WithLabelValues(string(StageFanout)).Observe(f.lastSent.Sub(f.started).Seconds())
+		}
 		f.allAck = true
+	}
+}
+
+// sentLocked notes a response of type typeURL at version handed to one of
+// the fleet's streams: one of the published version's, until every
+// connected proxy accepted it, is the fan-out's last so far.
+func (t *Tracker) sentLocked(f *fleetRecord, typeURL, version string) {
+	if f.published && !f.allAck && version == f.typeVersions[f.version][typeURL] {
+		f.lastSent = t.now()
 	}
 }

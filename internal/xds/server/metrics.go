@@ -42,6 +42,12 @@ var (
 		Help:    "Time from publishing a fleet's new configuration to its acceptance by every connected proxy of the fleet.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 	})
+	// metricPushStage is labelled by a fixed table of stages (Stage).
+	metricPushStage = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kube_envoy_controller_xds_push_stage_seconds",
+		Help:    "Wall time of each stage of a push of a fleet's new revision, by stage: queue (from the informer's event of an EnvoyConfig's write to the start of the reconcile it queued), read, translate, judge (a real Envoy's load), reports, record (the history's write), serve (to this replica's xDS server), status (the stages of the leader's reconcile that records the revision), fanout (from the publication's start to the last response of the revision handed to a proxy's stream, observed once every connected proxy of the fleet accepted it).",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+	}, []string{"stage"})
 )
 
 // The reasons of metricRefused.
@@ -71,5 +77,5 @@ const (
 func countRefused(reason string) { metricRefused.WithLabelValues(reason).Inc() }
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(metricConnected, metricPushes, metricAcks, metricNacks, metricPublishToAck, metricRefused, metricUnserved)
+	ctrlmetrics.Registry.MustRegister(metricConnected, metricPushes, metricAcks, metricNacks, metricPublishToAck, metricPushStage, metricRefused, metricUnserved)
 }

@@ -275,6 +275,7 @@ type Staged struct {
 // Each stream is served by its proxy's node id; the tracker learns the
 // previous revision's type versions, so that its proxies' answers count.
 func (s *Server) SetFleetRollout(_ context.Context, fleet, version string, resources map[string][]types.Resource, previous *Staged) error {
+	started := s.tracker.now() // of the fan-out (StageFanout)
 	// p is what the streams are served: each resource marshalled once, here
 	// (encoded.go). check holds the same resources as they are, for the
 	// consistency check, which looks into Envoy's own types.
@@ -291,7 +292,7 @@ func (s *Server) SetFleetRollout(_ context.Context, fleet, version string, resou
 		}
 		prev, prevTypes = &cache.Previous{Snapshot: snap, Rollout: previous.Rollout}, types
 	}
-	if !s.publish(fleet, p, typeVersions, prev, prevTypes) {
+	if !s.publish(fleet, p, typeVersions, prev, prevTypes, started) {
 		return nil
 	}
 	if debug := s.log.V(1); debug.Enabled() {
@@ -327,8 +328,8 @@ func encodeFleet(version string, resources map[string][]types.Resource) (*cache.
 // publish makes p, of typeVersions, the fleet's publication, with previous
 // (of previousTypes), when set, served to the proxies its rollout does not
 // lead, unless the fleet's record holds that already, and reports whether
-// it did.
-func (s *Server) publish(fleet string, p *cache.Snapshot, typeVersions map[string]string, previous *cache.Previous, previousTypes map[string]string) bool {
+// it did; started is when the publication started.
+func (s *Server) publish(fleet string, p *cache.Snapshot, typeVersions map[string]string, previous *cache.Previous, previousTypes map[string]string, started time.Time) bool {
 	pub := s.publicationLock(fleet)
 	pub.Lock()
 	defer pub.Unlock()
@@ -336,7 +337,7 @@ func (s *Server) publish(fleet string, p *cache.Snapshot, typeVersions map[strin
 	if previous != nil {
 		previousVersion, rollout = previous.Snapshot.Version(), previous.Rollout.Key()
 	}
-	if !s.tracker.publish(fleet, p.Version(), typeVersions, previousVersion, previousTypes, rollout) {
+	if !s.tracker.publish(fleet, p.Version(), typeVersions, previousVersion, previousTypes, rollout, started) {
 		return false
 	}
 	s.cache.Publish(fleet, p, previous)

@@ -309,6 +309,7 @@ func (t *Tracker) response(id int64, typeURL, nonce, version string) {
 	if f := s.record; f != nil {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		t.sentLocked(f, typeURL, version)
 	}
 	s.types[kind].sent = sent{nonce: nonce, version: version}
 }
