@@ -220,14 +220,32 @@ func (r *Reconciler) announce(ctx context.Context, w *world, prev publish.Histor
 		}
 		regarding = w.configs[0]
 	}
+	action := eventAction(d.History)
 	for _, e := range d.Events {
 		typ := corev1.EventTypeNormal
 		if e.Warning {
 			typ = corev1.EventTypeWarning
 		}
 		log.Info(e.Message, "fleet", w.id.String(), "reason", e.Reason)
-		r.Recorder.Eventf(regarding, nil, typ, e.Reason, "Publish", "%s", e.Message)
+		r.Recorder.Eventf(regarding, nil, typ, e.Reason, action, "%s", e.Message)
 	}
+}
+
+// eventAction is the action of the events of a decision that left h:
+// publishing its current revision, and the step of its rollout. The
+// events.k8s.io recorder folds an event into an earlier one of the same
+// object, reason and action (a series, which keeps the first message
+// only) for six minutes; one action for all made a rollout's second
+// promotion, whose figures differ, a mere count on its first.
+func eventAction(h publish.History) string {
+	action := "Publish"
+	if h.Current != "" {
+		action += " " + h.Current
+	}
+	if r := h.Rollout; r != nil && r.Revision == h.Current && r.Phase == publish.RolloutProgressing {
+		action += "/step-" + strconv.Itoa(r.Step+1)
+	}
+	return action
 }
 
 // retireLegacy is the leader's last step of storage, once the fleet is
