@@ -109,6 +109,10 @@ type EnvoyVerdict struct {
 	Unjudged string `json:"unjudged,omitempty"`
 }
 
+// Loaded reports whether Envoy loaded the content: such a verdict changes
+// nothing of a translation (Translate with it is Translate without it).
+func (v EnvoyVerdict) Loaded() bool { return v.Refused == "" && v.Unjudged == "" }
+
 // Choice says which content of an EnvoyConfig the fleet's next revision
 // takes (IR.Revision).
 type Choice string

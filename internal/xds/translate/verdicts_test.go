@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"reflect"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,6 +45,11 @@ func TestEnvoyVerdicts(t *testing.T) {
 			st := ir.Configs[current.Name]
 			if st.Choice != tt.wantChoice || st.EnvoyRefused != tt.wantRefused || st.EnvoyUnjudged != tt.wantUnjudged {
 				t.Errorf("choice %s, refused %q, unjudged %q; want %s, %q, %q", st.Choice, st.EnvoyRefused, st.EnvoyUnjudged, tt.wantChoice, tt.wantRefused, tt.wantUnjudged)
+			}
+			if tt.verdict != nil && tt.verdict.Loaded() {
+				if without := Translate(Input{Configs: []Config{current}, Published: tt.published}); !reflect.DeepEqual(ir, without) {
+					t.Errorf("a verdict that loaded changed the translation:\n%+v\nwithout it:\n%+v", ir, without)
+				}
 			}
 			served := map[string]bool{}
 			for _, c := range ir.Revision {
