@@ -56,6 +56,7 @@ import (
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/controller/watcher"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
@@ -563,12 +564,12 @@ func (d *drifter) sync() {
 func cacheable(obj client.Object) bool {
 	switch obj.(type) {
 	case *corev1.Secret:
-		_, ok := obj.GetLabels()[objects.XDSSecretLabel]
+		_, ok := obj.GetLabels()[names.XDSSecretLabel]
 		return ok
 	case *examplev1.Envoy, *samplev1alpha1.Foo, *watchv1alpha1.Watcher, *gwv1.Gateway:
 		return true
 	}
-	return obj.GetLabels()[objects.ManagedByLabel] == objects.ManagedByValue
+	return obj.GetLabels()[names.ManagedByLabel] == names.ManagedByValue
 }
 
 // live reads child as the API server holds it.

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 )
 
@@ -65,7 +65,7 @@ var childKinds = []struct {
 	// Of Secrets, only those the xDS control plane may read, whatever the value.
 	{"Secret", func(m metav1.ObjectMeta) client.Object {
 		return &corev1.Secret{ObjectMeta: m, StringData: map[string]string{"k": "v"}}
-	}, map[string]string{objects.XDSSecretLabel: "any-value"}},
+	}, map[string]string{names.XDSSecretLabel: "any-value"}},
 }
 
 func podSpec(restart corev1.RestartPolicy) corev1.PodSpec {
@@ -85,7 +85,7 @@ func TestCacheHoldsOnlyLabelledChildrenWithoutManagedFields(t *testing.T) {
 	ctx := context.Background()
 	ns := suite.Namespace(t)
 	cache := suite.Manager.GetCache()
-	ours := map[string]string{objects.ManagedByLabel: objects.ManagedByValue}
+	ours := map[string]string{names.ManagedByLabel: names.ManagedByValue}
 	for _, k := range childKinds {
 		t.Run(k.kind, func(t *testing.T) {
 			// The stranger first: its watch event comes before the labelled

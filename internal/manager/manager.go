@@ -26,7 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 )
 
 // Options are the manager settings that come from the command line.
@@ -102,7 +102,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		Scheme: NewScheme(),
 		Cache:  CacheOptions(),
 		// Every write names the operator as its field manager.
-		Client:                  client.Options{FieldOwner: objects.FieldOwner},
+		Client:                  client.Options{FieldOwner: names.FieldOwner},
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  probe,
 		PprofBindAddress:        o.PprofAddr,
@@ -152,10 +152,10 @@ func metricsOptions(o Options) metricsserver.Options {
 // as its own are cached. A clash with a foreign object of the same name is
 // found by its create failing, not by caching every object in the cluster.
 // Of Secrets, only those labelled for the xDS control plane are cached
-// (objects.XDSSecretLabel): no other Secret's data is ever in memory.
+// (names.XDSSecretLabel): no other Secret's data is ever in memory.
 func CacheOptions() cache.Options {
-	owned := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{objects.ManagedByLabel: objects.ManagedByValue})}
-	xdsSecrets, err := labels.NewRequirement(objects.XDSSecretLabel, selection.Exists, nil)
+	owned := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{names.ManagedByLabel: names.ManagedByValue})}
+	xdsSecrets, err := labels.NewRequirement(names.XDSSecretLabel, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant key: cannot fail
 	}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 )
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 // a test makes at once.
 func counted(t *testing.T) client.Client {
 	t.Helper()
-	c, err := client.New(suite.Manager.GetConfig(), client.Options{Scheme: manager.NewScheme(), FieldOwner: objects.FieldOwner})
+	c, err := client.New(suite.Manager.GetConfig(), client.Options{Scheme: manager.NewScheme(), FieldOwner: names.FieldOwner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func meta(owner *corev1.ConfigMap, name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name:      name,
 		Namespace: owner.Namespace,
-		Labels:    map[string]string{"app": name, objects.ManagedByLabel: objects.ManagedByValue},
+		Labels:    map[string]string{"app": name, names.ManagedByLabel: names.ManagedByValue},
 		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner,
 			corev1.SchemeGroupVersion.WithKind("ConfigMap"))},
 	}

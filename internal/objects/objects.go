@@ -11,21 +11,6 @@ import (
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
-)
-
-// The names every object of the operator shares, from internal/names, the
-// package that holds them: see there.
-const (
-	ManagedByLabel  = names.ManagedByLabel
-	ManagedByValue  = names.ManagedByValue
-	ComponentLabel  = names.ComponentLabel
-	XDSSecretLabel  = names.XDSSecretLabel
-	XDSSecretTLS    = names.XDSSecretTLS
-	XDSSecretClient = names.XDSSecretClient
-	XDSSecretCA     = names.XDSSecretCA
-	FieldOwner      = names.FieldOwner
 )
 
 // Contains reports whether actual holds every field that desired sets, with

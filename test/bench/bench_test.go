@@ -45,7 +45,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/test/bench/measure"
 )
@@ -600,10 +600,10 @@ func (f *Follower[T]) Wait(t *testing.T, timeout time.Duration, what string) tim
 func plain(obj client.Object) client.Object {
 	obj.SetOwnerReferences(nil)
 	labels := obj.GetLabels()
-	delete(labels, objects.ManagedByLabel)
+	delete(labels, names.ManagedByLabel)
 	obj.SetLabels(labels)
 	if d, ok := obj.(*appsv1.Deployment); ok {
-		delete(d.Spec.Template.Labels, objects.ManagedByLabel)
+		delete(d.Spec.Template.Labels, names.ManagedByLabel)
 	}
 	return obj
 }

@@ -24,7 +24,7 @@ import (
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
 	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
@@ -192,7 +192,7 @@ var faults = []fault{
 	}, 0},
 	{"delete a FooBar's Job", func(ctx context.Context, r *run) (string, int, bool, error) {
 		var jobs batchv1.JobList
-		if err := r.c.List(ctx, &jobs, client.InNamespace(nsPlain), client.MatchingLabels{objects.ManagedByLabel: objects.ManagedByValue}); err != nil {
+		if err := r.c.List(ctx, &jobs, client.InNamespace(nsPlain), client.MatchingLabels{names.ManagedByLabel: names.ManagedByValue}); err != nil {
 			return "", 0, false, err
 		}
 		if len(jobs.Items) == 0 {
@@ -305,10 +305,10 @@ var faults = []fault{
 const slackPerFault = 3
 
 // pickControlPlane returns one of the operator's ConfigMaps of component
-// (objects.ComponentLabel) in its namespace.
+// (names.ComponentLabel) in its namespace.
 func (r *run) pickControlPlane(ctx context.Context, component string) (*corev1.ConfigMap, bool, error) {
 	var list corev1.ConfigMapList
-	if err := r.c.List(ctx, &list, client.InNamespace(r.opNS), client.MatchingLabels{objects.ComponentLabel: component}); err != nil {
+	if err := r.c.List(ctx, &list, client.InNamespace(r.opNS), client.MatchingLabels{names.ComponentLabel: component}); err != nil {
 		return nil, false, err
 	}
 	if len(list.Items) == 0 {

@@ -29,7 +29,7 @@ import (
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	injector "github.com/kube-envoy-controller/kube-envoy-controller/internal/webhook/inject"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
@@ -166,7 +166,7 @@ func children(ctx context.Context, c client.Client) ([]child, error) {
 	var out []child
 	for _, ns := range []string{nsPlain, nsInjected} {
 		for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &corev1.SecretList{}} {
-			if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{objects.ManagedByLabel: objects.ManagedByValue}); err != nil {
+			if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{names.ManagedByLabel: names.ManagedByValue}); err != nil {
 				return nil, err
 			}
 			items, err := meta.ExtractList(list)
@@ -434,7 +434,7 @@ func controlPlaneNotReady(ctx context.Context, c client.Client, opNS string, wan
 		}
 	}
 	var reports corev1.ConfigMapList
-	if err := c.List(ctx, &reports, client.InNamespace(opNS), client.MatchingLabels{objects.ComponentLabel: report.Component}); err != nil {
+	if err := c.List(ctx, &reports, client.InNamespace(opNS), client.MatchingLabels{names.ComponentLabel: report.Component}); err != nil {
 		return nil, err
 	}
 	if len(reports.Items) == 0 {

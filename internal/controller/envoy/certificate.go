@@ -8,6 +8,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
@@ -38,7 +39,7 @@ func ClientCertificate(e *examplev1.Envoy, a pki.Authority, existing *corev1.Sec
 		renew = at
 	}
 	meta := objectMeta(e, fleet.ClientSecretName(e))
-	meta.Labels = objects.MergeMaps(meta.Labels, map[string]string{objects.XDSSecretLabel: objects.XDSSecretClient})
+	meta.Labels = objects.MergeMaps(meta.Labels, map[string]string{names.XDSSecretLabel: names.XDSSecretClient})
 	return &corev1.Secret{
 		ObjectMeta: meta,
 		Type:       corev1.SecretTypeTLS,

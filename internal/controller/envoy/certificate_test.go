@@ -20,7 +20,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/proxy"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
@@ -75,7 +75,7 @@ func TestFleetGetsItsClientCertificate(t *testing.T) {
 	ns := suite.Namespace(t)
 	e := newBuiltinEnvoy(t, ns, "edge")
 	sec := testenv.WaitFor(t, suite.Client, ns, "edge-xds-client", &corev1.Secret{}, verifies)
-	if sec.Type != corev1.SecretTypeTLS || !metav1.IsControlledBy(sec, e) || sec.Labels[objects.XDSSecretLabel] != objects.XDSSecretClient {
+	if sec.Type != corev1.SecretTypeTLS || !metav1.IsControlledBy(sec, e) || sec.Labels[names.XDSSecretLabel] != names.XDSSecretClient {
 		t.Errorf("Secret type %s, owners %v, labels %v", sec.Type, sec.OwnerReferences, sec.Labels)
 	}
 	got, err := pki.FleetOf(leafOf(t, sec), testPKI.TrustDomain)

@@ -179,7 +179,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&examplev1.Envoy{}, &handler.EnqueueRequestForObject{}).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.fleetsOfSlice)).
 		// The manager's cache holds only the Secrets labelled for the control
-		// plane (objects.XDSSecretLabel): a Secret that gains or loses the
+		// plane (names.XDSSecretLabel): a Secret that gains or loses the
 		// label comes or goes here.
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.fleetsOfSecret)).
 		// Revision histories, and the replicas' reports of their proxies.

@@ -15,7 +15,6 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/gateway"
 )
@@ -38,7 +37,7 @@ func servedCertificate(fleetID, name string) string {
 func TestGatewayListenerSecretChangeIsServed(t *testing.T) {
 	ctx := context.Background()
 	ns := suite.Namespace(t)
-	secret := tlsSecret(t, ns, "cert", objects.XDSSecretTLS, "edge.example.com")
+	secret := tlsSecret(t, ns, "cert", names.XDSSecretTLS, "edge.example.com")
 	create(t, secret)
 	gw := &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"},

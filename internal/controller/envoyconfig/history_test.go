@@ -24,7 +24,7 @@ import (
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/manager"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
@@ -164,7 +164,7 @@ func TestForgedHistoryChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	copied := forgedHistory(t, ns, history.Name(id), version)
-	copied.Labels[objects.ComponentLabel] = history.Component
+	copied.Labels[names.ComponentLabel] = history.Component
 	copied.Labels[history.FleetNamespaceLabel] = ns
 	copied.Annotations[history.FleetAnnotation] = fleetID
 	if err := tenant.Create(ctx, copied); err != nil {

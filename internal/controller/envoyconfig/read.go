@@ -15,7 +15,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history/store"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/translate"
@@ -119,7 +119,7 @@ type parsedReport struct {
 func (r *Reconciler) readReports(ctx context.Context) ([]report.Report, error) {
 	var list corev1.ConfigMapList
 	if err := r.Client.List(ctx, &list, client.InNamespace(r.Namespace),
-		client.MatchingLabels{objects.ComponentLabel: report.Component}); err != nil {
+		client.MatchingLabels{names.ComponentLabel: report.Component}); err != nil {
 		return nil, fmt.Errorf("listing the replicas' proxy reports: %w", err)
 	}
 	r.mu.Lock()
@@ -265,7 +265,7 @@ func (r *Reconciler) slices(ctx context.Context, ns string, configs ...[]transla
 
 // secrets returns, by name, the Secrets that the fleet's EnvoyConfigs,
 // current and published, name in spec.tlsSecrets, as the cache holds them:
-// only those labelled objects.XDSSecretLabel. Translation decides which of
+// only those labelled names.XDSSecretLabel. Translation decides which of
 // them are served; their data goes to the xDS server only, never to status,
 // events, logs or the revision history.
 func (r *Reconciler) secrets(ctx context.Context, ns string, configs ...[]translate.Config) (map[string]corev1.Secret, error) {

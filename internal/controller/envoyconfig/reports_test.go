@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history/store"
@@ -60,7 +60,7 @@ func TestReportsAreReadOnce(t *testing.T) {
 			}
 			o := (&client.ListOptions{}).ApplyOptions(opts)
 			cms, ok := list.(*corev1.ConfigMapList)
-			if !ok || o.LabelSelector == nil || !o.LabelSelector.Matches(labels.Set{objects.ComponentLabel: report.Component}) {
+			if !ok || o.LabelSelector == nil || !o.LabelSelector.Matches(labels.Set{names.ComponentLabel: report.Component}) {
 				return nil
 			}
 			if reads++; reads > 1 {
@@ -101,7 +101,7 @@ func TestFailedReportListIsAnError(t *testing.T) {
 	c := testenv.Faulty(suite.Manager.GetClient(), interceptor.Funcs{
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			o := (&client.ListOptions{}).ApplyOptions(opts)
-			if _, ok := list.(*corev1.ConfigMapList); ok && o.LabelSelector != nil && o.LabelSelector.Matches(labels.Set{objects.ComponentLabel: report.Component}) {
+			if _, ok := list.(*corev1.ConfigMapList); ok && o.LabelSelector != nil && o.LabelSelector.Matches(labels.Set{names.ComponentLabel: report.Component}) {
 				return failed
 			}
 			return c.List(ctx, list, opts...)

@@ -14,7 +14,7 @@ import (
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/fleet"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/history"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/xdstest"
@@ -27,7 +27,7 @@ func certificate(t *testing.T, cn string) (crt, key []byte) {
 }
 
 // tlsSecret is a kubernetes.io/tls Secret for cn, labelled
-// objects.XDSSecretLabel: label unless label is "".
+// names.XDSSecretLabel: label unless label is "".
 func tlsSecret(t *testing.T, ns, name, label, cn string) *corev1.Secret {
 	t.Helper()
 	crt, key := certificate(t, cn)
@@ -37,7 +37,7 @@ func tlsSecret(t *testing.T, ns, name, label, cn string) *corev1.Secret {
 		Data:       map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key},
 	}
 	if label != "" {
-		s.Labels = map[string]string{objects.XDSSecretLabel: label}
+		s.Labels = map[string]string{names.XDSSecretLabel: label}
 	}
 	return s
 }
@@ -89,7 +89,7 @@ func waitSecret(t *testing.T, p *xdstest.Proxy, name string, crt []byte) string 
 func TestTLSSecretServedToItsFleetOnly(t *testing.T) {
 	ctx := context.Background()
 	ns, fleetA := newFleet(t)
-	secret := tlsSecret(t, ns, "web-tls", objects.XDSSecretTLS, "web.example.com")
+	secret := tlsSecret(t, ns, "web-tls", names.XDSSecretTLS, "web.example.com")
 	create(t, secret)
 	cfg := tlsConfig(ns, "tls", "edge", examplev1.TLSSecret{Name: "server-cert", SecretRef: "web-tls"})
 	create(t, cfg)
@@ -98,7 +98,7 @@ func TestTLSSecretServedToItsFleetOnly(t *testing.T) {
 	other := &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns}}
 	create(t, other)
 	fleetB := fleet.Of(other).String()
-	create(t, tlsSecret(t, ns, "other-tls", objects.XDSSecretTLS, "other.example.com"))
+	create(t, tlsSecret(t, ns, "other-tls", names.XDSSecretTLS, "other.example.com"))
 	create(t, tlsConfig(ns, "other-tls", "other", examplev1.TLSSecret{Name: "other-cert", SecretRef: "other-tls"}))
 	// Fleet C, in another namespace, names a Secret of the same name as A's:
 	// only its own namespace's would do, and there is none.
@@ -141,7 +141,7 @@ func TestTLSSecretServedToItsFleetOnly(t *testing.T) {
 
 	// A renewed certificate reaches A's connected proxy, as a new SDS
 	// version, without a new revision of the fleet.
-	renewed := tlsSecret(t, ns, "web-tls", objects.XDSSecretTLS, "web.example.com")
+	renewed := tlsSecret(t, ns, "web-tls", names.XDSSecretTLS, "web.example.com")
 	patch := client.MergeFrom(secret.DeepCopy())
 	secret.Data = renewed.Data
 	if err := suite.Client.Patch(ctx, secret, patch); err != nil {
@@ -203,7 +203,7 @@ func TestUnlabelledSecretIsNotServed(t *testing.T) {
 	ns, fleetID := newFleet(t)
 	unlabelled := tlsSecret(t, ns, "web-tls", "", "web.example.com")
 	create(t, unlabelled)
-	opaque := tlsSecret(t, ns, "opaque", objects.XDSSecretTLS, "opaque.example.com")
+	opaque := tlsSecret(t, ns, "opaque", names.XDSSecretTLS, "opaque.example.com")
 	opaque.Type = corev1.SecretTypeOpaque
 	create(t, opaque)
 	cfg := tlsConfig(ns, "tls", "edge",
@@ -234,19 +234,19 @@ func TestUnlabelledSecretIsNotServed(t *testing.T) {
 	label := func(value string) {
 		t.Helper()
 		patch := client.MergeFrom(unlabelled.DeepCopy())
-		unlabelled.Labels = map[string]string{objects.XDSSecretLabel: value}
+		unlabelled.Labels = map[string]string{names.XDSSecretLabel: value}
 		if err := suite.Client.Patch(ctx, unlabelled, patch); err != nil {
 			t.Fatal(err)
 		}
 	}
-	label(objects.XDSSecretClient)
+	label(names.XDSSecretClient)
 	degraded(`Secret "web-tls" is labelled kube-envoy-controller.io/xds-secret: "client-certificate"; only "tls" is served`)
 	if s := xdsServer.Resources(fleetID)[resourcev3.SecretType]; len(s) != 0 {
 		t.Fatalf("the fleet serves %v, want no secret", s)
 	}
 
 	// Its owner consents: the proxy gets it, and only the Opaque one is left.
-	label(objects.XDSSecretTLS)
+	label(names.XDSSecretTLS)
 	waitSecret(t, p, "server-cert", unlabelled.Data[corev1.TLSCertKey])
 	got := waitStatus(t, cfg, "only the Opaque Secret to be left", func(c *examplev1.EnvoyConfig) bool {
 		return !strings.Contains(condition(c, examplev1.EnvoyConfigConditionDegraded).Message, "web-tls")

@@ -19,7 +19,7 @@ import (
 
 	samplev1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/samplecontroller/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 )
 
@@ -61,8 +61,8 @@ func TestCreatesDeployment(t *testing.T) {
 		t.Errorf("Progressing = %+v while the Deployment rolls out", c)
 	}
 	// Every write names the operator as its field manager.
-	if m := d.ManagedFields; len(m) == 0 || m[0].Manager != objects.FieldOwner {
-		t.Errorf("field managers of the Deployment = %+v, want %s", m, objects.FieldOwner)
+	if m := d.ManagedFields; len(m) == 0 || m[0].Manager != names.FieldOwner {
+		t.Errorf("field managers of the Deployment = %+v, want %s", m, names.FieldOwner)
 	}
 
 	// Envtest runs no Deployment controller: play its part, and the Foo follows.

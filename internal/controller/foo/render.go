@@ -14,6 +14,7 @@ import (
 
 	samplev1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/samplecontroller/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 )
 
@@ -38,7 +39,7 @@ func Deployment(foo *samplev1alpha1.Foo) *appsv1.Deployment {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            foo.Spec.DeploymentName,
 			Namespace:       foo.Namespace,
-			Labels:          objects.MergeMaps(podLabels, map[string]string{objects.ManagedByLabel: objects.ManagedByValue}),
+			Labels:          objects.MergeMaps(podLabels, map[string]string{names.ManagedByLabel: names.ManagedByValue}),
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(foo, samplev1alpha1.GroupVersion.WithKind("Foo"))},
 		},
 		Spec: appsv1.DeploymentSpec{

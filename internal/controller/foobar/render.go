@@ -17,6 +17,7 @@ import (
 
 	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/status"
 )
@@ -110,7 +111,7 @@ func Job(fb *k8sv1.FooBar) *batchv1.Job {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            JobName(fb),
 			Namespace:       fb.Namespace,
-			Labels:          objects.MergeMaps(podLabels, map[string]string{objects.ManagedByLabel: objects.ManagedByValue}),
+			Labels:          objects.MergeMaps(podLabels, map[string]string{names.ManagedByLabel: names.ManagedByValue}),
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(fb, k8sv1.GroupVersion.WithKind("FooBar"))},
 		},
 		Spec: batchv1.JobSpec{

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 )
 
@@ -351,7 +351,7 @@ func TestControlledPodCountsWhateverItsLabels(t *testing.T) {
 	foreign := Pod(ps)
 	foreign.GenerateName = ""
 	foreign.Name = "foreign"
-	foreign.Labels = map[string]string{"app": "foreign", objects.ManagedByLabel: objects.ManagedByValue}
+	foreign.Labels = map[string]string{"app": "foreign", names.ManagedByLabel: names.ManagedByValue}
 	if err := suite.Client.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}

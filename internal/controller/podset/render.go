@@ -21,6 +21,7 @@ import (
 
 	demov1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/demo/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 )
 
@@ -67,7 +68,7 @@ func Pod(ps *demov1alpha1.PodSet) *corev1.Pod {
 			GenerateName: ps.Name + "-",
 			Namespace:    ps.Namespace,
 			Labels: objects.MergeMaps(tmpl.Labels, objects.MergeMaps(PodLabels(ps),
-				map[string]string{objects.ManagedByLabel: objects.ManagedByValue})),
+				map[string]string{names.ManagedByLabel: names.ManagedByValue})),
 			Annotations:     tmpl.Annotations,
 			Finalizers:      tmpl.Finalizers,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ps, demov1alpha1.GroupVersion.WithKind("PodSet"))},

@@ -91,7 +91,7 @@ func pod(name string, opts ...podOpt) *corev1.Pod {
 	return p
 }
 
-func names(pods []*corev1.Pod) []string {
+func podNames(pods []*corev1.Pod) []string {
 	var out []string
 	for _, p := range pods {
 		out = append(out, p.Name)
@@ -110,7 +110,7 @@ func TestPodsToDelete(t *testing.T) {
 	}
 	want := []string{"unscheduled", "pending", "unknown", "not-ready", "new-ready", "old-ready"}
 	for n := 0; n <= len(pods)+1; n++ {
-		got := names(PodsToDelete(pods, n))
+		got := podNames(PodsToDelete(pods, n))
 		if !slices.Equal(got, want[:min(n, len(want))]) {
 			t.Errorf("PodsToDelete(%d) = %v, want %v", n, got, want[:min(n, len(want))])
 		}
@@ -125,10 +125,10 @@ func TestPartition(t *testing.T) {
 		pod("a", ready), pod("b"), pod("c", phase(corev1.PodFailed)),
 		pod("d", phase(corev1.PodSucceeded)), pod("e", ready, deleting),
 	})
-	if got := names(active); !slices.Equal(got, []string{"a", "b"}) {
+	if got := podNames(active); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("active = %v", got)
 	}
-	if got := names(finished); !slices.Equal(got, []string{"c", "d"}) {
+	if got := podNames(finished); !slices.Equal(got, []string{"c", "d"}) {
 		t.Errorf("finished = %v", got)
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 )
 
@@ -46,7 +46,7 @@ func TestConfigMapFollowsTheWatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	cm := testenv.WaitFor(t, suite.Client, ns, "logs-config", &corev1.ConfigMap{}, nil)
-	if !metav1.IsControlledBy(cm, w) || cm.Labels[objects.ManagedByLabel] != objects.ManagedByValue {
+	if !metav1.IsControlledBy(cm, w) || cm.Labels[names.ManagedByLabel] != names.ManagedByValue {
 		t.Errorf("ConfigMap not controlled or not labelled: %v %v", cm.OwnerReferences, cm.Labels)
 	}
 	if cm.Data["LEVEL"] != "debug" || string(cm.BinaryData["blob"]) != "\x01\x02\x03" {

@@ -16,7 +16,7 @@ import (
 
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 )
 
 // Labels the operator sets on a Watcher's ConfigMap.
@@ -33,9 +33,9 @@ func ConfigMap(w *watchv1alpha1.Watcher) *corev1.ConfigMap {
 			Name:      w.ConfigMapName(),
 			Namespace: w.Namespace,
 			Labels: map[string]string{
-				NameLabel:              "watcher",
-				InstanceLabel:          w.Name,
-				objects.ManagedByLabel: objects.ManagedByValue,
+				NameLabel:            "watcher",
+				InstanceLabel:        w.Name,
+				names.ManagedByLabel: names.ManagedByValue,
 			},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(w, watchv1alpha1.GroupVersion.WithKind("Watcher"))},
 		},

@@ -8,7 +8,7 @@ import (
 
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/conditions"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/vocabulary"
 )
 
@@ -31,7 +31,7 @@ func TestConfigMap(t *testing.T) {
 	if !metav1.IsControlledBy(cm, w) {
 		t.Error("no controller reference to the Watcher")
 	}
-	if cm.Labels[objects.ManagedByLabel] != objects.ManagedByValue || cm.Labels[InstanceLabel] != "logs" {
+	if cm.Labels[names.ManagedByLabel] != names.ManagedByValue || cm.Labels[InstanceLabel] != "logs" {
 		t.Errorf("labels %v", cm.Labels)
 	}
 	if cm.Data["LEVEL"] != "debug" || string(cm.BinaryData["blob"]) != "\x00\x01" {

@@ -15,7 +15,7 @@ import (
 	k8sv1 "github.com/kube-envoy-controller/kube-envoy-controller/api/k8s/v1"
 	samplev1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/samplecontroller/v1alpha1"
 	watchv1alpha1 "github.com/kube-envoy-controller/kube-envoy-controller/api/watch/v1alpha1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/vocabulary"
 )
 
@@ -85,7 +85,7 @@ func statusByOperatorOnly(fields []metav1.ManagedFieldsEntry) bool {
 	by := false
 	for _, f := range fields {
 		if f.Subresource == "status" {
-			if f.Manager != objects.FieldOwner {
+			if f.Manager != names.FieldOwner {
 				return false
 			}
 			by = true

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 )
 
 // The operator reads and writes one Secret, the webhook's certificate in its
@@ -141,7 +141,7 @@ func addRotator(mgr ctrl.Manager, namespace string, o Options) (<-chan struct{},
 			{Name: o.WebhookConfiguration, Type: rotator.Mutating},
 			{Name: o.ValidatingConfiguration, Type: rotator.Validating},
 		},
-		FieldOwner: objects.FieldOwner,
+		FieldOwner: names.FieldOwner,
 		// Every replica serves the webhook, so every replica needs the certificate.
 		RequireLeaderElection: false,
 		ControllerName:        cmp.Or(o.ControllerName, "webhook-cert-rotator"),
@@ -171,11 +171,11 @@ func ensureSecret(mgr ctrl.Manager, key types.NamespacedName) error {
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: key.Name, Namespace: key.Namespace,
-			Labels: map[string]string{objects.ManagedByLabel: objects.ManagedByValue},
+			Labels: map[string]string{names.ManagedByLabel: names.ManagedByValue},
 		},
 		Type: corev1.SecretTypeOpaque,
 	}
-	err = c.Create(context.Background(), s, client.FieldOwner(objects.FieldOwner))
+	err = c.Create(context.Background(), s, client.FieldOwner(names.FieldOwner))
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the webhook certificate Secret %s: %w", key, err)
 	}

@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 )
 
@@ -42,7 +41,7 @@ const (
 var ErrNoAuthority = errors.New("the xDS certificate authority does not exist yet")
 
 // Store reads the CA from its Secret through the manager's cache (which
-// keeps the Secrets labelled objects.XDSSecretLabel), decoding it again only
+// keeps the Secrets labelled names.XDSSecretLabel), decoding it again only
 // when the Secret changes.
 type Store struct {
 	Reader  client.Reader
@@ -169,8 +168,8 @@ func Secret(key types.NamespacedName, a pki.Authority) (*corev1.Secret, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: key.Name, Namespace: key.Namespace,
 			Labels: map[string]string{
-				objects.ManagedByLabel: objects.ManagedByValue,
-				objects.XDSSecretLabel: objects.XDSSecretCA,
+				names.ManagedByLabel: names.ManagedByValue,
+				names.XDSSecretLabel: names.XDSSecretCA,
 			},
 		},
 		Type: corev1.SecretTypeOpaque,

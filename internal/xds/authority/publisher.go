@@ -91,7 +91,7 @@ func (p *Publisher) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 		err = p.Client.Create(ctx, want)
 	case err != nil:
 		return reconcile.Result{}, err
-	case cm.Data[BundleKey] == want.Data[BundleKey] && len(cm.Data) == 1 && cm.Labels[objects.ManagedByLabel] == objects.ManagedByValue:
+	case cm.Data[BundleKey] == want.Data[BundleKey] && len(cm.Data) == 1 && cm.Labels[names.ManagedByLabel] == names.ManagedByValue:
 		return reconcile.Result{}, nil
 	default:
 		cm.Data = want.Data
@@ -113,7 +113,7 @@ func PublishedConfigMap(key types.NamespacedName, bundle []byte) *corev1.ConfigM
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: key.Name, Namespace: key.Namespace,
-			Labels: map[string]string{objects.ManagedByLabel: objects.ManagedByValue},
+			Labels: map[string]string{names.ManagedByLabel: names.ManagedByValue},
 		},
 		Data: map[string]string{BundleKey: string(bundle)},
 	}

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/pki"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/authority"
@@ -57,7 +57,7 @@ func certManagerSecret(t *testing.T, a pki.Authority) *corev1.Secret {
 	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: secretKey.Name, Namespace: secretKey.Namespace,
-			Labels: map[string]string{objects.XDSSecretLabel: objects.XDSSecretCA}},
+			Labels: map[string]string{names.XDSSecretLabel: names.XDSSecretCA}},
 		Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: certs, corev1.TLSPrivateKeyKey: keys},
 	}
@@ -79,7 +79,7 @@ func waitPublished(t *testing.T, a pki.Authority) *corev1.ConfigMap {
 	testenv.Eventually(t, "the CA certificates to be published", func() (bool, error) {
 		err := suite.Client.Get(context.Background(), configKey, cm)
 		return err == nil && cm.Data[authority.BundleKey] == string(a.Bundle()) && len(cm.Data) == 1 &&
-			cm.Labels[objects.ManagedByLabel] == objects.ManagedByValue, client.IgnoreNotFound(err)
+			cm.Labels[names.ManagedByLabel] == names.ManagedByValue, client.IgnoreNotFound(err)
 	})
 	return cm
 }

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
 )
 
@@ -274,7 +274,7 @@ func (r *Reporter) withdraw(log logr.Logger) {
 func (r *Reporter) deleteShards(ctx context.Context, keep map[string]bool) error {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
-	if err := r.APIReader.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabels{objects.ComponentLabel: report.Component}); err != nil {
+	if err := r.APIReader.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabels{names.ComponentLabel: report.Component}); err != nil {
 		return err
 	}
 	var errs []error

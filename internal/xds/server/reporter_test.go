@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/publish"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/report"
@@ -117,7 +117,7 @@ func readReports(t *testing.T) []report.Report {
 	t.Helper()
 	var list corev1.ConfigMapList
 	if err := suite.Client.List(context.Background(), &list, client.InNamespace(operatorNamespace),
-		client.MatchingLabels{objects.ComponentLabel: report.Component}); err != nil {
+		client.MatchingLabels{names.ComponentLabel: report.Component}); err != nil {
 		t.Fatal(err)
 	}
 	out := make([]report.Report, 0, len(list.Items))
@@ -136,7 +136,7 @@ func shards(t *testing.T, replica string) map[string]*corev1.ConfigMap {
 	t.Helper()
 	var list corev1.ConfigMapList
 	if err := suite.Client.List(context.Background(), &list, client.InNamespace(operatorNamespace),
-		client.MatchingLabels{objects.ComponentLabel: report.Component}); err != nil {
+		client.MatchingLabels{names.ComponentLabel: report.Component}); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]*corev1.ConfigMap{}

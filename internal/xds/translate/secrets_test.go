@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	examplev1 "github.com/kube-envoy-controller/kube-envoy-controller/api/example/v1"
-	"github.com/kube-envoy-controller/kube-envoy-controller/internal/objects"
+	"github.com/kube-envoy-controller/kube-envoy-controller/internal/names"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/xds/resource"
 )
 
@@ -32,7 +32,7 @@ func tlsSecretObject(name, label string, typ corev1.SecretType, crt, key string)
 		Data:       map[string][]byte{corev1.TLSCertKey: []byte(crt), corev1.TLSPrivateKeyKey: []byte(key)},
 	}
 	if label != "" {
-		s.Labels = map[string]string{objects.XDSSecretLabel: label}
+		s.Labels = map[string]string{names.XDSSecretLabel: label}
 	}
 	return s
 }
@@ -47,21 +47,21 @@ func TestServedSecret(t *testing.T) {
 		secret *corev1.Secret
 		want   string // part of the error; "" when served
 	}{
-		{"served", ptrTo(tlsSecretObject("web", objects.XDSSecretTLS, corev1.SecretTypeTLS, testCert, testKey)), ""},
-		{"an EC key", ptrTo(tlsSecretObject("web", objects.XDSSecretTLS, corev1.SecretTypeTLS, testCert, ecKey)), ""},
-		{"a chain after other PEM blocks", ptrTo(tlsSecretObject("web", objects.XDSSecretTLS, corev1.SecretTypeTLS,
+		{"served", ptrTo(tlsSecretObject("web", names.XDSSecretTLS, corev1.SecretTypeTLS, testCert, testKey)), ""},
+		{"an EC key", ptrTo(tlsSecretObject("web", names.XDSSecretTLS, corev1.SecretTypeTLS, testCert, ecKey)), ""},
+		{"a chain after other PEM blocks", ptrTo(tlsSecretObject("web", names.XDSSecretTLS, corev1.SecretTypeTLS,
 			"-----BEGIN X509 CRL-----\nY3Js\n-----END X509 CRL-----\n"+testCert, testKey)), ""},
 		{"missing or unlabelled", nil, "does not exist, or is not labelled kube-envoy-controller.io/xds-secret: tls"},
-		{"a fleet's client certificate", ptrTo(tlsSecretObject("c", objects.XDSSecretClient, corev1.SecretTypeTLS, testCert, testKey)),
+		{"a fleet's client certificate", ptrTo(tlsSecretObject("c", names.XDSSecretClient, corev1.SecretTypeTLS, testCert, testKey)),
 			`labelled kube-envoy-controller.io/xds-secret: "client-certificate"; only "tls" is served`},
-		{"the xDS CA", ptrTo(tlsSecretObject("ca", objects.XDSSecretCA, corev1.SecretTypeTLS, testCert, testKey)), `"ca"; only "tls"`},
-		{"an Opaque Secret", ptrTo(tlsSecretObject("o", objects.XDSSecretTLS, corev1.SecretTypeOpaque, testCert, testKey)),
+		{"the xDS CA", ptrTo(tlsSecretObject("ca", names.XDSSecretCA, corev1.SecretTypeTLS, testCert, testKey)), `"ca"; only "tls"`},
+		{"an Opaque Secret", ptrTo(tlsSecretObject("o", names.XDSSecretTLS, corev1.SecretTypeOpaque, testCert, testKey)),
 			`is of type "Opaque", not kubernetes.io/tls`},
-		{"no certificate", ptrTo(tlsSecretObject("n", objects.XDSSecretTLS, corev1.SecretTypeTLS, "", testKey)), "no PEM certificate in tls.crt"},
-		{"a key in tls.crt", ptrTo(tlsSecretObject("n", objects.XDSSecretTLS, corev1.SecretTypeTLS, testKey, testKey)), "no PEM certificate in tls.crt"},
-		{"no key", ptrTo(tlsSecretObject("n", objects.XDSSecretTLS, corev1.SecretTypeTLS, testCert, "c2VjcmV0LWtleS1ieXRlcw==")),
+		{"no certificate", ptrTo(tlsSecretObject("n", names.XDSSecretTLS, corev1.SecretTypeTLS, "", testKey)), "no PEM certificate in tls.crt"},
+		{"a key in tls.crt", ptrTo(tlsSecretObject("n", names.XDSSecretTLS, corev1.SecretTypeTLS, testKey, testKey)), "no PEM certificate in tls.crt"},
+		{"no key", ptrTo(tlsSecretObject("n", names.XDSSecretTLS, corev1.SecretTypeTLS, testCert, "c2VjcmV0LWtleS1ieXRlcw==")),
 			"no unencrypted PEM private key in tls.key"},
-		{"an encrypted key", ptrTo(tlsSecretObject("n", objects.XDSSecretTLS, corev1.SecretTypeTLS, testCert,
+		{"an encrypted key", ptrTo(tlsSecretObject("n", names.XDSSecretTLS, corev1.SecretTypeTLS, testCert,
 			strings.ReplaceAll(testKey, "PRIVATE KEY", "ENCRYPTED PRIVATE KEY"))), "no unencrypted PEM private key"},
 	}
 	for _, tt := range tests {
@@ -156,7 +156,7 @@ func TestSecretsAreLiveAndNeverRecorded(t *testing.T) {
 		TLSSecrets: []examplev1.TLSSecret{{Name: "server-cert", SecretRef: "web-tls"}}}}
 	translate := func(cert string) IR {
 		return Translate(Input{Configs: []Config{cfg}, Secrets: map[string]corev1.Secret{
-			"web-tls": tlsSecretObject("web-tls", objects.XDSSecretTLS, corev1.SecretTypeTLS, cert, testKey)}})
+			"web-tls": tlsSecretObject("web-tls", names.XDSSecretTLS, corev1.SecretTypeTLS, cert, testKey)}})
 	}
 	first := translate(testCert)
 	renewed := strings.ReplaceAll(testCert, "Y2VydC1vbmU=", "Y2VydC10d28=")
