@@ -305,15 +305,18 @@ func TestDocs(t *testing.T) {
 					continue
 				}
 				var output string
+				start, tries := time.Now(), 0
 				framework.Eventually(t, 3*time.Minute, where+" to run, with the output it shows", func() (bool, error) {
 					var err error
+					tries++
 					if output, err = sh.run(b.script); err != nil {
 						return false, fmt.Errorf("%v:\n%s", err, output)
 					}
 					err = b.check(output)
 					return err == nil, err
 				})
-				t.Logf("%s: ran\n%s\nand printed\n%s", where, indent("    ", b.script), indent("    ", output))
+				t.Logf("%s: ran in %s (%d tries)\n%s\nand printed\n%s", where, time.Since(start).Round(100*time.Millisecond), tries,
+					indent("    ", b.script), indent("    ", output))
 			}
 		})
 	}

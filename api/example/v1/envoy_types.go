@@ -277,7 +277,8 @@ type EnvoyConfigRollout struct {
 // The relative bound applies only where the baseline served at least
 // minRequests requests, and only above 1% for a share and above 100 ms for
 // a duration, so that a baseline without any error does not make one error
-// an abort. 0 turns a bound off.
+// an abort. A p99 is judged only over at least 100 requests, on each side:
+// the p99 of fewer is their slowest. 0 turns a bound off.
 type EnvoyConfigRolloutAnalysis struct {
 	// MinRequests is how many requests a proxy of the step serves, in the
 	// scopes judged, before it can pass; a scope with fewer is not judged.

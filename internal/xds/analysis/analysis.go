@@ -21,7 +21,8 @@
 //     The comparison with the baseline is made only where the baseline
 //     served at least MinRequests requests in that scope, and only above
 //     the limit's floor, so that a baseline without errors does not turn
-//     one error into an abort.
+//     one error into an abort. A p99 is judged only over at least
+//     MinSamplesP99 requests, on each side.
 //  3. A proxy whose judged scopes served fewer than MinRequests requests in
 //     all has too little traffic: the step waits. Too little traffic never
 //     aborts a step, and never passes it; how long a step may wait is the
@@ -181,6 +182,11 @@ type Thresholds struct {
 	// not judged, and a proxy has too little traffic to pass.
 	MinRequests uint64
 }
+
+// MinSamplesP99 is the number of requests below which a scope's p99 is
+// not judged, against the ceiling or the baseline: the 99th percentile of
+// fewer is the slowest of them.
+const MinSamplesP99 = 100
 
 // DefaultThresholds are the thresholds of a fleet that sets none: at most
 // 5 % of 5xx responses, of resets and of failed connections, and twice the
@@ -343,9 +349,11 @@ func judgeScope(node, scope string, f, base Figures, th Thresholds) []Finding {
 	check(MetricErrorRatio, ratio(f.Errors5xx, f.Requests), ratio(base.Errors5xx, base.Requests), true, true, th.ErrorRatio)
 	check(MetricResetRatio, ratio(f.Resets, f.Requests), ratio(base.Resets, base.Requests), true, true, th.ResetRatio)
 	check(MetricConnectFailureRatio, ratio(f.ConnectFailures, f.Requests), ratio(base.ConnectFailures, base.Requests), true, true, th.ConnectFailureRatio)
+	// A p99 of fewer than MinSamplesP99 requests is their slowest: one slow
+	// request is no trend, and neither side's p99 is judged below that.
 	p99, ok := f.Duration.Quantile(0.99)
 	baseP99, baseOK := base.Duration.Quantile(0.99)
-	check(MetricP99, p99, baseP99, ok, baseOK, th.P99)
+	check(MetricP99, p99, baseP99, ok && f.Duration.Count() >= MinSamplesP99, baseOK && base.Duration.Count() >= MinSamplesP99, th.P99)
 	return out
 }
 

@@ -124,6 +124,18 @@ func TestJudge(t *testing.T) {
 			want: Abort, first: &Finding{Proxy: "pod-a", Scope: "http:edge", Metric: MetricP99}, value: 995, threshold: 497,
 		},
 		{
+			name:     "p99 above twice the baseline's, over fewer than 100 requests: the slowest of them, not judged",
+			step:     []Proxy{proxy("pod-a", one("http:edge", served(99, 0, 900)))},
+			baseline: []Proxy{proxy("base-1", one("http:edge", served(1000, 0, 200)))}, elapsed: bake,
+			want: Pass,
+		},
+		{
+			name:     "p99 above twice a baseline's of fewer than 100 requests: not judged",
+			step:     []Proxy{proxy("pod-a", one("http:edge", served(200, 0, 900)))},
+			baseline: []Proxy{proxy("base-1", one("http:edge", served(99, 0, 200)))}, elapsed: bake,
+			want: Pass,
+		},
+		{
 			name: "p99 ceiling",
 			step: []Proxy{proxy("pod-a", one("http:edge", served(200, 0, 40)))}, baseline: healthyBase, elapsed: bake,
 			th:   &Thresholds{P99: Limit{Max: 30}, MinRequests: 50},
