@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
@@ -61,7 +62,7 @@ func (o *options) readGateways(ctx context.Context, files []gatewayFile) (gatewa
 	// The files' objects, dry-run.
 	notDefaulted := false
 	for _, f := range files {
-		got, err := dryRun(ctx, gc, f, live)
+		got, err := dryRunAgainOnConflict(ctx, gc, f, live)
 		switch {
 		case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsNotFound(err):
 			// Against the schema or its rules, or in a namespace that does
@@ -231,6 +232,18 @@ func unique(keys []types.NamespacedName) []types.NamespacedName {
 		}
 	}
 	return out
+}
+
+// dryRunAgainOnConflict is dryRun, tried again on a conflict: the live
+// object it reads for the dry run may change before it (the operator writes
+// a route's status as its proxies answer), so it reads it again, as an
+// apply would.
+func dryRunAgainOnConflict(ctx context.Context, gc gatewayclient.Interface, f gatewayFile, live gatewayObjects) (got gatewayFile, err error) {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got, err = dryRun(ctx, gc, f, live)
+		return err
+	})
+	return got, err
 }
 
 // dryRun sends f's object to the API server in a dry run: an update of
