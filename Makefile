@@ -203,13 +203,12 @@ install: ## Install the CRDs into the local cluster.
 ##@ Test
 
 .PHONY: test
-test: tools verify test-at-once e2e-tests conformance test-run ## Run every test: stale-file checks, the scripts' tests, unit and envtest integration tests, end-to-end, chaos and install tests, the Gateway API conformance suite, the benchmarks' smoke run.
+test: tools verify test-at-once e2e conformance test-run ## Run every test: stale-file checks, the scripts' tests, unit and envtest integration tests, end-to-end and install tests, the Gateway API conformance suite, the benchmarks' smoke run.
 
 .PHONY: test-at-once
 test-at-once e2e-install: IMAGE_PLATFORMS = $(TEST_IMAGE_PLATFORMS)
-test-at-once: tools installer chart $(BIN)/controller-gen ## The Go tests, the chaos suite, e2e-install, bench-smoke, the scripts' tests but make run's and the image build's tests at once (hack/together.sh): the Go tests keep the cores busy while the next three mostly wait on their clusters. None needs the pods' network.
-	hack/together.sh unit hack/unit.sh chaos "E2E_TESTS=0 E2E_CLUSTER=kec-chaos hack/e2e.sh" \
-		e2e-install "LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh" \
+test-at-once: tools installer chart $(BIN)/controller-gen ## The Go tests, e2e-install, bench-smoke, the scripts' tests but make run's and the image build's tests at once (hack/together.sh): the Go tests keep the cores busy while the next two mostly wait on their clusters.
+	hack/together.sh unit hack/unit.sh e2e-install "LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh" \
 		bench-smoke "BENCH_SMOKE=1 hack/bench.sh" test-scripts "hack/lib_test.sh && hack/verify-generated_test.sh" \
 		image-test "$(MAKE) --no-print-directory $(call image_deps,$(TEST_IMAGE_PLATFORMS),libc) && cd hack/image && go test -vet=off -count=1 ./..."
 
@@ -242,10 +241,6 @@ fuzz: ## Run every Go fuzz target for FUZZTIME (default 30s) each, one after ano
 .PHONY: e2e
 e2e: tools ## End-to-end tests on a fresh local cluster, with the operator binary, then the chaos suite for CHAOS_DURATION (default 60s) in it.
 	hack/e2e.sh
-
-.PHONY: e2e-tests
-e2e-tests: tools ## The end-to-end tests alone, without the chaos suite (make test runs that beside the Go tests).
-	E2E_CHAOS=0 hack/e2e.sh
 
 .PHONY: chaos
 chaos: tools ## The chaos suite alone on a fresh cluster kec-chaos: faults at random for CHAOS_DURATION (default 60s); make e2e runs it too.

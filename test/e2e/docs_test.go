@@ -271,13 +271,8 @@ func TestDocsMarks(t *testing.T) {
 	}
 }
 
-// Each page's shell blocks, in order, in a namespace of their own. The
-// pages run one after another, beside the other tests: their fleets serve
-// the samples' ports on this host, which only TestRealEnvoySamples shares.
+// Each page's shell blocks, in order, in a namespace of their own.
 func TestDocs(t *testing.T) {
-	t.Parallel()
-	samplePorts.Lock()
-	defer samplePorts.Unlock()
 	for _, page := range docPages {
 		t.Run(filepath.Base(page.path), func(t *testing.T) {
 			content, err := os.ReadFile(filepath.Join(os.Getenv("E2E_ROOT"), page.path))

@@ -33,14 +33,8 @@ import (
 // port 8080 for every namespace). The listeners of a fleet's Envoys are on
 // this host's ports: the Envoys of one fleet share them (SO_REUSEPORT, as a
 // Service spreads connections), and each test gives its fleets ports of
-// their own, but for the samples', whose ports TestRealEnvoySamples and
-// the docs' pages take in turn (samplePorts).
-
-// samplePorts is held by the tests whose fleets serve the samples' ports
-// (8080, 8081 and 8443 on this host): TestDocs, whose pages are the
-// samples', and TestRealEnvoySamples. Two fleets on one port would share
-// its connections (SO_REUSEPORT), each answering for the other.
-var samplePorts sync.Mutex
+// their own, but for the samples', whose ports only TestRealEnvoySamples
+// uses.
 
 // requirePodNet fails under CI, and skips elsewhere, when the pods'
 // network is not up.
@@ -137,8 +131,6 @@ func waitServed(t *testing.T, url, track string) {
 func TestRealEnvoySamples(t *testing.T) {
 	t.Parallel()
 	requirePodNet(t)
-	samplePorts.Lock()
-	defer samplePorts.Unlock()
 	ns := namespace(t, "e2e-real-samples")
 	cert, key := xdstest.ServingCertificate(t, "web.example.com")
 	dir := t.TempDir()
