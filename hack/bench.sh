@@ -90,7 +90,7 @@ if [[ $contour == 1 && $smoke == 1 ]] && ! hack/contour.sh check; then
   echo "smoke run: bin/contour is not the pinned Contour and a smoke run builds none (make contour): the Contour benchmark is skipped" >&2
   contour=0
 fi
-unset CONTOUR_PID CONTOUR_XDS_ADDR CONTOUR_METRICS_ADDR CONTOUR_CERT_DIR # set below when Contour runs
+unset CONTOUR_PID CONTOUR_XDS_ADDR CONTOUR_METRICS_ADDR CONTOUR_DEBUG_ADDR CONTOUR_CERT_DIR # set below when Contour runs
 if [[ $contour == 1 ]]; then
   hack/contour.sh build
 fi
@@ -144,7 +144,8 @@ if [[ $contour == 1 ]]; then
   wait_contour "$contour_pid" "$contour_metrics_port" "$contour_xds_port" "$DIR/contour.log"
   # What the benchmark reads of Contour; without CONTOUR_XDS_ADDR it skips.
   export CONTOUR_PID=$contour_pid CONTOUR_XDS_ADDR=127.0.0.1:$contour_xds_port \
-    CONTOUR_METRICS_ADDR=127.0.0.1:$contour_metrics_port CONTOUR_CERT_DIR=$DIR/contour-certs/client
+    CONTOUR_METRICS_ADDR=127.0.0.1:$contour_metrics_port CONTOUR_DEBUG_ADDR=127.0.0.1:$contour_debug_port \
+    CONTOUR_CERT_DIR=$DIR/contour-certs/client
 fi
 
 go build -o "$DIR/kube-envoy-controller" ./cmd/kube-envoy-controller

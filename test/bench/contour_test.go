@@ -49,7 +49,12 @@ import (
 // "100,1000"), four runs of BENCH_XDS_ROUNDS rounds each (default 10):
 // ours, Contour, Contour, ours, so that a drift of the machine's load
 // weighs on both alike. Each run starts its proxies afresh and stops them
-// at its end. A side's figures pool its two runs.
+// at its end. A side's figures pool its two runs. The first run of each
+// side saves the control plane's heap profile (xdsRun).
+//
+// BENCH_CONTOUR_NODE=first makes Contour's proxies send their node with
+// each stream's first request only (see nodeMode); by default they send it
+// with every request, as Envoys bootstrapped by Contour do.
 func TestXDSAgainstContour(t *testing.T) {
 	caddr := os.Getenv("CONTOUR_XDS_ADDR")
 	if caddr == "" {
@@ -60,8 +65,9 @@ func TestXDSAgainstContour(t *testing.T) {
 	}
 	sizes := sizesEnv(t, "BENCH_XDS_SIZES", "100,1000")
 	rounds := sizeEnv(t, "BENCH_XDS_ROUNDS", 10)
+	node := nodeMode(t)
 	ours := oursSide(t)
-	theirs := contourSide(t, caddr)
+	theirs := contourSide(t, caddr, node)
 
 	rows := []string{
 		"| mode | proxies | control plane | connection set-up: all first ACKs (mean of 2 runs) | push to ACK sent p50 | p99 | all ACKs sent, median of rounds | bytes per proxy per endpoint change | CPU per push | RSS after the runs (MiB) |",
@@ -75,10 +81,10 @@ func TestXDSAgainstContour(t *testing.T) {
 		results := map[string]map[string]sideResult{} // by mode, then side
 		for _, mode := range []string{"sotw", "delta"} {
 			var o, c [2]runResult
-			o[0] = xdsRun(t, ours, mode, n, rounds)
-			c[0] = xdsRun(t, theirs, mode, n, rounds)
-			c[1] = xdsRun(t, theirs, mode, n, rounds)
-			o[1] = xdsRun(t, ours, mode, n, rounds)
+			o[0] = xdsRun(t, ours, mode, n, rounds, true)
+			c[0] = xdsRun(t, theirs, mode, n, rounds, true)
+			c[1] = xdsRun(t, theirs, mode, n, rounds, false)
+			o[1] = xdsRun(t, ours, mode, n, rounds, false)
 			results[mode] = map[string]sideResult{ours.name: pool(o), theirs.name: pool(c)}
 			for _, side := range []string{ours.name, theirs.name} {
 				r := results[mode][side]
@@ -92,12 +98,14 @@ func TestXDSAgainstContour(t *testing.T) {
 		// Contour speaks.
 		for _, pair := range [][2]string{{"sotw", "sotw"}, {"delta", "delta"}, {"delta", "sotw"}} {
 			a, b := results[pair[0]][ours.name], results[pair[1]][theirs.name]
-			ratios = append(ratios, fmt.Sprintf("| %s | %s | %d | %.2f | %.2f | %.2f | %.2f |", pair[0], pair[1], n,
-				ratio(a.p50, b.p50), ratio(a.p99, b.p99), ratio(a.all, b.all), a.cpuPerPush/b.cpuPerPush))
+			ratios = append(ratios, fmt.Sprintf("| %s | %s | %d | %s | %s | %s | %s |", pair[0], pair[1], n,
+				ratio(a.p50.Seconds(), b.p50.Seconds()), ratio(a.p99.Seconds(), b.p99.Seconds()), ratio(a.all.Seconds(), b.all.Seconds()),
+				ratio(a.cpuPerPush, b.cpuPerPush)))
 			t.Log(ratios[len(ratios)-1])
 		}
 	}
-	Record(t, "xds-contour", strings.Join(rows, "\n")+"\n\nours / Contour:\n\n"+strings.Join(ratios, "\n")+"\n")
+	Record(t, "xds-contour", fmt.Sprintf("Contour's proxies send their node with %s request (BENCH_CONTOUR_NODE=%s).\n\n", map[string]string{"every": "every", "first": "each stream's first"}[node], node)+
+		strings.Join(rows, "\n")+"\n\nours / Contour:\n\n"+strings.Join(ratios, "\n")+"\n")
 }
 
 // xdsSide is one control plane of TestXDSAgainstContour.
@@ -113,6 +121,9 @@ type xdsSide struct {
 	change func(t *testing.T) time.Time
 	// idle waits until no stream of an earlier run is left.
 	idle func(t *testing.T)
+	// profile saves the control plane's heap profile, after a GC, as
+	// name.heap.pprof in the results (saveProfiles).
+	profile func(t *testing.T, name string)
 }
 
 // oursSide makes the operator's fleet, without pods, and its EnvoyConfig
@@ -146,7 +157,8 @@ func oursSide(t *testing.T) xdsSide {
 			}
 			return start
 		},
-		idle: func(t *testing.T) { waitConnected(t, "", 0) },
+		idle:    func(t *testing.T) { waitConnected(t, "", 0) },
+		profile: saveProfiles,
 	}
 }
 
@@ -157,7 +169,7 @@ func oursSide(t *testing.T) xdsSide {
 // which leaves it alone), and an HTTPProxy that routes /c<i> to Service
 // c<i>. Contour makes an EDS cluster of each Service; it has accepted the
 // HTTPProxy when its status says valid.
-func contourSide(t *testing.T, addr string) xdsSide {
+func contourSide(t *testing.T, addr, node string) xdsSide {
 	t.Helper()
 	ns := "bench-xds-vs-contour"
 	namespace(t, ns)
@@ -213,7 +225,7 @@ func contourSide(t *testing.T, addr string) xdsSide {
 	})
 	return xdsSide{
 		name: "Contour", pid: envOrFail(t, "CONTOUR_PID"), addr: addr, fleet: "projectcontour",
-		certDir: envOrFail(t, "CONTOUR_CERT_DIR"), env: []string{"XDS_LOAD_AS=contour"},
+		certDir: envOrFail(t, "CONTOUR_CERT_DIR"), env: []string{"XDS_LOAD_AS=contour", "XDS_LOAD_NODE=" + node},
 		change: func(t *testing.T) time.Time {
 			t.Helper()
 			port++
@@ -225,6 +237,17 @@ func contourSide(t *testing.T, addr string) xdsSide {
 			return start
 		},
 		idle: waitContourIdle,
+		profile: func(t *testing.T, name string) {
+			t.Helper()
+			dir := os.Getenv("BENCH_OUT")
+			if dir == "" || Smoke() {
+				return
+			}
+			b := httpGet(t, "http://"+envOrFail(t, "CONTOUR_DEBUG_ADDR")+"/debug/pprof/heap?gc=1")
+			if err := os.WriteFile(filepath.Join(dir, name+".heap.pprof"), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		},
 	}
 }
 
@@ -251,6 +274,11 @@ func waitContourIdle(t *testing.T) {
 	})
 }
 
+// againstContourSetupWait bounds a run's connection set-up. Contour's
+// proxies each open 54 streams and send a 61 KB node with each request: on
+// 2 cores, 50 of them took 9 to 15 s to set up, and 1000 take minutes.
+const againstContourSetupWait = 30 * time.Minute
+
 // runResult is what one run of a side measured.
 type runResult struct {
 	setup    time.Duration
@@ -264,14 +292,16 @@ type runResult struct {
 
 // xdsRun starts n proxies of side in mode, waits for their first ACKs,
 // makes rounds endpoint changes one after the other, each once every proxy
-// ACKed the one before, and stops the proxies.
-func xdsRun(t *testing.T, side xdsSide, mode string, n, rounds int) runResult {
+// ACKed the one before, and stops the proxies. With profile, it saves the
+// control plane's heap profile with the proxies connected, after the
+// rounds: xds-vs-<ours|contour>-<mode>-<n>.heap.pprof in the results.
+func xdsRun(t *testing.T, side xdsSide, mode string, n, rounds int, profile bool) runResult {
 	t.Helper()
 	side.idle(t)
 	started := time.Now()
 	acks := startLoadClients(t, side.addr, side.fleet, mode, n, xdsClusters, side.certDir, side.env...)
 	defer acks.stop()
-	acks.waitAllWithin(t, n, "", setupWait)
+	acks.waitAllWithin(t, n, "", againstContourSetupWait)
 	r := runResult{setup: time.Since(started), rounds: rounds}
 	cpuBefore := procCPU(t, side.pid)
 	for range rounds {
@@ -289,6 +319,9 @@ func xdsRun(t *testing.T, side xdsSide, mode string, n, rounds int) runResult {
 	}
 	r.cpu = procCPU(t, side.pid) - cpuBefore
 	r.rss = procRSS(t, side.pid)
+	if profile {
+		side.profile(t, fmt.Sprintf("xds-vs-%s-%s-%d", strings.ToLower(side.name), mode, n))
+	}
 	t.Logf("%s, %s, %d proxies: set-up %s, all ACKs per round %v, %.0f ms CPU per push", side.name, mode, n, ms(r.setup), r.all, r.cpu/float64(rounds)*1000)
 	return r
 }
@@ -322,7 +355,14 @@ func pool(runs [2]runResult) sideResult {
 	}
 }
 
-func ratio(a, b time.Duration) float64 { return a.Seconds() / b.Seconds() }
+// ratio is a/b with two decimals, or "—" when b is 0: a CPU time below
+// /proc's resolution (10 ms) over the rounds.
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
 
 // procCPU reads the CPU time process pid has used, in seconds, from its
 // /proc/PID/stat.
@@ -366,4 +406,19 @@ func envOrFail(t *testing.T, key string) string {
 		}
 	}
 	return v
+}
+
+// nodeMode is BENCH_CONTOUR_NODE: "every" (the default), Contour's proxies
+// send their node with every request, as an Envoy bootstrapped by Contour
+// does; "first", with each stream's first request only, as an Envoy whose
+// bootstrap sets set_node_on_first_message_only would.
+func nodeMode(t *testing.T) string {
+	t.Helper()
+	switch v := envOr("BENCH_CONTOUR_NODE", "every"); v {
+	case "every", "first":
+		return v
+	default:
+		t.Fatalf("BENCH_CONTOUR_NODE=%q: want every or first", v)
+		return ""
+	}
 }

@@ -94,6 +94,10 @@ type contourProxy struct {
 	cc    grpc.ClientConnInterface
 	node  *corev3.Node
 	delta bool
+	// nodeOnce sends the node on each stream's first request only, as an
+	// Envoy does whose bootstrap sets set_node_on_first_message_only
+	// (Contour's does not).
+	nodeOnce bool
 	// report is told of an EDS ACK, once the proxy is ready: its version,
 	// the response's size and when the ACK was sent.
 	report func(version string, size int, sent time.Time)
@@ -125,10 +129,10 @@ type typeStream struct {
 
 // runContourProxy runs one proxy until one of its streams fails, and
 // returns that error.
-func runContourProxy(ctx context.Context, cc grpc.ClientConnInterface, node *corev3.Node, delta bool, report func(version string, size int, sent time.Time)) error {
+func runContourProxy(ctx context.Context, cc grpc.ClientConnInterface, node *corev3.Node, delta, nodeOnce bool, report func(version string, size int, sent time.Time)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p := &contourProxy{cc: cc, node: node, delta: delta, report: report, streams: map[streamKey]*typeStream{},
+	p := &contourProxy{cc: cc, node: node, delta: delta, nodeOnce: nodeOnce, report: report, streams: map[streamKey]*typeStream{},
 		held: map[string]map[string]*anypb.Any{}, errc: make(chan error, 1)}
 	p.mu.Lock()
 	var err error
@@ -179,6 +183,15 @@ func (p *contourProxy) open(ctx context.Context, k streamKey) error {
 	return nil
 }
 
+// again is the node of a stream's request after its first: nil with
+// nodeOnce.
+func (p *contourProxy) again() *corev3.Node {
+	if p.nodeOnce {
+		return nil
+	}
+	return p.node
+}
+
 func (p *contourProxy) fail(err error) {
 	select {
 	case p.errc <- err:
@@ -205,7 +218,7 @@ func (p *contourProxy) receive(ctx context.Context, s *typeStream) {
 				return
 			}
 			p.mu.Lock()
-			err = s.st.SendMsg(&discoveryv3.DeltaDiscoveryRequest{Node: p.node, TypeUrl: s.typeURL, ResponseNonce: resp.GetNonce()})
+			err = s.st.SendMsg(&discoveryv3.DeltaDiscoveryRequest{Node: p.again(), TypeUrl: s.typeURL, ResponseNonce: resp.GetNonce()})
 			sent = time.Now()
 			version, size = resp.GetSystemVersionInfo(), proto.Size(resp)
 			for _, r := range resp.GetResources() {
@@ -224,7 +237,7 @@ func (p *contourProxy) receive(ctx context.Context, s *typeStream) {
 				names = []string{s.name}
 			}
 			s.last = resp
-			err = s.st.SendMsg(&discoveryv3.DiscoveryRequest{Node: p.node, TypeUrl: s.typeURL, ResourceNames: names,
+			err = s.st.SendMsg(&discoveryv3.DiscoveryRequest{Node: p.again(), TypeUrl: s.typeURL, ResourceNames: names,
 				VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()})
 			sent = time.Now()
 			version, size = resp.GetVersionInfo(), proto.Size(resp)

@@ -557,6 +557,7 @@ func runLoadClients() {
 	// XDS_LOAD_AS=contour: each proxy is an Envoy as Contour bootstraps it
 	// (contourProxy), on its own connection, reporting its EDS ACKs.
 	asContour := os.Getenv("XDS_LOAD_AS") == "contour"
+	nodeOnce := os.Getenv("XDS_LOAD_NODE") == "first"
 	// At most setupsAtOnce proxies set up at once (XDS_LOAD_SETUPS, 0 for
 	// no bound): each holds a place from its start to its first response.
 	// Thousands of TLS handshakes at once on a busy machine outlast the
@@ -592,7 +593,7 @@ func runLoadClients() {
 			for {
 				var err error
 				if asContour {
-					err = runContourProxy(context.Background(), conns[i%len(conns)], node, mode == "delta", func(v string, size int, sent time.Time) {
+					err = runContourProxy(context.Background(), conns[i%len(conns)], node, mode == "delta", nodeOnce, func(v string, size int, sent time.Time) {
 						release()
 						report(i, v, size, sent)
 					})
