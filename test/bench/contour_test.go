@@ -275,8 +275,8 @@ func waitContourIdle(t *testing.T) {
 }
 
 // againstContourSetupWait bounds a run's connection set-up. Contour's
-// proxies each open 54 streams and send a 61 KB node with each request: on
-// 2 cores, 50 of them took 9 to 15 s to set up, and 1000 take minutes.
+// proxies each open 54 streams and send a 61 KB node with each request:
+// on 2 cores, a thousand of them take minutes to set up.
 const againstContourSetupWait = 30 * time.Minute
 
 // runResult is what one run of a side measured.
