@@ -301,6 +301,14 @@ $(TOOLS) &: $(TOOLS_DEPS) $(TOOLS_MOD)/etcd/main.go
 $(BIN)/echo-basic: $(ROOT)/go.mod $(ROOT)/go.sum
 	CGO_ENABLED=0 go build -trimpath -o $@ sigs.k8s.io/gateway-api/conformance/echo-basic
 
+# Contour, for the xDS benchmark against it (hack/bench.sh -run Contour), at
+# the release hack/contour.sh pins; not part of make tools. The script builds
+# it only when bin/contour is not that release.
+.PHONY: contour bin/contour $(BIN)/contour
+contour: $(BIN)/contour ## Build Contour, which the xDS benchmark compares with, into bin/contour (go install, at the pinned release).
+bin/contour $(BIN)/contour:
+	hack/contour.sh build
+
 
 ##@ Help
 

@@ -24,6 +24,16 @@
 # BENCH_XDS_STREAMS_PER_CONN=K puts K streams on each connection, and
 # BENCH_XDS_SETUPS=K lets at most K of its proxies set up at once.
 #
+# Contour (TestXDSAgainstContour, docs/benchmarks.md): with BENCH_CONTOUR=1,
+# or when the -run pattern names Contour (hack/bench.sh -run Contour), the
+# script builds bin/contour at the release hack/contour.sh pins (once; go
+# install, several minutes), installs Contour's CRDs and runs `contour serve`
+# on this host beside the operator, its xDS on 127.0.0.1 over mutual TLS with
+# certificates of its own (hack/tlscert -mutual), and stops it on exit.
+# BENCH_CONTOUR=0 never starts it. A run without it skips that benchmark.
+# A smoke run never builds Contour: it starts it when bin/contour is already
+# that release, and otherwise skips the benchmark.
+#
 # BENCH_SMOKE=1 (make bench-smoke) runs every benchmark at tiny sizes on a
 # cluster of 3 nodes (default name kec-bench-smoke): it checks the harness and
 # the benchmarks' own assertions, and records no figures. The sizes are
@@ -54,11 +64,36 @@ else
 fi
 DIR=$ROOT/tmp/$NAME
 op_pid=""
+contour_pid=""
 
 install_cleanup
 
 args=("$@")
 [[ ${#args[@]} -gt 0 ]] || args=(-run .)
+
+# Contour runs when asked for, or when the tests to run name it.
+run_pattern=""
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case ${args[i]} in
+  -run | --run | -test.run) run_pattern=${args[i + 1]:-} ;;
+  -run=* | --run=* | -test.run=*) run_pattern=${args[i]#*=} ;;
+  esac
+done
+contour=${BENCH_CONTOUR:-}
+if [[ -z $contour ]]; then
+  contour=0
+  if [[ $run_pattern == *Contour* || ($smoke == 1 && $run_pattern == .) ]]; then
+    contour=1
+  fi
+fi
+if [[ $contour == 1 && $smoke == 1 ]] && ! hack/contour.sh check; then
+  echo "smoke run: bin/contour is not the pinned Contour and a smoke run builds none (make contour): the Contour benchmark is skipped" >&2
+  contour=0
+fi
+unset CONTOUR_PID CONTOUR_XDS_ADDR CONTOUR_METRICS_ADDR CONTOUR_DEBUG_ADDR CONTOUR_CERT_DIR # set below when Contour runs
+if [[ $contour == 1 ]]; then
+  hack/contour.sh build
+fi
 
 hack/cluster.sh down "$NAME" # whatever an earlier run left
 rm -f "$DIR/operator.log" # so that a failure before the operator starts shows none
@@ -83,6 +118,35 @@ for _ in $(seq 30); do
   sleep 1
 done
 bin/kubectl wait --for condition=Established --timeout 60s crd --all >/dev/null
+
+if [[ $contour == 1 ]]; then
+  # Contour's CRDs, from its module at the pinned release. It runs with its
+  # defaults but for where it listens and what this host lacks: no leader
+  # election (one replica), its xDS on the loopback interface over mutual
+  # TLS, its metrics, health and debug endpoints on free loopback ports.
+  # Contour's gRPC server has no per-source limits to raise: the load
+  # clients' connections, all from 127.0.0.1, reach it unbounded.
+  bin/kubectl apply --server-side -f "$(hack/contour.sh crds)" >/dev/null
+  bin/kubectl wait --for condition=Established --timeout 60s crd/httpproxies.projectcontour.io >/dev/null
+  rm -rf "$DIR/contour-certs"
+  # Envoys bootstrapped by Contour check that its certificate is for "contour".
+  go run ./hack/tlscert -mutual "$DIR/contour-certs" contour localhost
+  cports=$(free_ports 3)
+  { read -r contour_xds_port; read -r contour_metrics_port; read -r contour_debug_port; } <<<"$cports"
+  certs=$DIR/contour-certs/server
+  bin/contour serve --kubeconfig "$KUBECONFIG" --disable-leader-election \
+    --xds-address 127.0.0.1 --xds-port "$contour_xds_port" \
+    --contour-cafile "$certs/ca.crt" --contour-cert-file "$certs/tls.crt" --contour-key-file "$certs/tls.key" \
+    --http-address 127.0.0.1 --http-port "$contour_metrics_port" --health-address 127.0.0.1 --health-port "$contour_metrics_port" \
+    --debug-http-address 127.0.0.1 --debug-http-port "$contour_debug_port" \
+    >"$DIR/contour.log" 2>&1 &
+  contour_pid=$!
+  wait_contour "$contour_pid" "$contour_metrics_port" "$contour_xds_port" "$DIR/contour.log"
+  # What the benchmark reads of Contour; without CONTOUR_XDS_ADDR it skips.
+  export CONTOUR_PID=$contour_pid CONTOUR_XDS_ADDR=127.0.0.1:$contour_xds_port \
+    CONTOUR_METRICS_ADDR=127.0.0.1:$contour_metrics_port CONTOUR_DEBUG_ADDR=127.0.0.1:$contour_debug_port \
+    CONTOUR_CERT_DIR=$DIR/contour-certs/client
+fi
 
 go build -o "$DIR/kube-envoy-controller" ./cmd/kube-envoy-controller
 ports=$(free_ports 6)
@@ -117,6 +181,7 @@ BENCH_ROOT=$ROOT BENCH_CLUSTER=$NAME BENCH_OUT=$out BENCH_SMOKE=$smoke OPERATOR_
   OPERATOR_PPROF_ADDR=127.0.0.1:$pprof_port \
   go test -vet=off -tags bench -count=1 -timeout 60m ./test/bench/... -v "${args[@]}" || rc=$?
 stop_operator || rc=1
+stop_contour || rc=1
 echo "checking the operator's log (tmp/$NAME/operator.log)"
 go run ./hack/logcheck "$DIR/operator.log" || rc=1
 exit "$rc"

@@ -69,11 +69,53 @@ stop_operator() {
   return "$rc"
 }
 
+# wait_contour PID PORT XDS_PORT LOG: waits until Contour with pid PID
+# answers /healthz on 127.0.0.1:PORT and accepts connections on its xDS port,
+# which it opens once it has built its first configuration. Fails, showing
+# the end of LOG, if Contour exits first or is not ready within 60 seconds.
+wait_contour() {
+  local pid=$1 port=$2 xds=$3 log=$4
+  for _ in $(seq 120); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "Contour exited at start:" >&2
+      tail -n 20 "$log" >&2
+      return 1
+    fi
+    if curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && (: <"/dev/tcp/127.0.0.1/$xds") 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  echo "Contour is not ready after 60s:" >&2
+  tail -n 20 "$log" >&2
+  return 1
+}
+
+# stop_contour: stops Contour ($contour_pid), and fails if it does not stop
+# within 30 seconds of SIGTERM.
+stop_contour() {
+  [[ -n ${contour_pid:-} ]] || return 0
+  local pid=$contour_pid
+  contour_pid=""
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 60); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "Contour did not stop within 30s of SIGTERM" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    return 1
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+
 # cleanup stops what a test or benchmark run started: a background job
 # ($bg_pid), the operator ($op_pid), an operator a test started itself (its
-# pid in the file $op_pidfile), then the cluster $NAME (if set), showing the
-# end of the operator's log ($DIR) if the run failed. It keeps the run's exit
-# status. Install it with install_cleanup.
+# pid in the file $op_pidfile), Contour ($contour_pid), then the cluster
+# $NAME (if set), showing the end of the operator's log ($DIR) if the run
+# failed. It keeps the run's exit status. Install it with install_cleanup.
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
@@ -84,6 +126,10 @@ cleanup() {
   if [[ -n ${op_pid:-} ]]; then
     kill "$op_pid" 2>/dev/null || true
     wait "$op_pid" 2>/dev/null || true
+  fi
+  if [[ -n ${contour_pid:-} ]]; then
+    kill "$contour_pid" 2>/dev/null || true
+    wait "$contour_pid" 2>/dev/null || true
   fi
   if [[ -n ${op_pidfile:-} && -s $op_pidfile ]]; then
     kill -KILL "$(cat "$op_pidfile")" 2>/dev/null || true

@@ -358,13 +358,15 @@ func fleetCertificate(t *testing.T, ns, name string) string {
 }
 
 // startLoadClients starts the client process: n proxies of fleet, each
-// subscribed to the EDS clusters c0..c<clusters-1>.
-func startLoadClients(t *testing.T, addr, fleet, mode string, n, clusters int, certDir string) *loadClients {
+// subscribed to the EDS clusters c0..c<clusters-1>. env adds to the
+// process's environment (XDS_LOAD_AS=contour: see runLoadClients).
+func startLoadClients(t *testing.T, addr, fleet, mode string, n, clusters int, certDir string, env ...string) *loadClients {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), loadClientsEnv+"=1", "XDS_LOAD_ADDR="+addr, "XDS_LOAD_FLEET="+fleet,
 		"XDS_LOAD_MODE="+mode, "XDS_LOAD_N="+strconv.Itoa(n), "XDS_LOAD_CLUSTERS="+strconv.Itoa(clusters), "XDS_LOAD_CERT_DIR="+certDir,
 		"XDS_LOAD_SETUPS="+os.Getenv("BENCH_XDS_SETUPS"))
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -493,7 +495,9 @@ func (lc *loadClients) stop() {
 // (test/standin) of fleet XDS_LOAD_FLEET, each subscribed to the EDS
 // clusters c0..c<XDS_LOAD_CLUSTERS-1>, that ACK every response and print
 // "client version unixnano bytes" for it, the time being when the ACK was
-// sent.
+// sent. With XDS_LOAD_AS=contour each proxy is instead an Envoy as Contour
+// bootstraps it (contourProxy: every type it serves, each on a stream of its
+// own), which prints its EDS ACKs only, the first once it is set up.
 func runLoadClients() {
 	n, err := measure.Size(os.Getenv("XDS_LOAD_N"))
 	if err != nil {
@@ -512,9 +516,9 @@ func runLoadClients() {
 	}
 	var outMu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
-	report := func(id int, version string, size int) {
+	report := func(id int, version string, size int, sent time.Time) {
 		outMu.Lock()
-		fmt.Fprintf(out, "%d %s %d %d\n", id, version, time.Now().UnixNano(), size)
+		fmt.Fprintf(out, "%d %s %d %d\n", id, version, sent.UnixNano(), size)
 		out.Flush()
 		outMu.Unlock()
 	}
@@ -533,7 +537,7 @@ func runLoadClients() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	var conns []discoveryv3.AggregatedDiscoveryServiceClient
+	var conns []*grpc.ClientConn
 	for range (n + perConn - 1) / perConn {
 		// A stream waits for its connection, which gRPC makes again, with
 		// backoff, when it fails, as an Envoy does: on a busy machine some
@@ -543,13 +547,17 @@ func runLoadClients() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		conns = append(conns, discoveryv3.NewAggregatedDiscoveryServiceClient(c))
+		conns = append(conns, c)
 	}
 	run := standin.SotW
 	if mode == "delta" {
 		run = standin.Delta
 	}
 	subs := []standin.Subscription{{TypeURL: resourcev3.EndpointType, Names: names}}
+	// XDS_LOAD_AS=contour: each proxy is an Envoy as Contour bootstraps it
+	// (contourProxy), on its own connection, reporting its EDS ACKs.
+	asContour := os.Getenv("XDS_LOAD_AS") == "contour"
+	nodeOnce := os.Getenv("XDS_LOAD_NODE") == "first"
 	// At most setupsAtOnce proxies set up at once (XDS_LOAD_SETUPS, 0 for
 	// no bound): each holds a place from its start to its first response.
 	// Thousands of TLS handshakes at once on a busy machine outlast the
@@ -565,7 +573,12 @@ func runLoadClients() {
 	}
 	for i := range n {
 		node := &corev3.Node{Id: fmt.Sprintf("load-%d", i), Cluster: fleet}
-		c := conns[i%len(conns)]
+		if asContour {
+			// Contour's Envoys run with --service-cluster set to Contour's
+			// namespace and --service-node to the pod's name.
+			node = envoyNode(fmt.Sprintf("envoy-%d", i), "projectcontour")
+		}
+		c := discoveryv3.NewAggregatedDiscoveryServiceClient(conns[i%len(conns)])
 		var once sync.Once
 		release := func() {}
 		if places != nil {
@@ -578,7 +591,15 @@ func runLoadClients() {
 		// machine may not answer in time.
 		go func() {
 			for {
-				err := run(context.Background(), c, node, subs, func(_, v string, size int) { release(); report(i, v, size) })
+				var err error
+				if asContour {
+					err = runContourProxy(context.Background(), conns[i%len(conns)], node, mode == "delta", nodeOnce, func(v string, size int, sent time.Time) {
+						release()
+						report(i, v, size, sent)
+					})
+				} else {
+					err = run(context.Background(), c, node, subs, func(_, v string, size int) { release(); report(i, v, size, time.Now()) })
+				}
 				release()
 				fmt.Fprintf(os.Stderr, "client %d: %v; opening the stream again\n", i, err)
 				time.Sleep(time.Second)

@@ -232,6 +232,33 @@ func ParseProcStatus(status []byte) (ProcMemory, error) {
 	return m, nil
 }
 
+// ClockTicks is the unit of the CPU times in /proc/PID/stat (USER_HZ),
+// which Linux fixes at 100 a second for every program it runs.
+const ClockTicks = 100
+
+// ParseProcStat reads the CPU time a process has used, in user and in
+// system mode (utime and stime), from its /proc/PID/stat, in seconds. The
+// second field, the command's name in parentheses, may hold spaces and
+// parentheses itself: the fields are counted from the last ")".
+func ParseProcStat(stat []byte) (float64, error) {
+	s := string(stat)
+	end := strings.LastIndexByte(s, ')')
+	if end < 0 {
+		return 0, errors.New("no command name in the process's stat")
+	}
+	// After the name: state (field 3), ..., utime (14), stime (15).
+	f := strings.Fields(s[end+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("%d fields after the process's name, want at least 13", len(f))
+	}
+	utime, err1 := strconv.ParseUint(f[11], 10, 64)
+	stime, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("the process's utime and stime: %v", err)
+	}
+	return float64(utime+stime) / ClockTicks, nil
+}
+
 // HeapStats are the Go runtime's memory statistics at the end of a heap
 // profile in text form (/debug/pprof/heap?debug=1).
 type HeapStats struct {

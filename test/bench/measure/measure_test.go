@@ -178,3 +178,17 @@ func TestParseHeapProfile(t *testing.T) {
 		t.Error("a binary profile: no error")
 	}
 }
+
+func TestParseProcStat(t *testing.T) {
+	// A name with a space and a parenthesis; utime 250 and stime 50 ticks.
+	stat := "4242 (con tour)) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 12 0 100 1000000 500 18446744073709551615\n"
+	got, err := ParseProcStat([]byte(stat))
+	if err != nil || got != 3 {
+		t.Errorf("ParseProcStat = %v, %v; want 3 (300 ticks)", got, err)
+	}
+	for _, bad := range []string{"", "4242 (x) S 1 2 3", "4242 (x) S 1 4242 4242 0 -1 4194560 1000 0 0 0 u 50 0"} {
+		if _, err := ParseProcStat([]byte(bad)); err == nil {
+			t.Errorf("ParseProcStat(%q) did not fail", bad)
+		}
+	}
+}
