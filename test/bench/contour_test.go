@@ -67,6 +67,7 @@ func TestXDSAgainstContour(t *testing.T) {
 	rounds := sizeEnv(t, "BENCH_XDS_ROUNDS", 10)
 	node := nodeMode(t)
 	ours := oursSide(t)
+	slices := oursBySlicesSide(t)
 	theirs := contourSide(t, caddr, node)
 
 	rows := []string{
@@ -80,13 +81,15 @@ func TestXDSAgainstContour(t *testing.T) {
 	for _, n := range sizes {
 		results := map[string]map[string]sideResult{} // by mode, then side
 		for _, mode := range []string{"sotw", "delta"} {
-			var o, c [2]runResult
+			var o, e, c [2]runResult
 			o[0] = xdsRun(t, ours, mode, n, rounds, true)
+			e[0] = xdsRun(t, slices, mode, n, rounds, true)
 			c[0] = xdsRun(t, theirs, mode, n, rounds, true)
 			c[1] = xdsRun(t, theirs, mode, n, rounds, false)
+			e[1] = xdsRun(t, slices, mode, n, rounds, false)
 			o[1] = xdsRun(t, ours, mode, n, rounds, false)
-			results[mode] = map[string]sideResult{ours.name: pool(o), theirs.name: pool(c)}
-			for _, side := range []string{ours.name, theirs.name} {
+			results[mode] = map[string]sideResult{ours.name: pool(o), slices.name: pool(e), theirs.name: pool(c)}
+			for _, side := range []string{ours.name, slices.name, theirs.name} {
 				r := results[mode][side]
 				rows = append(rows, fmt.Sprintf("| %s | %d | %s | %s | %s | %s | %s | %d | %.0f ms | %.0f |", mode, n, side,
 					ms(r.setup), ms(r.p50), ms(r.p99), ms(r.all), r.bytes, r.cpuPerPush*1000, mib(r.rss)))
@@ -96,12 +99,14 @@ func TestXDSAgainstContour(t *testing.T) {
 		// Each mode against Contour's in the same mode, and delta against
 		// Contour's state of the world: what an Envoy bootstrapped by
 		// Contour speaks.
-		for _, pair := range [][2]string{{"sotw", "sotw"}, {"delta", "delta"}, {"delta", "sotw"}} {
-			a, b := results[pair[0]][ours.name], results[pair[1]][theirs.name]
-			ratios = append(ratios, fmt.Sprintf("| %s | %s | %d | %s | %s | %s | %s |", pair[0], pair[1], n,
-				ratio(a.p50.Seconds(), b.p50.Seconds()), ratio(a.p99.Seconds(), b.p99.Seconds()), ratio(a.all.Seconds(), b.all.Seconds()),
-				ratio(a.cpuPerPush, b.cpuPerPush)))
-			t.Log(ratios[len(ratios)-1])
+		for _, side := range []string{ours.name, slices.name} {
+			for _, pair := range [][2]string{{"sotw", "sotw"}, {"delta", "delta"}, {"delta", "sotw"}} {
+				a, b := results[pair[0]][side], results[pair[1]][theirs.name]
+				ratios = append(ratios, fmt.Sprintf("| %s, %s | %s | %d | %s | %s | %s | %s |", side, pair[0], pair[1], n,
+					ratio(a.p50.Seconds(), b.p50.Seconds()), ratio(a.p99.Seconds(), b.p99.Seconds()), ratio(a.all.Seconds(), b.all.Seconds()),
+					ratio(a.cpuPerPush, b.cpuPerPush)))
+				t.Log(ratios[len(ratios)-1])
+			}
 		}
 	}
 	Record(t, "xds-contour", fmt.Sprintf("Contour's proxies send their node with %s request (BENCH_CONTOUR_NODE=%s).\n\n", map[string]string{"every": "every", "first": "each stream's first"}[node], node)+
@@ -111,6 +116,7 @@ func TestXDSAgainstContour(t *testing.T) {
 // xdsSide is one control plane of TestXDSAgainstContour.
 type xdsSide struct {
 	name    string
+	key     string // its name in file names
 	pid     string // its process, for /proc
 	addr    string // its xDS address
 	fleet   string // the load clients' XDS_LOAD_FLEET
@@ -145,7 +151,7 @@ func oursSide(t *testing.T) xdsSide {
 		t.Fatal(err)
 	}
 	return xdsSide{
-		name: "ours", pid: envOrFail(t, "OPERATOR_PID"), addr: xdsAddr(t), fleet: ns + "/edge", certDir: certDir,
+		name: "ours", key: "ours", pid: envOrFail(t, "OPERATOR_PID"), addr: xdsAddr(t), fleet: ns + "/edge", certDir: certDir,
 		change: func(t *testing.T) time.Time {
 			t.Helper()
 			port++
@@ -174,32 +180,9 @@ func contourSide(t *testing.T, addr, node string) xdsSide {
 	ns := "bench-xds-vs-contour"
 	namespace(t, ns)
 	ctx := context.Background()
-	port := 9000
-	slice := func(i, p int) *discoveryv1.EndpointSlice {
-		return &discoveryv1.EndpointSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%d-1", i), Namespace: ns, Labels: map[string]string{
-				discoveryv1.LabelServiceName: fmt.Sprintf("c%d", i), discoveryv1.LabelManagedBy: BenchUserAgent}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.%d.%d.1", i/256, i%256)},
-				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-			Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(p)), Protocol: ptr.To(corev1.ProtocolTCP)}},
-		}
-	}
+	change := serviceEndpoints(t, ns)
 	var routes []any
 	for i := range xdsClusters {
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%d", i), Namespace: ns},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Name: "http", Port: 80,
-				TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}}}}
-		if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		p := 8080
-		if i == 0 {
-			p = port // the endpoint that changes
-		}
-		if _, err := cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice(i, p), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
 		routes = append(routes, map[string]any{
 			"conditions": []any{map[string]any{"prefix": fmt.Sprintf("/c%d", i)}},
 			"services":   []any{map[string]any{"name": fmt.Sprintf("c%d", i), "port": int64(80)}},
@@ -224,19 +207,10 @@ func contourSide(t *testing.T, addr, node string) xdsSide {
 		return status == "valid", fmt.Errorf("status %q: %s", status, desc)
 	})
 	return xdsSide{
-		name: "Contour", pid: envOrFail(t, "CONTOUR_PID"), addr: addr, fleet: "projectcontour",
+		name: "Contour", key: "contour", pid: envOrFail(t, "CONTOUR_PID"), addr: addr, fleet: "projectcontour",
 		certDir: envOrFail(t, "CONTOUR_CERT_DIR"), env: []string{"XDS_LOAD_AS=contour", "XDS_LOAD_NODE=" + node},
-		change: func(t *testing.T) time.Time {
-			t.Helper()
-			port++
-			body := fmt.Sprintf(`{"ports":[{"name":"http","port":%d,"protocol":"TCP"}]}`, port)
-			start := time.Now()
-			if _, err := cs.DiscoveryV1().EndpointSlices(ns).Patch(ctx, "c0-1", types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			return start
-		},
-		idle: waitContourIdle,
+		change: change,
+		idle:   waitContourIdle,
 		profile: func(t *testing.T, name string) {
 			t.Helper()
 			dir := os.Getenv("BENCH_OUT")
@@ -248,6 +222,83 @@ func contourSide(t *testing.T, addr, node string) xdsSide {
 				t.Fatal(err)
 			}
 		},
+	}
+}
+
+// serviceEndpoints makes, in ns, 50 Services c0..c49 of one port (http,
+// 80), without selectors, each with one EndpointSlice of one endpoint that
+// the benchmark writes itself (its managed-by label is not the
+// EndpointSlice controller's, which leaves it alone), and returns the
+// change of a round: one merge patch of c0's EndpointSlice, a new port.
+func serviceEndpoints(t *testing.T, ns string) func(t *testing.T) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	port := 9000
+	slice := func(i, p int) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%d-1", i), Namespace: ns, Labels: map[string]string{
+				discoveryv1.LabelServiceName: fmt.Sprintf("c%d", i), discoveryv1.LabelManagedBy: BenchUserAgent}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.%d.%d.1", i/256, i%256)},
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+			Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(p)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		}
+	}
+	for i := range xdsClusters {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%d", i), Namespace: ns},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Name: "http", Port: 80,
+				TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}}}}
+		if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := 8080
+		if i == 0 {
+			p = port // the endpoint that changes
+		}
+		if _, err := cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice(i, p), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func(t *testing.T) time.Time {
+		t.Helper()
+		port++
+		body := fmt.Sprintf(`{"ports":[{"name":"http","port":%d,"protocol":"TCP"}]}`, port)
+		start := time.Now()
+		if _, err := cs.DiscoveryV1().EndpointSlices(ns).Patch(ctx, "c0-1", types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return start
+	}
+}
+
+// oursBySlicesSide makes the operator's fleet, without pods, in the
+// namespace bench-xds-vs-ours-slices, with one EnvoyConfig of 50 EDS
+// clusters filled from the Services of serviceEndpoints
+// (spec.serviceEndpoints): a round is the same API write as Contour's, one
+// EndpointSlice's new port, which admission does not see.
+func oursBySlicesSide(t *testing.T) xdsSide {
+	t.Helper()
+	ns := "bench-xds-vs-ours-slices"
+	namespace(t, ns)
+	ctx := context.Background()
+	if err := k8s.Create(ctx, &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns},
+		Spec: examplev1.EnvoySpec{Replicas: ptr.To[int32](0)}}); err != nil {
+		t.Fatal(err)
+	}
+	certDir := fleetCertificate(t, ns, "edge")
+	change := serviceEndpoints(t, ns)
+	cfg := &examplev1.EnvoyConfig{ObjectMeta: metav1.ObjectMeta{Name: "eds", Namespace: ns},
+		Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: examplev1.EnvoyResources{Clusters: xdsResources(0).Clusters}}}
+	for i := range xdsClusters {
+		cfg.Spec.ServiceEndpoints = append(cfg.Spec.ServiceEndpoints, examplev1.ServiceEndpoints{
+			Cluster: fmt.Sprintf("c%d", i), Service: fmt.Sprintf("c%d", i), Port: intstr.FromString("http")})
+	}
+	if err := k8s.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return xdsSide{
+		name: "ours, by EndpointSlice", key: "ours-slices", pid: envOrFail(t, "OPERATOR_PID"), addr: xdsAddr(t), fleet: ns + "/edge", certDir: certDir,
+		change: change, idle: func(t *testing.T) { waitConnected(t, "", 0) }, profile: saveProfiles,
 	}
 }
 
@@ -320,7 +371,7 @@ func xdsRun(t *testing.T, side xdsSide, mode string, n, rounds int, profile bool
 	r.cpu = procCPU(t, side.pid) - cpuBefore
 	r.rss = procRSS(t, side.pid)
 	if profile {
-		side.profile(t, fmt.Sprintf("xds-vs-%s-%s-%d", strings.ToLower(side.name), mode, n))
+		side.profile(t, fmt.Sprintf("xds-vs-%s-%s-%d", side.key, mode, n))
 	}
 	t.Logf("%s, %s, %d proxies: set-up %s, all ACKs per round %v, %.0f ms CPU per push", side.name, mode, n, ms(r.setup), r.all, r.cpu/float64(rounds)*1000)
 	return r
