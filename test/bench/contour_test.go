@@ -35,20 +35,23 @@ import (
 // BENCH_CONTOUR=1; without it, the benchmark is skipped.
 //
 // Both serve the same shape: 50 EDS clusters of one endpoint each, and one
-// endpoint's port changes per round. For the operator, one EnvoyConfig of
-// its fleet (as TestXDSPushToAck); for Contour, an HTTPProxy that routes to
-// 50 Services without selectors, each with one EndpointSlice the benchmark
-// writes itself. A round is timed from the API write (the EnvoyConfig's
-// patch; the EndpointSlice's) to each proxy's ACK of the new endpoints.
+// endpoint's port changes per round. For the operator, two ways: one
+// EnvoyConfig of its fleet whose endpoints change (as TestXDSPushToAck),
+// and one whose clusters are filled from 50 Services (serviceEndpoints),
+// whose EndpointSlice changes; for Contour, an HTTPProxy that routes to 50
+// Services without selectors. The Services have one EndpointSlice each,
+// which the benchmark writes itself. A round is timed from the API write
+// (the EnvoyConfig's patch; the EndpointSlice's) to each proxy's ACK of the
+// new endpoints.
 // The operator's load clients are its stand-in proxies (one ADS stream each,
 // as the operator's bootstrap configures Envoy); Contour's are Envoys as
 // `contour bootstrap` configures them (contourProxy: a stream per type, EDS,
 // RDS and RTDS by name). Each is on a connection of its own, over mutual TLS.
 //
 // For each mode (sotw, delta) and each size in BENCH_XDS_SIZES (default
-// "100,1000"), four runs of BENCH_XDS_ROUNDS rounds each (default 10):
-// ours, Contour, Contour, ours, so that a drift of the machine's load
-// weighs on both alike. Each run starts its proxies afresh and stops them
+// "100,1000"), six runs of BENCH_XDS_ROUNDS rounds each (default 10):
+// ours, ours by EndpointSlice, Contour, Contour, ours by EndpointSlice,
+// ours, so that a drift of the machine's load weighs on each alike. Each run starts its proxies afresh and stops them
 // at its end. A side's figures pool its two runs. The first run of each
 // side saves the control plane's heap profile (xdsRun).
 //
