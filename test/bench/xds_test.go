@@ -665,13 +665,14 @@ func pushRounds(t *testing.T, cfg *examplev1.EnvoyConfig, acks *loadClients, pro
 
 // TestXDSNoisyNeighbour measures how much a fleet that churns its endpoints
 // delays another fleet's pushes on the same server. Fleet A has
-// BENCH_NOISY_CLUSTERS EDS clusters (default 4096), in EnvoyConfigs of 512,
-// and BENCH_NOISY_PROXIES proxies (default 10) subscribed to all of them;
+// BENCH_NOISY_CLUSTERS EDS clusters (default 4096), in EnvoyConfigs of
+// BENCH_NOISY_CHUNK (default 512), and BENCH_NOISY_PROXIES proxies (default
+// 10) subscribed to all of them;
 // fleet B is the push-to-ACK benchmark's fleet with BENCH_NOISY_B_PROXIES
 // proxies (default 100). Fleet B's push to ACK is measured
 // BENCH_XDS_ROUNDS times with A quiet, then as many times while A's
 // EnvoyConfigs are patched one after the other without pause, each patch
-// moving every endpoint of its 512 clusters, then, once A has settled, with
+// moving every endpoint of its clusters, then, once A has settled, with
 // A quiet again.
 func TestXDSNoisyNeighbour(t *testing.T) {
 	addr := xdsAddr(t)
@@ -679,7 +680,7 @@ func TestXDSNoisyNeighbour(t *testing.T) {
 	proxiesA := sizeEnv(t, "BENCH_NOISY_PROXIES", 10)
 	proxiesB := sizeEnv(t, "BENCH_NOISY_B_PROXIES", 100)
 	rounds := sizeEnv(t, "BENCH_XDS_ROUNDS", 10)
-	const chunk = 512
+	chunk := sizeEnv(t, "BENCH_NOISY_CHUNK", 512)
 	ctx := context.Background()
 	ns := "bench-xds-noisy"
 	namespace(t, ns)
