@@ -21,24 +21,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 module=$(go list -m)
 plain=("$module/test/integration" "$module/internal/testing/crdschema" "$module/test/fuzz")
-# go test starts the packages' test binaries in the order it is given them,
-# -p at a time. The longest (minutes of envtest each) go first, so that the
-# last to start are short ones and the run does not end on one long package
-# while the other slots stand idle.
-longest=(internal/controller/envoyconfig internal/controller/envoy internal/xds/server internal/controller/podset
-  internal/controller cmd/kubectl-envoy internal/controller/foobar internal/controller/watcher)
-mapfile -t all < <(go list ./... | grep -vxF -f <(printf '%s\n' "${plain[@]}"))
-mapfile -t first < <(printf "$module/%s\n" "${longest[@]}" | grep -xF -f <(printf '%s\n' "${all[@]}"))
-mapfile -t raced < <(printf '%s\n' "${first[@]}"; printf '%s\n' "${all[@]}" | grep -vxF -f <(printf '%s\n' "${first[@]}"))
+mapfile -t raced < <(go list ./... | grep -vxF -f <(printf '%s\n' "${plain[@]}"))
 
 # Without job control, a background job is not a process group leader, so
 # setsid makes it one without forking: its pid is the group's id.
 # -p 4: most packages are envtest suites that spend their time waiting on
 # their API server; twice as many as there are cores keeps both busy.
-# The packages without the race detector run beside the others, rather than
-# after them, where they made the run's tail.
 RACED="${raced[*]}" PLAIN="${plain[*]}" setsid -w bash -c \
-  'go test -vet=off -count=1 -shuffle=on -p 4 $PLAIN "$@" & plain=$!; rc=0; CGO_ENABLED=1 go test -vet=off -count=1 -shuffle=on -race -p 4 $RACED "$@" || rc=1; wait $plain || rc=1; exit $rc' unit "$@" &
+  'rc=0; CGO_ENABLED=1 go test -vet=off -count=1 -shuffle=on -race -p 4 $RACED "$@" || rc=1; go test -vet=off -count=1 -shuffle=on -p 4 $PLAIN "$@" || rc=1; exit $rc' unit "$@" &
 group=$!
 # envtest starts etcd and kube-apiserver in process groups of their own
 # (Setpgid), so a test binary killed by its -timeout leaves them out of the
