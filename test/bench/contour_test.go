@@ -135,18 +135,26 @@ type xdsSide struct {
 	profile func(t *testing.T, name string)
 }
 
+// podlessFleet makes the namespace ns and in it the operator's fleet edge,
+// without pods, and returns the directory of the client certificate the
+// operator issued it, which the load clients present.
+func podlessFleet(t *testing.T, ns string) string {
+	t.Helper()
+	namespace(t, ns)
+	if err := k8s.Create(context.Background(), &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns},
+		Spec: examplev1.EnvoySpec{Replicas: ptr.To[int32](0)}}); err != nil {
+		t.Fatal(err)
+	}
+	return fleetCertificate(t, ns, "edge")
+}
+
 // oursSide makes the operator's fleet, without pods, and its EnvoyConfig
 // of 50 EDS clusters in the namespace bench-xds-vs-ours.
 func oursSide(t *testing.T) xdsSide {
 	t.Helper()
 	ns := "bench-xds-vs-ours"
-	namespace(t, ns)
 	ctx := context.Background()
-	if err := k8s.Create(ctx, &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns},
-		Spec: examplev1.EnvoySpec{Replicas: ptr.To[int32](0)}}); err != nil {
-		t.Fatal(err)
-	}
-	certDir := fleetCertificate(t, ns, "edge")
+	certDir := podlessFleet(t, ns)
 	port := 9000
 	cfg := &examplev1.EnvoyConfig{ObjectMeta: metav1.ObjectMeta{Name: "eds", Namespace: ns},
 		Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: xdsResources(port)}}
@@ -282,13 +290,8 @@ func serviceEndpoints(t *testing.T, ns string) func(t *testing.T) time.Time {
 func oursBySlicesSide(t *testing.T) xdsSide {
 	t.Helper()
 	ns := "bench-xds-vs-ours-slices"
-	namespace(t, ns)
 	ctx := context.Background()
-	if err := k8s.Create(ctx, &examplev1.Envoy{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns},
-		Spec: examplev1.EnvoySpec{Replicas: ptr.To[int32](0)}}); err != nil {
-		t.Fatal(err)
-	}
-	certDir := fleetCertificate(t, ns, "edge")
+	certDir := podlessFleet(t, ns)
 	change := serviceEndpoints(t, ns)
 	cfg := &examplev1.EnvoyConfig{ObjectMeta: metav1.ObjectMeta{Name: "eds", Namespace: ns},
 		Spec: examplev1.EnvoyConfigSpec{EnvoyRef: "edge", Resources: examplev1.EnvoyResources{Clusters: xdsResources(0).Clusters}}}
