@@ -300,19 +300,7 @@ func envDuration(t *testing.T, key string, def time.Duration) time.Duration {
 // operatorRSS reads the operator process's resident memory (OPERATOR_PID).
 func operatorRSS(t *testing.T) measure.ProcMemory {
 	t.Helper()
-	pid := os.Getenv("OPERATOR_PID")
-	if pid == "" {
-		t.Fatal("OPERATOR_PID is not set: run through hack/bench.sh")
-	}
-	b, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
-	if err != nil {
-		t.Fatalf("reading the operator's memory: %v", err)
-	}
-	m, err := measure.ParseProcStatus(b)
-	if err != nil {
-		t.Fatalf("the operator's memory (/proc/%s/status): %v", pid, err)
-	}
-	return m
+	return procMemory(t, envOrFail(t, "OPERATOR_PID"))
 }
 
 // operatorHeap makes the operator collect its garbage and returns its heap

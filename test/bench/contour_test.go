@@ -375,7 +375,7 @@ func xdsRun(t *testing.T, side xdsSide, mode string, n, rounds int, profile bool
 		r.all = append(r.all, last)
 	}
 	r.cpu = procCPU(t, side.pid) - cpuBefore
-	r.rss = procRSS(t, side.pid)
+	r.rss = procMemory(t, side.pid).Current
 	if profile {
 		side.profile(t, fmt.Sprintf("xds-vs-%s-%s-%d", side.key, mode, n))
 	}
@@ -436,8 +436,8 @@ func procCPU(t *testing.T, pid string) float64 {
 	return s
 }
 
-// procRSS reads process pid's resident memory from its /proc/PID/status.
-func procRSS(t *testing.T, pid string) int64 {
+// procMemory reads process pid's memory from its /proc/PID/status.
+func procMemory(t *testing.T, pid string) measure.ProcMemory {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
 	if err != nil {
@@ -445,9 +445,9 @@ func procRSS(t *testing.T, pid string) int64 {
 	}
 	m, err := measure.ParseProcStatus(b)
 	if err != nil {
-		t.Fatalf("process %s's memory: %v", pid, err)
+		t.Fatalf("process %s's memory (/proc/%s/status): %v", pid, pid, err)
 	}
-	return m.Current
+	return m
 }
 
 // envOrFail reads a variable hack/bench.sh sets, and fails without it.
