@@ -8,7 +8,9 @@
 #   hack/cluster.sh down NAME                           remove NAME and stop its processes
 #   hack/cluster.sh kubeconfig NAME                     print the path of NAME's kubeconfig
 #
-# NODES sets the number of KWOK nodes (default 3). Logs go to tmp/NAME/.
+# NODES sets the number of KWOK nodes (default 3). PODNET=N (default 0) gives
+# their pods addresses of 10.N.0.0/16, the range of the pods' network N
+# (hack/podnet.sh), one /24 per node. Logs go to tmp/NAME/.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -66,7 +68,9 @@ up)
       --wait 2m "$@" || fail "create failed"
   fi
   healthy || fail "not ready"
-  kwokctl --name "$name" scale node --replicas "${NODES:-3}" || fail "scaling nodes failed"
+  podnet=${PODNET:-0}
+  kwokctl --name "$name" scale node --replicas "${NODES:-3}" \
+    --param ".podCIDRs = [\"10.$podnet.0.0/24\", \"fd00::/64\"]" || fail "scaling nodes failed"
   echo "cluster $name is ready; KUBECONFIG=$kubeconfig" >&2
   ;;
 down)

@@ -16,6 +16,10 @@ envoy_inotify # real Envoys run on this host
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
+# The pods' network of its own (hack/podnet.sh), so that the end-to-end
+# suite and make run can run beside it: its cluster's pods take 10.2.0.0/16,
+# its load balancers 127.3.0.0/16.
+export PODNET=${PODNET:-2}
 NAME=${CONFORMANCE_CLUSTER:-kec-gwc}
 DIR=$ROOT/tmp/$NAME
 op_pid=""

@@ -12,8 +12,10 @@
 # this operator's, the Gateway public and two HTTPRoutes. With root and
 # Envoy, the Gateway's fleet runs here too (a second hack/hostfleet): each
 # of its Envoys in a network namespace of its pod's own, listening as in its
-# pod, and its Service of type LoadBalancer gets an address of 127.1.0.0/16,
-# which forwards to the Envoys: the Gateway's address, which curl reaches.
+# pod, and its Service of type LoadBalancer gets an address of 127.1.0.0/16
+# (the load balancers' range of the pods' network PODNET=N, default 0, is
+# 127.(N+1).0.0/16: hack/podnet.sh), which forwards to the Envoys: the
+# Gateway's address, which curl reaches.
 # Without them the samples are applied all the same, and their proxies do
 # not run (the Gateway is not Programmed), which it says.
 #
@@ -179,10 +181,11 @@ else
 fi
 bin/kubectl wait --for=jsonpath='{.status.proxies.acked}'=2 --timeout 60s envoyconfig/web-routing envoyconfig/web-canary envoyconfig/web-tls >/dev/null || true
 if [[ -z $gateway_skip ]]; then
+  lb_range=$(hack/podnet.sh names | awk '$1 == "load-balancers" {print $2}')
   bin/kubectl wait --for=condition=Programmed --timeout 60s gateway/public >/dev/null || true
   gateway_msg="  Its fleet, the Envoy public, runs here: one real Envoy per pod, each in
   its pod's own network namespace (log: tmp/$NAME/gateway-proxies.log). Its
-  Service, of type LoadBalancer, has an address of 127.1.0.0/16, which
+  Service, of type LoadBalancer, has an address of $lb_range, which
   forwards to the Envoys: the Gateway's address. The Gateway is Programmed
   once every proxy acknowledged what it was sent.
   bin/kubectl get gatewayclass,gateways,httproutes

@@ -8,8 +8,8 @@
 # no operator address) shows the gateway's two Envoys SYNCED. The Gateway
 # API sample is checked as run.sh's message tells: the Gateway public is
 # Programmed (its proxies acknowledged) and its HTTPRoutes Accepted, and
-# curl through its address, the 127.1.x.y of its Service of type
-# LoadBalancer, reaches a pod of web at / and the pod of web-canary at
+# curl through its address, of its Service of type LoadBalancer (127.4.x.y:
+# the load balancers' range of its pods' network), reaches a pod of web at / and the pod of web-canary at
 # /canary, through the fleet's Envoy in its pod's own network namespace.
 # Then Ctrl-C:
 # SIGINT to run.sh's process group, as a terminal sends it; run.sh must exit
@@ -22,8 +22,10 @@
 # ENVOY): without them it fails under CI (CI=true) and is skipped elsewhere,
 # saying so. The gateway's listeners are the samples' host ports 8080, 8081
 # and 8443: it fails, saying so, when something else serves them (a `make
-# run` of kec-dev) or uses the pods' network. LDFLAGS stamps the binaries it
-# builds into bin/, as make build does (make passes it).
+# run` of kec-dev) or uses its pods' network, PODNET=3 (hack/podnet.sh; make
+# run takes 0, the end-to-end suite 1, the conformance suite 2). LDFLAGS
+# stamps the binaries it builds into bin/, as make build does (make passes
+# it).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -32,6 +34,10 @@ cd "$ROOT"
 NAME=${RUN_TEST_CLUSTER:-kec-run-test}
 DIR=$ROOT/tmp/$NAME
 ENVOY=${ENVOY:-$ROOT/bin/envoy}
+export PODNET=${PODNET:-3}
+podnet_ns=$(hack/podnet.sh names | awk '$1 == "namespace" {print $2}')
+lb_range=$(hack/podnet.sh names | awk '$1 == "load-balancers" {print $2}')
+netns_up() { ip netns list 2>/dev/null | awk '{print $1}' | grep -qxF "$podnet_ns"; }
 start=$SECONDS
 step() { echo "[$((SECONDS - start))s] $*" >&2; }
 
@@ -53,8 +59,8 @@ for port in 8080 8081 8443; do
     exit 1
   fi
 done
-if ip netns list | grep -qw kec-pods; then
-  echo "FAIL: the pods' network kec-pods is up: a make run or an end-to-end run uses it (hack/podnet.sh down removes a leftover)" >&2
+if netns_up; then
+  echo "FAIL: the pods' network $podnet_ns is up: another run uses it (PODNET=$PODNET hack/podnet.sh down removes a leftover)" >&2
   exit 1
 fi
 
@@ -94,7 +100,7 @@ cleanup() {
   # What escaped the process group: run from the cluster's directory or
   # pointed at it, this test's own.
   pkill -KILL -f "$DIR/" 2>/dev/null || true
-  if ip netns list 2>/dev/null | grep -qw kec-pods; then
+  if netns_up; then
     hack/podnet.sh down || true
   fi
   for ns in $(netns_new); do
@@ -212,7 +218,7 @@ routes_accepted() {
 through_gateway() {
   local addr out i
   addr=$(kubectl get gateway public -o jsonpath='{.status.addresses[0].value}') || { echo "$addr"; return 1; }
-  [[ $addr == 127.1.* ]] || { echo "the Gateway's address is '$addr', not one of 127.1.0.0/16"; return 1; }
+  [[ $addr == "${lb_range%.0.0/16}".* ]] || { echo "the Gateway's address is '$addr', not one of $lb_range"; return 1; }
   # Every request to / reaches a pod of web (never web-canary), and every
   # request to /canary the pod of web-canary.
   for i in $(seq 5); do
@@ -260,8 +266,8 @@ if [[ -n $left ]]; then
 else
   echo "ok: Ctrl-C stops the operator, the host fleet and its Envoys (pids ${started% })"
 fi
-if ip netns list | grep -qw kec-pods; then
-  fail "the pods' network kec-pods is still up after Ctrl-C"
+if netns_up; then
+  fail "the pods' network $podnet_ns is still up after Ctrl-C"
 else
   echo "ok: Ctrl-C removes the pods' network"
 fi

@@ -28,7 +28,8 @@
 //     not on 127.0.0.1 alone;
 //
 //   - --load-balancers gives every Service of type LoadBalancer, in every
-//     namespace, an address of 127.1.0.0/16 in its status and forwards its
+//     namespace, an address of 127.(N+1).0.0/16 (the load balancers' range of
+//     the pods' network PODNET=N, hack/podnet.sh) in its status and forwards its
 //     TCP ports to its ready endpoints (internal/testing/loadbalancer);
 //
 //   - --echo-basic PATH runs the Gateway API's echo backend (make tools
@@ -67,7 +68,7 @@ func main() {
 		ports     = flag.String("backend-ports", "8080", "comma-separated ports on which the pods' addresses answer, with the pods' network up; empty, none")
 		delta     = flag.Bool("delta", false, "the Envoys subscribe with the incremental xDS protocol (DELTA_GRPC) instead of the bootstrap's state of the world")
 		podNet    = flag.Bool("pod-network", false, "run each Envoy in a network namespace of its pod's own (root); the xDS server must listen on every address")
-		lbs       = flag.Bool("load-balancers", false, "give every Service of type LoadBalancer an address of 127.1.0.0/16 and forward its TCP ports to its endpoints")
+		lbs       = flag.Bool("load-balancers", false, "give every Service of type LoadBalancer an address of the pods' network's range (127.(N+1).0.0/16, PODNET=N) and forward its TCP ports to its endpoints")
 		echo      = flag.String("echo-basic", "", "the Gateway API's echo backend, run for every Running pod of its image in the pod's own network namespace (root); empty, none")
 	)
 	flag.Parse()
@@ -88,8 +89,12 @@ func run(ctx context.Context, cs kubernetes.Interface, namespace, selector, addr
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
+	network, err := podnet.Current()
+	if err != nil {
+		return err
+	}
 	if ports != "" {
-		if !podnet.Available(podnet.Namespace) {
+		if !podnet.Available(network.Namespace()) {
 			fmt.Println("the pods' network is not up (hack/podnet.sh up, as root): the pods' addresses answer nothing")
 		} else {
 			var list []int
@@ -100,7 +105,7 @@ func run(ctx context.Context, cs kubernetes.Interface, namespace, selector, addr
 				}
 				list = append(list, n)
 			}
-			if err := podnet.Serve(ctx, podnet.Namespace, &podnet.Pods{Client: cs, Namespace: namespace}, list...); err != nil {
+			if err := podnet.Serve(ctx, network.Namespace(), &podnet.Pods{Client: cs, Namespace: namespace}, list...); err != nil {
 				return err
 			}
 			fmt.Printf("the pods of %s answer on their addresses, ports %s\n", namespace, ports)
@@ -109,10 +114,10 @@ func run(ctx context.Context, cs kubernetes.Interface, namespace, selector, addr
 	if lbs {
 		lbCtx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		c := &loadbalancer.Controller{Client: cs, Report: func(err error) { fmt.Println("hostfleet:", err) }}
+		c := &loadbalancer.Controller{Client: cs, Range: network.LoadBalancers(), Report: func(err error) { fmt.Println("hostfleet:", err) }}
 		go func() { done <- c.Run(lbCtx) }()
 		defer func() { cancel(); err = errors.Join(err, <-done) }()
-		fmt.Println("every Service of type LoadBalancer gets an address of", loadbalancer.Range)
+		fmt.Println("every Service of type LoadBalancer gets an address of", c.Range)
 	}
 	if echo != "" {
 		r := &echopods.Runner{Client: cs, Binary: echo, Dir: filepath.Join(dir, "echo")}

@@ -115,7 +115,7 @@ func TestLoadBalancerToEchoPod(t *testing.T) {
 	})
 
 	stop()
-	netns, _ := podnet.PodNames("default", pod.Name)
+	netns, _ := podnet.PodNames("default", pod.Name, pod.Status.PodIP)
 	if _, err := os.Stat(filepath.Join("/run/netns", netns)); !os.IsNotExist(err) {
 		t.Errorf("%s: %v", netns, fmt.Sprint(err))
 	}

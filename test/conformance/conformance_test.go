@@ -143,7 +143,11 @@ func rig(t *testing.T, cs kubernetes.Interface, xds, dir string) {
 			}
 		}
 	}
-	lb := &loadbalancer.Controller{Client: cs, Report: report("load balancer")}
+	podNet, err := podnet.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := &loadbalancer.Controller{Client: cs, Range: podNet.LoadBalancers(), Report: report("load balancer")}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -52,8 +52,13 @@ func TestMain(m *testing.M) {
 	// The pods of every namespace answer on port 8080 of their addresses,
 	// for the tests with real Envoys (realenvoy_test.go).
 	ctx, stop := context.WithCancel(context.Background())
-	if podnet.Available(podnet.Namespace) {
-		if err := podnet.Serve(ctx, podnet.Namespace, &podnet.Pods{Client: clientset}, 8080); err != nil {
+	podNet, err := podnet.Current()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if podnet.Available(podNet.Namespace()) {
+		if err := podnet.Serve(ctx, podNet.Namespace(), &podnet.Pods{Client: clientset}, 8080); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

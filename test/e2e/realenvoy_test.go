@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -40,8 +39,12 @@ import (
 // network is not up.
 func requirePodNet(t *testing.T) {
 	t.Helper()
-	if !podnet.Available(podnet.Namespace) {
-		testenv.Require(t, errors.New("the pods' network is not up (hack/podnet.sh up, as root)"))
+	n, err := podnet.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !podnet.Available(n.Namespace()) {
+		testenv.Require(t, fmt.Errorf("the pods' network %s is not up (hack/podnet.sh up, as root)", n.Namespace()))
 	}
 }
 

@@ -132,7 +132,7 @@ func TestEchoPod(t *testing.T) {
 		if err := r.Sync(ctx); err != nil {
 			return false, testenv.Unexpected("Sync: %v", err)
 		}
-		netns, _ := podnet.PodNames(ns.Name, pod.Name)
+		netns, _ := podnet.PodNames(ns.Name, pod.Name, pod.Status.PodIP)
 		_, err := os.Stat(filepath.Join("/run/netns", netns))
 		return len(r.Addresses()) == 0 && os.IsNotExist(err), nil
 	})

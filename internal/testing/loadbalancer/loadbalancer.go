@@ -1,6 +1,8 @@
 // Package loadbalancer does a cloud's load balancer controller's part on
 // this host: every Service of type LoadBalancer gets an address of its own
-// from 127.1.0.0/16, written to status.loadBalancer.ingress[0].ip, and a TCP
+// from the controller's Range (127.(N+1).0.0/16 for the pods' network N:
+// podnet.Network.LoadBalancers), written to
+// status.loadBalancer.ingress[0].ip, and a TCP
 // listener on that address for each of its TCP ports, which forwards each
 // connection to a ready endpoint of the Service (its EndpointSlices: the
 // pod's address and the port's target port), in turn.
@@ -32,15 +34,16 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// Range is where the Services' addresses come from.
-var Range = netip.MustParsePrefix("127.1.0.0/16")
-
 // Controller gives the Services of type LoadBalancer their addresses and
 // forwards their traffic until Run's context ends.
 type Controller struct {
 	Client kubernetes.Interface
 	// Namespace holds the Services; empty, every namespace.
 	Namespace string
+	// Range is where the Services' addresses come from: a range of the
+	// loopback interface without 127.0.0.1, this controller's alone.
+	// Required.
+	Range netip.Prefix
 	// Report is told of each failure: to serve a Service (which is
 	// retried; a status write that conflicts with a change the cache has
 	// yet to see is retried without a word), and to reach every endpoint
@@ -67,6 +70,9 @@ func (c *Controller) Address(namespace, name string) string {
 func (c *Controller) Run(ctx context.Context) error {
 	if c.Report == nil {
 		return errors.New("loadbalancer: Controller.Report is nil")
+	}
+	if r := c.Range; !r.IsValid() || r != r.Masked() || !r.Addr().IsLoopback() || r.Bits() > 30 || r.Contains(netip.MustParseAddr("127.0.0.1")) {
+		return fmt.Errorf("loadbalancer: Controller.Range %s is not a range of the loopback interface without 127.0.0.1", r)
 	}
 	c.mu.Lock()
 	c.lbs, c.used = map[string]*balancer{}, map[netip.Addr]bool{}
@@ -147,7 +153,7 @@ func (c *Controller) sync(ctx context.Context, key string, services corelisters.
 	}
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		c.release(key)
-		if ours(svc) {
+		if ours(svc, c.Range) {
 			return c.writeStatus(ctx, svc, nil)
 		}
 		return nil
@@ -163,10 +169,10 @@ func (c *Controller) sync(ctx context.Context, key string, services corelisters.
 	return c.writeStatus(ctx, svc, want)
 }
 
-// ours reports whether svc's status holds an address of Range.
-func ours(svc *corev1.Service) bool {
+// ours reports whether svc's status holds an address of r.
+func ours(svc *corev1.Service, r netip.Prefix) bool {
 	for _, in := range svc.Status.LoadBalancer.Ingress {
-		if a, err := netip.ParseAddr(in.IP); err == nil && Range.Contains(a) {
+		if a, err := netip.ParseAddr(in.IP); err == nil && r.Contains(a) {
 			return true
 		}
 	}
@@ -190,7 +196,7 @@ func (c *Controller) serve(key string, svc *corev1.Service, slices discoverylist
 		return b, b.listen(ports)
 	}
 	var last error
-	for _, addr := range candidates(svc, c.used) {
+	for _, addr := range candidates(svc, c.Range, c.used) {
 		b := &balancer{addr: addr, namespace: svc.Namespace, service: svc.Name, slices: slices,
 			report: c.Report, listeners: map[int32]*listener{}}
 		if last = b.listen(ports); last != nil {
@@ -201,19 +207,19 @@ func (c *Controller) serve(key string, svc *corev1.Service, slices discoverylist
 		c.lbs[key], c.used[addr] = b, true
 		return b, nil
 	}
-	return nil, fmt.Errorf("no address of %s to listen on: %w", Range, last)
+	return nil, fmt.Errorf("no address of %s to listen on: %w", c.Range, last)
 }
 
 // candidates are the addresses svc may take, in order: the one its status
-// holds, if free, then the free addresses of Range from the lowest.
-func candidates(svc *corev1.Service, used map[netip.Addr]bool) []netip.Addr {
+// holds, if free, then the free addresses of r from the lowest.
+func candidates(svc *corev1.Service, r netip.Prefix, used map[netip.Addr]bool) []netip.Addr {
 	var out []netip.Addr
 	for _, in := range svc.Status.LoadBalancer.Ingress {
-		if a, err := netip.ParseAddr(in.IP); err == nil && Range.Contains(a) && !used[a] && a != Range.Addr() {
+		if a, err := netip.ParseAddr(in.IP); err == nil && r.Contains(a) && !used[a] && a != r.Addr() {
 			out = append(out, a)
 		}
 	}
-	for a := Range.Addr().Next(); Range.Contains(a) && len(out) < 64; a = a.Next() {
+	for a := r.Addr().Next(); r.Contains(a) && len(out) < 64; a = a.Next() {
 		if !used[a] && !(len(out) > 0 && out[0] == a) {
 			out = append(out, a)
 		}

@@ -22,10 +22,10 @@ const Gateway = "169.254.1.1"
 
 // Pod is a pod's network namespace of its own (AddPod): a veth pair whose
 // pod end, eth0, holds the pod's address, a /32 route to it on the host
-// (which wins over the pods' range routed to Namespace), and a default
-// route from the pod to the host through Gateway. With IP forwarding on,
-// the pod reaches the host's addresses, the other pods' namespaces and the
-// addresses still answered in Namespace.
+// (which wins over the range routed to its network's namespace), and a
+// default route from the pod to the host through Gateway. With IP
+// forwarding on, the pod reaches the host's addresses, the other pods'
+// namespaces and the addresses still answered in the networks' namespaces.
 type Pod struct {
 	// Netns is the network namespace's name, Link the host end of the pair.
 	Netns, Link string
@@ -34,10 +34,18 @@ type Pod struct {
 }
 
 // PodNames returns the names of the network namespace and of the host's
-// link of the pod namespace/name: kec-pod-<hash> and kecp<hash>, 12
-// characters, within an interface name's 15.
-func PodNames(namespace, name string) (netns, link string) {
-	sum := sha256.Sum256([]byte(namespace + "/" + name))
+// link of the pod namespace/name whose address is ip: kec-pod-<hash> and
+// kecp<hash>, 12 characters, within an interface name's 15. The hash takes
+// the pods' network of ip too, so that two clusters' pods of one name, on
+// two networks, do not meet.
+func PodNames(namespace, name, ip string) (netns, link string) {
+	key := namespace + "/" + name
+	if addr, err := netip.ParseAddr(ip); err == nil {
+		if n, ok := NetworkOf(addr); ok && n != 0 {
+			key = fmt.Sprintf("%d:%s", n, key)
+		}
+	}
+	sum := sha256.Sum256([]byte(key))
 	h := hex.EncodeToString(sum[:4])
 	return "kec-pod-" + h, "kecp" + h
 }
@@ -55,9 +63,9 @@ func Root() error {
 }
 
 // AddPod makes the network namespace of the pod namespace/name, whose
-// address is ip, or keeps it when it is already so. Where Namespace exists,
-// ip stops being one of its local addresses, so that what it answers
-// reaches the pod.
+// address is ip, or keeps it when it is already so. Where the namespace of
+// ip's pods' network exists, ip stops being one of its local addresses
+// there, so that what it answers reaches the pod.
 func AddPod(namespace, name, ip string) (Pod, error) {
 	if err := Root(); err != nil {
 		return Pod{}, err
@@ -66,7 +74,7 @@ func AddPod(namespace, name, ip string) (Pod, error) {
 	if err != nil || !addr.Is4() {
 		return Pod{}, fmt.Errorf("podnet: pod %s/%s: %q is no IPv4 address", namespace, name, ip)
 	}
-	netns, link := PodNames(namespace, name)
+	netns, link := PodNames(namespace, name, ip)
 	p := Pod{Netns: netns, Link: link, IP: ip}
 	if p.complete() {
 		return p, nil
@@ -89,10 +97,10 @@ func AddPod(namespace, name, ip string) (Pod, error) {
 		{"-n", netns, "route", "add", "default", "via", Gateway, "dev", "eth0"},
 		{"route", "replace", ip + "/32", "dev", link, "scope", "link"},
 	}
-	if Available(Namespace) {
-		// Namespace's table local makes the whole range local; the /32
+	if n, ok := NetworkOf(addr); ok && Available(n.Namespace()) {
+		// The network's table local makes its whole range local; the /32
 		// sends this address, and replies to it, back to the host.
-		steps = append(steps, []string{"-n", Namespace, "route", "replace", ip + "/32", "via", "169.254.99.1", "dev", "kecpods1", "table", "local"})
+		steps = append(steps, []string{"-n", n.Namespace(), "route", "replace", ip + "/32", "via", n.hostAddr(), "dev", n.link(), "table", "local"})
 	}
 	for _, s := range steps {
 		if err := ipCmd(s...); err != nil {
@@ -127,7 +135,7 @@ func (p Pod) Remove() error {
 	}
 	var errs []error
 	// A pod made since with the same address (the cluster gave it again)
-	// keeps its route in Namespace.
+	// keeps its route in its network's namespace.
 	reused := false
 	if p.IP != "" {
 		route, err := exec.Command("ip", "-4", "-o", "route", "show", p.IP+"/32").Output()
@@ -136,13 +144,16 @@ func (p Pod) Remove() error {
 		}
 		reused = len(bytes.TrimSpace(route)) > 0 && !bytes.Contains(route, []byte("dev "+p.Link+" "))
 	}
-	if p.IP != "" && !reused && Available(Namespace) {
-		out, err := exec.Command("ip", "-n", Namespace, "-o", "route", "show", "table", "local", p.IP+"/32").Output()
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("ip -n %s route show table local %s/32: %w", Namespace, p.IP, err))
-		case len(bytes.TrimSpace(out)) > 0 && !bytes.HasPrefix(out, []byte("local ")):
-			errs = append(errs, ipCmd("-n", Namespace, "route", "del", p.IP+"/32", "table", "local"))
+	if addr, err := netip.ParseAddr(p.IP); err == nil && !reused {
+		if n, ok := NetworkOf(addr); ok && Available(n.Namespace()) {
+			ns := n.Namespace()
+			out, err := exec.Command("ip", "-n", ns, "-o", "route", "show", "table", "local", p.IP+"/32").Output()
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("ip -n %s route show table local %s/32: %w", ns, p.IP, err))
+			case len(bytes.TrimSpace(out)) > 0 && !bytes.HasPrefix(out, []byte("local ")):
+				errs = append(errs, ipCmd("-n", ns, "route", "del", p.IP+"/32", "table", "local"))
+			}
 		}
 	}
 	if _, err := net.InterfaceByName(p.Link); err == nil {

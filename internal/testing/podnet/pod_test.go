@@ -2,6 +2,7 @@ package podnet_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -107,15 +108,40 @@ func TestPodsBindTheSamePort(t *testing.T) {
 	}
 }
 
-// A pod reaches an address answered in the shared namespace, and that
-// namespace no longer answers for the pod's own address.
-func TestPodReachesTheSharedNamespace(t *testing.T) {
+// testNetwork is the pods' network these tests bring up themselves: no
+// suite takes it.
+const testNetwork podnet.Network = 62
+
+// networkUp brings the pods' network n up with hack/podnet.sh, as the
+// suites do, and down again when the test ends.
+func networkUp(t *testing.T, n podnet.Network) {
+	t.Helper()
 	RequireRoot(t)
-	if !podnet.Available(podnet.Namespace) {
-		t.Skip("SKIPPED: the pods' network is not up (hack/podnet.sh up)")
+	script := filepath.Join("..", "..", "..", "hack", "podnet.sh")
+	run := func(command string) error {
+		c := exec.Command(script, command)
+		c.Env = append(os.Environ(), fmt.Sprintf("PODNET=%d", n))
+		if out, err := c.CombinedOutput(); err != nil {
+			return fmt.Errorf("PODNET=%d hack/podnet.sh %s: %w: %s", n, command, err, out)
+		}
+		return nil
 	}
-	a := addPod(t, "podnet-test", "shared", "10.0.250.3")
-	l, err := podnet.Listen(podnet.Namespace, "10.0.250.4:0")
+	if err := run("up"); err != nil {
+		t.Fatal(errors.Join(err, run("down")))
+	}
+	t.Cleanup(func() {
+		if err := run("down"); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// A pod reaches an address answered in its network's namespace, and that
+// namespace no longer answers for the pod's own address.
+func TestPodReachesItsNetworksNamespace(t *testing.T) {
+	networkUp(t, testNetwork)
+	a := addPod(t, "podnet-test", "shared", "10.62.250.3")
+	l, err := podnet.Listen(testNetwork.Namespace(), "10.62.250.4:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,8 +179,8 @@ func TestRemove(t *testing.T) {
 // An address the cluster gave again, to a pod made before the first one's
 // namespace went, stays the new pod's when the first is removed.
 func TestAddressGivenAgain(t *testing.T) {
-	RequireRoot(t)
-	old, err := podnet.AddPod("podnet-test", "old", "10.0.250.6")
+	networkUp(t, testNetwork)
+	old, err := podnet.AddPod("podnet-test", "old", "10.62.250.6")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +189,7 @@ func TestAddressGivenAgain(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	fresh := addPod(t, "podnet-test", "new", "10.0.250.6")
+	fresh := addPod(t, "podnet-test", "new", "10.62.250.6")
 	if err := old.Remove(); err != nil {
 		t.Fatal(err)
 	}
@@ -176,10 +202,9 @@ func TestAddressGivenAgain(t *testing.T) {
 	if got := read(t, c, err); got != "new" {
 		t.Errorf("%s:8080 answered %q", fresh.IP, got)
 	}
-	if podnet.Available(podnet.Namespace) {
-		out, err := exec.Command("ip", "-n", podnet.Namespace, "-o", "route", "show", "table", "local", fresh.IP+"/32").Output()
-		if err != nil || len(out) == 0 {
-			t.Errorf("%s's route back to the host in %s: %q, %v", fresh.IP, podnet.Namespace, out, err)
-		}
+	ns := testNetwork.Namespace()
+	out, err := exec.Command("ip", "-n", ns, "-o", "route", "show", "table", "local", fresh.IP+"/32").Output()
+	if err != nil || len(out) == 0 {
+		t.Errorf("%s's route back to the host in %s: %q, %v", fresh.IP, ns, out, err)
 	}
 }

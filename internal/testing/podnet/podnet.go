@@ -1,6 +1,7 @@
 // Package podnet answers for a cluster's pods on this host. KWOK's pods run
 // nothing; hack/podnet.sh routes their addresses into a network namespace
-// where every address of the pods' range is local. Listen opens a listener
+// where every address of the pods' range is local: one of several pods'
+// networks (Network), so that suites run at once do not meet. Listen opens a listener
 // in that namespace, and Backend answers there as the pod whose address a
 // connection reached, as a pod running agnhost's netexec would: so a fleet's
 // Envoys, running here as processes, send real requests to the pods behind a
@@ -11,7 +12,7 @@
 // address is then its namespace's alone, on the host's /32 route, and two
 // pods bind the same port without meeting. Invariant: an address answers in
 // one namespace only, the pod's own or, for every other address of the
-// range, the shared one.
+// range, its network's.
 //
 // It needs root, as hack/podnet.sh does.
 package podnet
@@ -22,9 +23,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -34,8 +37,67 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// Namespace is the network namespace hack/podnet.sh makes.
-const Namespace = "kec-pods"
+// Network is one of this host's pods' networks (hack/podnet.sh, PODNET=N).
+// Suites that run at once each take a network of their own, so that their
+// clusters' pods, their namespaces and their load balancers never meet.
+// Network N is the namespace kec-pods (N = 0) or kec-pods-N, where
+// 10.N.0.0/16 is routed (the pod CIDR of the cluster hack/cluster.sh makes
+// with the same PODNET); its link to the host is kecpodsh<N> on the host,
+// 169.254.99.(4N+1)/30, and kecpodsn<N> in the namespace, 169.254.99.(4N+2);
+// its load balancers take 127.(N+1).0.0/16. hack/podnet.sh derives the same
+// names from the same N (TestNetworkAsTheScriptMakesIt).
+type Network int
+
+// Networks is how many there are: N is 0 to Networks-1.
+const Networks = 64
+
+// Current returns the network this process was given: $PODNET, or 0.
+func Current() (Network, error) {
+	v := os.Getenv("PODNET")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n >= Networks {
+		return 0, fmt.Errorf("PODNET=%q: want a pods' network from 0 to %d", v, Networks-1)
+	}
+	return Network(n), nil
+}
+
+// NetworkOf returns the network whose range holds ip.
+func NetworkOf(ip netip.Addr) (Network, bool) {
+	if !ip.Is4() {
+		return 0, false
+	}
+	b := ip.As4()
+	if b[0] != 10 || int(b[1]) >= Networks {
+		return 0, false
+	}
+	return Network(b[1]), true
+}
+
+// Namespace is the network namespace of n.
+func (n Network) Namespace() string {
+	if n == 0 {
+		return "kec-pods"
+	}
+	return fmt.Sprintf("kec-pods-%d", n)
+}
+
+// CIDR is the pods' range routed to n.
+func (n Network) CIDR() netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(n), 0, 0}), 16)
+}
+
+// LoadBalancers is where n's Services of type LoadBalancer take their
+// addresses (internal/testing/loadbalancer).
+func (n Network) LoadBalancers() netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(n) + 1, 0, 0}), 16)
+}
+
+// hostAddr is the host's end of n's link; link is the namespace's end.
+func (n Network) hostAddr() string { return fmt.Sprintf("169.254.99.%d", 4*int(n)+1) }
+func (n Network) link() string     { return fmt.Sprintf("kecpodsn%d", n) }
 
 // Available reports whether the pods' network is up on this host.
 func Available(ns string) bool {

@@ -198,7 +198,7 @@ func TestKubeletPodNetwork(t *testing.T) {
 	if err := cs.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
-	netns, link := podnet.PodNames(pod.Namespace, pod.Name)
+	netns, link := podnet.PodNames(pod.Namespace, pod.Name, pod.Status.PodIP)
 	testenv.Eventually(t, "Envoy stopped and the pod's namespace removed", func() (bool, error) {
 		if err := k.Sync(ctx); err != nil {
 			return false, testenv.Unexpected("Sync: %v", err)
