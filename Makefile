@@ -203,7 +203,7 @@ install: ## Install the CRDs into the local cluster.
 ##@ Test
 
 .PHONY: test
-test: tools verify test-at-once e2e conformance test-run ## Run every test: stale-file checks, the scripts' tests, unit and envtest integration tests, end-to-end and install tests, the Gateway API conformance suite, the benchmarks' smoke run.
+test: tools verify test-at-once test-lanes ## Run every test: stale-file checks, the scripts' tests, unit and envtest integration tests, end-to-end and install tests, the Gateway API conformance suite, the benchmarks' smoke run.
 
 .PHONY: test-at-once
 test-at-once e2e-install: IMAGE_PLATFORMS = $(TEST_IMAGE_PLATFORMS)
@@ -212,8 +212,13 @@ test-at-once: tools installer chart $(BIN)/controller-gen ## The Go tests, e2e-i
 		bench-smoke "BENCH_SMOKE=1 hack/bench.sh" test-scripts "hack/lib_test.sh && hack/verify-generated_test.sh" \
 		image-test "$(MAKE) --no-print-directory $(call image_deps,$(TEST_IMAGE_PLATFORMS),libc) && cd hack/image && go test -vet=off -count=1 ./..."
 
+.PHONY: test-lanes
+test-lanes: tools ## The suites with real Envoys in two lanes at once (hack/together.sh), each suite on a cluster and a pods' network of its own: the end-to-end tests then make run's test (both take the samples' host ports), and the conformance suite then the chaos suite.
+	hack/together.sh e2e-then-run "E2E_CHAOS=0 hack/e2e.sh && LDFLAGS='$(LDFLAGS)' hack/run_test.sh" \
+		conformance-then-chaos "hack/conformance.sh && $(MAKE) --no-print-directory chaos"
+
 .PHONY: test-run
-test-run: tools ## make run's test alone (hack/run_test.sh, on a cluster kec-run-test; as root): it needs the pods' network to itself, as make e2e and make conformance do.
+test-run: tools ## make run's test alone (hack/run_test.sh, on a cluster kec-run-test and the pods' network 3; as root).
 	LDFLAGS='$(LDFLAGS)' hack/run_test.sh
 
 .PHONY: test-scripts
