@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +34,11 @@ func TestLoadBalancerToEchoPod(t *testing.T) {
 	}
 	testenv.Require(t, err)
 	_, cs := testenv.StartClientset(t)
+	// A pods' network no suite takes, for its load balancers' range, and
+	// a port no sample listens on: a make run's Envoys beside this test
+	// listen on 8080 of every address.
+	t.Setenv("PODNET", "61")
+	const port = 18080
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -67,7 +74,7 @@ func TestLoadBalancerToEchoPod(t *testing.T) {
 	if _, err := cs.CoreV1().Services("default").Create(bg, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "echo"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "echo"},
-			Ports: []corev1.ServicePort{{Port: 8080, TargetPort: intstr.FromInt32(3000)}}},
+			Ports: []corev1.ServicePort{{Port: port, TargetPort: intstr.FromInt32(3000)}}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +102,11 @@ func TestLoadBalancerToEchoPod(t *testing.T) {
 		if err != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
 			return false, err
 		}
-		url = "http://" + net.JoinHostPort(svc.Status.LoadBalancer.Ingress[0].IP, "8080") + "/"
+		ip := svc.Status.LoadBalancer.Ingress[0].IP
+		if !strings.HasPrefix(ip, "127.62.") {
+			return false, testenv.Unexpected("the Service's address %s is not of the pods' network 61's range, 127.62.0.0/16", ip)
+		}
+		url = "http://" + net.JoinHostPort(ip, strconv.Itoa(port)) + "/"
 		return true, nil
 	})
 	testenv.Eventually(t, "the echo pod to answer at "+url, func() (bool, error) {
