@@ -207,15 +207,15 @@ test: tools verify test-at-once test-lanes ## Run every test: stale-file checks,
 
 .PHONY: test-at-once
 test-at-once e2e-install: IMAGE_PLATFORMS = $(TEST_IMAGE_PLATFORMS)
-test-at-once: tools installer chart $(BIN)/controller-gen ## The Go tests, e2e-install, bench-smoke, the scripts' tests (make run's too) and the image build's tests at once (hack/together.sh): the Go tests keep the cores busy while the others mostly wait on their clusters.
+test-at-once: tools installer chart $(BIN)/controller-gen ## The Go tests, e2e-install, bench-smoke, the conformance suite, the scripts' tests but make run's and the image build's tests at once (hack/together.sh): the Go tests keep the cores busy while the others mostly wait on their clusters.
 	hack/together.sh unit hack/unit.sh e2e-install "LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh" \
 		bench-smoke "BENCH_SMOKE=1 hack/bench.sh" test-scripts "hack/lib_test.sh && hack/verify-generated_test.sh" \
-		test-run "LDFLAGS='$(LDFLAGS)' hack/run_test.sh" \
+		conformance hack/conformance.sh \
 		image-test "$(MAKE) --no-print-directory $(call image_deps,$(TEST_IMAGE_PLATFORMS),libc) && cd hack/image && go test -vet=off -count=1 ./..."
 
 .PHONY: test-lanes
-test-lanes: tools ## The end-to-end tests beside the conformance suite then the chaos suite (hack/together.sh), each on a cluster and a pods' network of its own.
-	hack/together.sh e2e "E2E_CHAOS=0 hack/e2e.sh" conformance-then-chaos "hack/conformance.sh && $(MAKE) --no-print-directory chaos"
+test-lanes: tools ## The end-to-end tests then make run's test (both take the samples' host ports), beside the chaos suite (hack/together.sh), each on a cluster of its own.
+	hack/together.sh e2e-then-run "E2E_CHAOS=0 hack/e2e.sh && LDFLAGS='$(LDFLAGS)' hack/run_test.sh" chaos "$(MAKE) --no-print-directory chaos"
 
 .PHONY: test-run
 test-run: tools ## make run's test alone (hack/run_test.sh, on a cluster kec-run-test and the pods' network 3; as root).

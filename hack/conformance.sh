@@ -16,9 +16,11 @@ envoy_inotify # real Envoys run on this host
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-# The pods' network of its own (hack/podnet.sh), so that the end-to-end
-# suite and make run can run beside it: its cluster's pods take 10.2.0.0/16,
-# its load balancers 127.3.0.0/16.
+# The pods' network of its own (hack/podnet.sh): its cluster's pods take
+# 10.2.0.0/16, its load balancers 127.3.0.0/16, apart from the other
+# suites'. Its load balancers listen on 8080 of their addresses, where the
+# end-to-end suite's Envoys and make run's listen on every address: make
+# test does not run those beside it.
 export PODNET=${PODNET:-2}
 NAME=${CONFORMANCE_CLUSTER:-kec-gwc}
 DIR=$ROOT/tmp/$NAME

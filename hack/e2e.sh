@@ -20,8 +20,8 @@ envoy_inotify # real Envoys run on this host
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-# The pods' network of its own (hack/podnet.sh), so that the conformance
-# suite and make run can run beside it: its cluster's pods take 10.1.0.0/16.
+# The pods' network of its own (hack/podnet.sh): its cluster's pods take
+# 10.1.0.0/16, apart from the other suites'.
 export PODNET=${PODNET:-1}
 NAME=${E2E_CLUSTER:-kec-e2e}
 DIR=$ROOT/tmp/$NAME
