@@ -35,8 +35,7 @@ NAME=${RUN_TEST_CLUSTER:-kec-run-test}
 DIR=$ROOT/tmp/$NAME
 ENVOY=${ENVOY:-$ROOT/bin/envoy}
 export PODNET=${PODNET:-3}
-podnet_ns=$(hack/podnet.sh names | awk '$1 == "namespace" {print $2}')
-lb_range=$(hack/podnet.sh names | awk '$1 == "load-balancers" {print $2}')
+read -r podnet_ns lb_range < <(hack/podnet.sh names | awk '$1 == "namespace" {ns = $2} $1 == "load-balancers" {lb = $2} END {print ns, lb}')
 netns_up() { ip netns list 2>/dev/null | awk '{print $1}' | grep -qxF "$podnet_ns"; }
 start=$SECONDS
 step() { echo "[$((SECONDS - start))s] $*" >&2; }
