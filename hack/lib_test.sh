@@ -93,4 +93,15 @@ if [[ $rc -ne 1 ]] || ! grep -q '^first$' "$work/together.out" || ! grep -q '^se
 else
   echo "ok: together.sh fails when a command fails, and shows every log"
 fi
+# hack/steps.sh: every step runs, in turn, even after one failed; the run
+# fails if any step did.
+rc=0
+"$ROOT/hack/steps.sh" "echo one >$work/steps.order" 'exit 4' "echo three >>$work/steps.order" >"$work/steps.out" 2>&1 || rc=$?
+if [[ $rc -ne 1 || $(tr '\n' ' ' <"$work/steps.order") != "one three " ]] || ! grep -q 'exit status 4: exit 4' "$work/steps.out"; then
+  echo "FAIL: steps.sh exited $rc, ran: $(tr '\n' ' ' <"$work/steps.order" 2>/dev/null)" >&2
+  sed 's/^/    /' "$work/steps.out" >&2
+  failures=$((failures + 1))
+else
+  echo "ok: steps.sh runs every step in turn and fails when one fails"
+fi
 [[ $failures -eq 0 ]] || exit 1

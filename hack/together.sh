@@ -17,6 +17,7 @@ mkdir -p "$logs"
 
 names=()
 pids=()
+starts=()
 stop_all() {
   local rc=$? pid
   # A second signal must not cut this short: the commands' own cleanup (their
@@ -50,20 +51,32 @@ while [[ $# -gt 0 ]]; do
   setsid -w bash -c "$command" >"$logs/$name.log" 2>&1 </dev/null &
   names+=("$name")
   pids+=($!)
+  starts+=("$SECONDS")
 done
 
 rc=0
-statuses=()
-for i in "${!pids[@]}"; do
+declare -A status_of took_of
+# wait -n -p: each command's status and time as it ends, whatever the order.
+for _ in "${pids[@]}"; do
   status=0
-  wait "${pids[$i]}" || status=$?
-  statuses+=("$status")
+  wait -n -p ended "${pids[@]}" || status=$?
+  status_of[$ended]=$status
+  took_of[$ended]=$SECONDS
   [[ $status == 0 ]] || rc=1
+done
+statuses=()
+took=()
+for i in "${!pids[@]}"; do
+  statuses+=("${status_of[${pids[$i]}]}")
+  took+=("$((took_of[${pids[$i]}] - starts[i]))")
 done
 pids=() # all ended: nothing to stop
 for i in "${!names[@]}"; do
   echo "=== ${names[$i]} (exit status ${statuses[$i]})"
   cat "$logs/${names[$i]}.log"
+done
+for i in "${!names[@]}"; do
+  echo "=== ${names[$i]}: exit status ${statuses[$i]}, ${took[$i]} s"
 done
 for i in "${!names[@]}"; do
   [[ ${statuses[$i]} == 0 ]] || echo "FAILED: ${names[$i]} (exit status ${statuses[$i]})" >&2
