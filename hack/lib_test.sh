@@ -86,12 +86,14 @@ fi
 rc=0
 "$ROOT/hack/together.sh" fails 'echo first; exit 3' passes 'sleep 1; echo second' >"$work/together.out" 2>&1 || rc=$?
 if [[ $rc -ne 1 ]] || ! grep -q '^first$' "$work/together.out" || ! grep -q '^second$' "$work/together.out" ||
-  ! grep -q 'FAILED: fails (exit status 3)' "$work/together.out"; then
+  ! grep -q 'FAILED: fails (exit status 3)' "$work/together.out" ||
+  ! grep -qx '=== fails: exit status 3, [0-9]* s' "$work/together.out" ||
+  ! grep -qx '=== passes: exit status 0, [12] s' "$work/together.out" || grep -q 'together.sh:' "$work/together.out"; then
   echo "FAIL: together.sh with a failing command exited $rc:" >&2
   sed 's/^/    /' "$work/together.out" >&2
   failures=$((failures + 1))
 else
-  echo "ok: together.sh fails when a command fails, and shows every log"
+  echo "ok: together.sh fails when a command fails, shows every log, and each command's status and time"
 fi
 # hack/steps.sh: every step runs, in turn, even after one failed; the run
 # fails if any step did.

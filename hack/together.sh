@@ -57,12 +57,18 @@ done
 rc=0
 declare -A status_of took_of
 # wait -n -p: each command's status and time as it ends, whatever the order.
-for _ in "${pids[@]}"; do
-  status=0
-  wait -n -p ended "${pids[@]}" || status=$?
+# Only those still running are waited for: bash forgets one once reaped.
+running=("${pids[@]}")
+while [[ ${#running[@]} -gt 0 ]]; do
+  status=0 ended=""
+  wait -n -p ended "${running[@]}" || status=$?
+  [[ -n $ended ]] || { echo "together.sh: wait returned no command (status $status)" >&2; exit 1; }
   status_of[$ended]=$status
   took_of[$ended]=$SECONDS
   [[ $status == 0 ]] || rc=1
+  left=()
+  for pid in "${running[@]}"; do [[ $pid == "$ended" ]] || left+=("$pid"); done
+  running=("${left[@]}")
 done
 statuses=()
 took=()
