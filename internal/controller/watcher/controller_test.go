@@ -57,9 +57,12 @@ func TestConfigMapFollowsTheWatcher(t *testing.T) {
 		t.Errorf("status.configMapName = %q", got.Status.ConfigMapName)
 	}
 
-	// A spec change reaches the ConfigMap.
+	// A spec change reaches the ConfigMap. A merge patch, as kubectl patch
+	// sends: an update would conflict with a status the operator writes
+	// meanwhile.
+	patch := client.MergeFrom(got.DeepCopy())
 	got.Spec.ConfigData = map[string]string{"LEVEL": "info", "NEW": "1"}
-	if err := suite.Client.Update(ctx, got); err != nil {
+	if err := suite.Client.Patch(ctx, got, patch); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, suite.Client, ns, "logs-config", &corev1.ConfigMap{}, func(cm *corev1.ConfigMap) bool {
@@ -68,9 +71,10 @@ func TestConfigMapFollowsTheWatcher(t *testing.T) {
 
 	// A hand edit is put back; a label someone added stays.
 	cm = testenv.WaitFor(t, suite.Client, ns, "logs-config", &corev1.ConfigMap{}, nil)
+	cmPatch := client.MergeFrom(cm.DeepCopy())
 	cm.Data["LEVEL"] = "hacked"
 	cm.Labels["team"] = "x"
-	if err := suite.Client.Update(ctx, cm); err != nil {
+	if err := suite.Client.Patch(ctx, cm, cmPatch); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, suite.Client, ns, "logs-config", &corev1.ConfigMap{}, func(cm *corev1.ConfigMap) bool {
