@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -89,11 +90,16 @@ func namespace(t *testing.T) string {
 	return ns.Name
 }
 
+// lbPort is the Services' port, where their load balancers listen: not a
+// sample's (8080), which the end-to-end suite's Envoys hold on every address
+// of this host while make test runs the Go tests.
+const lbPort = 18180
+
 func service(t *testing.T, ns string) *corev1.Service {
 	svc, err := cs.CoreV1().Services(ns).Create(context.Background(), &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "web"},
-			Ports: []corev1.ServicePort{{Name: "http", Port: 8080, TargetPort: intstr.FromInt32(3000)}}},
+			Ports: []corev1.ServicePort{{Name: "http", Port: lbPort, TargetPort: intstr.FromInt32(3000)}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +176,7 @@ func TestForwardsToEndpoints(t *testing.T) {
 	if got := c.Address(ns, "web"); got != addr {
 		t.Errorf("Address = %q, status says %q", got, addr)
 	}
-	target := net.JoinHostPort(addr, "8080")
+	target := net.JoinHostPort(addr, strconv.Itoa(lbPort))
 	testenv.Eventually(t, "pod a to answer at "+target, func() (bool, error) {
 		got, err := answer(target)
 		return got == "a", err
@@ -208,7 +214,7 @@ func TestReleases(t *testing.T) {
 	svc := service(t, ns)
 	endpoints(t, ns, "10.0.251.3")
 	addr := address(t, ns)
-	target := net.JoinHostPort(addr, "8080")
+	target := net.JoinHostPort(addr, strconv.Itoa(lbPort))
 	testenv.Eventually(t, "pod c to answer at "+target, func() (bool, error) {
 		got, err := answer(target)
 		return got == "c", err
@@ -244,7 +250,7 @@ func TestReleases(t *testing.T) {
 	testenv.Eventually(t, "an address for db", func() (bool, error) {
 		return c.Address(ns, "db") != "", nil
 	})
-	db := net.JoinHostPort(c.Address(ns, "db"), "8080")
+	db := net.JoinHostPort(c.Address(ns, "db"), strconv.Itoa(lbPort))
 	if err := cs.CoreV1().Services(ns).Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
