@@ -215,8 +215,7 @@ test: tools verify test-at-once ## Run every test: stale-file checks, the script
 #   and time what they wait for, get a core when they want one;
 # - batch: the image build's and the scripts' tests, CPU-bound too, at nice 10;
 # - clusters: the install test, the benchmarks' smoke run and the chaos suite,
-#   each on a cluster of its own, at nice 5: this lane ends well before the
-#   next, which leads the run;
+#   each on a cluster of its own;
 # - host-ports: the end-to-end tests, the conformance suite and make run's
 #   test, one after another: each runs real Envoys or load balancers on this
 #   host on the samples' ports (8080, 8081, 8443). The end-to-end tests come
@@ -229,7 +228,7 @@ test-at-once: tools installer chart $(BIN)/controller-gen ## Every suite of make
 	hack/together.sh \
 		unit "nice -n 10 hack/unit.sh" \
 		batch "nice -n 10 hack/steps.sh '$(MAKE) --no-print-directory $(call image_deps,$(TEST_IMAGE_PLATFORMS),libc) && cd hack/image && go test -vet=off -count=1 ./...' hack/lib_test.sh hack/verify-generated_test.sh" \
-		clusters "nice -n 5 hack/steps.sh \"LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh\" 'BENCH_SMOKE=1 hack/bench.sh' 'E2E_TESTS=0 E2E_CLUSTER=kec-chaos hack/e2e.sh'" \
+		clusters "hack/steps.sh \"LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh\" 'BENCH_SMOKE=1 hack/bench.sh' 'E2E_TESTS=0 E2E_CLUSTER=kec-chaos hack/e2e.sh'" \
 		host-ports "hack/steps.sh 'E2E_CHAOS=0 hack/e2e.sh' hack/conformance.sh \"LDFLAGS='$(LDFLAGS)' hack/run_test.sh\""
 
 .PHONY: test-run
