@@ -225,6 +225,11 @@ test: tools verify test-at-once ## Run every test: stale-file checks, the script
 .PHONY: test-at-once
 test-at-once e2e-install: IMAGE_PLATFORMS = $(TEST_IMAGE_PLATFORMS)
 test-at-once: tools installer chart $(BIN)/controller-gen ## Every suite of make test but make verify, in four lanes at once (hack/together.sh; logs in tmp/together/).
+	@# The race detector's build of the operator's packages, once, before the
+	@# lanes: the Go tests, the end-to-end suite and the chaos suite each
+	@# build it, and go commands at once compile the same package each on its
+	@# own. With a warm build cache this compiles nothing.
+	CGO_ENABLED=1 go build -race ./api/... ./internal/...
 	hack/together.sh \
 		unit "nice -n 10 hack/unit.sh" \
 		batch "nice -n 10 hack/steps.sh '$(MAKE) --no-print-directory $(call image_deps,$(TEST_IMAGE_PLATFORMS),libc) && cd hack/image && go test -vet=off -count=1 ./...' hack/lib_test.sh hack/verify-generated_test.sh" \
