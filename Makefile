@@ -16,7 +16,7 @@ TOOLS_DEPS := $(TOOLS_MOD)/go.mod $(TOOLS_MOD)/go.sum
 # tests, go vet and make build, rather than one for the image and another for
 # the rest, saves minutes on 2 cores. Binaries link without DWARF (-w), as
 # the image's do (-s -w): a link, the largest CPU cost of a warm make test
-# (61 test binaries and the suites' operators), then takes a quarter less.
+# (62 test binaries and the suites' operators), then takes a quarter less.
 # Panics and profiles still name functions, files and lines. A build with
 # -ldflags of its own (make build's version stamp) keeps its DWARF.
 export CGO_ENABLED ?= 0
