@@ -84,16 +84,24 @@ else
   echo "ok: together.sh stops its commands on SIGTERM and exits 143"
 fi
 rc=0
-"$ROOT/hack/together.sh" fails 'echo first; exit 3' passes 'sleep 1; echo second' >"$work/together.out" 2>&1 || rc=$?
+"$ROOT/hack/together.sh" fails 'echo first; printf "    a_test.go:7: wrong\n--- FAIL: TestA (0.00s)\n"; exit 3' \
+  passes 'sleep 1; echo second; echo "--- FAIL: not in the digest"' >"$work/together.out" 2>&1 || rc=$?
+# The digest of what failed comes last, before the FAILED line: the failed
+# test, then its message, of the failed command only.
+digest=$(sed -n '/^=== what failed in /,$p' "$work/together.out")
+want_digest='=== what failed in fails (the whole log: tmp/together/fails.log):
+fails: --- FAIL: TestA (0.00s)
+fails:     a_test.go:7: wrong
+FAILED: fails (exit status 3)'
 if [[ $rc -ne 1 ]] || ! grep -q '^first$' "$work/together.out" || ! grep -q '^second$' "$work/together.out" ||
-  ! grep -q 'FAILED: fails (exit status 3)' "$work/together.out" ||
   ! grep -qx '=== fails: exit status 3, [0-9]* s' "$work/together.out" ||
-  ! grep -qx '=== passes: exit status 0, [12] s' "$work/together.out" || grep -q 'together.sh:' "$work/together.out"; then
+  ! grep -qx '=== passes: exit status 0, [12] s' "$work/together.out" || grep -q 'together.sh:' "$work/together.out" ||
+  [[ $digest != "$want_digest" ]]; then
   echo "FAIL: together.sh with a failing command exited $rc:" >&2
   sed 's/^/    /' "$work/together.out" >&2
   failures=$((failures + 1))
 else
-  echo "ok: together.sh fails when a command fails, shows every log, and each command's status and time"
+  echo "ok: together.sh fails when a command fails, shows every log, each command's status and time, and last what failed"
 fi
 # hack/steps.sh: every step runs, in turn, even after one failed; the run
 # fails if any step did.

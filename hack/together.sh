@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs commands at once, each in a process group of its own with its output
 # in tmp/together/NAME.log, and prints each log whole, in the order given,
-# once every command has ended. Fails if any command fails. Interrupted, or on
+# once every command has ended, then each one's status and time, then what
+# failed (a digest of each failed command's log). Fails if any command fails. Interrupted, or on
 # any exit, it sends SIGTERM to every group still running (each script stops
 # what it started with its own trap), then SIGKILL to what is left.
 #
@@ -54,6 +55,17 @@ while [[ $# -gt 0 ]]; do
   starts+=("$SECONDS")
 done
 
+# digest LOG: a log's failures, in at most 20 lines: its failed steps
+# (hack/steps.sh), its failed tests and FAIL lines, then the first of the
+# tests' messages (file_test.go:N:) and panics.
+digest() {
+  {
+    grep -E -- '^ +[0-9]+ s, exit status [1-9]' "$1"
+    grep -E -- '--- FAIL|^FAIL|(^|[[:space:]])FAIL:' "$1" | head -n 8
+    grep -E -- '_test\.go:[0-9]+:|^panic:' "$1" | head -n 10
+  } | cut -c1-300 | awk '!seen[$0]++' | head -n 20 || true
+}
+
 rc=0
 declare -A status_of took_of
 # wait -n -p: each command's status and time as it ends, whatever the order.
@@ -83,6 +95,14 @@ for i in "${!names[@]}"; do
 done
 for i in "${!names[@]}"; do
   echo "=== ${names[$i]}: exit status ${statuses[$i]}, ${took[$i]} s"
+done
+# Last, what failed, in a few lines a reader of the output's tail sees
+# first: each failed command's failed steps (hack/steps.sh), failed tests and
+# their first messages, and the lines that say FAIL or panic.
+for i in "${!names[@]}"; do
+  [[ ${statuses[$i]} == 0 ]] && continue
+  echo "=== what failed in ${names[$i]} (the whole log: tmp/together/${names[$i]}.log):"
+  digest "$logs/${names[$i]}.log" | sed "s/^/${names[$i]}: /"
 done
 for i in "${!names[@]}"; do
   [[ ${statuses[$i]} == 0 ]] || echo "FAILED: ${names[$i]} (exit status ${statuses[$i]})" >&2
