@@ -84,14 +84,14 @@ else
   echo "ok: together.sh stops its commands on SIGTERM and exits 143"
 fi
 rc=0
-"$ROOT/hack/together.sh" fails 'echo first; printf "    a_test.go:7: wrong\n--- FAIL: TestA (0.00s)\n"; exit 3' \
+"$ROOT/hack/together.sh" fails 'echo first; printf "=== RUN   TestP\n    p_test.go:3: a log line\n--- PASS: TestP (0.00s)\n=== RUN   TestA\n    a_test.go:7: wrong\n--- FAIL: TestA (0.00s)\n"; exit 3' \
   passes 'sleep 1; echo second; echo "--- FAIL: not in the digest"' >"$work/together.out" 2>&1 || rc=$?
 # The digest of what failed comes last, before the FAILED line: the failed
-# test, then its message, of the failed command only.
+# test with its message, not a passing test's, of the failed command only.
 digest=$(sed -n '/^=== what failed in /,$p' "$work/together.out")
 want_digest='=== what failed in fails (the whole log: tmp/together/fails.log):
-fails: --- FAIL: TestA (0.00s)
 fails:     a_test.go:7: wrong
+fails: --- FAIL: TestA (0.00s)
 FAILED: fails (exit status 3)'
 if [[ $rc -ne 1 ]] || ! grep -q '^first$' "$work/together.out" || ! grep -q '^second$' "$work/together.out" ||
   ! grep -qx '=== fails: exit status 3, [0-9]* s' "$work/together.out" ||

@@ -56,13 +56,22 @@ while [[ $# -gt 0 ]]; do
 done
 
 # digest LOG: a log's failures, in at most 20 lines: its failed steps
-# (hack/steps.sh), its failed tests and FAIL lines, then the first of the
-# tests' messages (file_test.go:N:) and panics.
+# (hack/steps.sh), then each failed test (--- FAIL) with its messages
+# (file_test.go:N:, and panics), those go test printed before it (-v) or
+# after it, and the lines that say FAIL.
 digest() {
   {
     grep -E -- '^ +[0-9]+ s, exit status [1-9]' "$1"
-    grep -E -- '--- FAIL|^FAIL|(^|[[:space:]])FAIL:' "$1" | head -n 8
-    grep -E -- '_test\.go:[0-9]+:|^panic:' "$1" | head -n 10
+    awk '
+      /^=== (RUN|CONT|PAUSE|NAME)|--- (PASS|SKIP)/ { held = ""; kept = 0; after = 0; next }
+      /--- FAIL/ { printf "%s%s\n", held, $0; held = ""; kept = 0; after = 1; next }
+      /_test\.go:[0-9]+:|^panic:/ {
+        if (after) print
+        else if (kept < 4) { held = held $0 "\n"; kept++ }
+        next
+      }
+      /^FAIL\t|(^|[[:space:]])FAIL:/ { print }
+    ' "$1"
   } | cut -c1-300 | awk '!seen[$0]++' | head -n 20 || true
 }
 
