@@ -214,8 +214,8 @@ test: tools verify test-at-once ## Run every test: stale-file checks, the script
 #   leave, and the suites below, which wait on clusters, operators and Envoys
 #   and time what they wait for, get a core when they want one;
 # - batch: the image build's and the scripts' tests, CPU-bound too, at nice 10;
-# - clusters: the install test, the benchmarks' smoke run and the chaos suite,
-#   each on a cluster of its own;
+# - clusters: the local clusters' test, the install test, the benchmarks'
+#   smoke run and the chaos suite, each on a cluster of its own;
 # - host-ports: the conformance suite, the end-to-end tests and make run's
 #   test, one after another: each runs real Envoys or load balancers on this
 #   host on the samples' ports (8080, 8081, 8443). The end-to-end tests come
@@ -234,7 +234,7 @@ test-at-once: tools installer chart $(BIN)/controller-gen ## Every suite of make
 	hack/together.sh \
 		unit "nice -n 10 hack/unit.sh" \
 		batch "nice -n 10 hack/steps.sh '$(MAKE) --no-print-directory $(call image_deps,$(TEST_IMAGE_PLATFORMS),libc) && cd hack/image && go test -vet=off -count=1 ./...' hack/lib_test.sh hack/verify-generated_test.sh" \
-		clusters "hack/steps.sh \"LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh\" 'BENCH_SMOKE=1 hack/bench.sh' 'E2E_TESTS=0 E2E_CLUSTER=kec-chaos hack/e2e.sh'" \
+		clusters "hack/steps.sh hack/cluster_test.sh \"LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' hack/install-e2e.sh\" 'BENCH_SMOKE=1 hack/bench.sh' 'E2E_TESTS=0 E2E_CLUSTER=kec-chaos hack/e2e.sh'" \
 		host-ports "hack/steps.sh hack/conformance.sh 'E2E_CHAOS=0 hack/e2e.sh' \"LDFLAGS='$(LDFLAGS)' hack/run_test.sh\""
 
 .PHONY: test-run
@@ -242,8 +242,9 @@ test-run: tools ## make run's test alone (hack/run_test.sh, on a cluster kec-run
 	LDFLAGS='$(LDFLAGS)' hack/run_test.sh
 
 .PHONY: test-scripts
-test-scripts: tools ## Tests of the scripts in hack/: the cleanup trap, running tests at once, the stale-file check, make run (hack/run_test.sh, on a cluster kec-run-test; as root).
+test-scripts: tools ## Tests of the scripts in hack/: the cleanup trap, running tests at once, the stale-file check, the local clusters (hack/cluster_test.sh, on a cluster kec-cluster-test), make run (hack/run_test.sh, on a cluster kec-run-test; as root).
 	hack/lib_test.sh
+	hack/cluster_test.sh
 	hack/verify-generated_test.sh
 	LDFLAGS='$(LDFLAGS)' hack/run_test.sh
 

@@ -2,7 +2,7 @@
 # Local Kubernetes clusters from the project's own binaries, with kwokctl's
 # binary runtime: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
 # and kwok from bin/ (`make tools`), and KWOK nodes that run no containers but
-# take pods through their life cycle.
+# take pods through their life cycle. hack/kwokctl.yaml configures them.
 #
 #   hack/cluster.sh up NAME [kwokctl create flags...]   start NAME, or reuse it if it is healthy
 #   hack/cluster.sh down NAME                           remove NAME and stop its processes
@@ -58,7 +58,8 @@ up)
     fi
   fi
   if ! exists; then
-    locked_kwokctl create cluster --name "$name" --runtime binary \
+    # hack/kwokctl.yaml: no leader election in a cluster of one of each.
+    locked_kwokctl --config "$ROOT/hack/kwokctl.yaml" create cluster --name "$name" --runtime binary \
       --etcd-binary "$BIN/etcd" \
       --kube-apiserver-binary "$BIN/kube-apiserver" \
       --kube-controller-manager-binary "$BIN/kube-controller-manager" \
