@@ -69,19 +69,45 @@ func (k Kubectl) Out(args ...string) (string, error) {
 }
 
 // Input is Out with stdin as kubectl's input (-f -).
+//
+// A request that the API server refused because an admission webhook did
+// not answer in time (WebhookTimedOut) is sent again, up to WebhookTries
+// times in all, as a user would type it again: on a busy machine the
+// operator can miss the webhook's deadline (timeoutSeconds: 5), and a test
+// asserts what the operator decides, not how fast. Nothing was written: a
+// webhook's failurePolicy is Fail. Any other outcome is returned at once.
 func (k Kubectl) Input(stdin string, args ...string) (string, error) {
 	if k.Kubeconfig != "" {
 		args = append([]string{"--kubeconfig", k.Kubeconfig}, args...)
 	}
-	cmd := exec.Command(k.Path, args...)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
+	for try := 1; ; try++ {
+		cmd := exec.Command(k.Path, args...)
+		if stdin != "" {
+			cmd.Stdin = strings.NewReader(stdin)
+		}
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			return strings.TrimSpace(string(out)), nil
+		}
+		if try < WebhookTries && WebhookTimedOut(string(out)) {
+			continue
+		}
 		return strings.TrimSpace(string(out)), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
 	}
-	return strings.TrimSpace(string(out)), nil
+}
+
+// WebhookTries is how many times Kubectl sends a request whose admission
+// webhook did not answer in time.
+const WebhookTries = 3
+
+// WebhookTimedOut reports whether msg, an error of the API server, says
+// that an admission webhook did not answer within its timeoutSeconds, or
+// that the operator's Envoy did not load an EnvoyConfig within
+// --envoy-validation-timeout (envoyjudge.TimedOut): the request was refused
+// for lack of time, not for what it holds.
+func WebhookTimedOut(msg string) bool {
+	return strings.Contains(msg, "failed calling webhook") && strings.Contains(msg, "context deadline exceeded") ||
+		strings.Contains(msg, "(--envoy-validation-timeout;")
 }
 
 // Run runs kubectl with args and returns its trimmed output; it fails t if
