@@ -5,7 +5,7 @@
 # take pods through their life cycle. hack/kwokctl.yaml configures them.
 #
 #   hack/cluster.sh up NAME [kwokctl create flags...]   start NAME, or reuse it if it is healthy
-#   hack/cluster.sh down NAME                           remove NAME and stop its processes
+#   hack/cluster.sh down NAME                           remove NAME and stop its processes (its components' logs stay in tmp/NAME/cluster-logs)
 #   hack/cluster.sh kubeconfig NAME                     print the path of NAME's kubeconfig
 #
 # NODES sets the number of KWOK nodes (default 3). PODNET=N (default 0) gives
@@ -76,6 +76,15 @@ up)
   ;;
 down)
   if exists; then
+    # The components' logs outlive the cluster, in tmp/NAME/cluster-logs,
+    # for whoever reads a failure; the audit log, which the suites read
+    # while the cluster runs, stays behind: at a benchmark's sizes it is
+    # hundreds of MB.
+    rm -rf "$dir/cluster-logs"
+    mkdir -p "$dir/cluster-logs"
+    for log in "${KWOK_WORKDIR:-$HOME/.kwok}/clusters/$name/logs"/*.log; do
+      [[ ! -f $log || $(basename "$log") == audit.log ]] || cp "$log" "$dir/cluster-logs/"
+    done
     kwokctl delete cluster --name "$name" || fail "delete failed"
   fi
   rm -f "$kubeconfig"

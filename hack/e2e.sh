@@ -106,9 +106,7 @@ if [[ $chaos != 0 ]]; then
   if [[ $built == 1 ]]; then
     if ! "$DIR/chaos.test" -test.v -test.count=1 -test.timeout 30m; then
       rc=1
-      # The components' logs, before the cluster goes.
-      rm -rf "$DIR/cluster-logs"
-      bin/kwokctl --name "$NAME" export logs "$DIR/cluster-logs" >/dev/null 2>&1 || true
+      # hack/cluster.sh down keeps the components' logs.
       echo "the cluster's logs: tmp/$NAME/cluster-logs; its writes: tmp/$NAME/chaos-writes.txt" >&2
     fi
   else
