@@ -41,10 +41,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if k8s, err = client.New(cfg, client.Options{Scheme: manager.NewScheme()}); err != nil {
+	// As kubectl above: a write a webhook had no time for is sent again.
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: manager.NewScheme()})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	k8s = framework.WebhookPatient(c)
 	if clientset, err = kubernetes.NewForConfig(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

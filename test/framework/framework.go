@@ -12,6 +12,7 @@ package framework
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +21,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 )
@@ -96,9 +100,38 @@ func (k Kubectl) Input(stdin string, args ...string) (string, error) {
 	}
 }
 
-// WebhookTries is how many times Kubectl sends a request whose admission
-// webhook did not answer in time.
+// WebhookTries is how many times Kubectl, and a client made WebhookPatient,
+// send a request whose admission webhook did not answer in time.
 const WebhookTries = 3
+
+// WebhookPatient is c, but a write (create, update, patch, delete) that the
+// API server refused because an admission webhook had no time to answer
+// (WebhookTimedOut) is sent again, up to WebhookTries times in all, as
+// Kubectl does. Any other outcome is returned at once.
+func WebhookPatient(c client.WithWatch) client.WithWatch {
+	again := func(write func() error) error {
+		for try := 1; ; try++ {
+			err := write()
+			if err == nil || try >= WebhookTries || !WebhookTimedOut(err.Error()) {
+				return err
+			}
+		}
+	}
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			return again(func() error { return c.Create(ctx, obj, opts...) })
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			return again(func() error { return c.Update(ctx, obj, opts...) })
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			return again(func() error { return c.Patch(ctx, obj, patch, opts...) })
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			return again(func() error { return c.Delete(ctx, obj, opts...) })
+		},
+	})
+}
 
 // WebhookTimedOut reports whether msg, an error of the API server, says
 // that an admission webhook did not answer within its timeoutSeconds, or

@@ -2,12 +2,21 @@ package framework
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyjudge"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
@@ -97,5 +106,39 @@ func TestKubectlReturnsARefusalAtOnce(t *testing.T) {
 	k, runs := fakeKubectl(t, refused, "never reached")
 	if _, err := k.Out("apply", "-f", "app.yaml"); err == nil || !strings.Contains(err.Error(), "denied the request") || runs() != 1 {
 		t.Errorf("a refusal: %v after %d runs; want it at once", err, runs())
+	}
+}
+
+// A client made WebhookPatient writes again what a webhook had no time for,
+// up to WebhookTries times, and returns any other error at once.
+func TestWebhookPatientClient(t *testing.T) {
+	timeout := apierrors.NewInternalError(errors.New(`failed calling webhook "validate.envoyconfig.example.com": failed to call webhook: Post "https://localhost:9443/x?timeout=5s": context deadline exceeded`))
+	refusal := apierrors.NewForbidden(schema.GroupResource{Group: "example.com", Resource: "envoyconfigs"}, "app", errors.New("EnvoyConfig app is invalid"))
+	for _, tc := range []struct {
+		name    string
+		errs    []error // what the API server answers each write, in turn; nil past the end
+		want    error
+		creates int
+	}{
+		{"two timeouts, then written", []error{timeout, timeout}, nil, 3},
+		{"timeouts only", []error{timeout, timeout, timeout, timeout}, timeout, WebhookTries},
+		{"a refusal", []error{refusal}, refusal, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			creates := 0
+			c := WebhookPatient(fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+					creates++
+					if creates <= len(tc.errs) {
+						return tc.errs[creates-1]
+					}
+					return c.Create(ctx, obj, opts...)
+				},
+			}).Build())
+			err := c.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "default"}})
+			if !errors.Is(err, tc.want) && err != tc.want || creates != tc.creates {
+				t.Errorf("got %v after %d creates, want %v after %d", err, creates, tc.want, tc.creates)
+			}
+		})
 	}
 }
