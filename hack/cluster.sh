@@ -46,6 +46,18 @@ fail() {
   exit 1
 }
 
+workdir=${KWOK_WORKDIR:-$HOME/.kwok}/clusters/$name # kwokctl's: pids/, logs/
+
+# gone: the cluster's components whose process has exited.
+gone() {
+  local pidfile out=()
+  for pidfile in "$workdir/pids"/*.pid; do
+    [[ -f $pidfile ]] || continue
+    kill -0 "$(cat "$pidfile")" 2>/dev/null || out+=("$(basename "$pidfile" .pid)")
+  done
+  echo "${out[*]}"
+}
+
 case $cmd in
 up)
   if exists; then
@@ -69,6 +81,25 @@ up)
       --wait 2m "$@" || fail "create failed"
   fi
   healthy || fail "not ready"
+  # kwokctl waits for kube-apiserver alone, and starts nothing again. On a
+  # busy machine kube-controller-manager gives up waiting for kube-apiserver
+  # to be healthy and exits, and the cluster's Deployments and namespaces
+  # then get no pods and no ServiceAccount. kwokctl's start cluster starts
+  # the components whose process is gone.
+  for _ in 1 2 3; do
+    [[ -n $(gone) ]] || break
+    echo "cluster $name: $(gone) exited; starting it again" >&2
+    locked_kwokctl start cluster --name "$name" --wait 2m || true
+  done
+  [[ -z $(gone) ]] || fail "$(gone) exited (logs: $workdir/logs)"
+  # kube-controller-manager works once the default namespace has its
+  # ServiceAccount.
+  for _ in $(seq 240); do
+    "$BIN/kubectl" --kubeconfig "$kubeconfig" get serviceaccount default -n default >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  "$BIN/kubectl" --kubeconfig "$kubeconfig" get serviceaccount default -n default >/dev/null 2>&1 ||
+    fail "kube-controller-manager made no ServiceAccount in 2 minutes (logs: $workdir/logs)"
   podnet=${PODNET:-0}
   kwokctl --name "$name" scale node --replicas "${NODES:-3}" \
     --param ".podCIDRs = [\"10.$podnet.0.0/24\", \"fd00::/64\"]" || fail "scaling nodes failed"
@@ -82,7 +113,7 @@ down)
     # hundreds of MB.
     rm -rf "$dir/cluster-logs"
     mkdir -p "$dir/cluster-logs"
-    for log in "${KWOK_WORKDIR:-$HOME/.kwok}/clusters/$name/logs"/*.log; do
+    for log in "$workdir/logs"/*.log; do
       [[ ! -f $log || $(basename "$log") == audit.log ]] || cp "$log" "$dir/cluster-logs/"
     done
     kwokctl delete cluster --name "$name" || fail "delete failed"

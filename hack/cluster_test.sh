@@ -4,8 +4,9 @@
 # deadline (10 s), as a busy machine or a restart can stall it, then goes on
 # (SIGCONT): kube-controller-manager and kube-scheduler must still run (with
 # leader election they exit; hack/kwokctl.yaml), and the cluster must still
-# create a Deployment's pods. The cluster (kec-cluster-test) is removed on
-# any exit.
+# create a Deployment's pods. Then a component that exited is started again
+# by the next hack/cluster.sh up. The cluster (kec-cluster-test) is removed
+# on any exit.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -50,6 +51,21 @@ if bin/kubectl rollout status deployment/stalled --timeout=2m >/dev/null; then
 else
   echo "FAIL: after the stall, a Deployment does not get its pod:" >&2
   bin/kubectl get deployment,replicaset,pods -o wide >&2 || true
+  failures=$((failures + 1))
+fi
+
+# A component that exited (kube-controller-manager gives up at start when
+# kube-apiserver is slow to be healthy) is started again by the next up.
+killed=$(pid kube-controller-manager)
+kill -KILL "$killed"
+while kill -0 "$killed" 2>/dev/null; do sleep 0.1; done
+NODES=1 hack/cluster.sh up "$NAME" --kube-apiserver-port 0
+if kill -0 "$(pid kube-controller-manager)" 2>/dev/null && [[ $(pid kube-controller-manager) != "$killed" ]] &&
+  bin/kubectl create namespace after-restart >/dev/null &&
+  bin/kubectl wait --for=create serviceaccount/default -n after-restart --timeout=2m >/dev/null; then
+  echo "ok: up starts an exited kube-controller-manager again, and it works"
+else
+  echo "FAIL: up did not start the killed kube-controller-manager again, or it does not work (its log: $workdir/logs/kube-controller-manager.log)" >&2
   failures=$((failures + 1))
 fi
 [[ $failures == 0 ]] || exit 1
