@@ -33,7 +33,14 @@ locked_kwokctl() {
   flock -o "${TMPDIR:-/tmp}/kube-envoy-controller-kwokctl.lock" "$BIN/kwokctl" "$@" >>"$dir/kwokctl.log" 2>&1
 }
 
-exists() { "$BIN/kwokctl" get clusters 2>/dev/null | grep -qx "$name"; }
+# The list is read whole before it is searched: with pipefail, grep -q
+# ending the pipe at the first match made kwokctl die of SIGPIPE while it
+# printed the next cluster, and a cluster listed first among several
+# seemed not to exist (down left it running).
+exists() {
+  local clusters
+  clusters=$("$BIN/kwokctl" get clusters 2>/dev/null) && grep -qx "$name" <<<"$clusters"
+}
 
 healthy() {
   "$BIN/kwokctl" --name "$name" get kubeconfig >"$kubeconfig" 2>/dev/null &&

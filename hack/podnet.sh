@@ -40,8 +40,13 @@ NS_ADDR=169.254.99.$((4 * N + 2))
 LB_CIDR=127.$((N + 1)).0.0/16
 
 can() { [[ $(id -u) == 0 ]] && command -v ip >/dev/null; }
-# netns_up NAME: the network namespace NAME exists (exactly that name).
-netns_up() { ip netns list | awk '{print $1}' | grep -qxF "$1"; }
+# netns_up NAME: the network namespace NAME exists (exactly that name). The
+# list is read whole first: grep -q ends a pipe at its first match, and with
+# pipefail the writer's SIGPIPE would turn a match into a failure.
+netns_up() {
+  local names
+  names=$(ip netns list | awk '{print $1}') && grep -qxF "$1" <<<"$names"
+}
 # pod_addrs POD: the addresses of this network's range on the pod's eth0.
 pod_addrs() {
   ip -n "$1" -4 -o addr show dev eth0 2>/dev/null | awk -v p="10.$N." '{split($4, a, "/"); if (index(a[1], p) == 1) print a[1]}'
@@ -56,7 +61,7 @@ names)
   ;;
 up)
   can || { echo "podnet: the pods' network needs root and iproute2" >&2; exit 1; }
-  if netns_up "$NS" && ip route show "$CIDR" | grep -qw "$HOST_IF"; then
+  if netns_up "$NS" && grep -qw "$HOST_IF" <<<"$(ip route show "$CIDR")"; then
     exit 0
   fi
   "$0" down

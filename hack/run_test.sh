@@ -36,7 +36,10 @@ DIR=$ROOT/tmp/$NAME
 ENVOY=${ENVOY:-$ROOT/bin/envoy}
 export PODNET=${PODNET:-3}
 read -r podnet_ns lb_range < <(hack/podnet.sh names | awk '$1 == "namespace" {ns = $2} $1 == "load-balancers" {lb = $2} END {print ns, lb}')
-netns_up() { ip netns list 2>/dev/null | awk '{print $1}' | grep -qxF "$podnet_ns"; }
+netns_up() { # read whole, then searched: see hack/podnet.sh
+  local names
+  names=$(ip netns list 2>/dev/null | awk '{print $1}') && grep -qxF "$podnet_ns" <<<"$names"
+}
 start=$SECONDS
 step() { echo "[$((SECONDS - start))s] $*" >&2; }
 
