@@ -55,12 +55,15 @@ fail() {
 
 workdir=${KWOK_WORKDIR:-$HOME/.kwok}/clusters/$name # kwokctl's: pids/, logs/
 
-# gone: the cluster's components whose process has exited.
+# gone: the cluster's components whose process has exited: it is no more,
+# or a zombie not reaped yet (kill -0 succeeds on a zombie).
 gone() {
-  local pidfile out=()
+  local pidfile stat out=()
   for pidfile in "$workdir/pids"/*.pid; do
     [[ -f $pidfile ]] || continue
-    kill -0 "$(cat "$pidfile")" 2>/dev/null || out+=("$(basename "$pidfile" .pid)")
+    stat=$(cat "/proc/$(cat "$pidfile")/stat" 2>/dev/null) || stat=""
+    stat=${stat##*) } # the state follows the command's closing parenthesis
+    [[ -n $stat && ${stat:0:1} != Z ]] || out+=("$(basename "$pidfile" .pid)")
   done
   echo "${out[*]}"
 }
@@ -91,22 +94,28 @@ up)
   # kwokctl waits for kube-apiserver alone, and starts nothing again. On a
   # busy machine kube-controller-manager gives up waiting for kube-apiserver
   # to be healthy and exits, and the cluster's Deployments and namespaces
-  # then get no pods and no ServiceAccount. kwokctl's start cluster starts
-  # the components whose process is gone.
-  for _ in 1 2 3; do
-    [[ -n $(gone) ]] || break
-    echo "cluster $name: $(gone) exited; starting it again" >&2
-    locked_kwokctl start cluster --name "$name" --wait 2m || true
-  done
-  [[ -z $(gone) ]] || fail "$(gone) exited (logs: $workdir/logs)"
-  # kube-controller-manager works once the default namespace has its
-  # ServiceAccount.
+  # then get no pods and no ServiceAccount: a component that exited is
+  # started again, until kube-controller-manager works (the default
+  # namespace has its ServiceAccount).
+  starts=0 ready=""
   for _ in $(seq 240); do
-    "$BIN/kubectl" --kubeconfig "$kubeconfig" get serviceaccount default -n default >/dev/null 2>&1 && break
+    exited=$(gone)
+    if [[ -z $exited ]] && "$BIN/kubectl" --kubeconfig "$kubeconfig" get serviceaccount default -n default >/dev/null 2>&1; then
+      ready=1
+      break
+    fi
+    if [[ -n $exited ]]; then
+      [[ $starts -lt 3 ]] || fail "$exited exited again (logs: $workdir/logs)"
+      echo "cluster $name: $exited exited; starting it again" >&2
+      # kwokctl starts a component whose pid file is gone; it takes a
+      # zombie's for a running process.
+      for component in $exited; do rm -f "$workdir/pids/$component.pid"; done
+      locked_kwokctl start cluster --name "$name" --wait 2m || true
+      starts=$((starts + 1))
+    fi
     sleep 0.5
   done
-  "$BIN/kubectl" --kubeconfig "$kubeconfig" get serviceaccount default -n default >/dev/null 2>&1 ||
-    fail "kube-controller-manager made no ServiceAccount in 2 minutes (logs: $workdir/logs)"
+  [[ -n $ready ]] || fail "kube-controller-manager made no ServiceAccount in 2 minutes (logs: $workdir/logs)"
   podnet=${PODNET:-0}
   kwokctl --name "$name" scale node --replicas "${NODES:-3}" \
     --param ".podCIDRs = [\"10.$podnet.0.0/24\", \"fd00::/64\"]" || fail "scaling nodes failed"

@@ -27,6 +27,13 @@ NODES=1 hack/cluster.sh up "$NAME" --kube-apiserver-port 0
 export KUBECONFIG=$ROOT/tmp/$NAME/kubeconfig
 
 pid() { cat "$workdir/pids/$1.pid"; }
+# running PID: the process exists and is no zombie (kill -0 succeeds on one).
+running() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [[ ${stat:0:1} != Z ]]
+}
 controllers=("kube-controller-manager:$(pid kube-controller-manager)" "kube-scheduler:$(pid kube-scheduler)")
 apiserver=$(pid kube-apiserver)
 kill -STOP "$apiserver"
@@ -38,7 +45,7 @@ sleep 5
 
 failures=0
 for c in "${controllers[@]}"; do
-  if kill -0 "${c#*:}" 2>/dev/null; then
+  if running "${c#*:}"; then
     echo "ok: ${c%%:*} still runs after kube-apiserver stalled for 15 s"
   else
     echo "FAIL: ${c%%:*} exited when kube-apiserver stalled for 15 s (its log: $workdir/logs/${c%%:*}.log)" >&2
@@ -58,9 +65,9 @@ fi
 # kube-apiserver is slow to be healthy) is started again by the next up.
 killed=$(pid kube-controller-manager)
 kill -KILL "$killed"
-while kill -0 "$killed" 2>/dev/null; do sleep 0.1; done
+while running "$killed"; do sleep 0.1; done
 NODES=1 hack/cluster.sh up "$NAME" --kube-apiserver-port 0
-if kill -0 "$(pid kube-controller-manager)" 2>/dev/null && [[ $(pid kube-controller-manager) != "$killed" ]] &&
+if running "$(pid kube-controller-manager)" && [[ $(pid kube-controller-manager) != "$killed" ]] &&
   bin/kubectl create namespace after-restart >/dev/null &&
   bin/kubectl wait --for=create serviceaccount/default -n after-restart --timeout=2m >/dev/null; then
   echo "ok: up starts an exited kube-controller-manager again, and it works"

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -266,15 +267,21 @@ func apply(t *testing.T, ns, content string) error {
 			t.Fatal(err)
 		}
 		c.Namespace = ns
-		live := &examplev1.EnvoyConfig{}
-		err := suite.Client.Get(ctx, client.ObjectKeyFromObject(c), live)
-		switch {
-		case err == nil:
-			live.Spec = c.Spec
-			err = suite.Client.Update(ctx, live)
-		case client.IgnoreNotFound(err) == nil:
-			err = suite.Client.Create(ctx, c)
-		}
+		// As kubectl apply does, whatever the operator wrote meanwhile (its
+		// status, which moves the resourceVersion): an update that lost a
+		// race with it is sent again on the object as it now is.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			live := &examplev1.EnvoyConfig{}
+			err := suite.Client.Get(ctx, client.ObjectKeyFromObject(c), live)
+			switch {
+			case err == nil:
+				live.Spec = c.Spec
+				return suite.Client.Update(ctx, live)
+			case client.IgnoreNotFound(err) == nil:
+				return suite.Client.Create(ctx, c)
+			}
+			return err
+		})
 		if err != nil {
 			return err
 		}

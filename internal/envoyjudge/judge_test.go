@@ -34,7 +34,7 @@ func cluster(t *testing.T, name string) envoyload.Resources {
 func TestJudgeCachesVerdicts(t *testing.T) {
 	envoy := realenvoy.Require(t)
 	ctx := context.Background()
-	j := envoyjudge.New(ctx, envoyjudge.Options{Envoy: envoy, Concurrency: 2, Timeout: envoyjudge.DefaultTimeout, CacheSize: 2})
+	j := envoyjudge.New(ctx, envoyjudge.Options{Envoy: envoy, Concurrency: 2, Timeout: realenvoy.JudgeTimeout, CacheSize: 2})
 	if err := j.Unavailable(); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func gauge(t *testing.T, name string) float64 {
 func TestJudgeAPIListener(t *testing.T) {
 	envoy := realenvoy.Require(t)
 	ctx := context.Background()
-	j := envoyjudge.New(ctx, envoyjudge.Options{Envoy: envoy, Concurrency: 1, Timeout: envoyjudge.DefaultTimeout})
+	j := envoyjudge.New(ctx, envoyjudge.Options{Envoy: envoy, Concurrency: 1, Timeout: realenvoy.JudgeTimeout})
 	apiListener := func(header string) examplev1.EnvoyResources {
 		return examplev1.EnvoyResources{Listeners: []runtime.RawExtension{{Raw: []byte(`{"name": "greeter", "api_listener": {"api_listener": {
   "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager", "stat_prefix": "greeter",
@@ -192,7 +192,7 @@ func TestJudgeAPIListener(t *testing.T) {
 func TestJudgeWithTheFleetsClusters(t *testing.T) {
 	envoy := realenvoy.Require(t)
 	ctx := context.Background()
-	j := envoyjudge.New(ctx, envoyjudge.Options{Envoy: envoy, Concurrency: 1, Timeout: envoyjudge.DefaultTimeout})
+	j := envoyjudge.New(ctx, envoyjudge.Options{Envoy: envoy, Concurrency: 1, Timeout: realenvoy.JudgeTimeout})
 	res := examplev1.EnvoyResources{Listeners: []runtime.RawExtension{{Raw: []byte(`{"name": "traced", "address": {"socket_address": {"address": "0.0.0.0", "port_value": 8080}},
   "filter_chains": [{"filters": [{"name": "hcm", "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
     "stat_prefix": "traced", "rds": {"route_config_name": "r", "config_source": {"ads": {}}},

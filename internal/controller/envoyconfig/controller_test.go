@@ -80,7 +80,7 @@ func TestMain(m *testing.M) {
 		// The leader loads content in a real Envoy before it records it, as
 		// the operator does: bin/envoy, or $ENVOY (envoy_test.go).
 		envoy, _ := realenvoy.Binary()
-		r.Envoy = envoyjudge.New(context.Background(), envoyjudge.Options{Envoy: envoy, Concurrency: 2, Timeout: envoyjudge.DefaultTimeout})
+		r.Envoy = envoyjudge.New(context.Background(), envoyjudge.Options{Envoy: envoy, Concurrency: 2, Timeout: realenvoy.JudgeTimeout})
 		elected := r.IsLeader
 		r.IsLeader = func() bool { return !leaderPaused.Load() && elected() }
 		suite.Reconciler = r

@@ -26,10 +26,20 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/envoyload"
 	"github.com/kube-envoy-controller/kube-envoy-controller/internal/testing/testenv"
 )
+
+// JudgeTimeout is the timeout of a judge (envoyjudge.Options.Timeout) in a
+// test of what Envoy decides. On a busy machine a load that takes Envoy tens
+// of milliseconds took more than the operator's default of 3s
+// (envoyjudge.DefaultTimeout), and the test saw the judge's refusal for lack
+// of time instead of Envoy's verdict. A test asserts the verdict, not how
+// fast: the benchmarks time the judge, and the tests of the timeout use an
+// Envoy that never answers (Stalling).
+const JudgeTimeout = time.Minute
 
 // Binary returns the path of Envoy: $ENVOY, else bin/envoy of the repository.
 func Binary() (string, error) {

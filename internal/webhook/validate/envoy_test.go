@@ -181,7 +181,7 @@ func TestEnvoyVerdictCachedAcrossAdmissions(t *testing.T) {
 	ctx := context.Background()
 	waitForServer(t)
 	ns := suite.Namespace(t)
-	j := envoyjudge.New(ctx, envoyjudge.Options{Envoy: envoy, Concurrency: 1, Timeout: envoyjudge.DefaultTimeout})
+	j := envoyjudge.New(ctx, envoyjudge.Options{Envoy: envoy, Concurrency: 1, Timeout: realenvoy.JudgeTimeout})
 	v := &EnvoyConfigValidator{Client: suite.Client, APIReader: suite.Client, Decoder: admission.NewDecoder(suite.Manager.GetScheme()),
 		Policy: translate.Policy{Namespace: operatorNamespace}, Envoy: j}
 	refused := envoyFamilies[len(envoyFamilies)-1]

@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	}
 	suite.ValidatingWebhooks = servedHere(validating)
 	envoy, _ := realenvoy.Binary()
-	judge = envoyjudge.New(context.Background(), envoyjudge.Options{Envoy: envoy, Concurrency: 2, Timeout: envoyjudge.DefaultTimeout})
+	judge = envoyjudge.New(context.Background(), envoyjudge.Options{Envoy: envoy, Concurrency: 2, Timeout: realenvoy.JudgeTimeout})
 	suite.Main(m, func(mgr ctrl.Manager) error {
 		mgr.GetWebhookServer().Register(Path, NewWebhook(mgr, translate.Policy{Namespace: operatorNamespace}, judge))
 		return nil
