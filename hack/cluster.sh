@@ -14,6 +14,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$ROOT/hack/lib.sh"
 BIN=$ROOT/bin
 cmd=${1:?usage: hack/cluster.sh up|down|kubeconfig NAME}
 name=${2:?usage: hack/cluster.sh up|down|kubeconfig NAME}
@@ -55,15 +56,12 @@ fail() {
 
 workdir=${KWOK_WORKDIR:-$HOME/.kwok}/clusters/$name # kwokctl's: pids/, logs/
 
-# gone: the cluster's components whose process has exited: it is no more,
-# or a zombie not reaped yet (kill -0 succeeds on a zombie).
+# gone: the cluster's components whose process has exited (running).
 gone() {
-  local pidfile stat out=()
+  local pidfile out=()
   for pidfile in "$workdir/pids"/*.pid; do
     [[ -f $pidfile ]] || continue
-    stat=$(cat "/proc/$(cat "$pidfile")/stat" 2>/dev/null) || stat=""
-    stat=${stat##*) } # the state follows the command's closing parenthesis
-    [[ -n $stat && ${stat:0:1} != Z ]] || out+=("$(basename "$pidfile" .pid)")
+    running "$(cat "$pidfile")" || out+=("$(basename "$pidfile" .pid)")
   done
   echo "${out[*]}"
 }

@@ -10,6 +10,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
+source hack/lib.sh # running
 NAME=kec-cluster-test
 workdir=${KWOK_WORKDIR:-$HOME/.kwok}/clusters/$NAME
 apiserver=""
@@ -27,13 +28,6 @@ NODES=1 hack/cluster.sh up "$NAME" --kube-apiserver-port 0
 export KUBECONFIG=$ROOT/tmp/$NAME/kubeconfig
 
 pid() { cat "$workdir/pids/$1.pid"; }
-# running PID: the process exists and is no zombie (kill -0 succeeds on one).
-running() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }
-  [[ ${stat:0:1} != Z ]]
-}
 controllers=("kube-controller-manager:$(pid kube-controller-manager)" "kube-scheduler:$(pid kube-scheduler)")
 apiserver=$(pid kube-apiserver)
 kill -STOP "$apiserver"

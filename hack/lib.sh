@@ -175,3 +175,12 @@ envoy_inotify() {
     fi
   fi
 }
+
+# running PID: the process PID exists and is no zombie not reaped yet
+# (kill -0, and kwokctl, take a zombie for a running process).
+running() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) } # the state follows the command's closing parenthesis
+  [[ ${stat:0:1} != Z ]]
+}

@@ -84,19 +84,30 @@ func (k Kubectl) Input(stdin string, args ...string) (string, error) {
 	if k.Kubeconfig != "" {
 		args = append([]string{"--kubeconfig", k.Kubeconfig}, args...)
 	}
-	for try := 1; ; try++ {
+	var out []byte
+	err := sendAgainOnWebhookTimeout(func() error {
 		cmd := exec.Command(k.Path, args...)
 		if stdin != "" {
 			cmd.Stdin = strings.NewReader(stdin)
 		}
-		out, err := cmd.CombinedOutput()
-		if err == nil {
-			return strings.TrimSpace(string(out)), nil
+		var err error
+		if out, err = cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
 		}
-		if try < WebhookTries && WebhookTimedOut(string(out)) {
-			continue
+		return nil
+	})
+	return strings.TrimSpace(string(out)), err
+}
+
+// sendAgainOnWebhookTimeout runs send, and again while its error says that
+// a webhook had no time to answer (WebhookTimedOut), WebhookTries times at
+// most in all; it returns the last error.
+func sendAgainOnWebhookTimeout(send func() error) error {
+	for try := 1; ; try++ {
+		err := send()
+		if err == nil || try >= WebhookTries || !WebhookTimedOut(err.Error()) {
+			return err
 		}
-		return strings.TrimSpace(string(out)), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
 	}
 }
 
@@ -109,14 +120,7 @@ const WebhookTries = 3
 // (WebhookTimedOut) is sent again, up to WebhookTries times in all, as
 // Kubectl does. Any other outcome is returned at once.
 func WebhookPatient(c client.WithWatch) client.WithWatch {
-	again := func(write func() error) error {
-		for try := 1; ; try++ {
-			err := write()
-			if err == nil || try >= WebhookTries || !WebhookTimedOut(err.Error()) {
-				return err
-			}
-		}
-	}
+	again := sendAgainOnWebhookTimeout
 	return interceptor.NewClient(c, interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			return again(func() error { return c.Create(ctx, obj, opts...) })
